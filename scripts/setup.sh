@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything the build and the tests need on a fresh Debian 12 machine (idempotent):
+# the Debian -dev packages, and a Python venv (.venv) with the test oracles and real API clients.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
+  libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libzstd-dev
+  libgtest-dev libgmock-dev libbenchmark-dev python3-venv)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[setup] installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv"
+  python3 -m venv .venv
+fi
+if ! cmp -s tests/python/requirements.txt .venv/.requirements.installed 2>/dev/null; then
+  echo "[setup] installing Python test requirements"
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -r tests/python/requirements.txt
+  cp tests/python/requirements.txt .venv/.requirements.installed
+fi
+echo "[setup] ok"

@@ -1,0 +1,34 @@
+// Read-only memory map of a whole file. Weights are served straight from the page cache, so
+// resident memory stays close to the size of the weights actually touched.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace rapid {
+
+class MappedFile {
+ public:
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path);  // throws FileError
+  ~MappedFile();
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void release();
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Whole file into a string (small files: configs, tokenizer.json, templates). Throws FileError.
+std::string read_file(const std::string& path);
+
+}  // namespace rapid

@@ -1,0 +1,51 @@
+// The engine's public contract, shaped for continuous batching: the HTTP layer submits requests
+// and receives a stream of events on its own thread; it never runs the model itself.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampling.h"
+
+namespace rapid {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  int64_t max_tokens = 256;
+  int64_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;         // stop strings (matched on detokenized text)
+  std::vector<int32_t> stop_token_ids;   // in addition to the model's EOS ids
+};
+
+enum class FinishReason { None, Stop, Length, Cancelled, Error };
+
+// One event per generated token (text may be empty while a UTF-8 sequence or a possible stop
+// string is held back), then a final event with finished = true.
+struct GenerationEvent {
+  std::vector<int32_t> tokens;      // tokens accepted this step (several under speculation)
+  std::string text;                 // newly released text
+  std::vector<SampleResult> samples;  // per token, when logprobs were asked for
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::None;
+  std::string error;                // when finish_reason == Error
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+};
+
+using EventCallback = std::function<void(const GenerationEvent&)>;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Queues the request; `on_event` is called from the engine's thread. Returns an id for cancel().
+  virtual uint64_t submit(GenerationRequest req, EventCallback on_event) = 0;
+  // Stops a request (client gone); its final event carries FinishReason::Cancelled.
+  virtual void cancel(uint64_t id) = 0;
+};
+
+}  // namespace rapid

@@ -1,0 +1,51 @@
+// One model description whatever the source (HF config.json + generation_config.json, or GGUF
+// metadata). Field names follow HF's config.json.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rapid {
+
+struct RopeScaling {
+  std::string type = "default";  // default | linear | llama3 | yarn
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;      // llama3
+  int64_t original_max_position_embeddings = 0;              // llama3 / yarn
+  double beta_fast = 32.0, beta_slow = 1.0;                  // yarn
+  std::optional<double> attention_factor;                    // yarn (mscale)
+};
+
+struct ModelConfig {
+  std::string architecture;  // "llama", "qwen2", "qwen3", "gemma3", "mistral", ... (HF model_type)
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;  // hidden_size / heads unless given
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  double rope_local_base_freq = 10000.0;  // gemma3 sliding layers
+  RopeScaling rope_scaling;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // qwen2 q/k/v bias
+  std::string hidden_act = "silu";
+  // Gemma 3
+  int64_t sliding_window = 0;
+  std::vector<bool> layer_is_sliding;  // per layer; empty = all global
+  double query_pre_attn_scalar = 0.0;
+  double final_logit_softcapping = 0.0;
+  double attn_logit_softcapping = 0.0;
+  // Special tokens from config / generation_config / GGUF.
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+  std::optional<int32_t> pad_token_id;
+  // generation_config defaults
+  std::optional<double> temperature, top_p, top_k, repetition_penalty;
+};
+
+}  // namespace rapid

@@ -1,0 +1,47 @@
+// A view of one weight tensor as stored on disk (mmapped, never copied unless converted).
+// Shapes follow the HF/PyTorch convention: a Linear weight is [out_features, in_features],
+// rows contiguous; quantized formats quantize along the row (in_features) in blocks/groups.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rapid {
+
+enum class DType : uint8_t {
+  F32, F16, BF16,
+  // GGML block formats (block layout exactly as ggml's).
+  Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
+  // MLX affine quantization: uint32-packed `bits`-bit values, per-group f16/bf16/f32 scale and bias.
+  MLX_AFFINE,
+  I32, U32, I8, U8,
+};
+
+const char* dtype_name(DType t);
+
+struct Tensor {
+  std::string name;            // HF naming, e.g. "model.layers.0.self_attn.q_proj.weight"
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // logical shape (unpacked element counts), row-major
+  const void* data = nullptr;  // raw bytes in the file mapping (or owned buffer)
+  size_t nbytes = 0;
+
+  // MLX_AFFINE only: bits in {2,3,4,5,6,8}, group_size in {32,64,128}; scales/biases have shape
+  // [rows, cols/group_size] in `group_dtype` (F16/BF16/F32).
+  int bits = 0;
+  int group_size = 0;
+  DType group_dtype = DType::F16;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  int64_t rows() const { return shape.size() >= 2 ? numel() / shape.back() : 1; }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+};
+
+}  // namespace rapid
