@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fresh machine → running server: installs dependencies, fetches SmolLM2-135M-Instruct, builds,
+# starts `rapid-mlx serve` on it, asks one chat question through the OpenAI API and prints the
+# answer. The server then keeps serving on http://127.0.0.1:${PORT:-8000} until Ctrl-C
+# (pass --once to stop after the answer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RAPID_MODEL_CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
+PORT=${PORT:-8000}
+MODEL="$RAPID_MODEL_CACHE/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+scripts/setup.sh
+scripts/fetch_models.sh
+scripts/build.sh release rapid-mlx
+
+./build/rapid-mlx serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+  kill -0 $server 2>/dev/null || { echo "server exited" >&2; exit 1; }
+  sleep 0.5
+done
+
+echo "== POST /v1/chat/completions: What is the capital of France?"
+curl -sf "http://127.0.0.1:$PORT/v1/chat/completions" -H 'Content-Type: application/json' -d '{
+  "model": "smollm2",
+  "messages": [{"role": "user", "content": "What is the capital of France?"}],
+  "max_tokens": 64, "temperature": 0}' |
+  .venv/bin/python -c 'import json,sys; r=json.load(sys.stdin); print(r["choices"][0]["message"]["content"]); print("usage:", r["usage"])'
+
+[ "${1:-}" = "--once" ] && exit 0
+echo "== serving on http://127.0.0.1:$PORT (Ctrl-C to stop)"
+wait $server
