@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Derives float and MLX-quantized copies of the fetched GGUF models with `rapid-mlx convert`
+# (run after the build; scripts/fetch_models.sh must have run first). Idempotent:
+#   smollm2-135m-instruct/hf-f32/    HF safetensors, f32, dequantized from the Q4_1 GGUF
+#   smollm2-135m-instruct/mlx-q4/    MLX affine 4-bit (group 64), bf16 scales/norms (mlx_lm layout)
+#   smollm2-135m-instruct/mlx-q8/    MLX affine 8-bit (group 64)
+# A GGUF source's tokenizer travels as tokenizer.gguf (hard link when possible).
+# usage: scripts/derive_models.sh [path/to/rapid-mlx]   (default: build/rapid-mlx or $RAPID_BIN)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
+BIN=${1:-${RAPID_BIN:-build/rapid-mlx}}
+if [ ! -x "$BIN" ]; then
+  echo "[derive] $BIN not built; skipping (build first, then re-run)" >&2
+  exit 0
+fi
+
+derive() {  # source, destination dir, convert options...
+  local src=$1 dst=$2; shift 2
+  [ -s "$dst/model.safetensors" ] && [ -s "$dst/config.json" ] && return 0
+  if [ ! -e "$src" ]; then
+    echo "[derive] missing $src (run scripts/fetch_models.sh)" >&2
+    return 0
+  fi
+  rm -rf "$dst.tmp"
+  "$BIN" convert --from "$src" --to "$dst.tmp" "$@"
+  rm -rf "$dst"
+  mv "$dst.tmp" "$dst"
+}
+
+S=$CACHE/smollm2-135m-instruct
+derive "$S/SmolLM2-135M-Instruct.Q4_1.gguf" "$S/hf-f32" --dtype f32
+derive "$S/hf-f32" "$S/mlx-q4" --quantize 4 --group-size 64 --dtype bf16
+derive "$S/hf-f32" "$S/mlx-q8" --quantize 8 --group-size 64 --dtype bf16
+echo "[derive] ok: $S/{hf-f32,mlx-q4,mlx-q8}"

@@ -1,0 +1,170 @@
+#include "model/checkpoint_hf.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/mapped_file.h"
+#include "model/config_load.h"
+#include "model/mlx_quant.h"
+#include "model/safetensors.h"
+
+namespace rapid {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string normalize_hf_name(const std::string& n) {
+  auto starts = [&](const char* p) { return n.rfind(p, 0) == 0; };
+  if (starts("model.language_model.")) return "model." + n.substr(21);
+  if (starts("language_model.model.")) return n.substr(15);
+  if (starts("language_model.lm_head.")) return n.substr(15);
+  if (starts("vision_tower.") || starts("model.vision_tower.") || starts("multi_modal_projector.") ||
+      starts("model.multi_modal_projector.") || starts("audio_tower.") || starts("model.audio_tower."))
+    return "";
+  return n;
+}
+
+namespace {
+
+std::vector<std::string> shard_files(const std::string& dir, std::map<std::string, std::string>& weight_map) {
+  fs::path idx = fs::path(dir) / "model.safetensors.index.json";
+  std::vector<std::string> files;
+  if (fs::exists(idx)) {
+    json j;
+    try {
+      j = json::parse(read_file(idx.string()));
+    } catch (const json::exception& e) {
+      throw FileError(idx.string(), std::string("invalid JSON: ") + e.what());
+    }
+    if (!j.contains("weight_map") || !j["weight_map"].is_object()) throw FileError(idx.string(), "no weight_map object");
+    std::set<std::string> uniq;
+    for (auto& [name, file] : j["weight_map"].items()) {
+      if (!file.is_string()) throw FileError(idx.string(), "weight_map['" + name + "'] is not a file name");
+      std::string f = file.get<std::string>();
+      if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
+        throw FileError(idx.string(), "weight_map['" + name + "'] names a file outside the model directory");
+      weight_map[name] = f;
+      uniq.insert(f);
+    }
+    for (auto& f : uniq) files.push_back((fs::path(dir) / f).string());
+  } else {
+    for (auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+    std::sort(files.begin(), files.end());
+  }
+  if (files.empty()) throw FileError(dir, "no .safetensors files");
+  return files;
+}
+
+// Folds "<m>.weight" (U32 packed) + "<m>.scales" + "<m>.biases" into one MLX_AFFINE tensor.
+void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>& qc, const std::string& dir,
+                        WeightStore& out) {
+  for (auto& [name, t] : raw.all()) {
+    const std::string sfx = ".scales";
+    if (name.size() > sfx.size() && name.compare(name.size() - sfx.size(), sfx.size(), sfx) == 0) continue;
+    if (name.size() > 7 && name.compare(name.size() - 7, 7, ".biases") == 0 &&
+        raw.find(name.substr(0, name.size() - 7) + ".scales"))
+      continue;
+    const std::string wsfx = ".weight";
+    bool is_weight = name.size() > wsfx.size() && name.compare(name.size() - wsfx.size(), wsfx.size(), wsfx) == 0;
+    std::string module = is_weight ? name.substr(0, name.size() - wsfx.size()) : "";
+    const Tensor* scales = is_weight ? raw.find(module + ".scales") : nullptr;
+    if (!scales) {
+      out.add(t);
+      continue;
+    }
+    auto bad = [&](const std::string& why) { return FileError(dir, "quantized '" + module + "': " + why); };
+    if (!qc) throw bad("has scales but config.json has no quantization section");
+    auto spec = qc->for_module(module);
+    if (!spec) throw bad("has scales but config.json marks it unquantized");
+    const Tensor* biases = raw.find(module + ".biases");
+    if (!biases) throw bad("has scales but no biases");
+    if (t.dtype != DType::U32 || t.shape.size() != 2) throw bad("packed weight is not a 2-D uint32 tensor");
+    int64_t rows = t.shape[0], pcols = t.shape[1];
+    if ((pcols * 32) % spec->bits) throw bad("packed width is not a whole number of " + std::to_string(spec->bits) + "-bit values");
+    int64_t cols = pcols * 32 / spec->bits;
+    if (cols % spec->group_size) throw bad("row of " + std::to_string(cols) + " is not a whole number of groups");
+    std::vector<int64_t> gshape = {rows, cols / spec->group_size};
+    if (scales->shape != gshape || biases->shape != gshape)
+      throw bad("scales/biases shape does not match " + std::to_string(rows) + " x " + std::to_string(gshape[1]) +
+                " groups (bits " + std::to_string(spec->bits) + ", group_size " + std::to_string(spec->group_size) + ")");
+    if (scales->dtype != biases->dtype || (scales->dtype != DType::F16 && scales->dtype != DType::BF16 && scales->dtype != DType::F32))
+      throw bad("scales/biases must share one float dtype");
+    Tensor q = t;
+    q.dtype = DType::MLX_AFFINE;
+    q.shape = {rows, cols};
+    q.bits = spec->bits;
+    q.group_size = spec->group_size;
+    q.group_dtype = scales->dtype;
+    q.scales = scales->data;
+    q.biases = biases->data;
+    out.add(std::move(q));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
+  auto ck = std::make_unique<Checkpoint>();
+  ck->path = dir;
+  ck->config = load_hf_config(dir);
+  std::string cpath = (fs::path(dir) / "config.json").string();
+  json cfg;
+  try {
+    cfg = json::parse(read_file(cpath));
+  } catch (const json::exception& e) {
+    throw FileError(cpath, e.what());
+  }
+  std::optional<mlx::QuantConfig> qc;
+  try {
+    qc = mlx::parse_quant_config(cfg);
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(cpath, e.what());
+  }
+  std::map<std::string, std::string> weight_map;
+  WeightStore raw;
+  for (auto& file : shard_files(dir, weight_map)) {
+    SafetensorsFile sf = read_safetensors(file);
+    std::string fname = fs::path(file).filename().string();
+    for (auto& t : sf.tensors) {
+      if (!weight_map.empty()) {
+        auto it = weight_map.find(t.name);
+        if (it != weight_map.end() && it->second != fname)
+          throw FileError(file, "tensor '" + t.name + "' is listed in the index under " + it->second);
+      }
+      Tensor n = t;
+      n.name = normalize_hf_name(t.name);
+      if (n.name.empty()) continue;
+      // safetensors only aligns data when the writer pads its header (MLX's does not): give
+      // misaligned tensors an aligned copy so every consumer may read them as typed arrays.
+      size_t align = dtype_block_bytes(n.dtype);
+      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0) {
+        auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
+                                                          static_cast<const uint8_t*>(n.data) + n.nbytes);
+        n.data = buf->data();
+        ck->weights.keep_alive(buf);
+      }
+      if (raw.find(n.name)) throw FileError(file, "tensor '" + n.name + "' appears twice");
+      raw.add(std::move(n));
+    }
+    ck->weights.keep_alive(sf.file);
+  }
+  for (auto& [name, f] : weight_map) {
+    std::string n = normalize_hf_name(name);
+    if (!n.empty() && !raw.find(n)) throw FileError(dir, "index lists '" + name + "' in " + f + " but it is not there");
+  }
+  fold_mlx_quantized(raw, qc, dir, ck->weights);
+  if (fs::exists(fs::path(dir) / "tokenizer.json")) ck->tokenizer_path = dir;
+  else if (fs::exists(fs::path(dir) / "tokenizer.gguf")) ck->tokenizer_path = (fs::path(dir) / "tokenizer.gguf").string();
+  else ck->tokenizer_path = dir;
+  return ck;
+}
+
+}  // namespace rapid

@@ -1,0 +1,143 @@
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "model/config_load.h"
+
+namespace rapid {
+
+namespace {
+
+// llama.cpp's converter replaces Llama 3.x's rope_scaling {rope_type: llama3, factor, low/high_freq_factor,
+// original_max_position_embeddings} by a tensor "rope_freqs" of per-frequency divisors. Recover the
+// HF parameters: factor = the largest divisor; the others take Llama 3's values, kept only if they
+// reproduce every divisor (else the config stays "default" and the tensor remains available).
+void infer_llama3_rope(const GgufFile& g, ModelConfig& c) {
+  const Tensor* rf = g.find("rope_freqs.weight");
+  if (!rf || rf->dtype != DType::F32 || c.head_dim <= 0 || rf->numel() != c.head_dim / 2) return;
+  std::vector<float> v(size_t(rf->numel()));
+  std::memcpy(v.data(), rf->data, v.size() * 4);
+  double factor = 1.0;
+  for (float x : v) factor = std::max(factor, double(x));
+  for (double orig : {8192.0, double(c.max_position_embeddings)}) {
+    const double low = 1.0, high = 4.0, pi = 3.14159265358979323846;
+    bool ok = orig > 0;
+    for (size_t i = 0; ok && i < v.size(); ++i) {
+      double freq = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.head_dim));
+      double wavelen = 2 * pi / freq, want;
+      if (wavelen < orig / high) want = 1.0;
+      else if (wavelen > orig / low) want = factor;
+      else {
+        double smooth = (orig / wavelen - low) / (high - low);
+        want = 1.0 / ((1 - smooth) / factor + smooth);
+      }
+      ok = std::fabs(want - v[i]) <= 1e-4 * std::max(1.0, want);
+    }
+    if (ok) {
+      c.rope_scaling.type = "llama3";
+      c.rope_scaling.factor = factor;
+      c.rope_scaling.low_freq_factor = low;
+      c.rope_scaling.high_freq_factor = high;
+      c.rope_scaling.original_max_position_embeddings = int64_t(orig);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ModelConfig config_from_gguf(const GgufFile& g) {
+  ModelConfig c;
+  std::string arch = g.get_string("general.architecture");
+  if (arch.empty()) throw FileError(g.path, "no general.architecture in metadata");
+  c.architecture = arch;
+  auto k = [&](const std::string& suffix) { return arch + "." + suffix; };
+  auto need = [&](const std::string& suffix) {
+    int64_t v = g.get_int(k(suffix), -1);
+    if (v <= 0) throw FileError(g.path, "metadata '" + k(suffix) + "' is missing or invalid");
+    return v;
+  };
+  c.num_hidden_layers = need("block_count");
+  c.hidden_size = need("embedding_length");
+  c.intermediate_size = g.get_int(k("feed_forward_length"), 0);
+  c.num_attention_heads = need("attention.head_count");
+  c.num_key_value_heads = g.get_int(k("attention.head_count_kv"), c.num_attention_heads);
+  c.head_dim = g.get_int(k("attention.key_length"), c.hidden_size / c.num_attention_heads);
+  c.max_position_embeddings = g.get_int(k("context_length"), 0);
+  c.rms_norm_eps = g.get_float(k("attention.layer_norm_rms_epsilon"), c.rms_norm_eps);
+  c.rope_theta = g.get_float(k("rope.freq_base"), 10000.0);
+  std::string rs = g.get_string(k("rope.scaling.type"), "none");
+  if (rs != "none" && !rs.empty()) {
+    c.rope_scaling.type = rs;
+    c.rope_scaling.factor = g.get_float(k("rope.scaling.factor"), 1.0);
+    c.rope_scaling.original_max_position_embeddings = g.get_int(k("rope.scaling.original_context_length"), 0);
+    if (rs == "yarn") {
+      c.rope_scaling.beta_fast = g.get_float(k("rope.scaling.yarn_beta_fast"), c.rope_scaling.beta_fast);
+      c.rope_scaling.beta_slow = g.get_float(k("rope.scaling.yarn_beta_slow"), c.rope_scaling.beta_slow);
+    }
+  }
+  if (c.rope_scaling.type == "default") infer_llama3_rope(g, c);
+  if (auto* emb = g.find("token_embd.weight")) c.vocab_size = emb->shape[0];
+  else if (auto* toks = g.get("tokenizer.ggml.tokens"); toks && toks->is_array()) c.vocab_size = int64_t(toks->size());
+  c.vocab_size = g.get_int(k("vocab_size"), c.vocab_size);
+  c.tie_word_embeddings = g.find("output.weight") == nullptr;
+  c.attention_bias = g.find("blk.0.attn_q.bias") != nullptr;
+  if (arch == "gemma3") {
+    c.hidden_act = "gelu_pytorch_tanh";
+    c.sliding_window = g.get_int(k("attention.sliding_window"), 0);
+    // Gemma 3 scales queries by 1/sqrt(head_dim) (query_pre_attn_scalar = head_dim for the sizes
+    // GGUF carries no key for); local layers use RoPE base 10000.
+    c.query_pre_attn_scalar = double(c.head_dim);
+    c.rope_local_base_freq = 10000.0;
+    c.final_logit_softcapping = g.get_float(k("final_logit_softcapping"), 0.0);
+    c.attn_logit_softcapping = g.get_float(k("attn_logit_softcapping"), 0.0);
+    int64_t pattern = 6;
+    auto* p = g.get(k("attention.sliding_window_pattern"));
+    if (p && p->is_array() && int64_t(p->size()) == c.num_hidden_layers) {
+      for (auto& v : *p)
+        c.layer_is_sliding.push_back(v.is_boolean() ? v.get<bool>() : (v.is_number_integer() && v.get<int64_t>() != 0));
+    } else {
+      if (p && p->is_number_integer()) pattern = p->get<int64_t>();
+      for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
+    }
+  }
+  auto tok_id = [&](const char* key) -> std::optional<int32_t> {
+    auto* v = g.get(key);
+    if (v && v->is_number_integer()) return v->get<int32_t>();
+    return std::nullopt;
+  };
+  c.bos_token_id = tok_id("tokenizer.ggml.bos_token_id");
+  c.pad_token_id = tok_id("tokenizer.ggml.padding_token_id");
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    if (auto id = tok_id(key)) {
+      bool dup = false;
+      for (auto x : c.eos_token_ids) dup |= x == *id;
+      if (!dup) c.eos_token_ids.push_back(*id);
+    }
+  }
+  // GGUF often names only one eos; chat models stop at their end-of-turn token too (HF lists it in
+  // generation_config). Like llama.cpp, recognise the usual end-of-turn control tokens by text.
+  auto* toks = g.get("tokenizer.ggml.tokens");
+  auto* types = g.get("tokenizer.ggml.token_type");
+  if (toks && toks->is_array()) {
+    static const char* kEot[] = {"<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|eom_id|>", "<|end|>", "<|endoftext|>"};
+    for (size_t i = 0; i < toks->size(); ++i) {
+      const auto& tk = (*toks)[i];
+      if (!tk.is_string()) continue;
+      const std::string& s = tk.get_ref<const std::string&>();
+      if (s.size() < 5 || s[0] != '<') continue;
+      bool control = !(types && types->is_array() && types->size() == toks->size()) ||
+                     ((*types)[i].is_number_integer() && (*types)[i].get<int64_t>() == 3);
+      if (!control) continue;
+      for (const char* e : kEot)
+        if (s == e) {
+          bool dup = false;
+          for (auto x : c.eos_token_ids) dup |= x == int32_t(i);
+          if (!dup) c.eos_token_ids.push_back(int32_t(i));
+        }
+    }
+  }
+  return c;
+}
+
+}  // namespace rapid

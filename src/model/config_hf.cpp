@@ -1,0 +1,245 @@
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/mapped_file.h"
+#include "model/config_load.h"
+
+namespace rapid {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t get_i(const json& j, const char* k, int64_t fallback) {
+  if (!j.contains(k) || j[k].is_null()) return fallback;
+  if (!j[k].is_number()) throw Error(std::string("config.json: '") + k + "' is not a number");
+  return j[k].get<int64_t>();
+}
+
+double get_d(const json& j, const char* k, double fallback) {
+  if (!j.contains(k) || j[k].is_null()) return fallback;
+  if (!j[k].is_number()) throw Error(std::string("config.json: '") + k + "' is not a number");
+  return j[k].get<double>();
+}
+
+std::string normalize_arch(std::string t) {
+  if (t == "gemma3_text") return "gemma3";
+  return t;
+}
+
+void read_ids(const json& v, std::vector<int32_t>& out) {
+  auto add = [&](int32_t id) {
+    for (auto x : out)
+      if (x == id) return;
+    out.push_back(id);
+  };
+  if (v.is_number_integer()) add(v.get<int32_t>());
+  else if (v.is_array())
+    for (auto& x : v)
+      if (x.is_number_integer()) add(x.get<int32_t>());
+}
+
+void read_rope_scaling(const json& rs, RopeScaling& r) {
+  if (!rs.is_object()) return;
+  std::string type = rs.value("rope_type", rs.value("type", std::string("default")));
+  r.type = type;
+  r.factor = get_d(rs, "factor", 1.0);
+  r.low_freq_factor = get_d(rs, "low_freq_factor", r.low_freq_factor);
+  r.high_freq_factor = get_d(rs, "high_freq_factor", r.high_freq_factor);
+  r.original_max_position_embeddings = get_i(rs, "original_max_position_embeddings", 0);
+  r.beta_fast = get_d(rs, "beta_fast", r.beta_fast);
+  r.beta_slow = get_d(rs, "beta_slow", r.beta_slow);
+  if (rs.contains("attention_factor") && rs["attention_factor"].is_number())
+    r.attention_factor = rs["attention_factor"].get<double>();
+}
+
+}  // namespace
+
+ModelConfig config_from_hf(const json& full, const json& generation) {
+  if (!full.is_object()) throw Error("config.json is not a JSON object");
+  // Multimodal wrappers (Gemma3ForConditionalGeneration, ...) keep the LM in text_config.
+  const json& j = (full.contains("text_config") && full["text_config"].is_object()) ? full["text_config"] : full;
+  ModelConfig c;
+  std::string mt = j.value("model_type", full.value("model_type", std::string()));
+  if (mt.empty()) throw Error("config.json has no model_type");
+  c.architecture = normalize_arch(mt);
+  c.vocab_size = get_i(j, "vocab_size", get_i(full, "vocab_size", 0));
+  c.hidden_size = get_i(j, "hidden_size", 0);
+  c.intermediate_size = get_i(j, "intermediate_size", 0);
+  c.num_hidden_layers = get_i(j, "num_hidden_layers", 0);
+  c.num_attention_heads = get_i(j, "num_attention_heads", 0);
+  if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0)
+    throw Error("config.json lacks hidden_size / num_hidden_layers / num_attention_heads");
+  c.num_key_value_heads = get_i(j, "num_key_value_heads", c.num_attention_heads);
+  c.head_dim = get_i(j, "head_dim", c.hidden_size / c.num_attention_heads);
+  c.max_position_embeddings = get_i(j, "max_position_embeddings", 0);
+  c.rms_norm_eps = get_d(j, "rms_norm_eps", c.rms_norm_eps);
+  bool gemma = c.architecture == "gemma3";
+  c.hidden_act = j.value("hidden_activation", j.value("hidden_act", std::string(gemma ? "gelu_pytorch_tanh" : "silu")));
+  if (j.contains("hidden_activation") && j["hidden_activation"].is_string())
+    c.hidden_act = j["hidden_activation"].get<std::string>();
+  // RoPE: transformers >= 5 writes rope_parameters (per layer type for gemma3); older configs
+  // rope_theta + rope_scaling (+ rope_local_base_freq for gemma3).
+  c.rope_theta = get_d(j, "rope_theta", c.rope_theta);
+  c.rope_local_base_freq = get_d(j, "rope_local_base_freq", c.rope_local_base_freq);
+  if (j.contains("rope_scaling")) read_rope_scaling(j["rope_scaling"], c.rope_scaling);
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const json& rp = j["rope_parameters"];
+    if (rp.contains("full_attention") && rp["full_attention"].is_object()) {
+      c.rope_theta = get_d(rp["full_attention"], "rope_theta", c.rope_theta);
+      read_rope_scaling(rp["full_attention"], c.rope_scaling);
+      if (rp.contains("sliding_attention") && rp["sliding_attention"].is_object())
+        c.rope_local_base_freq = get_d(rp["sliding_attention"], "rope_theta", c.rope_local_base_freq);
+    } else {
+      c.rope_theta = get_d(rp, "rope_theta", c.rope_theta);
+      read_rope_scaling(rp, c.rope_scaling);
+    }
+  }
+  // transformers' per-class defaults: gemma ties embeddings, llama/qwen do not unless told.
+  c.tie_word_embeddings = j.contains("tie_word_embeddings") && j["tie_word_embeddings"].is_boolean()
+                              ? j["tie_word_embeddings"].get<bool>()
+                              : (full.contains("tie_word_embeddings") && full["tie_word_embeddings"].is_boolean()
+                                     ? full["tie_word_embeddings"].get<bool>()
+                                     : gemma);
+  c.attention_bias = c.architecture == "qwen2" ? true : j.value("attention_bias", false);
+  if (gemma) {
+    c.sliding_window = get_i(j, "sliding_window", 0);
+    c.query_pre_attn_scalar = get_d(j, "query_pre_attn_scalar", double(c.head_dim));
+    c.final_logit_softcapping = get_d(j, "final_logit_softcapping", 0.0);
+    c.attn_logit_softcapping = get_d(j, "attn_logit_softcapping", 0.0);
+  } else if (j.value("use_sliding_window", false)) {
+    c.sliding_window = get_i(j, "sliding_window", 0);
+  }
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    for (auto& t : j["layer_types"]) c.layer_is_sliding.push_back(t == "sliding_attention");
+    if (int64_t(c.layer_is_sliding.size()) != c.num_hidden_layers)
+      throw Error("config.json: layer_types has " + std::to_string(c.layer_is_sliding.size()) + " entries for " +
+                  std::to_string(c.num_hidden_layers) + " layers");
+  } else if (gemma) {
+    int64_t pattern = get_i(j, "sliding_window_pattern", get_i(j, "_sliding_window_pattern", 6));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
+  }
+  if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
+  else if (full.contains("bos_token_id") && full["bos_token_id"].is_number_integer()) c.bos_token_id = full["bos_token_id"].get<int32_t>();
+  if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int32_t>();
+  // generation_config.json is what generate() uses for stopping, so its ids come first.
+  if (generation.is_object()) {
+    if (generation.contains("eos_token_id")) read_ids(generation["eos_token_id"], c.eos_token_ids);
+    if (generation.contains("bos_token_id") && generation["bos_token_id"].is_number_integer())
+      c.bos_token_id = generation["bos_token_id"].get<int32_t>();
+    if (generation.contains("pad_token_id") && generation["pad_token_id"].is_number_integer() && !c.pad_token_id)
+      c.pad_token_id = generation["pad_token_id"].get<int32_t>();
+    auto opt = [&](const char* k, std::optional<double>& dst) {
+      if (generation.contains(k) && generation[k].is_number()) dst = generation[k].get<double>();
+    };
+    opt("temperature", c.temperature);
+    opt("top_p", c.top_p);
+    opt("top_k", c.top_k);
+    opt("repetition_penalty", c.repetition_penalty);
+  }
+  if (j.contains("eos_token_id")) read_ids(j["eos_token_id"], c.eos_token_ids);
+  else if (full.contains("eos_token_id")) read_ids(full["eos_token_id"], c.eos_token_ids);
+  return c;
+}
+
+ModelConfig load_hf_config(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::string cpath = (fs::path(dir) / "config.json").string();
+  json cfg, gen;
+  try {
+    cfg = json::parse(read_file(cpath));
+  } catch (const json::exception& e) {
+    throw FileError(cpath, std::string("invalid JSON: ") + e.what());
+  }
+  std::string gpath = (fs::path(dir) / "generation_config.json").string();
+  if (fs::exists(gpath)) {
+    try {
+      gen = json::parse(read_file(gpath));
+    } catch (const json::exception& e) {
+      throw FileError(gpath, std::string("invalid JSON: ") + e.what());
+    }
+  }
+  try {
+    return config_from_hf(cfg, gen);
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    throw FileError(cpath, e.what());
+  }
+}
+
+nlohmann::ordered_json config_to_hf_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  static const std::pair<const char*, const char*> classes[] = {
+      {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
+      {"gemma3", "Gemma3ForCausalLM"}, {"mistral", "MistralForCausalLM"}};
+  for (auto& [a, cls] : classes)
+    if (c.architecture == a) j["architectures"] = {cls};
+  j["model_type"] = c.architecture == "gemma3" ? "gemma3_text" : c.architecture;
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["num_key_value_heads"] = c.num_key_value_heads;
+  j["head_dim"] = c.head_dim;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  if (c.rope_scaling.type != "default") {
+    auto& r = c.rope_scaling;
+    nlohmann::ordered_json rs = {{"rope_type", r.type}, {"factor", r.factor}};
+    if (r.type == "llama3") {
+      rs["low_freq_factor"] = r.low_freq_factor;
+      rs["high_freq_factor"] = r.high_freq_factor;
+    }
+    if (r.original_max_position_embeddings) rs["original_max_position_embeddings"] = r.original_max_position_embeddings;
+    if (r.type == "yarn") {
+      rs["beta_fast"] = r.beta_fast;
+      rs["beta_slow"] = r.beta_slow;
+      if (r.attention_factor) rs["attention_factor"] = *r.attention_factor;
+    }
+    j["rope_scaling"] = rs;
+  }
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  if (c.architecture != "qwen2") j["attention_bias"] = c.attention_bias;
+  j[c.architecture == "gemma3" ? "hidden_activation" : "hidden_act"] = c.hidden_act;
+  if (c.architecture == "gemma3") {
+    j["rope_local_base_freq"] = c.rope_local_base_freq;
+    j["sliding_window"] = c.sliding_window;
+    // transformers validates this field as an int.
+    if (c.query_pre_attn_scalar == double(int64_t(c.query_pre_attn_scalar)))
+      j["query_pre_attn_scalar"] = int64_t(c.query_pre_attn_scalar);
+    else
+      j["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    j["final_logit_softcapping"] = c.final_logit_softcapping > 0 ? nlohmann::ordered_json(c.final_logit_softcapping) : nullptr;
+    j["attn_logit_softcapping"] = c.attn_logit_softcapping > 0 ? nlohmann::ordered_json(c.attn_logit_softcapping) : nullptr;
+  } else if (c.sliding_window > 0) {
+    j["use_sliding_window"] = true;
+    j["sliding_window"] = c.sliding_window;
+  }
+  if (!c.layer_is_sliding.empty()) {
+    auto& lt = j["layer_types"] = nlohmann::ordered_json::array();
+    for (bool s : c.layer_is_sliding) lt.push_back(s ? "sliding_attention" : "full_attention");
+  }
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+nlohmann::ordered_json generation_config_to_hf_json(const ModelConfig& c) {
+  nlohmann::ordered_json j;
+  if (c.bos_token_id) j["bos_token_id"] = *c.bos_token_id;
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids[0];
+  else if (!c.eos_token_ids.empty()) j["eos_token_id"] = c.eos_token_ids;
+  if (c.pad_token_id) j["pad_token_id"] = *c.pad_token_id;
+  if (c.temperature) j["temperature"] = *c.temperature;
+  if (c.top_p) j["top_p"] = *c.top_p;
+  if (c.top_k) j["top_k"] = int64_t(*c.top_k);
+  if (c.repetition_penalty) j["repetition_penalty"] = *c.repetition_penalty;
+  return j;
+}
+
+}  // namespace rapid

@@ -1,0 +1,43 @@
+// GGUF v2/v3 reader (little-endian): header, metadata key/values (all value types, nested
+// arrays), tensor infos, alignment and data offsets, every field bounds-checked. Tensors keep
+// their GGUF names here; gguf_names.h maps them to HF names and layouts.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/mapped_file.h"
+#include "model/tensor.h"
+
+namespace rapid {
+
+struct GgufFile {
+  std::string path;
+  std::shared_ptr<MappedFile> file;
+  uint32_t version = 0;
+  // Metadata by key. Integers/floats/bools/strings map to JSON scalars, arrays to JSON arrays.
+  // Strings are the raw bytes (GGUF does not promise UTF-8 for token pieces): never dump() them.
+  nlohmann::json metadata = nlohmann::json::object();
+  std::vector<Tensor> tensors;  // GGUF names; shape in row-major order (GGUF's ne reversed)
+  uint64_t alignment = 32;
+  uint64_t data_offset = 0;     // absolute file offset of the tensor data section
+
+  const Tensor* find(const std::string& name) const;
+  // Typed metadata access (nullptr/fallback when absent; FileError when the type is wrong).
+  const nlohmann::json* get(const std::string& key) const;
+  int64_t get_int(const std::string& key, int64_t fallback) const;
+  double get_float(const std::string& key, double fallback) const;
+  std::string get_string(const std::string& key, const std::string& fallback = "") const;
+};
+
+// Throws FileError(path, reason) for anything truncated, inconsistent or unsupported.
+GgufFile read_gguf(const std::string& path);
+
+// GGML type id (as stored in GGUF) → DType; false for types we do not support.
+bool ggml_type_to_dtype(uint32_t id, DType& out);
+uint32_t dtype_to_ggml_type(DType t);  // throws Error for dtypes GGUF cannot hold
+
+}  // namespace rapid

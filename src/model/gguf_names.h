@@ -1,0 +1,23 @@
+// GGUF tensor names/layouts → HF names/layouts.
+#pragma once
+#include <string>
+
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace rapid {
+
+// "blk.3.attn_q.weight" → "model.layers.3.self_attn.q_proj.weight" (architecture-aware for the
+// gemma3 norms). Names without an HF counterpart are returned unchanged.
+std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& arch);
+
+// Whether llama.cpp's converter permuted the Q/K rows of this architecture (it does so for the
+// llama family so it can use interleaved RoPE; Qwen and Gemma keep HF's rotate_half layout).
+bool gguf_arch_permutes_qk(const std::string& arch);
+
+// Adds every tensor of `g` to `store` under its HF name, undoing the Q/K row permutation and
+// gemma3's "+1" norm offset (copies only those tensors; the rest stay views of the mapping).
+void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store);
+
+}  // namespace rapid
