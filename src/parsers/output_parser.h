@@ -1,5 +1,6 @@
 // Turns raw model output text into content, reasoning and tool calls, streaming-safe.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -43,6 +44,7 @@ struct ParserOptions {
   std::string reasoning_parser;  // "" = none
   nlohmann::json tools = nlohmann::json::array();  // OpenAI function tools offered (for typing)
   bool starts_in_reasoning = false;  // the prompt already opened the reasoning block
+  uint64_t id_seed = 0;              // 0 = random tool-call ids; else reproducible (tests)
 };
 
 class OutputParser {
@@ -63,5 +65,22 @@ std::string detect_reasoning_parser(const std::string& chat_template, const std:
 
 std::vector<std::string> tool_parser_names();
 std::vector<std::string> reasoning_parser_names();
+
+// Constrained-decoding description of a format's call syntax: a GBNF grammar whose rule
+// `args-<tool>` (one per tool) is left for the caller to fill from the tool's parameters schema,
+// encoded as `args_encoding` says ("json", "xml" with `param_syntax`, "python-kwargs", "gemma:<q>").
+struct ToolCallGrammar {
+  std::string gbnf;
+  std::string args_encoding;
+  std::string param_syntax;  // for "xml": one parameter, with {KEY} and {VALUE}
+  // Rules left open, one per tool, e.g. "args-get-weather" for tool "get_weather" (GBNF rule
+  // names allow only [a-zA-Z0-9-]); tool_names[i] is the tool of arg_rules[i].
+  std::vector<std::string> arg_rules;
+  std::vector<std::string> tool_names;
+};
+// `only_tool` restricts to one named function (tool_choice naming a function); throws rapid::Error
+// for an unknown parser or when no tool is offered.
+ToolCallGrammar tool_call_grammar(const std::string& tool_parser, const nlohmann::json& tools,
+                                  const std::string& only_tool = "");
 
 }  // namespace rapid
