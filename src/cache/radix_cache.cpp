@@ -1,0 +1,204 @@
+#include "cache/radix_cache.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "common/error.h"
+
+namespace rapid::cache {
+
+struct RadixNode {
+  RadixNode* parent = nullptr;
+  std::vector<std::unique_ptr<RadixNode>> children;
+  std::vector<Token> tokens;    // edge label; starts at a block boundary
+  std::vector<BlockId> blocks;  // ceil(tokens.size() / block_size), one pool reference each
+  int32_t locks = 0;
+  uint64_t last_access = 0;
+  std::shared_ptr<StateSnapshot> state;  // valid at the end of this node's edge
+};
+
+namespace {
+size_t lcp(const std::vector<Token>& edge, const std::vector<Token>& q, size_t pos) {
+  size_t n = std::min(edge.size(), q.size() - pos), i = 0;
+  while (i < n && edge[i] == q[pos + i]) ++i;
+  return i;
+}
+
+// Child with the longest common prefix with q[pos..]; siblings may share < block_size tokens.
+RadixNode* best_child(RadixNode* node, const std::vector<Token>& q, size_t pos, size_t& best_len) {
+  RadixNode* best = nullptr;
+  best_len = 0;
+  for (auto& c : node->children) {
+    if (c->tokens[0] != q[pos]) continue;
+    size_t l = lcp(c->tokens, q, pos);
+    if (l > best_len) { best_len = l; best = c.get(); }
+  }
+  return best;
+}
+}  // namespace
+
+RadixCache::RadixCache(BlockPool& pool)
+    : pool_(pool), bs_(pool.shape().block_size), root_(std::make_unique<RadixNode>()) {}
+
+RadixCache::~RadixCache() { free_subtree(root_.get()); }
+
+void RadixCache::free_subtree(RadixNode* n) {
+  for (auto& c : n->children) free_subtree(c.get());
+  for (BlockId b : n->blocks) pool_.decref(b);
+  n->blocks.clear();
+}
+
+PrefixMatch RadixCache::match_prefix(const std::vector<Token>& tokens) {
+  PrefixMatch m;
+  st_.queried_tokens += tokens.size();
+  RadixNode* node = root_.get();
+  size_t pos = 0;
+  uint64_t now = ++clock_;
+  while (pos < tokens.size()) {
+    size_t l;
+    RadixNode* c = best_child(node, tokens, pos, l);
+    if (!c) break;
+    c->last_access = now;
+    size_t nb = (l + bs_ - 1) / bs_;
+    m.blocks.insert(m.blocks.end(), c->blocks.begin(), c->blocks.begin() + nb);
+    pos += l;
+    m.node = c;
+    if (l < c->tokens.size()) break;
+    if (c->state) m.state = c->state;
+    node = c;
+  }
+  m.matched = int64_t(pos);
+  st_.hit_tokens += pos;
+  return m;
+}
+
+RadixNode* RadixCache::split(RadixNode* child, size_t at) {
+  auto mid = std::make_unique<RadixNode>();
+  RadixNode* p = child->parent;
+  mid->parent = p;
+  mid->locks = child->locks;  // every lock through child also passes through mid
+  mid->last_access = child->last_access;
+  mid->tokens.assign(child->tokens.begin(), child->tokens.begin() + at);
+  child->tokens.erase(child->tokens.begin(), child->tokens.begin() + at);
+  size_t nb = at / bs_;
+  mid->blocks.assign(child->blocks.begin(), child->blocks.begin() + nb);
+  child->blocks.erase(child->blocks.begin(), child->blocks.begin() + nb);
+  RadixNode* raw = mid.get();
+  for (auto& slot : p->children) {
+    if (slot.get() == child) {
+      mid->children.push_back(std::move(slot));
+      slot = std::move(mid);
+      break;
+    }
+  }
+  child->parent = raw;
+  ++nodes_;
+  return raw;
+}
+
+int64_t RadixCache::insert(const std::vector<Token>& tokens, const std::vector<BlockId>& blocks,
+                           std::shared_ptr<StateSnapshot> state) {
+  size_t n = tokens.size();
+  if (blocks.size() != (n + bs_ - 1) / bs_)
+    throw Error("RadixCache::insert: " + std::to_string(blocks.size()) + " blocks for " +
+                std::to_string(n) + " tokens (block size " + std::to_string(bs_) + ")");
+  if (state && state->position != int64_t(n))
+    throw Error("RadixCache::insert: recurrent state position does not match the sequence end");
+  ++st_.inserts;
+  RadixNode* node = root_.get();
+  size_t pos = 0;
+  uint64_t now = ++clock_;
+  while (pos < n) {
+    size_t l;
+    RadixNode* c = best_child(node, tokens, pos, l);
+    if (c) c->last_access = now;
+    if (c && l == n - pos) {  // already cached in full
+      if (state && l == c->tokens.size()) c->state = state;
+      return 0;
+    }
+    if (c && l >= size_t(bs_)) {
+      size_t s = l / bs_ * bs_;
+      if (s < c->tokens.size()) c = split(c, s);
+      node = c;
+      pos += s;
+      continue;
+    }
+    auto leaf = std::make_unique<RadixNode>();
+    leaf->parent = node;
+    leaf->last_access = now;
+    leaf->tokens.assign(tokens.begin() + pos, tokens.end());
+    leaf->blocks.assign(blocks.begin() + pos / bs_, blocks.end());
+    for (BlockId b : leaf->blocks) pool_.incref(b);
+    cached_blocks_ += leaf->blocks.size();
+    leaf->state = std::move(state);
+    node->children.push_back(std::move(leaf));
+    ++nodes_;
+    return int64_t(n - pos);
+  }
+  return 0;
+}
+
+void RadixCache::lock(RadixNode* node) {
+  for (RadixNode* n = node; n && n != root_.get(); n = n->parent) ++n->locks;
+}
+
+void RadixCache::unlock(RadixNode* node) {
+  for (RadixNode* n = node; n && n != root_.get(); n = n->parent) {
+    if (n->locks <= 0) throw Error("RadixCache::unlock without a matching lock");
+    --n->locks;
+  }
+}
+
+size_t RadixCache::evict(size_t n_blocks) {
+  using Item = std::pair<uint64_t, RadixNode*>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+  std::vector<RadixNode*> stack{root_.get()};
+  while (!stack.empty()) {
+    RadixNode* n = stack.back();
+    stack.pop_back();
+    if (n != root_.get() && n->children.empty() && n->locks == 0) heap.push({n->last_access, n});
+    for (auto& c : n->children) stack.push_back(c.get());
+  }
+  size_t freed = 0;
+  while (freed < n_blocks && !heap.empty()) {
+    RadixNode* n = heap.top().second;
+    heap.pop();
+    for (BlockId b : n->blocks) pool_.decref(b);
+    freed += n->blocks.size();
+    cached_blocks_ -= n->blocks.size();
+    RadixNode* p = n->parent;
+    auto& sib = p->children;
+    sib.erase(std::find_if(sib.begin(), sib.end(), [n](auto& c) { return c.get() == n; }));
+    --nodes_;
+    if (p != root_.get() && p->children.empty() && p->locks == 0) heap.push({p->last_access, p});
+  }
+  st_.evicted_blocks += freed;
+  return freed;
+}
+
+bool RadixCache::ensure_free(size_t n) {
+  while (pool_.free_count() < n)
+    if (evict(n - pool_.free_count()) == 0) return false;
+  return true;
+}
+
+size_t RadixCache::evictable_leaves() const {
+  size_t k = 0;
+  std::vector<const RadixNode*> stack{root_.get()};
+  while (!stack.empty()) {
+    const RadixNode* n = stack.back();
+    stack.pop_back();
+    if (n != root_.get() && n->children.empty() && n->locks == 0) ++k;
+    for (auto& c : n->children) stack.push_back(c.get());
+  }
+  return k;
+}
+
+RadixStats RadixCache::stats() const {
+  RadixStats s = st_;
+  s.nodes = nodes_;
+  s.cached_blocks = cached_blocks_;
+  return s;
+}
+
+}  // namespace rapid::cache

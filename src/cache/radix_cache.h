@@ -1,0 +1,80 @@
+// Radix prefix cache (the RadixAttention idea): a radix tree over token ids whose nodes own KV
+// blocks from a BlockPool, shared read-only by every sequence that starts with that prefix.
+//
+// Invariants: every node's edge starts at a block boundary and, for inner nodes, covers whole
+// blocks; only a leaf's last block may be partly filled (writers copy-on-write via BlockTable).
+// A node holds one pool reference on each of its blocks. A sequence locks the path it uses
+// (lock count on the node and all its ancestors); eviction only removes unlocked leaves, least
+// recently used first. A match may end mid-block: KV at position i depends only on tokens 0..i,
+// so a partly matched block is still valid for the matched slots (and is copied before writing).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/block_pool.h"
+
+namespace rapid::cache {
+
+using Token = int32_t;
+
+// Opaque recurrent state (Gated DeltaNet / Mamba) valid exactly after `position` tokens.
+struct StateSnapshot {
+  int64_t position = 0;
+  std::vector<uint8_t> bytes;
+};
+
+struct RadixNode;
+
+struct PrefixMatch {
+  int64_t matched = 0;             // tokens of the query covered by cached KV
+  std::vector<BlockId> blocks;     // ceil(matched / block_size) blocks (no reference taken)
+  RadixNode* node = nullptr;       // deepest node touched; pass to lock()/unlock()
+  std::shared_ptr<StateSnapshot> state;  // deepest recurrent snapshot at or before `matched`
+};
+
+struct RadixStats {
+  uint64_t queried_tokens = 0, hit_tokens = 0, inserts = 0, evicted_blocks = 0;
+  size_t nodes = 0, cached_blocks = 0;
+  double hit_rate() const { return queried_tokens ? double(hit_tokens) / double(queried_tokens) : 0.0; }
+};
+
+class RadixCache {
+ public:
+  explicit RadixCache(BlockPool& pool);
+  ~RadixCache();  // releases every block reference the tree holds
+  RadixCache(const RadixCache&) = delete;
+  RadixCache& operator=(const RadixCache&) = delete;
+
+  // Longest cached prefix of `tokens`; refreshes LRU time along the path.
+  PrefixMatch match_prefix(const std::vector<Token>& tokens);
+  // Cache `tokens` whose KV lives in `blocks` (ceil(n / block_size) of them). Positions already
+  // cached keep their existing blocks; the tree takes its own reference on the blocks it keeps.
+  // `state`, if given, is attached when the inserted sequence ends at a node boundary.
+  // Returns the number of newly cached tokens.
+  int64_t insert(const std::vector<Token>& tokens, const std::vector<BlockId>& blocks,
+                 std::shared_ptr<StateSnapshot> state = nullptr);
+  void lock(RadixNode* node);
+  void unlock(RadixNode* node);
+  // Drop up to n blocks' worth of unlocked leaves, LRU first; returns tree references released.
+  size_t evict(size_t n_blocks);
+  // Evict until the pool has `n` free blocks (or nothing evictable is left). True on success.
+  bool ensure_free(size_t n);
+
+  RadixStats stats() const;
+  size_t cached_blocks() const { return cached_blocks_; }
+  // Number of (leaf) nodes that could be evicted right now.
+  size_t evictable_leaves() const;
+
+ private:
+  void free_subtree(RadixNode* n);
+  RadixNode* split(RadixNode* child, size_t at);
+  BlockPool& pool_;
+  int32_t bs_;
+  std::unique_ptr<RadixNode> root_;
+  uint64_t clock_ = 0;
+  size_t nodes_ = 0, cached_blocks_ = 0;
+  RadixStats st_;
+};
+
+}  // namespace rapid::cache

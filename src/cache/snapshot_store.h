@@ -1,0 +1,106 @@
+// Disk store for prefix-cache entries so a restart does not lose the KV of long, shared prompts
+// (system prompts, agent tool schemas). One file per entry under
+//   <root>/<model-key>/<xxh64(tokens)>.kvs     (root default: $XDG_CACHE_HOME or ~/.cache /rapid-mlx/kv)
+// File layout (little-endian, see docs/cache.md): a 72-byte header {magic "RMLXKVS1", version,
+// flags (zstd, has-state), xxh64(model key), n_tokens, raw/stored page bytes, state bytes,
+// xxh64(payload), xxh64(header)} then int32 tokens, the KV pages (optionally zstd) and the
+// recurrent state bytes.
+// Writes are atomic (0600 temp file in the same dir, fsync, rename, fsync dir) and done by a
+// background thread from a bounded queue; flush() waits for it. Start-up reads only headers and
+// token ids (the index); pages are read and checksummed on the first hit. A corrupt, truncated or
+// foreign entry is logged, deleted and never served. A disk cap evicts least recently used files.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cache/block_pool.h"
+
+namespace rapid::cache {
+
+inline constexpr uint32_t kSnapshotFormatVersion = 1;
+
+// Hex key naming the directory of one model's snapshots: KV from different weights, tokenizer,
+// KV dtype or file format must never be mixed.
+std::string model_identity_key(const std::string& weights_hash, const std::string& tokenizer_hash,
+                               KvDType kv_dtype, uint32_t format_version = kSnapshotFormatVersion);
+std::string default_cache_root();  // $XDG_CACHE_HOME/rapid-mlx/kv or ~/.cache/rapid-mlx/kv
+
+struct SnapshotEntry {
+  std::vector<int32_t> tokens;  // the prefix
+  std::vector<uint8_t> pages;   // KV pages of that prefix, in BlockPool block layout
+  std::vector<uint8_t> state;   // optional recurrent-state snapshot valid after tokens.size()
+  bool operator==(const SnapshotEntry&) const = default;
+};
+
+struct SnapshotStoreOptions {
+  std::string dir;               // the model's directory (root + "/" + model_key); created 0700
+  std::string model_key;         // from model_identity_key()
+  uint64_t max_disk_bytes = 0;   // 0 = unlimited
+  bool compress = false;         // zstd the pages (see bench/cache_bench.cpp for whether it pays)
+  int zstd_level = 1;
+  size_t queue_limit = 64;       // put() refuses beyond this many pending entries
+};
+
+struct SnapshotStats {
+  size_t entries = 0, pending = 0;
+  uint64_t disk_bytes = 0, writes = 0, bytes_written = 0, hits = 0, misses = 0, bytes_read = 0;
+  uint64_t corrupt_skipped = 0, evictions = 0, dropped = 0;
+};
+
+class SnapshotStore {
+ public:
+  explicit SnapshotStore(SnapshotStoreOptions opt);
+  ~SnapshotStore();  // drains the queue, then stops the writer
+  SnapshotStore(const SnapshotStore&) = delete;
+  SnapshotStore& operator=(const SnapshotStore&) = delete;
+
+  // Queue an entry for writing; false (and counted as dropped) if the queue is full.
+  bool put(SnapshotEntry e);
+  void flush();  // returns once every queued entry is on disk (or failed with a log line)
+  // The stored entry with the longest token list that is a prefix of `tokens`, read and
+  // verified now; corrupt candidates are deleted and the next best one is tried.
+  std::optional<SnapshotEntry> lookup(const std::vector<int32_t>& tokens);
+  void purge();  // drop the queue and delete every entry
+  SnapshotStats stats() const;
+  const std::string& dir() const { return opt_.dir; }
+
+  static std::string file_name(const std::vector<int32_t>& tokens);
+  static uint64_t model_key_hash(const std::string& model_key);  // stored in every header
+  // Parse and verify a whole file image; nullopt with `why` set when it must not be served.
+  static std::optional<SnapshotEntry> decode(const uint8_t* data, size_t size, uint64_t model_hash,
+                                             std::string* why);
+  static std::vector<uint8_t> encode(const SnapshotEntry& e, uint64_t model_hash, bool compress,
+                                     int level);
+
+ private:
+  struct IndexEntry {
+    std::vector<int32_t> tokens;
+    uint64_t size = 0;
+    uint64_t last_access = 0;
+  };
+  void scan();
+  void writer_loop();
+  void write_one(const SnapshotEntry& e);
+  void enforce_cap_locked(const std::string& keep);
+  void drop_locked(const std::string& name, const char* why);
+
+  SnapshotStoreOptions opt_;
+  uint64_t model_hash_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<SnapshotEntry> queue_;
+  bool busy_ = false, stop_ = false;
+  std::map<std::string, IndexEntry> index_;
+  uint64_t clock_ = 0;
+  SnapshotStats st_;
+  std::thread writer_;
+};
+
+}  // namespace rapid::cache
