@@ -9,6 +9,7 @@ export RAPID_MODEL_CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
 scripts/setup.sh
 scripts/fetch_models.sh
 scripts/build.sh release
+scripts/derive_models.sh
 
 echo "== unit tests"
 (cd build && ctest --output-on-failure -j"$(nproc)" --timeout 900)

@@ -11,6 +11,14 @@
 
 namespace rapid {
 
+// Constrained decoding (response_format, forced tool calls): consulted before each sampled token.
+class TokenMaskProvider {
+ public:
+  virtual ~TokenMaskProvider() = default;
+  virtual const std::vector<bool>& mask() = 0;  // at least vocab-sized; true = allowed next
+  virtual void accept(int32_t token) = 0;       // the token that was sampled under mask()
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
@@ -19,6 +27,7 @@ struct GenerationRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;         // stop strings (matched on detokenized text)
   std::vector<int32_t> stop_token_ids;   // in addition to the model's EOS ids
+  std::shared_ptr<TokenMaskProvider> constraint;  // null: unconstrained
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };

@@ -15,7 +15,10 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // add_special: BOS/EOS per add_bos_token/add_eos_token and the post-processor.
-  // parse_special: special/added-token text in `text` becomes its id (else it is plain text).
+  // parse_special: special/added-token text in `text` becomes its id (else it is plain text;
+  // non-special added tokens are always matched, as in HF tokenizers).
+  // Invalid UTF-8 in `text` is first repaired like Python's bytes.decode(errors='replace')
+  // (each maximal invalid subsequence -> U+FFFD), since HF tokenizers only accepts str.
   virtual std::vector<int32_t> encode(std::string_view text, bool add_special = true,
                                       bool parse_special = true) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const = 0;

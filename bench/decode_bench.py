@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""Decode / prefill tok/s of llama.cpp (llama-cpp-python) on a GGUF, for comparison with
+`rapid-mlx run` / bench/decode.sh. Same shape as bench/decode.sh: 128-token prompt, 64 decode steps.
+
+usage: .venv-oracle/bin/python bench/decode_bench.py GGUF THREADS
+"""
+import sys, time
+import numpy as np
+from llama_cpp import Llama
+
+path, threads = sys.argv[1], int(sys.argv[2])
+llm = Llama(model_path=path, n_ctx=1024, n_batch=512, n_threads=threads, n_threads_batch=threads,
+            verbose=False)
+prompt = [100 + i for i in range(128)]
+# Wall-clock rates, and rates per CPU-second (process CPU time): on a shared, overloaded machine
+# the latter still compares kernels fairly.
+best = {"p": 0.0, "d": 0.0, "pc": 0.0, "dc": 0.0}
+for rep in range(3):
+    llm.reset()
+    t0, c0 = time.perf_counter(), time.process_time()
+    llm.eval(prompt)
+    t1, c1 = time.perf_counter(), time.process_time()
+    tok = 5
+    for _ in range(64):
+        llm.eval([tok])
+    t2, c2 = time.perf_counter(), time.process_time()
+    best["p"] = max(best["p"], 128 / (t1 - t0))
+    best["d"] = max(best["d"], 64 / (t2 - t1))
+    best["pc"] = max(best["pc"], 128 / max(c1 - c0, 1e-9))
+    best["dc"] = max(best["dc"], 64 / max(c2 - c1, 1e-9))
+print(f"llama.cpp threads={threads}: prefill {best['p']:.1f} tok/s  decode {best['d']:.1f} tok/s  "
+      f"(per CPU-second: prefill {best['pc']:.1f}  decode {best['dc']:.1f})")

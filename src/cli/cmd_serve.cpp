@@ -1,0 +1,126 @@
+// `rapid-mlx serve`: loads a model and serves the OpenAI- and Anthropic-compatible HTTP APIs.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/engine_runner.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "server/http_server.h"
+#include "server/model_backend.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: rapid-mlx serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+               "                       [--served-model-name NAME] [--tool-call-parser NAME|none]\n"
+               "                       [--reasoning-parser NAME|none] [--max-body-bytes N] [--threads N]\n"
+               "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
+               "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
+               "The API key may also come from the RAPID_API_KEY environment variable.\n");
+  return 2;
+}
+
+bool parse_int(const std::string& s, long long lo, long long hi, long long& out) {
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+rapid::server::HttpServer* g_server = nullptr;
+void on_signal(int) {
+  if (g_server) g_server->stop();
+}
+
+int run_serve(const std::vector<std::string>& args) {
+  rapid::server::ServerOptions so;
+  rapid::server::ModelBackendOptions bo;
+  std::string model_path;
+  long long threads = 0, ctx = 0;
+  if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string& dst) {
+      if (i + 1 >= args.size()) return false;
+      dst = args[++i];
+      return true;
+    };
+    auto number = [&](long long lo, long long hi, long long& dst) {
+      std::string v;
+      if (!value(v) || !parse_int(v, lo, hi, dst)) {
+        std::fprintf(stderr, "rapid-mlx serve: %s needs an integer in [%lld, %lld]\n", a.c_str(), lo, hi);
+        return false;
+      }
+      return true;
+    };
+    long long n = 0;
+    bool ok = true;
+    if (a == "--model") ok = value(model_path);
+    else if (a == "--host") ok = value(so.host);
+    else if (a == "--port") { ok = number(0, 65535, n); so.port = int(n); }
+    else if (a == "--api-key") ok = value(so.api_key);
+    else if (a == "--served-model-name") ok = value(bo.served_name);
+    else if (a == "--tool-call-parser") ok = value(bo.tool_parser);
+    else if (a == "--reasoning-parser") ok = value(bo.reasoning_parser);
+    else if (a == "--max-body-bytes") { ok = number(1024, 1LL << 34, n); so.max_body_bytes = size_t(n); }
+    else if (a == "--threads") ok = number(0, 1024, threads);
+    else if (a == "--ctx") ok = number(16, 1LL << 24, ctx);
+    else if (a == "--http-threads") { ok = number(4, 4096, n); so.http_threads = int(n); }
+    else if (a == "--log-level") {
+      std::string l;
+      ok = value(l);
+      if (l == "debug") rapid::log::set_level(rapid::log::Level::Debug);
+      else if (l == "info") rapid::log::set_level(rapid::log::Level::Info);
+      else if (l == "warn") rapid::log::set_level(rapid::log::Level::Warn);
+      else if (l == "error") rapid::log::set_level(rapid::log::Level::Error);
+      else ok = false;
+    } else if (a == "-h" || a == "--help") return usage();
+    else {
+      std::fprintf(stderr, "rapid-mlx serve: unknown option '%s'\n", a.c_str());
+      return usage();
+    }
+    if (!ok) return usage();
+  }
+  if (model_path.empty()) return usage();
+
+  std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(model_path);
+  std::shared_ptr<rapid::Model> model = rapid::create_model(ckpt, int(threads));
+  std::shared_ptr<const rapid::Tokenizer> tok = rapid::load_tokenizer(ckpt->tokenizer_path);
+  int64_t max_pos = ckpt->config.max_position_embeddings;
+  bo.context_length = ctx > 0 ? ctx : (max_pos > 0 ? std::min<int64_t>(max_pos, 32768) : 4096);
+  if (bo.served_name.empty()) bo.served_name = std::filesystem::path(model_path).filename().string();
+  bo.model_type = ckpt->config.architecture;
+  bo.model_vocab = ckpt->config.vocab_size;
+  auto engine = std::make_unique<rapid::SerialEngine>(
+      rapid::make_generator_runner_factory(model, tok));
+  rapid::server::ModelBackend backend(tok, std::move(engine), bo);
+
+  rapid::server::HttpServer server(backend, so);
+  int port = server.bind();
+  std::signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
+  g_server = &server;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  rapid::log::info("serving '" + bo.served_name + "' (context " + std::to_string(bo.context_length) +
+                   ", tool parser '" + backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() +
+                   "') on http://" + so.host + ":" + std::to_string(port));
+  std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  server.serve();
+  g_server = nullptr;
+  return 0;
+}
+
+rapid::cli::Registrar reg("serve", "serve the OpenAI/Anthropic-compatible HTTP API", run_serve);
+
+}  // namespace

@@ -1,0 +1,266 @@
+#include "compute/dequantize.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "compute/fp16.h"
+#include "compute/quant_formats.h"
+
+namespace rapid {
+namespace {
+
+inline float h2f(uint16_t h) { return f16_to_f32(h); }
+
+void deq_q4_0(const BlockQ4_0* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    float d = h2f(b[i].d);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = ((b[i].qs[j] & 0x0f) - 8) * d;
+      y[j + 16] = ((b[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void deq_q4_1(const BlockQ4_1* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    float d = h2f(b[i].d), m = h2f(b[i].m);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = (b[i].qs[j] & 0x0f) * d + m;
+      y[j + 16] = (b[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void deq_q5_0(const BlockQ5_0* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    float d = h2f(b[i].d);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, 4);
+    for (int j = 0; j < 16; ++j) {
+      int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+      y[j] = (((b[i].qs[j] & 0x0f) | h0) - 16) * d;
+      y[j + 16] = (((b[i].qs[j] >> 4) | h1) - 16) * d;
+    }
+  }
+}
+
+void deq_q5_1(const BlockQ5_1* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    float d = h2f(b[i].d), m = h2f(b[i].m);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, 4);
+    for (int j = 0; j < 16; ++j) {
+      int h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+      y[j] = ((b[i].qs[j] & 0x0f) | h0) * d + m;
+      y[j + 16] = ((b[i].qs[j] >> 4) | h1) * d + m;
+    }
+  }
+}
+
+void deq_q8_0(const BlockQ8_0* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    float d = h2f(b[i].d);
+    for (int j = 0; j < 32; ++j) y[j] = b[i].qs[j] * d;
+  }
+}
+
+void deq_q2_k(const BlockQ2_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d = h2f(b[i].d), mn = h2f(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int half = 0; half < 2; ++half) {
+          uint8_t sc = b[i].scales[is++];
+          float dl = d * (sc & 0x0f), ml = mn * (sc >> 4);
+          for (int l = 0; l < 16; ++l) *y++ = dl * ((q[l + 16 * half] >> shift) & 3) - ml;
+        }
+      }
+      q += 32;
+    }
+  }
+}
+
+void deq_q3_k(const BlockQ3_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float dall = h2f(b[i].d);
+    // 16 six-bit scales: low 4 bits in bytes 0..7 (two per byte), high 2 bits in bytes 8..11.
+    int8_t scales[16];
+    for (int j = 0; j < 16; ++j) {
+      int lo = j < 8 ? (b[i].scales[j] & 0x0f) : (b[i].scales[j - 8] >> 4);
+      int hi = (b[i].scales[8 + (j % 4)] >> (2 * (j / 4))) & 3;
+      scales[j] = static_cast<int8_t>((lo | (hi << 4)) - 32);
+    }
+    const uint8_t* q = b[i].qs;
+    const uint8_t* hm = b[i].hmask;
+    uint8_t m = 1;
+    int is = 0;
+    for (int n = 0; n < 256; n += 128) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int half = 0; half < 2; ++half) {
+          float dl = dall * scales[is++];
+          for (int l = 0; l < 16; ++l) {
+            int k = l + 16 * half;
+            *y++ = dl * (((q[k] >> shift) & 3) - ((hm[k] & m) ? 0 : 4));
+          }
+        }
+        m <<= 1;
+      }
+      q += 32;
+    }
+  }
+}
+
+// The 12-byte packing of eight 6-bit (scale, min) pairs shared by Q4_K and Q5_K.
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void deq_q4_k(const BlockQ4_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d = h2f(b[i].d), mn = h2f(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2, q += 32) {
+      int sc, m;
+      scale_min_k4(is, b[i].scales, sc, m);
+      float d1 = d * sc, m1 = mn * m;
+      scale_min_k4(is + 1, b[i].scales, sc, m);
+      float d2 = d * sc, m2 = mn * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0x0f) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+    }
+  }
+}
+
+void deq_q5_k(const BlockQ5_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d = h2f(b[i].d), mn = h2f(b[i].dmin);
+    const uint8_t* ql = b[i].qs;
+    const uint8_t* qh = b[i].qh;
+    uint8_t u1 = 1, u2 = 2;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+      int sc, m;
+      scale_min_k4(is, b[i].scales, sc, m);
+      float d1 = d * sc, m1 = mn * m;
+      scale_min_k4(is + 1, b[i].scales, sc, m);
+      float d2 = d * sc, m2 = mn * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * ((ql[l] & 0x0f) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * ((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    }
+  }
+}
+
+void deq_q6_k(const BlockQ6_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i) {
+    float d = h2f(b[i].d);
+    const uint8_t* ql = b[i].ql;
+    const uint8_t* qh = b[i].qh;
+    const int8_t* sc = b[i].scales;
+    for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        int is = l / 16;
+        int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+    }
+  }
+}
+
+void deq_q8_k(const BlockQ8_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i)
+    for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
+}
+
+float group_value(const void* p, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: throw Error("MLX scales/biases must be f32, f16 or bf16");
+  }
+}
+
+}  // namespace
+
+void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
+  int64_t nb = cols / block_elems(t);
+  if (cols % block_elems(t) != 0)
+    throw Error(std::string("dequantize: ") + std::to_string(cols) +
+                " columns is not a whole number of blocks");
+  switch (t) {
+    case DType::F32: std::memcpy(out, row, cols * 4); return;
+    case DType::F16: {
+      auto* p = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* p = static_cast<const uint16_t*>(row);
+      for (int64_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
+      return;
+    }
+    case DType::Q4_0: deq_q4_0(static_cast<const BlockQ4_0*>(row), nb, out); return;
+    case DType::Q4_1: deq_q4_1(static_cast<const BlockQ4_1*>(row), nb, out); return;
+    case DType::Q5_0: deq_q5_0(static_cast<const BlockQ5_0*>(row), nb, out); return;
+    case DType::Q5_1: deq_q5_1(static_cast<const BlockQ5_1*>(row), nb, out); return;
+    case DType::Q8_0: deq_q8_0(static_cast<const BlockQ8_0*>(row), nb, out); return;
+    case DType::Q2_K: deq_q2_k(static_cast<const BlockQ2_K*>(row), nb, out); return;
+    case DType::Q3_K: deq_q3_k(static_cast<const BlockQ3_K*>(row), nb, out); return;
+    case DType::Q4_K: deq_q4_k(static_cast<const BlockQ4_K*>(row), nb, out); return;
+    case DType::Q5_K: deq_q5_k(static_cast<const BlockQ5_K*>(row), nb, out); return;
+    case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
+    case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
+    default: break;
+  }
+  throw Error("dequantize: unsupported dtype for a weight row");
+}
+
+void dequantize_mlx_row(const uint32_t* packed, const void* scales, const void* biases,
+                        DType group_dtype, int bits, int group_size, int64_t cols, float* out) {
+  if (bits < 2 || bits > 8 || group_size <= 0 || cols % group_size != 0)
+    throw Error("MLX affine: bad bits/group_size for row of " + std::to_string(cols));
+  // Values are packed LSB-first as one little-endian bit stream.
+  auto* bytes = reinterpret_cast<const uint8_t*>(packed);
+  const uint32_t mask = (1u << bits) - 1;
+  for (int64_t i = 0; i < cols; ++i) {
+    int64_t bit = i * bits;
+    uint32_t w = bytes[bit >> 3];
+    if ((bit & 7) + bits > 8) w |= static_cast<uint32_t>(bytes[(bit >> 3) + 1]) << 8;
+    uint32_t q = (w >> (bit & 7)) & mask;
+    int64_t g = i / group_size;
+    out[i] = group_value(scales, group_dtype, g) * q + group_value(biases, group_dtype, g);
+  }
+}
+
+void dequantize_tensor_row(const Tensor& t, int64_t r, float* out) {
+  int64_t cols = t.cols();
+  if (r < 0 || r >= t.rows()) throw Error("dequantize " + t.name + ": row out of range");
+  if (t.dtype == DType::MLX_AFFINE) {
+    int64_t words = cols * t.bits / 32;
+    int64_t groups = cols / t.group_size;
+    size_t gsz = t.group_dtype == DType::F32 ? 4 : 2;
+    auto* base = static_cast<const uint32_t*>(t.data) + r * words;
+    auto* s = static_cast<const uint8_t*>(t.scales) + r * groups * gsz;
+    auto* b = static_cast<const uint8_t*>(t.biases) + r * groups * gsz;
+    dequantize_mlx_row(base, s, b, t.group_dtype, t.bits, t.group_size, cols, out);
+    return;
+  }
+  auto* base = static_cast<const uint8_t*>(t.data) + r * row_bytes(t.dtype, cols);
+  dequantize_row_raw(t.dtype, base, cols, out);
+}
+
+}  // namespace rapid

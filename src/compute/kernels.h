@@ -1,0 +1,48 @@
+// Table of the innermost kernels, one implementation per ISA level (scalar / AVX2 / AVX-512),
+// chosen at runtime. Everything above this (matmul, attention) is ISA-agnostic.
+#pragma once
+#include <cstdint>
+
+#include "compute/cpu_features.h"
+#include "compute/quant_formats.h"
+
+namespace rapid {
+
+struct Kernels {
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
+  float (*dot_f16)(const float* x, const uint16_t* w, int64_t n);
+  float (*dot_bf16)(const float* x, const uint16_t* w, int64_t n);
+  void (*axpy_f32)(float a, const float* v, float* y, int64_t n);  // y += a*v
+  void (*axpy_f16)(float a, const uint16_t* v, float* y, int64_t n);
+  void (*axpy_bf16)(float a, const uint16_t* v, float* y, int64_t n);
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+  void (*f32_to_bf16)(const float* x, uint16_t* y, int64_t n);
+  // x (n a multiple of 32) → n/32 int8 blocks, round-to-nearest-even of x/d, d = max|x|/127.
+  void (*quantize_act)(const float* x, int64_t n, ActQ8* out);
+  // One weight row of `nb` blocks against `nt` (1..4) activation rows; activation row t starts at
+  // x + t*x_stride (in blocks). out[t] = dot(dequantized row, activation row t).
+  using QDot = void (*)(const void* w, const ActQ8* x, int64_t x_stride, int64_t nb, int nt,
+                        float* out);
+  // For K-quants nb counts 256-element super-blocks (x still holds 32-element blocks).
+  QDot dot_q4_0, dot_q4_1, dot_q8_0, dot_q4_k, dot_q6_k;
+  // MLX affine rows (4 or 8 bits): w = packed row bytes, scales/biases = the row's groups as f32.
+  // For 4 bits the activation blocks must be in "nibble order" (see permute_act_for_mlx4).
+  using MlxDot = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
+                          const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, float* out);
+  MlxDot dot_mlx4, dot_mlx8;
+};
+
+// MLX packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
+// activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.
+void permute_act_for_mlx4(ActQ8* blocks, int64_t n);
+
+// Kernels at the active ISA level (see cpu_features.h).
+const Kernels& kernels();
+const Kernels& kernels_for(Isa isa);
+
+// Filled by the per-ISA translation units (each overrides what it accelerates).
+void fill_kernels_scalar(Kernels& k);
+void fill_kernels_avx2(Kernels& k);
+void fill_kernels_avx512(Kernels& k);
+
+}  // namespace rapid

@@ -1,0 +1,213 @@
+// AVX2 + FMA + F16C kernels (built with -mavx2 -mfma -mf16c; only called when the CPU has them).
+#include <immintrin.h>
+
+#include "compute/kernels.h"
+
+namespace rapid {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load_bf16(const uint16_t* p) {
+  __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+inline float bf(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float s = hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+float dot_f16(const float* x, const uint16_t* w, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_f16(w + i), s0);
+  float s = hsum(s0);
+  for (; i < n; ++i) s += x[i] * h2f(w[i]);
+  return s;
+}
+float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_bf16(w + i), s0);
+  float s = hsum(s0);
+  for (; i < n; ++i) s += x[i] * bf(w[i]);
+  return s;
+}
+void axpy_f32(float a, const float* v, float* y, int64_t n) {
+  __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * v[i];
+}
+void axpy_f16(float a, const uint16_t* v, float* y, int64_t n) {
+  __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load_f16(v + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * h2f(v[i]);
+}
+void axpy_bf16(float a, const uint16_t* v, float* y, int64_t n) {
+  __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load_bf16(v + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * bf(v[i]);
+}
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+void quantize_act(const float* x, int64_t n, ActQ8* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      v[j] = _mm256_loadu_ps(x + 8 * j);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[j]));
+    }
+    __m128 mm = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    mm = _mm_max_ps(mm, _mm_movehl_ps(mm, mm));
+    mm = _mm_max_ss(mm, _mm_movehdup_ps(mm));
+    float amax = _mm_cvtss_f32(mm);
+    float d = amax / 127.0f, id = d != 0 ? 127.0f / amax : 0.0f;
+    __m256 iv = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], iv));  // nearest-even
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    // Pack 32 int32 → 32 int8 keeping order (packs interleave 128-bit lanes; fix with a permute).
+    __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), p);
+    out[b].d = d;
+    out[b].sum = _mm_cvtsi128_si32(s4);
+  }
+}
+
+// u8 × s8 → 8 int32 partial sums (no saturation for |u| ≤ 128 pairs as used here).
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+inline __m256i nibbles(const uint8_t* qs) {
+  __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+template <int NT>
+void q4_1_nt(const BlockQ4_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float macc[NT];
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = nibbles(w[i].qs);
+    float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+      macc[t] += mw * a.d * a.sum;
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
+}
+
+template <int NT>
+void q4_0_nt(const BlockQ4_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float macc[NT];
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = nibbles(w[i].qs);
+    float dw = h2f(w[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
+      p = _mm256_add_epi32(p, _mm256_setr_epi32(-8 * a.sum, 0, 0, 0, 0, 0, 0, 0));  // exact offset
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
+}
+
+template <int NT>
+void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs));
+    __m256i aq = _mm256_sign_epi8(q, q);  // |w| as u8; the sign moves onto x
+    float dw = h2f(w[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
+      __m256i p = dot_u8s8(aq, xv);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+#define RAPID_DISPATCH_NT(fn, B)                                                           \
+  void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
+    auto* wb = static_cast<const B*>(w);                                                   \
+    switch (nt) {                                                                          \
+      case 1: fn##_nt<1>(wb, x, xs, nb, out); break;                                       \
+      case 2: fn##_nt<2>(wb, x, xs, nb, out); break;                                       \
+      case 3: fn##_nt<3>(wb, x, xs, nb, out); break;                                       \
+      default: fn##_nt<4>(wb, x, xs, nb, out); break;                                      \
+    }                                                                                      \
+  }
+RAPID_DISPATCH_NT(q4_0, BlockQ4_0)
+RAPID_DISPATCH_NT(q4_1, BlockQ4_1)
+RAPID_DISPATCH_NT(q8_0, BlockQ8_0)
+#undef RAPID_DISPATCH_NT
+
+}  // namespace
+
+void fill_kernels_avx2(Kernels& k) {
+  k.dot_f32 = dot_f32;
+  k.dot_f16 = dot_f16;
+  k.dot_bf16 = dot_bf16;
+  k.axpy_f32 = axpy_f32;
+  k.axpy_f16 = axpy_f16;
+  k.axpy_bf16 = axpy_bf16;
+  k.f32_to_f16 = to_f16;
+  k.quantize_act = quantize_act;
+  k.dot_q4_0 = q4_0;
+  k.dot_q4_1 = q4_1;
+  k.dot_q8_0 = q8_0;
+}
+
+}  // namespace rapid

@@ -1,0 +1,243 @@
+// Portable reference kernels; also the semantics every SIMD kernel must reproduce.
+#include <cmath>
+#include <cstring>
+
+#include "compute/fp16.h"
+#include "compute/kernels.h"
+
+namespace rapid {
+namespace {
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+float dot_f16(const float* x, const uint16_t* w, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * f16_to_f32(w[i]);
+  return s;
+}
+float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * bf16_to_f32(w[i]);
+  return s;
+}
+void axpy_f32(float a, const float* v, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * v[i];
+}
+void axpy_f16(float a, const uint16_t* v, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(v[i]);
+}
+void axpy_bf16(float a, const uint16_t* v, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * bf16_to_f32(v[i]);
+}
+void to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+}
+void to_bf16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+}
+
+void quantize_act(const float* x, int64_t n, ActQ8* out) {
+  for (int64_t b = 0; b < n / 32; ++b, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    float d = amax / 127.0f, id = d != 0 ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      int q = static_cast<int>(std::nearbyint(x[j] * id));
+      out[b].qs[j] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    out[b].d = d;
+    out[b].sum = sum;
+  }
+}
+
+void dot_q4_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ4_0*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ActQ8& a = x[t * xs + i];
+      int s = 0;
+      for (int j = 0; j < 16; ++j)
+        s += ((w[i].qs[j] & 0x0f) - 8) * a.qs[j] + ((w[i].qs[j] >> 4) - 8) * a.qs[j + 16];
+      acc += f16_to_f32(w[i].d) * a.d * s;
+    }
+    out[t] = acc;
+  }
+}
+
+void dot_q4_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ4_1*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ActQ8& a = x[t * xs + i];
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += (w[i].qs[j] & 0x0f) * a.qs[j] + (w[i].qs[j] >> 4) * a.qs[j + 16];
+      acc += f16_to_f32(w[i].d) * a.d * s + f16_to_f32(w[i].m) * a.d * a.sum;
+    }
+    out[t] = acc;
+  }
+}
+
+void dot_q8_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ8_0*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ActQ8& a = x[t * xs + i];
+      int s = 0;
+      for (int j = 0; j < 32; ++j) s += w[i].qs[j] * a.qs[j];
+      acc += f16_to_f32(w[i].d) * a.d * s;
+    }
+    out[t] = acc;
+  }
+}
+
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+void dot_q4_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ4_K*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      float d = f16_to_f32(w[i].d), dmin = f16_to_f32(w[i].dmin);
+      for (int j = 0; j < 8; ++j) {
+        const ActQ8& a = x[t * xs + i * 8 + j];
+        const uint8_t* q = w[i].qs + 32 * (j / 2);
+        int sc, mn, s = 0;
+        scale_min_k4(j, w[i].scales, sc, mn);
+        for (int l = 0; l < 32; ++l) s += ((j & 1) ? (q[l] >> 4) : (q[l] & 0x0f)) * a.qs[l];
+        acc += d * sc * a.d * s - dmin * mn * a.d * a.sum;
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+void dot_q6_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ6_K*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      float d = f16_to_f32(w[i].d);
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = w[i].ql + 64 * half;
+        const uint8_t* qh = w[i].qh + 32 * half;
+        const int8_t* sc = w[i].scales + 8 * half;
+        for (int b = 0; b < 4; ++b) {  // 32-element block b of this half
+          const ActQ8& a = x[t * xs + i * 8 + half * 4 + b];
+          int s0 = 0, s1 = 0;
+          for (int l = 0; l < 32; ++l) {
+            int lo = (b & 1) ? ql[l + 32] : ql[l];
+            int v = ((b & 2) ? (lo >> 4) : (lo & 0x0f)) | (((qh[l] >> (2 * b)) & 3) << 4);
+            (l < 16 ? s0 : s1) += (v - 32) * a.qs[l];
+          }
+          acc += d * a.d * (sc[2 * b] * s0 + sc[2 * b + 1] * s1);
+        }
+      }
+    }
+    out[t] = acc;
+  }
+}
+
+// Scalar MLX dots work on the natural element order for 8 bits and on nibble order for 4 bits
+// (the same activation layout the SIMD kernels get).
+void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
+              int64_t nb, int nt, float* out) {
+  const int bpg = gs / 32;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const ActQ8& a = x[t * xs + b];
+      const uint8_t* q = w + b * 16;
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += (q[j] & 0x0f) * a.qs[j] + (q[j] >> 4) * a.qs[j + 16];
+      acc += sc[b / bpg] * a.d * s + bi[b / bpg] * a.d * a.sum;
+    }
+    out[t] = acc;
+  }
+}
+
+void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
+              int64_t nb, int nt, float* out) {
+  const int bpg = gs / 32;
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const ActQ8& a = x[t * xs + b];
+      const uint8_t* q = w + b * 32;
+      int s = 0;
+      for (int j = 0; j < 32; ++j) s += q[j] * a.qs[j];
+      acc += sc[b / bpg] * a.d * s + bi[b / bpg] * a.d * a.sum;
+    }
+    out[t] = acc;
+  }
+}
+
+}  // namespace
+
+void permute_act_for_mlx4(ActQ8* blocks, int64_t n) {
+  for (int64_t b = 0; b < n; ++b) {
+    int8_t tmp[32];
+    for (int j = 0; j < 16; ++j) {
+      tmp[j] = blocks[b].qs[2 * j];
+      tmp[j + 16] = blocks[b].qs[2 * j + 1];
+    }
+    std::memcpy(blocks[b].qs, tmp, 32);
+  }
+}
+
+void fill_kernels_scalar(Kernels& k) {
+  k.dot_f32 = dot_f32;
+  k.dot_f16 = dot_f16;
+  k.dot_bf16 = dot_bf16;
+  k.axpy_f32 = axpy_f32;
+  k.axpy_f16 = axpy_f16;
+  k.axpy_bf16 = axpy_bf16;
+  k.f32_to_f16 = to_f16;
+  k.f32_to_bf16 = to_bf16;
+  k.quantize_act = quantize_act;
+  k.dot_q4_0 = dot_q4_0;
+  k.dot_q4_1 = dot_q4_1;
+  k.dot_q8_0 = dot_q8_0;
+  k.dot_q4_k = dot_q4_k;
+  k.dot_q6_k = dot_q6_k;
+  k.dot_mlx4 = dot_mlx4;
+  k.dot_mlx8 = dot_mlx8;
+}
+
+static Kernels build(Isa isa) {
+  Kernels k{};
+  fill_kernels_scalar(k);
+  if (isa >= Isa::Avx2) fill_kernels_avx2(k);
+  if (isa >= Isa::Avx512) fill_kernels_avx512(k);
+  return k;
+}
+
+const Kernels& kernels_for(Isa isa) {
+  static const Kernels tables[3] = {build(Isa::Scalar),
+                                    best_isa() >= Isa::Avx2 ? build(Isa::Avx2) : build(Isa::Scalar),
+                                    best_isa() >= Isa::Avx512 ? build(Isa::Avx512)
+                                    : best_isa() >= Isa::Avx2 ? build(Isa::Avx2)
+                                                              : build(Isa::Scalar)};
+  int i = static_cast<int>(isa);
+  int b = static_cast<int>(best_isa());
+  return tables[i < b ? i : b];
+}
+
+const Kernels& kernels() { return kernels_for(active_isa()); }
+
+}  // namespace rapid

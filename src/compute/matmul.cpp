@@ -1,0 +1,199 @@
+#include "compute/matmul.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "compute/dequantize.h"
+#include "compute/fp16.h"
+#include "compute/kernels.h"
+
+namespace rapid {
+
+WeightView WeightView::of(const Tensor& t) {
+  WeightView w;
+  if (t.shape.empty() || t.shape.size() > 2)
+    throw Error("matmul: weight " + t.name + " must be 1-D or 2-D");
+  w.dtype = t.dtype;
+  w.data = t.data;
+  w.rows = t.rows();
+  w.cols = t.cols();
+  if (t.dtype == DType::MLX_AFFINE) {
+    if (t.bits <= 0 || t.group_size <= 0 || w.cols % t.group_size != 0 || (w.cols * t.bits) % 32 != 0)
+      throw Error("matmul: MLX weight " + t.name + " has bad bits/group_size");
+    w.bits = t.bits;
+    w.group_size = t.group_size;
+    w.group_dtype = t.group_dtype;
+    w.scales = t.scales;
+    w.biases = t.biases;
+    w.row_stride = static_cast<size_t>(w.cols * t.bits / 8);
+    return w;
+  }
+  switch (t.dtype) {
+    case DType::I32: case DType::U32: case DType::I8: case DType::U8:
+      throw Error("matmul: weight " + t.name + " has integer dtype " + dtype_name(t.dtype));
+    default: break;
+  }
+  w.row_stride = row_bytes(t.dtype, w.cols);
+  if (t.nbytes && t.nbytes < w.row_stride * static_cast<size_t>(w.rows))
+    throw Error("matmul: weight " + t.name + " is smaller than its shape says");
+  return w;
+}
+
+void weight_row_f32(const WeightView& w, int64_t r, float* out) {
+  if (w.dtype == DType::MLX_AFFINE) {
+    int64_t groups = w.cols / w.group_size;
+    size_t gsz = w.group_dtype == DType::F32 ? 4 : 2;
+    dequantize_mlx_row(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + r * w.row_stride),
+                       static_cast<const uint8_t*>(w.scales) + r * groups * gsz,
+                       static_cast<const uint8_t*>(w.biases) + r * groups * gsz, w.group_dtype,
+                       w.bits, w.group_size, w.cols, out);
+    return;
+  }
+  dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);
+}
+
+namespace {
+
+Kernels::QDot int_kernel(const Kernels& k, DType t) {
+  switch (t) {
+    case DType::Q4_0: return k.dot_q4_0;
+    case DType::Q4_1: return k.dot_q4_1;
+    case DType::Q8_0: return k.dot_q8_0;
+    case DType::Q4_K: return k.dot_q4_k;
+    case DType::Q6_K: return k.dot_q6_k;
+    default: return nullptr;
+  }
+}
+
+// Rows per parallel chunk: enough work to amortise scheduling, small enough to balance.
+int64_t row_grain(const WeightView& w, int64_t n) {
+  int64_t per_row = std::max<int64_t>(1, w.cols * n);
+  return std::clamp<int64_t>(65536 / per_row, 4, 256);
+}
+
+}  // namespace
+
+namespace {
+
+// Rows [r0, r1) of one weight for all n activation rows. xq: x quantized (when qdot is set).
+bool mlx_fast(const WeightView& w, MatmulPath path) {
+  return path == MatmulPath::Fast && w.dtype == DType::MLX_AFFINE && (w.bits == 4 || w.bits == 8) &&
+         w.group_size % 32 == 0;
+}
+
+float group_f32(const void* p, DType dt, int64_t i) {
+  switch (dt) {
+    case DType::F32: return static_cast<const float*>(p)[i];
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    default: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+  }
+}
+
+void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const ActQ8* xq,
+              const ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, const Kernels& k,
+              MatmulPath path) {
+  const int64_t rows = w.rows, cols = w.cols;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  if (mlx_fast(w, path)) {
+    const int64_t nb = cols / kQK, groups = cols / w.group_size;
+    thread_local std::vector<float> sb;
+    sb.resize(static_cast<size_t>(2 * groups));
+    const ActQ8* xa = w.bits == 4 ? xq4 : xq;
+    auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
+    float tmp[4];
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        sb[g] = group_f32(w.scales, w.group_dtype, r * groups + g);
+        sb[groups + g] = group_f32(w.biases, w.group_dtype, r * groups + g);
+      }
+      for (int64_t t = 0; t < n; t += 4) {
+        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
+        fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      }
+    }
+    return;
+  }
+  if (qdot) {
+    const int64_t nb = cols / kQK;                    // activation blocks per row
+    const int64_t nbw = cols / block_elems(w.dtype);  // weight blocks per row
+    float tmp[4];
+    for (int64_t t = 0; t < n; t += 4) {
+      int nt = static_cast<int>(std::min<int64_t>(4, n - t));
+      for (int64_t r = r0; r < r1; ++r) {
+        qdot(base + r * w.row_stride, xq + t * nb, nb, nbw, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      }
+    }
+    return;
+  }
+  if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const void* row = base + r * w.row_stride;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* xt = x + t * cols;
+        y[t * rows + r] = w.dtype == DType::F32 ? k.dot_f32(xt, static_cast<const float*>(row), cols)
+                        : w.dtype == DType::F16 ? k.dot_f16(xt, static_cast<const uint16_t*>(row), cols)
+                                                : k.dot_bf16(xt, static_cast<const uint16_t*>(row), cols);
+      }
+    }
+    return;
+  }
+  // Generic: dequantize each weight row once, then f32 dots against every activation row.
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    weight_row_f32(w, r, buf.data());
+    for (int64_t t = 0; t < n; ++t) y[t * rows + r] = k.dot_f32(x + t * cols, buf.data(), cols);
+  }
+}
+
+}  // namespace
+
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulScratch& scratch, MatmulPath path) {
+  MatmulOut o{&w, y};
+  matmul_multi(&o, 1, x, n, pool, scratch, path);
+}
+
+void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
+                  MatmulScratch& scratch, MatmulPath path) {
+  if (count <= 0) return;
+  const Kernels& k = kernels();
+  const int64_t cols = outs[0].w->cols;
+  Kernels::QDot qd[8];
+  int64_t start[9];
+  start[0] = 0;
+  bool need_q = false, need_q4 = false;
+  if (count > 8) throw Error("matmul_multi: at most 8 weights");
+  for (int i = 0; i < count; ++i) {
+    if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
+    qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
+    need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path);
+    need_q4 |= mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4;
+    start[i + 1] = start[i] + outs[i].w->rows;
+  }
+  const ActQ8* xq = nullptr;
+  if (need_q) {
+    const int64_t nb = cols / kQK;
+    scratch.xq.resize(static_cast<size_t>(nb * n));
+    for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
+    xq = scratch.xq.data();
+  }
+  const ActQ8* xq4 = nullptr;
+  if (need_q4) {
+    scratch.xq_mlx4 = scratch.xq;
+    permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
+    xq4 = scratch.xq_mlx4.data();
+  }
+  // One parallel region over the rows of all weights (fewer synchronisations per layer).
+  pool.parallel_for(start[count], row_grain(*outs[0].w, n), [&](int64_t b, int64_t e) {
+    for (int i = 0; i < count && b < e; ++i) {
+      int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
+      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], x, xq, xq4, n, outs[i].y, qd[i], k, path);
+    }
+  });
+}
+
+}  // namespace rapid

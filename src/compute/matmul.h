@@ -1,0 +1,54 @@
+// y = x · Wᵀ for a weight W [rows, cols] in any supported format and n activation rows.
+// Decode (n = 1) is a GEMV, prefill (n > 1) a GEMM that reuses each weight row for 4 tokens.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "compute/quant_formats.h"
+#include "compute/thread_pool.h"
+#include "model/tensor.h"
+
+namespace rapid {
+
+enum class MatmulPath {
+  Fast,   // int8 activations × quantized weights (VNNI) where a kernel exists
+  Exact,  // dequantize weights to f32 and multiply in f32 (parity checks)
+};
+
+struct WeightView {
+  DType dtype = DType::F32;
+  const void* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  size_t row_stride = 0;  // bytes between rows (non-MLX)
+  // MLX affine
+  int bits = 0, group_size = 0;
+  DType group_dtype = DType::F16;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+
+  static WeightView of(const Tensor& t);  // throws Error for unsupported dtypes / shapes
+};
+
+// Reusable scratch (activation quantization); one per calling thread.
+struct MatmulScratch {
+  std::vector<ActQ8> xq;
+  std::vector<ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
+};
+
+// y[t*rows + r] = Σ_c W[r, c] · x[t*cols + c] for t < n.
+void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatmulScratch& scratch, MatmulPath path = MatmulPath::Fast);
+
+// Several weights over the same input (q/k/v, gate/up): x is quantized once and all rows share
+// one parallel region. outs[i].y receives [n, outs[i].w->rows].
+struct MatmulOut {
+  const WeightView* w;
+  float* y;
+};
+void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
+                  MatmulScratch& scratch, MatmulPath path = MatmulPath::Fast);
+
+// Dequantizes row r of w into out (cols floats).
+void weight_row_f32(const WeightView& w, int64_t r, float* out);
+
+}  // namespace rapid

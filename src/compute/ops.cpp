@@ -1,0 +1,61 @@
+#include "compute/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rapid {
+
+void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out) {
+  // Sum of squares in double: cheap at these sizes and keeps parity with f32 references tight.
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
+  if (!w) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  } else if (add_one) {
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * (1.0f + w[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * inv) * w[i];
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  if (mx == -INFINITY) {  // fully masked row: define as uniform zero output
+    for (int64_t i = 0; i < n; ++i) x[i] = 0;
+    return;
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  const float k = 0.7978845608028654f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale_inplace(float* y, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+}  // namespace rapid

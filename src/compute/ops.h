@@ -1,0 +1,17 @@
+// Element-wise and row-wise f32 operations of a transformer layer.
+#pragma once
+#include <cstdint>
+
+namespace rapid {
+
+// out = x / rms(x) * (w or 1+w); x and out may alias. n elements.
+void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out);
+// In-place softmax over n values (max-subtracted, f32).
+void softmax(float* x, int64_t n);
+// out[i] = act(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+void add_inplace(float* y, const float* x, int64_t n);
+void scale_inplace(float* y, float s, int64_t n);
+
+}  // namespace rapid

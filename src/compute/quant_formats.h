@@ -1,0 +1,49 @@
+// GGML block layouts (byte-exact with the GGUF format) and the int8 activation block the
+// integer dot kernels consume.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "model/tensor.h"
+
+namespace rapid {
+
+constexpr int kQK = 32;    // elements per block of the legacy formats
+constexpr int kQKK = 256;  // elements per K-quant super-block
+
+#pragma pack(push, 1)
+struct BlockQ4_0 { uint16_t d; uint8_t qs[16]; };
+struct BlockQ4_1 { uint16_t d, m; uint8_t qs[16]; };
+struct BlockQ5_0 { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ5_1 { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; };
+struct BlockQ8_0 { uint16_t d; int8_t qs[32]; };
+struct BlockQ2_K { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; };
+struct BlockQ3_K { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; };
+struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
+struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
+struct BlockQ8_K { float d; int8_t qs[256]; int16_t bsums[16]; };
+#pragma pack(pop)
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
+              sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
+              sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+
+// One activation block: 32 values as int8 with scale d (x ≈ d*q) and the integer sum of q,
+// which the kernels need for the weight offsets (Q4_1 min, Q4_0's -8, Q8_0's +128 bias trick).
+struct alignas(8) ActQ8 {
+  float d;
+  int32_t sum;
+  int8_t qs[32];
+};
+static_assert(sizeof(ActQ8) == 40);
+
+// Elements per block and bytes per block of a block format (1 and the element size for F32/F16/BF16).
+int64_t block_elems(DType t);
+size_t block_bytes(DType t);
+// Bytes of one row of `cols` elements; throws Error if cols is not a whole number of blocks.
+size_t row_bytes(DType t, int64_t cols);
+bool is_ggml_quant(DType t);
+
+}  // namespace rapid

@@ -1,0 +1,91 @@
+#include "compute/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define RAPID_PAUSE() _mm_pause()
+#else
+#define RAPID_PAUSE() ((void)0)
+#endif
+
+namespace rapid {
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_chunks(Job& job) {
+  for (;;) {
+    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
+    if (c >= job.total) break;
+    int64_t b = c * job.chunk;
+    (*job.fn)(b, std::min(job.n, b + job.chunk));
+    job.done.fetch_add(1, std::memory_order_release);
+  }
+}
+
+void ThreadPool::worker() {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin a little (decode issues a region every few tens of microseconds), then sleep.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < 4000; ++spin) {
+      RAPID_PAUSE();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    std::shared_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      if (g == seen)
+        cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen || stop_; });
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_acquire);
+      job = current_;
+    }
+    if (job) run_chunks(*job);
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  const int threads = size();
+  if (threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread balances uneven progress without much contention.
+  auto job = std::make_shared<Job>();
+  job->fn = &fn;
+  job->n = n;
+  job->chunk = std::max(grain, (n + threads * 4 - 1) / (threads * 4));
+  job->total = (n + job->chunk - 1) / job->chunk;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    current_ = job;
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  cv_.notify_all();
+  run_chunks(*job);
+  for (int spin = 0; job->done.load(std::memory_order_acquire) != job->total; ++spin) {
+    if (spin < 20000) RAPID_PAUSE();
+    else std::this_thread::yield();  // the chunk's owner was descheduled: give it the core
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  current_.reset();
+}
+
+}  // namespace rapid

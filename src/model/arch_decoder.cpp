@@ -1,0 +1,269 @@
+// The decoder-only transformer shared by Llama, Qwen2/3 and Gemma 3 (switches in ArchSpec).
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "compute/attention.h"
+#include "compute/dequantize.h"
+#include "compute/ops.h"
+#include "compute/rope.h"
+#include "model/arch.h"
+#include "model/kv_cache.h"
+#include "model/layers.h"
+
+namespace rapid {
+namespace {
+
+struct Layer {
+  std::vector<float> in_norm, post_attn_norm, pre_ffn_norm, post_ffn_norm, q_norm, k_norm;
+  Linear q, k, v, o, gate, up, down;
+  bool sliding = false;
+};
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec, const ModelOptions& opts)
+      : ckpt_(std::move(ckpt)), spec_(spec), opts_(opts), pool_(opts.num_threads) {
+    cfg_ = ckpt_->config;
+    const auto& c = cfg_;
+    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
+        c.vocab_size <= 0 || c.intermediate_size <= 0)
+      throw Error(ckpt_->path + ": config lacks sizes for architecture " + spec.name);
+    if (cfg_.num_key_value_heads <= 0) cfg_.num_key_value_heads = c.num_attention_heads;
+    if (cfg_.head_dim <= 0) cfg_.head_dim = c.hidden_size / c.num_attention_heads;
+    if (cfg_.num_attention_heads % cfg_.num_key_value_heads != 0)
+      throw Error(ckpt_->path + ": attention heads not a multiple of KV heads");
+    H_ = c.hidden_size;
+    I_ = c.intermediate_size;
+    nh_ = c.num_attention_heads;
+    nkv_ = cfg_.num_key_value_heads;
+    hd_ = cfg_.head_dim;
+    V_ = c.vocab_size;
+    eps_ = static_cast<float>(c.rms_norm_eps);
+    ctx_.pool = &pool_;
+    ctx_.path = opts.matmul;
+
+    const WeightStore& ws = ckpt_->weights;
+    embed_ = &ws.get("model.embed_tokens.weight");
+    if (embed_->rows() != V_ || embed_->cols() != H_)
+      throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
+    const bool tied = !ws.find("lm_head.weight");
+    if (tied) {
+      lm_head_.w = WeightView::of(*embed_);
+    } else {
+      lm_head_ = load_linear(ws, "lm_head", V_, H_);
+    }
+    final_norm_ = load_vector(ws, "model.norm.weight", H_);
+
+    layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      Layer& L = layers_[i];
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);
+      L.post_attn_norm = load_vector(ws, p + "post_attention_layernorm.weight", H_);
+      if (spec.sandwich_norms) {
+        L.pre_ffn_norm = load_vector(ws, p + "pre_feedforward_layernorm.weight", H_);
+        L.post_ffn_norm = load_vector(ws, p + "post_feedforward_layernorm.weight", H_);
+      }
+      L.q = load_linear(ws, p + "self_attn.q_proj", nh_ * hd_, H_, spec.qkv_bias);
+      L.k = load_linear(ws, p + "self_attn.k_proj", nkv_ * hd_, H_, spec.qkv_bias);
+      L.v = load_linear(ws, p + "self_attn.v_proj", nkv_ * hd_, H_, spec.qkv_bias);
+      L.o = load_linear(ws, p + "self_attn.o_proj", H_, nh_ * hd_);
+      if (spec.qk_norm || ws.find(p + "self_attn.q_norm.weight")) {
+        L.q_norm = load_vector(ws, p + "self_attn.q_norm.weight", hd_);
+        L.k_norm = load_vector(ws, p + "self_attn.k_norm.weight", hd_);
+      }
+      L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
+      L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
+      L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
+      L.sliding = i < static_cast<int64_t>(c.layer_is_sliding.size()) && c.layer_is_sliding[i] &&
+                  c.sliding_window > 0;
+    }
+
+    if (opts.matmul == MatmulPath::Exact) materialize_f32();
+
+    global_rope_ = Rope(hd_, c.rope_theta, c.rope_scaling, c.max_position_embeddings);
+    if (spec.local_rope_base)
+      local_rope_ = Rope(hd_, c.rope_local_base_freq, RopeScaling{}, c.max_position_embeddings);
+    else
+      local_rope_ = global_rope_;
+    double qs = spec.query_pre_attn_scalar && c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
+                                                                           : static_cast<double>(hd_);
+    attn_scale_ = static_cast<float>(1.0 / std::sqrt(qs));
+    embed_scale_ = spec.scale_embeddings ? static_cast<float>(std::sqrt(static_cast<double>(H_))) : 1.0f;
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+
+  std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
+    return std::make_unique<KvCache>(cfg_.num_hidden_layers, max_tokens, nkv_, hd_, opts_.kv_dtype);
+  }
+
+  void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
+               bool all_logits) override {
+    auto* kv = dynamic_cast<KvCache*>(&state);
+    if (!kv) throw Error("forward: sequence state was not created by this model");
+    if (n <= 0) throw Error("forward: no tokens");
+    const int64_t pos0 = kv->length();
+    if (pos0 + n > kv->capacity())
+      throw Error("forward: " + std::to_string(pos0 + n) + " tokens exceed the sequence's capacity of " +
+                  std::to_string(kv->capacity()));
+    for (int64_t t = 0; t < n; ++t)
+      if (tokens[t] < 0 || tokens[t] >= V_)
+        throw Error("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary (size " +
+                    std::to_string(V_) + ")");
+    reserve(n);
+
+    for (int64_t t = 0; t < n; ++t) {
+      dequantize_tensor_row(*embed_, tokens[t], x_.data() + t * H_);
+      if (embed_scale_ != 1.0f) scale_inplace(x_.data() + t * H_, embed_scale_, H_);
+    }
+    // RoPE tables for this call's positions (both bases).
+    const int64_t half = global_rope_.half();
+    for (int64_t t = 0; t < n; ++t) {
+      global_rope_.angles(pos0 + t, gcos_.data() + t * half, gsin_.data() + t * half);
+      local_rope_.angles(pos0 + t, lcos_.data() + t * half, lsin_.data() + t * half);
+    }
+
+    for (size_t li = 0; li < layers_.size(); ++li) run_layer(layers_[li], kv->layer(li), pos0, n);
+    kv->advance(n);
+
+    const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
+    for (int64_t t = first; t < n; ++t)
+      rms_norm(x_.data() + t * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one, xn_.data() + (t - first) * H_);
+    lm_head_(xn_.data(), rows, logits, ctx_);
+    if (cfg_.final_logit_softcapping > 0) {
+      float cap = static_cast<float>(cfg_.final_logit_softcapping);
+      for (int64_t i = 0; i < rows * V_; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+    }
+  }
+
+ private:
+  // Exact (parity) mode: dequantize every projection once to f32 so each step is an f32 GEMV
+  // over exactly the values transformers multiplies with.
+  void materialize_f32() {
+    auto conv = [&](Linear& l) {
+      if (!l.present() || l.w.dtype == DType::F32) return;
+      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(l.w.rows * l.w.cols * 4));
+      auto* f = reinterpret_cast<float*>(buf->data());
+      pool_.parallel_for(l.w.rows, 64, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) weight_row_f32(l.w, r, f + r * l.w.cols);
+      });
+      WeightView v;
+      v.dtype = DType::F32;
+      v.data = f;
+      v.rows = l.w.rows;
+      v.cols = l.w.cols;
+      v.row_stride = static_cast<size_t>(l.w.cols) * 4;
+      l.w = v;
+      owned_.push_back(std::move(buf));
+    };
+    conv(lm_head_);
+    for (auto& L : layers_)
+      for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) conv(*l);
+  }
+
+  void reserve(int64_t n) {
+    if (n <= cap_) return;
+    cap_ = n;
+    x_.resize(n * H_);
+    xn_.resize(n * H_);
+    tmp_.resize(n * H_);
+    q_.resize(n * nh_ * hd_);
+    k_.resize(n * nkv_ * hd_);
+    v_.resize(n * nkv_ * hd_);
+    att_.resize(n * nh_ * hd_);
+    gate_.resize(n * I_);
+    up_.resize(n * I_);
+    const int64_t half = global_rope_.half();
+    gcos_.resize(n * half);
+    gsin_.resize(n * half);
+    lcos_.resize(n * half);
+    lsin_.resize(n * half);
+  }
+
+  void run_layer(const Layer& L, const KvView& kv, int64_t pos0, int64_t n) {
+    const bool one = spec_.norm_add_one;
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+    {
+      MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
+      matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      L.q.add_bias(q_.data(), n);
+      L.k.add_bias(k_.data(), n);
+      L.v.add_bias(v_.data(), n);
+    }
+    const Rope& rope = L.sliding ? local_rope_ : global_rope_;
+    const float* cs = L.sliding ? lcos_.data() : gcos_.data();
+    const float* sn = L.sliding ? lsin_.data() : gsin_.data();
+    const int64_t half = rope.half();
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = q_.data() + t * nh_ * hd_;
+      float* kt = k_.data() + t * nkv_ * hd_;
+      if (!L.q_norm.empty()) {
+        for (int64_t h = 0; h < nh_; ++h) rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
+        for (int64_t h = 0; h < nkv_; ++h) rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
+      }
+      rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
+      rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
+    }
+    kv_store(kv, pos0, n, nkv_, hd_, k_.data(), v_.data());
+    AttentionParams ap;
+    ap.n_heads = nh_;
+    ap.n_kv_heads = nkv_;
+    ap.head_dim = hd_;
+    ap.scale = attn_scale_;
+    ap.window = L.sliding ? cfg_.sliding_window : 0;
+    ap.softcap = static_cast<float>(cfg_.attn_logit_softcapping);
+    attention(q_.data(), n, pos0, kv, ap, att_.data(), pool_);
+    L.o(att_.data(), n, tmp_.data(), ctx_);
+    if (spec_.sandwich_norms)
+      for (int64_t t = 0; t < n; ++t)
+        rms_norm(tmp_.data() + t * H_, L.post_attn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
+    add_inplace(x_.data(), tmp_.data(), n * H_);
+
+    const std::vector<float>& ffn_norm = spec_.sandwich_norms ? L.pre_ffn_norm : L.post_attn_norm;
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x_.data() + t * H_, ffn_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+    {
+      MatmulOut outs[2] = {{&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}};
+      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      L.gate.add_bias(gate_.data(), n);
+      L.up.add_bias(up_.data(), n);
+    }
+    if (spec_.act == Activation::GeluTanh) gelu_tanh_mul(gate_.data(), up_.data(), n * I_, gate_.data());
+    else silu_mul(gate_.data(), up_.data(), n * I_, gate_.data());
+    L.down(gate_.data(), n, tmp_.data(), ctx_);
+    if (spec_.sandwich_norms)
+      for (int64_t t = 0; t < n; ++t)
+        rms_norm(tmp_.data() + t * H_, L.post_ffn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
+    add_inplace(x_.data(), tmp_.data(), n * H_);
+  }
+
+  std::shared_ptr<Checkpoint> ckpt_;
+  ArchSpec spec_;
+  ModelOptions opts_;
+  ModelConfig cfg_;
+  ThreadPool pool_;
+  ExecContext ctx_;
+  int64_t H_, I_, nh_, nkv_, hd_, V_;
+  float eps_, attn_scale_ = 1, embed_scale_ = 1;
+  const Tensor* embed_ = nullptr;
+  Linear lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<Layer> layers_;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
+  Rope global_rope_, local_rope_;
+  int64_t cap_ = 0;
+  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec,
+                                          const ModelOptions& opts) {
+  return std::make_unique<DecoderModel>(std::move(ckpt), spec, opts);
+}
+
+}  // namespace rapid

@@ -1,0 +1,45 @@
+#include "model/layers.h"
+
+#include "common/error.h"
+#include "compute/dequantize.h"
+
+namespace rapid {
+
+void Linear::operator()(const float* x, int64_t n, float* y, ExecContext& ctx) const {
+  matmul(w, x, n, y, *ctx.pool, ctx.scratch, ctx.path);
+  add_bias(y, n);
+}
+
+void Linear::add_bias(float* y, int64_t n) const {
+  if (!bias.empty())
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] += bias[r];
+}
+
+Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, int64_t in,
+                   bool require_bias) {
+  const Tensor& t = ws.get(name + ".weight");
+  if (t.shape.size() != 2 || t.rows() != out || t.cols() != in)
+    throw Error("weight " + t.name + " has shape [" +
+                (t.shape.size() == 2 ? std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1])
+                                     : std::string("?")) +
+                "], expected [" + std::to_string(out) + ", " + std::to_string(in) + "]");
+  Linear l;
+  l.w = WeightView::of(t);
+  if (require_bias || ws.find(name + ".bias")) l.bias = load_vector(ws, name + ".bias", out);
+  return l;
+}
+
+std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n) {
+  const Tensor& t = ws.get(name);
+  if (t.numel() != n)
+    throw Error("tensor " + name + " has " + std::to_string(t.numel()) + " elements, expected " +
+                std::to_string(n));
+  std::vector<float> v(static_cast<size_t>(n));
+  Tensor flat = t;
+  flat.shape = {1, n};
+  dequantize_tensor_row(flat, 0, v.data());
+  return v;
+}
+
+}  // namespace rapid

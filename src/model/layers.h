@@ -1,0 +1,36 @@
+// Building blocks shared by the architectures: a linear layer over any weight format, norm
+// weights held as f32, and the per-forward scratch buffers.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "compute/matmul.h"
+#include "compute/thread_pool.h"
+#include "model/weights.h"
+
+namespace rapid {
+
+struct ExecContext {
+  ThreadPool* pool = nullptr;
+  MatmulScratch scratch;
+  MatmulPath path = MatmulPath::Fast;
+};
+
+struct Linear {
+  WeightView w;
+  std::vector<float> bias;  // empty = none
+  bool present() const { return w.data != nullptr; }
+  int64_t out_features() const { return w.rows; }
+  int64_t in_features() const { return w.cols; }
+  // y [n, out] = x [n, in] · Wᵀ (+ b)
+  void operator()(const float* x, int64_t n, float* y, ExecContext& ctx) const;
+  void add_bias(float* y, int64_t n) const;  // y [n, out] += b (no-op without bias)
+};
+
+// Loads `name` as a Linear with `bias_name` if that tensor exists; checks the shape.
+Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, int64_t in,
+                   bool require_bias = false);
+// A 1-D tensor (norm weight, bias) as f32; checks its length.
+std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n);
+
+}  // namespace rapid

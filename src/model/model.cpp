@@ -1,0 +1,25 @@
+#include <string>
+
+#include "common/error.h"
+#include "model/arch.h"
+
+namespace rapid {
+
+std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
+  if (!ckpt) throw Error("create_model: no checkpoint");
+  const std::string& a = ckpt->config.architecture;
+  if (a == "llama" || a == "mistral") return make_decoder_model(ckpt, llama_arch(), opts);
+  if (a == "qwen2") return make_decoder_model(ckpt, qwen2_arch(), opts);
+  if (a == "qwen3") return make_decoder_model(ckpt, qwen3_arch(), opts);
+  if (a == "gemma3" || a == "gemma3_text") return make_decoder_model(ckpt, gemma3_arch(), opts);
+  throw Error(ckpt->path + ": unsupported architecture '" + a +
+              "' (supported: llama, mistral, qwen2, qwen3, gemma3)");
+}
+
+std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, int num_threads) {
+  ModelOptions o;
+  o.num_threads = num_threads;
+  return create_model(std::move(ckpt), o);
+}
+
+}  // namespace rapid

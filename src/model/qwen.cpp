@@ -1,0 +1,21 @@
+#include "model/arch.h"
+
+namespace rapid {
+
+// Llama layout with biases on the q/k/v projections.
+ArchSpec qwen2_arch() {
+  ArchSpec s;
+  s.name = "qwen2";
+  s.qkv_bias = true;
+  return s;
+}
+
+// Llama layout with a per-head RMSNorm on q and k (no biases).
+ArchSpec qwen3_arch() {
+  ArchSpec s;
+  s.name = "qwen3";
+  s.qk_norm = true;
+  return s;
+}
+
+}  // namespace rapid

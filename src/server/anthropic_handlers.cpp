@@ -1,0 +1,98 @@
+#include "server/anthropic_handlers.h"
+
+#include "server/anthropic_format.h"
+#include "server/anthropic_request.h"
+#include "server/openai_handlers.h"
+#include "server/sse.h"
+
+namespace rapid::server {
+
+using json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+namespace {
+
+class MessagesStream : public SsePump {
+ public:
+  MessagesStream(HandlerContext& ctx, TurnSpec spec, std::string id)
+      : ctx_(ctx), spec_(std::move(spec)), id_(std::move(id)) {
+    turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, spec_);
+  }
+
+  bool pump(std::string& out) override {
+    if (done_) return false;
+    if (!opened_) {
+      opened_ = true;
+      json msg = {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", ctx_.backend.model_id()},
+                  {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
+                  {"usage", {{"input_tokens", int64_t(spec_.gen.prompt.size())}, {"output_tokens", 0},
+                             {"cache_read_input_tokens", 0}, {"cache_creation_input_tokens", 0}}}};
+      out += sse_event("message_start", {{"type", "message_start"}, {"message", msg}});
+      out += sse_event("ping", {{"type", "ping"}});
+    }
+    auto d = turn_->next(100ms);
+    if (!d) return true;
+    blocks_.write(*d, out);
+    if (!d->finished) return true;
+    done_ = true;
+    if (d->reason == FinishReason::Error) {
+      fail(out, d->error.empty() ? "generation failed" : d->error);
+      return false;
+    }
+    blocks_.close(out);
+    out += sse_event("message_delta",
+                     {{"type", "message_delta"},
+                      {"delta", {{"stop_reason", anthropic_stop_reason(d->reason, d->has_tool_calls)}, {"stop_sequence", nullptr}}},
+                      {"usage", {{"input_tokens", d->prompt_tokens}, {"output_tokens", d->completion_tokens},
+                                 {"cache_read_input_tokens", d->cached_tokens}}}});
+    out += sse_event("message_stop", {{"type", "message_stop"}});
+    return false;
+  }
+  void fail(std::string& out, const std::string& msg) override {
+    out += sse_event("error", anthropic_error_body(500, msg));
+  }
+  void cancel() override {
+    if (turn_) turn_->cancel();
+  }
+
+ private:
+  HandlerContext& ctx_;
+  TurnSpec spec_;
+  std::string id_;
+  std::unique_ptr<Turn> turn_;
+  AnthropicBlockWriter blocks_;
+  bool opened_ = false;
+  bool done_ = false;
+};
+
+}  // namespace
+
+void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  MessagesRequest mr = parse_messages_request(body, ctx.limits());
+  ctx.check_model(mr.model);
+  TurnSpec spec = make_chat_turn(ctx, mr.messages, mr.tools, mr.tool_mode, mr.forced_name, ConstraintSpec{}, mr.gen,
+                                 mr.template_extra);
+  spec.id_prefix = "toolu_";
+  spec.parallel_tool_calls = mr.parallel_tool_calls;
+  std::string id = random_id("msg_");
+  if (mr.stream) {
+    start_sse(res, std::make_shared<MessagesStream>(ctx, std::move(spec), id));
+    return;
+  }
+  Turn turn(ctx.backend, &ctx.metrics, spec);
+  TurnResult r = turn.collect();
+  if (r.reason == FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
+  send_json(res, 200, anthropic_message(id, ctx.backend.model_id(), r));
+}
+
+void handle_count_tokens(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  MessagesRequest mr = parse_messages_request(body, ctx.limits(), /*for_count=*/true);
+  ctx.check_model(mr.model);
+  RenderedPrompt p = ctx.backend.render_chat(mr.messages, mr.tool_mode == ToolMode::None ? json::array() : mr.tools,
+                                             mr.template_extra);
+  send_json(res, 200, {{"input_tokens", int64_t(p.tokens.size())}});
+}
+
+}  // namespace rapid::server

@@ -1,0 +1,60 @@
+// What the HTTP layer needs from a loaded model: its name and context, its tokenizer, prompt
+// rendering, output parsing and an engine. The real one wraps the checkpoint + chat template +
+// parsers (model_backend.cpp); unit tests plug in a fake, so the server is tested without a model.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "parsers/output_parser.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapid::server {
+
+struct RenderedPrompt {
+  std::vector<int32_t> tokens;
+  bool starts_in_reasoning = false;  // the rendered prompt already opened a thinking block
+};
+
+// Structured-output request passed to the constrained-decoding hook.
+struct ConstraintSpec {
+  enum class Kind { None, JsonObject, JsonSchema } kind = Kind::None;
+  nlohmann::ordered_json schema;  // for JsonSchema
+};
+
+struct EngineStats {
+  int64_t queued = 0;
+  int64_t running = 0;
+  double kv_usage = 0.0;          // fraction of KV capacity in use
+  double prefix_cache_hit_rate = 0.0;
+  double spec_acceptance = 0.0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string model_id() const = 0;
+  virtual int64_t context_length() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  // messages: OpenAI-shaped (role, content string, tool_calls with object arguments, ...);
+  // tools: OpenAI function tools; extra: template variables (enable_thinking, ...).
+  // Throws ApiError(400) when the template refuses the conversation.
+  virtual RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                                     const nlohmann::ordered_json& extra) const = 0;
+  // Text completion prompt (BOS per the tokenizer's own rules).
+  virtual std::vector<int32_t> encode_prompt(const std::string& text) const = 0;
+  // nullptr when neither a tool nor a reasoning parser is configured.
+  virtual std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json& tools,
+                                                    bool starts_in_reasoning) const = 0;
+  // Attaches a token-mask provider to the request for response_format / forced tool calls.
+  // Returns false when constrained decoding is unavailable (the request then runs unconstrained).
+  virtual bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const = 0;
+  virtual Engine& engine() = 0;
+  virtual EngineStats engine_stats() const = 0;
+};
+
+}  // namespace rapid::server

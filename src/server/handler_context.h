@@ -1,0 +1,56 @@
+// What every endpoint handler shares: the backend, metrics, options, and the helpers that read a
+// body, check the model name, fit a prompt into the context and stream SSE.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/api_error.h"
+#include "server/backend.h"
+#include "server/metrics.h"
+#include "server/sampling_options.h"
+
+namespace rapid::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string api_key;                    // empty: no auth
+  size_t max_body_bytes = 16u << 20;
+  int http_threads = 192;                 // each keep-alive connection holds one while open
+  int64_t default_max_tokens = 0;         // 0: whatever the context leaves
+};
+
+struct HandlerContext {
+  Backend& backend;
+  Metrics& metrics;
+  const ServerOptions& opts;
+
+  SamplingLimits limits() const;
+  // 404 (model_not_found) unless `model` is the served model.
+  void check_model(const std::string& model) const;
+  // Fills gen.prompt; 400 when the prompt does not fit the context; clamps max_tokens to what is left.
+  void fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const;
+};
+
+nlohmann::ordered_json parse_json_body(const httplib::Request& req);
+void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
+
+// A source of SSE frames driven from the HTTP worker thread.
+class SsePump {
+ public:
+  virtual ~SsePump() = default;
+  // Appends whatever frames are ready (waiting briefly for more); returns false once the stream
+  // is complete (after appending its closing frames).
+  virtual bool pump(std::string& out) = 0;
+  // Appends a frame reporting a failure in this API's own shape (the stream then ends).
+  virtual void fail(std::string& out, const std::string& message) = 0;
+  // The client went away: stop generating.
+  virtual void cancel() = 0;
+};
+
+void start_sse(httplib::Response& res, std::shared_ptr<SsePump> pump);
+
+}  // namespace rapid::server

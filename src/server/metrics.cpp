@@ -1,0 +1,107 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace rapid::server {
+
+// Shortest text that reads back as the same double ("0.005", not "0.0050000000000000001").
+static std::string num(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
+static std::string escape_label(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\' || c == '"') o += '\\';
+    if (c == '\n') { o += "\\n"; continue; }
+    o += c;
+  }
+  return o;
+}
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  std::lock_guard lk(mu_);
+  counts_[i]++;
+  sum_ += v;
+  count_++;
+}
+
+void Histogram::render(std::string& out, const std::string& name, const std::string& help,
+                       const std::string& labels) const {
+  std::lock_guard lk(mu_);
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cum = 0;
+  for (size_t i = 0; i <= bounds_.size(); ++i) {
+    cum += counts_[i];
+    std::string le = i < bounds_.size() ? num(bounds_[i]) : "+Inf";
+    out += name + "_bucket{" + labels + ",le=\"" + le + "\"} " + std::to_string(cum) + "\n";
+  }
+  out += name + "_sum{" + labels + "} " + num(sum_) + "\n";
+  out += name + "_count{" + labels + "} " + std::to_string(count_) + "\n";
+}
+
+Metrics::Metrics() = default;
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::string key = endpoint + "\t" + std::to_string(status);
+  std::lock_guard lk(mu_);
+  for (auto& [k, n] : requests_)
+    if (k == key) { ++n; return; }
+  requests_.emplace_back(key, 1);
+}
+
+void Metrics::add_tokens(int64_t prompt, int64_t cached, int64_t generated) {
+  prompt_tokens_ += uint64_t(prompt);
+  cached_tokens_ += uint64_t(cached);
+  generated_tokens_ += uint64_t(generated);
+}
+
+std::string Metrics::render(const std::string& model, const EngineStats& s) const {
+  std::string m = "model_name=\"" + escape_label(model) + "\"";
+  std::string out;
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name +
+           "{" + m + "} " + std::to_string(v) + "\n";
+  };
+  auto gauge = [&](const char* name, const char* help, double v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + "{" +
+           m + "} " + num(v) + "\n";
+  };
+  out += "# HELP rapid_requests_total HTTP API requests by endpoint and status.\n"
+         "# TYPE rapid_requests_total counter\n";
+  {
+    std::lock_guard lk(mu_);
+    for (auto& [k, n] : requests_) {
+      auto tab = k.find('\t');
+      out += "rapid_requests_total{" + m + ",endpoint=\"" + escape_label(k.substr(0, tab)) +
+             "\",status=\"" + k.substr(tab + 1) + "\"} " + std::to_string(n) + "\n";
+    }
+  }
+  counter("rapid_prompt_tokens_total", "Prompt tokens processed.", prompt_tokens_.load());
+  counter("rapid_prompt_cached_tokens_total", "Prompt tokens served from the prefix cache.",
+          cached_tokens_.load());
+  counter("rapid_generation_tokens_total", "Tokens generated.", generated_tokens_.load());
+  gauge("rapid_num_requests_waiting", "Requests queued in the engine.", double(s.queued));
+  gauge("rapid_num_requests_running", "Requests being generated.", double(s.running));
+  gauge("rapid_kv_cache_usage_perc", "Fraction of KV-cache capacity in use.", s.kv_usage);
+  gauge("rapid_prefix_cache_hit_rate", "Fraction of prompt tokens served from the prefix cache.",
+        s.prefix_cache_hit_rate);
+  gauge("rapid_spec_decode_acceptance_rate", "Speculative-decoding draft acceptance rate.",
+        s.spec_acceptance);
+  ttft.render(out, "rapid_time_to_first_token_seconds", "Time to first generated token.", m);
+  itl.render(out, "rapid_inter_token_latency_seconds", "Time between generated tokens.", m);
+  e2e.render(out, "rapid_e2e_request_latency_seconds", "Time from submission to the last token.", m);
+  return out;
+}
+
+}  // namespace rapid::server

@@ -1,0 +1,44 @@
+// Server metrics in Prometheus text format. Counters are atomics; histograms take a short lock.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+
+namespace rapid::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void observe(double v);
+  void render(std::string& out, const std::string& name, const std::string& help,
+              const std::string& labels) const;
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // per bucket (non-cumulative), plus +Inf at the end
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void count_request(const std::string& endpoint, int status);
+  void add_tokens(int64_t prompt, int64_t cached, int64_t generated);
+  Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
+  Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
+  std::string render(const std::string& model, const EngineStats& s) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<std::string, uint64_t>> requests_;  // "endpoint\tstatus" → count
+  std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0};
+};
+
+}  // namespace rapid::server

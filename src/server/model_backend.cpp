@@ -1,0 +1,134 @@
+#include "server/model_backend.h"
+
+#include "common/log.h"
+#include "constrain/json_schema.h"
+#include "server/api_error.h"
+#include "template/template_error.h"
+
+namespace rapid::server {
+
+using ojson = nlohmann::ordered_json;
+
+// Used when a model ships no chat template (as llama.cpp does): ChatML.
+static const char* kChatMlTemplate =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + (message['content'] or '') + "
+    "'<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+bool prompt_opens_reasoning(const std::string& prompt) {
+  for (const char* open : {"<think>", "<|begin_of_thought|>", "<seed:think>"}) {
+    size_t at = prompt.rfind(open);
+    if (at == std::string::npos) continue;
+    std::string close = std::string(open).insert(1, "/");
+    if (std::string(open) == "<|begin_of_thought|>") close = "<|end_of_thought|>";
+    if (prompt.find(close, at) == std::string::npos) {
+      // Only when the opening tag ends the prompt (bar whitespace): a tag quoted earlier does not count.
+      size_t end = prompt.find_last_not_of(" \n\r\t");
+      if (end != std::string::npos && end + 1 == at + std::string(open).size()) return true;
+    }
+  }
+  return false;
+}
+
+ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<SerialEngine> engine,
+                           ModelBackendOptions opts)
+    : tok_(std::move(tok)), engine_(std::move(engine)), opts_(std::move(opts)) {
+  std::string src = tok_->chat_template();
+  if (src.empty()) {
+    log::warn("the model has no chat template; using ChatML");
+    src = kChatMlTemplate;
+  }
+  template_ = std::make_unique<ChatTemplate>(src);
+  if (opts_.tool_parser.empty()) opts_.tool_parser = detect_tool_parser(src, opts_.model_type);
+  if (opts_.reasoning_parser.empty()) opts_.reasoning_parser = detect_reasoning_parser(src, opts_.model_type);
+  if (opts_.tool_parser == "none") opts_.tool_parser.clear();
+  if (opts_.reasoning_parser == "none") opts_.reasoning_parser.clear();
+  // Validate names now, so a typo fails at startup rather than on the first request.
+  make_output_parser(ParserOptions{opts_.tool_parser, opts_.reasoning_parser});
+}
+
+std::string ModelBackend::render_text(const ojson& messages, const ojson& tools, const ojson& extra) const {
+  ojson ctx = ojson::object();
+  ctx["messages"] = messages;
+  if (!tools.empty()) ctx["tools"] = tools;
+  ctx["add_generation_prompt"] = true;
+  ctx["bos_token"] = tok_->bos_token();
+  ctx["eos_token"] = tok_->eos_token();
+  for (auto& [k, v] : extra.items())
+    if (k != "messages" && k != "tools") ctx[k] = v;
+  try {
+    return template_->render(ctx);
+  } catch (const TemplateError& e) {
+    throw bad_request(std::string("the chat template rejected this conversation: ") + e.what(), "messages");
+  }
+}
+
+RenderedPrompt ModelBackend::render_chat(const ojson& messages, const ojson& tools, const ojson& extra) const {
+  std::string text = render_text(messages, tools, extra);
+  RenderedPrompt p;
+  // transformers' apply_chat_template and vLLM encode a rendered chat with
+  // add_special_tokens=False: a template that wants BOS writes it itself.
+  p.tokens = tok_->encode(text, /*add_special=*/false, /*parse_special=*/true);
+  p.starts_in_reasoning = prompt_opens_reasoning(text);
+  return p;
+}
+
+std::vector<int32_t> ModelBackend::encode_prompt(const std::string& text) const { return tok_->encode(text, true, true); }
+
+std::unique_ptr<OutputParser> ModelBackend::make_parser(const ojson& tools, bool starts_in_reasoning) const {
+  // Like vLLM, tool calls are only looked for when tools were offered: otherwise a JSON answer
+  // (response_format) could be mistaken for a call.
+  std::string tool_parser = tools.empty() ? "" : opts_.tool_parser;
+  if (tool_parser.empty() && opts_.reasoning_parser.empty()) return nullptr;
+  ParserOptions o;
+  o.tool_parser = tool_parser;
+  o.reasoning_parser = opts_.reasoning_parser;
+  o.tools = nlohmann::json::parse(tools.dump());
+  o.starts_in_reasoning = starts_in_reasoning;
+  return make_output_parser(o);
+}
+
+namespace {
+
+// The constrain module's per-step mask, padded to the model's logit count.
+class ConstraintMask : public TokenMaskProvider {
+ public:
+  ConstraintMask(TokenConstraint c, size_t vocab) : c_(std::move(c)), vocab_(vocab) {}
+  const std::vector<bool>& mask() override {
+    const std::vector<bool>& m = c_.mask();
+    if (m.size() >= vocab_) return m;
+    padded_ = m;
+    padded_.resize(vocab_, false);
+    return padded_;
+  }
+  void accept(int32_t token) override { c_.accept(token); }
+
+ private:
+  TokenConstraint c_;
+  size_t vocab_;
+  std::vector<bool> padded_;
+};
+
+}  // namespace
+
+bool ModelBackend::apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const {
+  if (spec.kind == ConstraintSpec::Kind::None) return true;
+  std::call_once(vocab_once_, [&] { vocab_index_ = VocabIndex::from_tokenizer(*tok_); });
+  std::shared_ptr<const Grammar> g;
+  try {
+    g = spec.kind == ConstraintSpec::Kind::JsonObject ? grammar_for_json_object() : grammar_from_json_schema(spec.schema);
+  } catch (const Error& e) {
+    throw bad_request(std::string("the JSON schema cannot be enforced: ") + e.what(), "response_format");
+  }
+  size_t vocab = size_t(std::max<int64_t>(opts_.model_vocab, tok_->vocab_size()));
+  req.constraint = std::make_shared<ConstraintMask>(TokenConstraint(std::move(g), vocab_index_), vocab);
+  return true;
+}
+
+EngineStats ModelBackend::engine_stats() const {
+  EngineStats s;
+  s.queued = engine_->queued();
+  s.running = engine_->running();
+  return s;
+}
+
+}  // namespace rapid::server

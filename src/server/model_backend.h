@@ -1,0 +1,58 @@
+// The Backend for a real model: its tokenizer, its chat template (rendered as transformers does),
+// the configured output parsers and an engine running the model.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "constrain/token_constraint.h"
+#include "engine/serial_engine.h"
+#include "server/backend.h"
+#include "template/chat_template.h"
+
+namespace rapid::server {
+
+struct ModelBackendOptions {
+  std::string served_name;        // model id in the APIs
+  std::string model_type;         // HF model_type, for parser auto-detection
+  std::string tool_parser;        // "" = auto-detect from the template; "none" = off
+  std::string reasoning_parser;   // likewise
+  int64_t context_length = 4096;
+  int64_t model_vocab = 0;        // logits per step (may exceed the tokenizer's vocabulary)
+};
+
+class ModelBackend : public Backend {
+ public:
+  // `engine` runs generations; the backend owns it.
+  ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<SerialEngine> engine, ModelBackendOptions opts);
+
+  std::string model_id() const override { return opts_.served_name; }
+  int64_t context_length() const override { return opts_.context_length; }
+  const Tokenizer& tokenizer() const override { return *tok_; }
+  RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                             const nlohmann::ordered_json& extra) const override;
+  std::vector<int32_t> encode_prompt(const std::string& text) const override;
+  std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json& tools, bool starts_in_reasoning) const override;
+  bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const override;
+  Engine& engine() override { return *engine_; }
+  EngineStats engine_stats() const override;
+
+  const std::string& tool_parser() const { return opts_.tool_parser; }
+  const std::string& reasoning_parser() const { return opts_.reasoning_parser; }
+  // The rendered prompt text (tests, debugging).
+  std::string render_text(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                          const nlohmann::ordered_json& extra) const;
+
+ private:
+  std::shared_ptr<const Tokenizer> tok_;
+  std::unique_ptr<SerialEngine> engine_;
+  ModelBackendOptions opts_;
+  std::unique_ptr<ChatTemplate> template_;
+  mutable std::once_flag vocab_once_;
+  mutable std::shared_ptr<const VocabIndex> vocab_index_;  // built on first constrained request
+};
+
+// Whether a rendered prompt leaves a reasoning block open (e.g. ends in "<think>\n").
+bool prompt_opens_reasoning(const std::string& prompt);
+
+}  // namespace rapid::server

@@ -1,0 +1,296 @@
+#include "server/openai_handlers.h"
+
+#include "common/log.h"
+#include "server/openai_format.h"
+#include "server/openai_request.h"
+#include "server/sse.h"
+
+namespace rapid::server {
+
+using json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+
+// Forced tool calls are decoded against a schema: the named function's parameters, or for
+// "required" any one of the tools as {"name","arguments"}.
+static ConstraintSpec tool_constraint(const json& tools, ToolMode mode, const std::string& forced) {
+  ConstraintSpec c;
+  if (mode == ToolMode::Named) {
+    for (auto& t : tools)
+      if (t["function"]["name"] == forced) {
+        c.kind = ConstraintSpec::Kind::JsonSchema;
+        c.schema = t["function"]["parameters"];
+      }
+  } else if (mode == ToolMode::Required) {
+    json any = json::array();
+    for (auto& t : tools)
+      any.push_back({{"type", "object"},
+                     {"properties", {{"name", {{"const", t["function"]["name"]}}}, {"arguments", t["function"]["parameters"]}}},
+                     {"required", {"name", "arguments"}}});
+    c.kind = ConstraintSpec::Kind::JsonSchema;
+    c.schema = {{"anyOf", any}};
+  }
+  return c;
+}
+
+TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& tools, ToolMode mode,
+                        const std::string& forced, const ConstraintSpec& constraint, GenerationRequest gen,
+                        const json& template_extra) {
+  TurnSpec spec;
+  spec.tools = tools;
+  spec.tool_mode = mode;
+  spec.forced_name = forced;
+  // tool_choice "none": the template still sees no tools, so the model is not invited to call.
+  RenderedPrompt p = ctx.backend.render_chat(messages, mode == ToolMode::None ? json::array() : tools, template_extra);
+  spec.starts_in_reasoning = p.starts_in_reasoning;
+  ctx.fit_context(gen, std::move(p.tokens));
+  spec.constraint = (mode == ToolMode::Named || mode == ToolMode::Required) ? tool_constraint(tools, mode, forced)
+                                                                             : constraint;
+  spec.gen = std::move(gen);
+  return spec;
+}
+
+namespace {
+
+// Streams n choices one after another (the serial engine runs them in turn anyway).
+class ChatStream : public SsePump {
+ public:
+  ChatStream(HandlerContext& ctx, std::vector<TurnSpec> specs, ChatChunker chunker, bool logprobs)
+      : ctx_(ctx), specs_(std::move(specs)), ch_(std::move(chunker)), logprobs_(logprobs) {
+    // The first generation starts here, in the handler, so a refused setup is still an HTTP error.
+    turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[0]);
+  }
+
+  bool pump(std::string& out) override {
+    if (done_) return false;
+    if (!turn_) turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[index_]);
+    if (!opened_) {
+      out += sse_data(ch_.chunk(index_, {{"role", "assistant"}, {"content", ""}}));
+      opened_ = true;
+    }
+    auto d = turn_->next(100ms);
+    if (!d) return true;
+    json delta = json::object();
+    if (!d->reasoning.empty()) delta["reasoning_content"] = d->reasoning;
+    if (!d->content.empty()) delta["content"] = d->content;
+    if (!d->tool_calls.empty()) {
+      json calls = json::array();
+      for (auto& t : d->tool_calls) calls.push_back(chat_tool_call_delta(t));
+      delta["tool_calls"] = std::move(calls);
+    }
+    json lp = logprobs_ && !d->samples.empty() ? chat_logprobs(ctx_.backend.tokenizer(), d->samples) : json(nullptr);
+    if (!delta.empty() || !lp.is_null()) out += sse_data(ch_.chunk(index_, delta, nullptr, lp));
+    if (!d->finished) return true;
+    if (d->reason == FinishReason::Error) {
+      fail(out, d->error.empty() ? "generation failed" : d->error);
+      done_ = true;
+      return false;
+    }
+    usage_.prompt_tokens = d->prompt_tokens;
+    usage_.cached_tokens = d->cached_tokens;
+    usage_.completion_tokens += d->completion_tokens;
+    out += sse_data(ch_.chunk(index_, json::object(), openai_finish_reason(d->reason, d->has_tool_calls)));
+    turn_.reset();
+    opened_ = false;
+    if (++index_ < int(specs_.size())) return true;
+    if (ch_.include_usage) out += sse_data(ch_.usage_chunk(usage_));
+    out += sse_done();
+    done_ = true;
+    return false;
+  }
+  void fail(std::string& out, const std::string& msg) override {
+    out += sse_data(openai_error_body(500, msg));
+    out += sse_done();
+  }
+  void cancel() override {
+    if (turn_) turn_->cancel();
+  }
+
+ private:
+  HandlerContext& ctx_;
+  std::vector<TurnSpec> specs_;
+  ChatChunker ch_;
+  bool logprobs_;
+  std::unique_ptr<Turn> turn_;
+  int index_ = 0;
+  bool opened_ = false;
+  bool done_ = false;
+  Usage usage_;
+};
+
+class CompletionStream : public SsePump {
+ public:
+  CompletionStream(HandlerContext& ctx, std::vector<TurnSpec> specs, std::string id, std::string model,
+                   int64_t created, bool include_usage, bool logprobs, std::string echo)
+      : ctx_(ctx), specs_(std::move(specs)), id_(std::move(id)), model_(std::move(model)), created_(created),
+        include_usage_(include_usage), logprobs_(logprobs), echo_(std::move(echo)) {
+    turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[0]);
+  }
+
+  json chunk(const json& text, const json& finish, const json& lp) const {
+    json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+              {"choices", json::array({{{"index", index_}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
+    if (include_usage_) c["usage"] = nullptr;
+    return c;
+  }
+  bool pump(std::string& out) override {
+    if (done_) return false;
+    if (!turn_) turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[index_]);
+    if (!opened_) {
+      opened_ = true;
+      offset_ = 0;
+      if (!echo_.empty()) {
+        out += sse_data(chunk(echo_, nullptr, nullptr));
+        offset_ = echo_.size();
+      }
+    }
+    auto d = turn_->next(100ms);
+    if (!d) return true;
+    json lp = logprobs_ && !d->samples.empty() ? completion_logprobs(ctx_.backend.tokenizer(), d->samples, offset_)
+                                               : json(nullptr);
+    offset_ += d->content.size();
+    if (!d->content.empty() || !lp.is_null()) out += sse_data(chunk(d->content, nullptr, lp));
+    if (!d->finished) return true;
+    if (d->reason == FinishReason::Error) {
+      fail(out, d->error.empty() ? "generation failed" : d->error);
+      done_ = true;
+      return false;
+    }
+    usage_.prompt_tokens = d->prompt_tokens;
+    usage_.cached_tokens = d->cached_tokens;
+    usage_.completion_tokens += d->completion_tokens;
+    out += sse_data(chunk("", openai_finish_reason(d->reason, false), nullptr));
+    turn_.reset();
+    opened_ = false;
+    if (++index_ < int(specs_.size())) return true;
+    if (include_usage_)
+      out += sse_data({{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
+                       {"choices", json::array()}, {"usage", openai_usage(usage_)}});
+    out += sse_done();
+    done_ = true;
+    return false;
+  }
+  void fail(std::string& out, const std::string& msg) override {
+    out += sse_data(openai_error_body(500, msg));
+    out += sse_done();
+  }
+  void cancel() override {
+    if (turn_) turn_->cancel();
+  }
+
+ private:
+  HandlerContext& ctx_;
+  std::vector<TurnSpec> specs_;
+  std::string id_, model_;
+  int64_t created_;
+  bool include_usage_, logprobs_;
+  std::string echo_;
+  std::unique_ptr<Turn> turn_;
+  int index_ = 0;
+  bool opened_ = false;
+  size_t offset_ = 0;
+  bool done_ = false;
+  Usage usage_;
+};
+
+std::vector<TurnSpec> replicate(TurnSpec spec, int n) {
+  std::vector<TurnSpec> v;
+  for (int i = 0; i < n; ++i) {
+    v.push_back(spec);
+    // Distinct choices from one seed: offset it per choice.
+    if (spec.gen.sampling.seed) v.back().gen.sampling.seed = *spec.gen.sampling.seed + uint64_t(i);
+  }
+  return v;
+}
+
+void check_generation_error(const TurnResult& r) {
+  if (r.reason == FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
+}
+
+}  // namespace
+
+void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  ChatRequest cr = parse_chat_request(body, ctx.limits());
+  ctx.check_model(cr.model);
+  TurnSpec spec = make_chat_turn(ctx, cr.messages, cr.tools, cr.tool_choice.mode, cr.tool_choice.name, cr.constraint,
+                                 cr.gen, cr.template_extra);
+  spec.parallel_tool_calls = cr.parallel_tool_calls;
+  std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
+  ChatChunker chunker{random_id("chatcmpl-"), ctx.backend.model_id(), unix_now(), cr.include_usage};
+  if (cr.stream) {
+    start_sse(res, std::make_shared<ChatStream>(ctx, std::move(specs), std::move(chunker), cr.logprobs));
+    return;
+  }
+  json choices = json::array();
+  Usage usage;
+  for (int i = 0; i < cr.n; ++i) {
+    Turn turn(ctx.backend, &ctx.metrics, specs[i]);
+    TurnResult r = turn.collect();
+    check_generation_error(r);
+    usage.prompt_tokens = r.prompt_tokens;
+    usage.cached_tokens = r.cached_tokens;
+    usage.completion_tokens += r.completion_tokens;
+    choices.push_back({{"index", i},
+                       {"message", chat_message(r)},
+                       {"logprobs", cr.logprobs ? chat_logprobs(ctx.backend.tokenizer(), r.samples) : json(nullptr)},
+                       {"finish_reason", openai_finish_reason(r.reason, !r.tool_calls.empty())}});
+  }
+  send_json(res, 200,
+            {{"id", chunker.id}, {"object", "chat.completion"}, {"created", chunker.created},
+             {"model", chunker.model}, {"choices", choices}, {"usage", openai_usage(usage)}});
+}
+
+void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  CompletionRequest cr = parse_completion_request(body, ctx.limits());
+  ctx.check_model(cr.model);
+  TurnSpec spec;
+  spec.tool_mode = ToolMode::None;
+  spec.gen = cr.gen;
+  std::vector<int32_t> prompt = cr.prompt_is_ids ? cr.prompt_ids : ctx.backend.encode_prompt(cr.prompt_text);
+  std::string echo = cr.echo ? (cr.prompt_is_ids ? ctx.backend.tokenizer().decode(cr.prompt_ids) : cr.prompt_text) : "";
+  ctx.fit_context(spec.gen, std::move(prompt));
+  std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
+  std::string id = random_id("cmpl-");
+  int64_t created = unix_now();
+  if (cr.stream) {
+    start_sse(res, std::make_shared<CompletionStream>(ctx, std::move(specs), id, ctx.backend.model_id(), created,
+                                                      cr.include_usage, cr.logprobs >= 0, echo));
+    return;
+  }
+  json choices = json::array();
+  Usage usage;
+  for (int i = 0; i < cr.n; ++i) {
+    Turn turn(ctx.backend, &ctx.metrics, specs[i]);
+    TurnResult r = turn.collect();
+    check_generation_error(r);
+    usage.prompt_tokens = r.prompt_tokens;
+    usage.cached_tokens = r.cached_tokens;
+    usage.completion_tokens += r.completion_tokens;
+    choices.push_back({{"index", i},
+                       {"text", echo + r.content},
+                       {"logprobs", cr.logprobs >= 0 ? completion_logprobs(ctx.backend.tokenizer(), r.samples, echo.size())
+                                                     : json(nullptr)},
+                       {"finish_reason", openai_finish_reason(r.reason, false)}});
+  }
+  send_json(res, 200,
+            {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", ctx.backend.model_id()},
+             {"choices", choices}, {"usage", openai_usage(usage)}});
+}
+
+static json model_card(HandlerContext& ctx) {
+  return {{"id", ctx.backend.model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "rapid-mlx"},
+          {"max_model_len", ctx.backend.context_length()}};
+}
+
+void handle_list_models(HandlerContext& ctx, const httplib::Request&, httplib::Response& res) {
+  send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(ctx)})}});
+}
+
+void handle_get_model(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
+  ctx.check_model(id);
+  send_json(res, 200, model_card(ctx));
+}
+
+}  // namespace rapid::server

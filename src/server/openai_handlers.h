@@ -1,0 +1,18 @@
+// Endpoints of the OpenAI API: chat completions, completions, models.
+#pragma once
+#include "server/handler_context.h"
+#include "server/turn.h"
+
+namespace rapid::server {
+
+void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_list_models(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+void handle_get_model(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// Turn spec for a chat-shaped request (shared with the Anthropic and Responses handlers).
+TurnSpec make_chat_turn(HandlerContext& ctx, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                        ToolMode mode, const std::string& forced, const ConstraintSpec& constraint,
+                        GenerationRequest gen, const nlohmann::ordered_json& template_extra);
+
+}  // namespace rapid::server

@@ -1,0 +1,44 @@
+// Responses API: the response object and the streamed event sequence.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/responses_request.h"
+#include "server/turn.h"
+
+namespace rapid::server {
+
+struct ResponseShell {  // the parts of a response object fixed at the start
+  std::string id, model;
+  int64_t created_at = 0;
+  const ResponsesRequest* req = nullptr;
+};
+
+nlohmann::ordered_json response_object(const ResponseShell& s, const std::string& status, const nlohmann::ordered_json& output,
+                               const nlohmann::ordered_json& usage, const nlohmann::ordered_json& incomplete = nullptr);
+nlohmann::ordered_json responses_usage(int64_t prompt, int64_t cached, int64_t completion);
+nlohmann::ordered_json responses_output(const TurnResult& r);
+
+// Streams deltas as output items (reasoning, message, function_call), with sequence numbers.
+class ResponsesEventWriter {
+ public:
+  explicit ResponsesEventWriter(int* seq) : seq_(seq) {}
+  void write(const TurnDelta& d, std::string& out);
+  void close(std::string& out);
+  const nlohmann::ordered_json& output() const { return output_; }  // finished items so far
+  std::string event(const std::string& type, nlohmann::ordered_json body);
+
+ private:
+  enum class Kind { None, Reasoning, Message, Call };
+  void open(Kind k, std::string& out, const ToolCallDelta* call = nullptr);
+  int* seq_;
+  Kind kind_ = Kind::None;
+  nlohmann::ordered_json item_;
+  std::string text_;  // accumulated text / arguments of the open item
+  int tool_index_ = -1;
+  nlohmann::ordered_json output_ = nlohmann::ordered_json::array();
+};
+
+}  // namespace rapid::server

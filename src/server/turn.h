@@ -1,0 +1,97 @@
+// One generation as the APIs see it: submits to the engine, turns raw text into content,
+// reasoning and tool-call deltas (output parser, or forced tool_choice), records latency metrics,
+// and cancels the engine request when dropped unfinished (client gone).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/metrics.h"
+
+namespace rapid::server {
+
+enum class ToolMode { Auto, None, Required, Named };
+
+struct TurnSpec {
+  GenerationRequest gen;
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // OpenAI function tools the model may call
+  ToolMode tool_mode = ToolMode::Auto;
+  std::string forced_name;          // ToolMode::Named
+  bool starts_in_reasoning = false;
+  std::string id_prefix = "call_";  // tool-call ids the server makes up
+  ConstraintSpec constraint;        // applied per generation (each of n choices gets its own state)
+  bool parallel_tool_calls = true;  // false: only the first call is returned
+};
+
+struct TurnDelta {
+  std::string content;
+  std::string reasoning;
+  std::vector<ToolCallDelta> tool_calls;
+  std::vector<int32_t> tokens;
+  std::vector<SampleResult> samples;
+  bool finished = false;
+  FinishReason reason = FinishReason::None;
+  bool has_tool_calls = false;  // on the final delta: the turn produced at least one tool call
+  std::string error;
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty() && tokens.empty(); }
+};
+
+struct TurnResult {
+  std::string content, reasoning;
+  std::vector<ParsedToolCall> tool_calls;
+  std::vector<int32_t> tokens;
+  std::vector<SampleResult> samples;
+  FinishReason reason = FinishReason::None;
+  std::string error;
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+};
+
+std::string random_id(const std::string& prefix, size_t n = 24);
+
+class Turn {
+ public:
+  Turn(Backend& backend, Metrics* metrics, TurnSpec spec);
+  ~Turn();
+  Turn(const Turn&) = delete;
+  Turn& operator=(const Turn&) = delete;
+
+  // The next delta, or nullopt when nothing arrived within `wait`. After the final delta
+  // (finished = true) it returns nullopt forever.
+  std::optional<TurnDelta> next(std::chrono::milliseconds wait);
+  bool finished() const { return done_; }
+  void cancel();
+  // Blocks until the end and merges every delta.
+  TurnResult collect();
+
+ private:
+  struct Channel {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<GenerationEvent> events;
+  };
+  TurnDelta translate(const GenerationEvent& ev);
+  void add_call_text(TurnDelta& d, const std::string& text);
+  void finish_required(TurnDelta& d);
+
+  Backend& backend_;
+  Metrics* metrics_;
+  TurnSpec spec_;
+  std::shared_ptr<Channel> ch_;
+  std::unique_ptr<OutputParser> parser_;
+  uint64_t engine_id_ = 0;
+  bool done_ = false;
+  bool saw_call_ = false;
+  std::string held_;  // ToolMode::Required: raw text kept until the end
+  std::string named_id_;
+  std::chrono::steady_clock::time_point start_, last_token_;
+  bool first_token_seen_ = false;
+};
+
+}  // namespace rapid::server

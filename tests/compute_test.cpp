@@ -1,0 +1,453 @@
+// Kernels vs independent references: the loader's scalar dequantize_row (checked against gguf-py),
+// hardware F16C/AVX512-BF16 conversions, double-precision dot products, transformers' RoPE
+// frequencies (tests/golden/model/rope_cases.json) and a naive attention.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <immintrin.h>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "compute/attention.h"
+#include "compute/cpu_features.h"
+#include "compute/dequantize.h"
+#include "compute/fp16.h"
+#include "compute/kernels.h"
+#include "compute/matmul.h"
+#include "compute/ops.h"
+#include "compute/rope.h"
+#include "compute/thread_pool.h"
+#include "model/tensor.h"
+
+using namespace rapid;
+
+namespace {
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::Scalar};
+  if (best_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
+  return v;
+}
+
+// Random but well-formed blocks: f16 scales set to moderate values, the rest random bytes.
+std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  size_t rb = row_bytes(t, cols);
+  std::vector<uint8_t> buf(rb * rows);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> sc(0.001f, 0.05f);
+  auto f16 = [&](uint8_t* p) { uint16_t h = f32_to_f16(sc(rng) * (rng() & 1 ? 1 : -1)); std::memcpy(p, &h, 2); };
+  size_t bb = block_bytes(t);
+  for (size_t off = 0; off < buf.size(); off += bb) {
+    uint8_t* b = buf.data() + off;
+    switch (t) {
+      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: f16(b); break;
+      case DType::Q4_1: case DType::Q5_1: f16(b); f16(b + 2); break;
+      case DType::Q2_K: f16(b + 80); f16(b + 82); break;
+      case DType::Q3_K: f16(b + 108); break;
+      case DType::Q4_K: case DType::Q5_K: f16(b); f16(b + 2); break;
+      case DType::Q6_K: f16(b + 208); break;
+      case DType::F16: f16(b); break;
+      case DType::BF16: { uint16_t h = f32_to_bf16(sc(rng) * 20 - 0.5f); std::memcpy(b, &h, 2); break; }
+      case DType::F32: { float f = sc(rng) * 20 - 0.5f; std::memcpy(b, &f, 4); break; }
+      default: break;
+    }
+  }
+  return buf;
+}
+
+std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Hardware conversions (F16C) as the independent reference for the scalar ones.
+__attribute__((target("f16c"))) float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) uint16_t hw_f2h(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+const DType kAllGgml[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+}  // namespace
+
+TEST(Fp16, HalfToFloatIsExactForAllHalves) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float ref = hw_h2f(static_cast<uint16_t>(h));
+    float got = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(ref)) EXPECT_TRUE(std::isnan(got));
+    else ASSERT_EQ(std::memcmp(&ref, &got, 4), 0) << h;
+  }
+}
+
+TEST(Fp16, FloatToHalfRoundsLikeF16C) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
+  std::mt19937 rng(1);
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    if (std::isnan(f)) continue;
+    uint16_t ref = hw_f2h(f);
+    ASSERT_EQ(f32_to_f16(f), ref) << f;
+  }
+}
+
+TEST(Dequantize, MatchesLoaderReferenceForEveryGgmlType) {
+  std::mt19937 rng(2);
+  for (DType t : kAllGgml) {
+    const int64_t rows = 3, cols = 512;
+    auto buf = random_rows(t, rows, cols, rng);
+    Tensor tt;
+    tt.name = "w";
+    tt.dtype = t;
+    tt.shape = {rows, cols};
+    tt.data = buf.data();
+    tt.nbytes = buf.size();
+    std::vector<float> a(cols), b(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      dequantize_tensor_row(tt, r, a.data());
+      dequantize_row(tt, r, b.data());
+      for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(a[i], b[i]) << dtype_name(t) << " row " << r << " col " << i;
+    }
+  }
+}
+
+TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
+  std::mt19937 rng(3);
+  auto x = random_vec(1024, rng, 2.0f);
+  x[5] = 0;
+  std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero block
+  std::vector<ActQ8> ref(32), got(32);
+  kernels_for(Isa::Scalar).quantize_act(x.data(), 1024, ref.data());
+  for (Isa isa : isas()) {
+    kernels_for(isa).quantize_act(x.data(), 1024, got.data());
+    for (int b = 0; b < 32; ++b) {
+      EXPECT_EQ(ref[b].d, got[b].d) << isa_name(isa);
+      EXPECT_EQ(ref[b].sum, got[b].sum) << isa_name(isa);
+      EXPECT_EQ(std::memcmp(ref[b].qs, got[b].qs, 32), 0) << isa_name(isa) << " block " << b;
+    }
+  }
+  // The int8 values really reconstruct x: |x - d q| <= d/2.
+  for (int b = 0; b < 32; ++b)
+    for (int j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - ref[b].d * ref[b].qs[j]), ref[b].d * 0.5f + 1e-7f);
+}
+
+// Integer dots == dequantized weights · dequantized int8 activations (exact math in double).
+TEST(Kernels, IntegerDotsMatchDequantizedReference) {
+  std::mt19937 rng(4);
+  const int64_t cols = 768, nb = cols / 32;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    auto w = random_rows(t, 1, cols, rng);
+    std::vector<float> wf(cols);
+    dequantize_row_raw(t, w.data(), cols, wf.data());
+    std::vector<ActQ8> xq(4 * nb);
+    for (int tt = 0; tt < 4; ++tt) {
+      auto x = random_vec(cols, rng);
+      kernels_for(Isa::Scalar).quantize_act(x.data(), cols, xq.data() + tt * nb);
+    }
+    double ref[4];
+    for (int tt = 0; tt < 4; ++tt) {
+      double s = 0, mag = 0;
+      for (int64_t i = 0; i < cols; ++i) {
+        const ActQ8& a = xq[tt * nb + i / 32];
+        double xv = static_cast<double>(a.d) * a.qs[i % 32];
+        s += wf[i] * xv;
+        mag += std::fabs(wf[i] * xv);
+      }
+      ref[tt] = s;
+      (void)mag;
+    }
+    for (Isa isa : isas()) {
+      const Kernels& k = kernels_for(isa);
+      auto fn = t == DType::Q4_0 ? k.dot_q4_0 : t == DType::Q4_1 ? k.dot_q4_1 : t == DType::Q8_0 ? k.dot_q8_0
+              : t == DType::Q4_K ? k.dot_q4_k : k.dot_q6_k;
+      for (int nt = 1; nt <= 4; ++nt) {
+        float out[4];
+        fn(w.data(), xq.data(), nb, cols / block_elems(t), nt, out);
+        for (int tt = 0; tt < nt; ++tt)
+          EXPECT_NEAR(out[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0))
+              << dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
+      }
+    }
+  }
+}
+
+TEST(Kernels, FloatDotsAndAxpyMatchDouble) {
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 16, 33, 64, 100, 577}) {
+    auto a = random_vec(n, rng), b = random_vec(n, rng);
+    std::vector<uint16_t> h(n), bf(n);
+    for (int64_t i = 0; i < n; ++i) { h[i] = f32_to_f16(b[i]); bf[i] = f32_to_bf16(b[i]); }
+    double r32 = 0, r16 = 0, rbf = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      r32 += (double)a[i] * b[i];
+      r16 += (double)a[i] * f16_to_f32(h[i]);
+      rbf += (double)a[i] * bf16_to_f32(bf[i]);
+    }
+    for (Isa isa : isas()) {
+      const Kernels& k = kernels_for(isa);
+      double tol = 1e-5 * n;
+      EXPECT_NEAR(k.dot_f32(a.data(), b.data(), n), r32, tol) << isa_name(isa) << " n " << n;
+      EXPECT_NEAR(k.dot_f16(a.data(), h.data(), n), r16, tol) << isa_name(isa) << " n " << n;
+      EXPECT_NEAR(k.dot_bf16(a.data(), bf.data(), n), rbf, tol) << isa_name(isa) << " n " << n;
+      std::vector<float> y(n, 1.0f), y16(n, 1.0f), ybf(n, 1.0f);
+      k.axpy_f32(0.5f, b.data(), y.data(), n);
+      k.axpy_f16(0.5f, h.data(), y16.data(), n);
+      k.axpy_bf16(0.5f, bf.data(), ybf.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_NEAR(y[i], 1.0 + 0.5 * b[i], 1e-6);
+        EXPECT_NEAR(y16[i], 1.0 + 0.5 * f16_to_f32(h[i]), 1e-6);
+        EXPECT_NEAR(ybf[i], 1.0 + 0.5 * bf16_to_f32(bf[i]), 1e-6);
+      }
+      std::vector<uint16_t> h2(n), bf2(n);
+      k.f32_to_f16(b.data(), h2.data(), n);
+      k.f32_to_bf16(b.data(), bf2.data(), n);
+      EXPECT_EQ(h, h2) << isa_name(isa);
+      EXPECT_EQ(bf, bf2) << isa_name(isa);
+    }
+  }
+}
+
+// matmul over every weight format, 1 and 2 threads, exact and fast paths, vs double reference.
+TEST(Matmul, EveryFormatMatchesDequantizedReference) {
+  std::mt19937 rng(6);
+  const int64_t rows = 37, cols = 512;
+  std::vector<DType> types(std::begin(kAllGgml), std::end(kAllGgml));
+  types.insert(types.end(), {DType::F32, DType::F16, DType::BF16});
+  ThreadPool p1(1), p2(2);
+  for (Isa isa : isas())
+  for (DType t : types) {
+    set_active_isa(isa);
+    auto buf = random_rows(t, rows, cols, rng);
+    Tensor tt;
+    tt.name = "w";
+    tt.dtype = t;
+    tt.shape = {rows, cols};
+    tt.data = buf.data();
+    tt.nbytes = buf.size();
+    WeightView w = WeightView::of(tt);
+    std::vector<float> wf(rows * cols);
+    for (int64_t r = 0; r < rows; ++r) dequantize_row(tt, r, wf.data() + r * cols);
+    for (int64_t n : {1, 3, 6}) {
+      auto x = random_vec(n * cols, rng);
+      std::vector<double> ref(n * rows), mag(n * rows);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < rows; ++r) {
+          double s = 0, m = 0;
+          for (int64_t c = 0; c < cols; ++c) {
+            s += (double)wf[r * cols + c] * x[i * cols + c];
+            m += std::fabs((double)wf[r * cols + c] * x[i * cols + c]);
+          }
+          ref[i * rows + r] = s;
+          mag[i * rows + r] = m;
+        }
+      for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
+        std::vector<float> y1(n * rows), y2(n * rows);
+        MatmulScratch s1, s2;
+        matmul(w, x.data(), n, y1.data(), p1, s1, path);
+        matmul(w, x.data(), n, y2.data(), p2, s2, path);
+        EXPECT_EQ(y1, y2) << "thread count changed the result, " << dtype_name(t);
+        // Exact: f32 rounding only. Fast: int8 activations (≤ 1/254 relative per element).
+        double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
+        for (int64_t i = 0; i < n * rows; ++i)
+          ASSERT_NEAR(y1[i], ref[i], rel * mag[i] + 1e-6)
+              << dtype_name(t) << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast")
+              << " n " << n << " i " << i;
+      }
+    }
+  }
+  set_active_isa(best_isa());
+}
+
+TEST(Matmul, MlxAffineMatchesFormula) {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  for (Isa isa : isas())
+  for (int bits : {4, 8}) {
+    set_active_isa(isa);
+    for (int gs : {32, 64, 128}) {
+      const int64_t rows = 9, cols = 256, groups = cols / gs;
+      std::vector<uint32_t> packed(rows * cols * bits / 32);
+      for (auto& v : packed) v = rng();
+      std::vector<uint16_t> sc(rows * groups), bi(rows * groups);
+      std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+      for (auto& v : sc) v = f32_to_f16(u(rng));
+      for (auto& v : bi) v = f32_to_f16(u(rng));
+      Tensor t;
+      t.name = "mlx";
+      t.dtype = DType::MLX_AFFINE;
+      t.shape = {rows, cols};
+      t.data = packed.data();
+      t.bits = bits;
+      t.group_size = gs;
+      t.group_dtype = DType::F16;
+      t.scales = sc.data();
+      t.biases = bi.data();
+      auto x = random_vec(cols, rng);
+      std::vector<float> y(rows), yf(rows);
+      MatmulScratch s;
+      matmul(WeightView::of(t), x.data(), 1, y.data(), pool, s, MatmulPath::Exact);
+      matmul(WeightView::of(t), x.data(), 1, yf.data(), pool, s, MatmulPath::Fast);
+      for (int64_t r = 0; r < rows; ++r) {
+        double ref = 0, mag = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          // value c of row r: bits [c*bits, (c+1)*bits) of the row's little-endian uint32 stream
+          uint64_t bit = c * bits;
+          const uint32_t* row = packed.data() + r * cols * bits / 32;
+          uint32_t q = (row[bit / 32] >> (bit % 32)) & ((1u << bits) - 1);
+          int64_t g = r * groups + c / gs;
+          ref += (f16_to_f32(sc[g]) * q + f16_to_f32(bi[g])) * x[c];
+          mag += std::fabs((f16_to_f32(sc[g]) * q + f16_to_f32(bi[g])) * x[c]);
+        }
+        EXPECT_NEAR(y[r], ref, 1e-5 * mag + 1e-6) << bits << "-bit gs " << gs << " row " << r;
+        EXPECT_NEAR(yf[r], ref, 1e-2 * mag) << "fast " << isa_name(isa) << " " << bits << "-bit gs " << gs << " row " << r;
+      }
+    }
+  }
+  set_active_isa(best_isa());
+}
+
+TEST(Matmul, RejectsMalformedWeights) {
+  Tensor t;
+  t.name = "bad";
+  t.dtype = DType::Q4_0;
+  t.shape = {4, 48};  // not a multiple of 32
+  EXPECT_THROW(WeightView::of(t), std::exception);
+  t.dtype = DType::I32;
+  t.shape = {4, 64};
+  EXPECT_THROW(WeightView::of(t), std::exception);
+}
+
+TEST(Rope, FrequenciesMatchTransformers) {
+  std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/rope_cases.json");
+  auto j = nlohmann::json::parse(f);
+  for (auto& c : j["cases"]) {
+    RopeScaling sc;
+    auto& s = c["scaling"];
+    sc.type = s["rope_type"];
+    sc.factor = s.value("factor", 1.0);
+    sc.low_freq_factor = s.value("low_freq_factor", 1.0);
+    sc.high_freq_factor = s.value("high_freq_factor", 4.0);
+    sc.original_max_position_embeddings = s.value("original_max_position_embeddings", 0);
+    sc.beta_fast = s.value("beta_fast", 32.0);
+    sc.beta_slow = s.value("beta_slow", 1.0);
+    Rope r(c["head_dim"].get<int64_t>(), c["theta"].get<double>(), sc, c["max_pos"].get<int64_t>());
+    auto want = c["inv_freq"].get<std::vector<double>>();
+    ASSERT_EQ(r.inv_freq().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(r.inv_freq()[i], want[i], 2e-6 * want[i]) << sc.type << " i " << i;
+    EXPECT_NEAR(r.attention_factor(), c["attention_factor"].get<double>(), 1e-6) << sc.type;
+  }
+}
+
+TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
+  Rope r(8, 10000.0, RopeScaling{}, 100);
+  float c[4], s[4];
+  r.angles(3, c, s);
+  float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  r.apply(x, 1, 8, c, s);
+  const float in[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (int i = 0; i < 4; ++i) {
+    double th = 3.0 * std::pow(10000.0, -2.0 * i / 8);
+    EXPECT_NEAR(x[i], in[i] * std::cos(th) - in[i + 4] * std::sin(th), 1e-5);
+    EXPECT_NEAR(x[i + 4], in[i + 4] * std::cos(th) + in[i] * std::sin(th), 1e-5);
+  }
+}
+
+// Attention over the cache vs a naive double implementation: GQA, causal, sliding window, all
+// KV dtypes.
+TEST(Attention, MatchesNaiveReference) {
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  const int64_t nh = 6, nkv = 2, hd = 40, T = 23, pos0 = 9, n = T - pos0;
+  auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t window : {0, 5}) {
+      size_t es = dt == DType::F32 ? 4 : 2;
+      std::vector<uint8_t> kb(T * nkv * hd * es), vb(T * nkv * hd * es);
+      KvView kv;
+      kv.dtype = dt;
+      kv.k = kb.data();
+      kv.v = vb.data();
+      kv.head_stride = hd * es;
+      kv.pos_stride = nkv * hd * es;
+      kv_store(kv, 0, T, nkv, hd, K.data(), Vv.data());
+      AttentionParams p;
+      p.n_heads = nh;
+      p.n_kv_heads = nkv;
+      p.head_dim = hd;
+      p.scale = 1.0f / std::sqrt((float)hd);
+      p.window = window;
+      std::vector<float> out(n * nh * hd);
+      attention(Q.data(), n, pos0, kv, p, out.data(), pool);
+      auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < nh; ++h) {
+          int64_t pos = pos0 + t, kvh = h / (nh / nkv);
+          int64_t first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+          std::vector<double> sc;
+          double mx = -1e300;
+          for (int64_t j = first; j <= pos; ++j) {
+            double s = 0;
+            for (int64_t d = 0; d < hd; ++d) s += (double)Q[(t * nh + h) * hd + d] * round(K[(j * nkv + kvh) * hd + d]);
+            sc.push_back(s * p.scale);
+            mx = std::max(mx, sc.back());
+          }
+          double z = 0;
+          for (auto& s : sc) z += s = std::exp(s - mx);
+          for (int64_t d = 0; d < hd; ++d) {
+            double o = 0;
+            for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);
+            ASSERT_NEAR(out[(t * nh + h) * hd + d], o, 1e-4) << dtype_name(dt) << " window " << window;
+          }
+        }
+    }
+  }
+}
+
+TEST(Ops, RmsNormSoftmaxActivations) {
+  std::mt19937 rng(9);
+  auto x = random_vec(96, rng), w = random_vec(96, rng);
+  std::vector<float> y(96), y1(96);
+  rms_norm(x.data(), w.data(), 96, 1e-6f, false, y.data());
+  rms_norm(x.data(), w.data(), 96, 1e-6f, true, y1.data());
+  double ss = 0;
+  for (float v : x) ss += (double)v * v;
+  double inv = 1 / std::sqrt(ss / 96 + 1e-6);
+  for (int i = 0; i < 96; ++i) {
+    EXPECT_NEAR(y[i], x[i] * inv * w[i], 1e-5);
+    EXPECT_NEAR(y1[i], x[i] * inv * (1 + w[i]), 1e-5);
+  }
+  std::vector<float> s = {1, 2, 3, -INFINITY};
+  softmax(s.data(), 4);
+  double z = std::exp(1) + std::exp(2) + std::exp(3);
+  EXPECT_NEAR(s[2], std::exp(3) / z, 1e-6);
+  EXPECT_EQ(s[3], 0.0f);
+  float g[3] = {-2, 0.5f, 3}, u[3] = {1, 2, -1}, o[3];
+  silu_mul(g, u, 3, o);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(o[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+  gelu_tanh_mul(g, u, 3, o);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_NEAR(o[i], 0.5 * g[i] * (1 + std::tanh(std::sqrt(2 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i], 1e-6);
+}
+
+TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 5, 64, 1000, 4097}) {
+      for (int64_t grain : {1, 7, 256}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n << " " << grain;
+      }
+    }
+  }
+}

@@ -1,0 +1,124 @@
+"""Fixtures for the end-to-end server tests: the real `rapid-mlx serve` on SmolLM2-135M, on a free
+loopback port, driven by the official openai / anthropic SDKs.
+
+Skips (with the reason) only when the binary has no `serve` command or the model file is absent."""
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("RAPID_MLX_BIN", os.path.join(ROOT, "build", "rapid-mlx"))
+CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+MODEL = os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+GOLDEN = os.path.join(ROOT, "tests", "golden", "server", "smollm2_prompts.json")
+API_KEY = "test-key-123"
+MODEL_NAME = "smollm2"
+CTX = 2048
+
+
+def _serve_available():
+    if not os.path.exists(BIN):
+        return False, f"{BIN} not built"
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=30)
+    if "serve" not in (out.stdout + out.stderr).split():
+        return False, f"{BIN} has no 'serve' command"
+    return True, ""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, proc, port, log_path):
+        self.proc, self.port, self.log_path = proc, port, log_path
+        self.base = f"http://127.0.0.1:{port}"
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()[-4000:]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def get(self, path, headers=None):
+        req = urllib.request.Request(self.base + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def post(self, path, body, headers=None, raw=False):
+        data = body if raw else json.dumps(body).encode()
+        h = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
+        h.update(headers or {})
+        req = urllib.request.Request(self.base + path, data=data, headers=h, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    ok, why = _serve_available()
+    if not ok:
+        pytest.skip(why)
+    if not os.path.exists(MODEL):
+        pytest.skip(f"model file absent: {MODEL} (run scripts/fetch_models.sh)")
+    port = _free_port()
+    log_path = str(tmp_path_factory.mktemp("serve") / "serve.log")
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY,
+         "--served-model-name", MODEL_NAME, "--ctx", str(CTX), "--max-body-bytes", str(1 << 20)],
+        stdout=log, stderr=subprocess.STDOUT)
+    srv = Server(proc, port, log_path)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"rapid-mlx serve exited with {proc.returncode}:\n{srv.log()}")
+        try:
+            if srv.get("/health")[0] == 200:
+                break
+        except OSError:
+            pass
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail(f"rapid-mlx serve did not become healthy:\n{srv.log()}")
+    yield srv
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def golden():
+    with open(GOLDEN) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="session")
+def oai(server):
+    import openai
+    return openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def ant(server):
+    import anthropic
+    return anthropic.Anthropic(base_url=server.base, api_key=API_KEY, max_retries=0, timeout=120)

@@ -1,0 +1,470 @@
+// The HTTP server end to end over real sockets, against a model-free backend (scripted replies
+// through the real SerialEngine): routing, every API's response and stream shapes, errors,
+// limits, auth and client-disconnect cancellation. The checks follow the public API references
+// (OpenAI chat/completions/responses, Anthropic messages); the Python suite repeats the important
+// ones with the official SDKs against the real model.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/http_server.h"
+#include "server_fake_backend.h"
+
+using json = nlohmann::json;
+using rapid::testing::FakeBackend;
+
+namespace {
+
+struct Sse {
+  std::vector<std::string> events;  // "event:" names ("" when absent)
+  std::vector<std::string> data;    // "data:" payloads
+};
+
+Sse parse_sse(const std::string& body) {
+  Sse s;
+  std::string event;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find('\n', pos);
+    if (end == std::string::npos) end = body.size();
+    std::string line = body.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.rfind("event: ", 0) == 0) event = line.substr(7);
+    else if (line.rfind("data: ", 0) == 0) {
+      s.events.push_back(event);
+      s.data.push_back(line.substr(6));
+      event.clear();
+    }
+  }
+  return s;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start({}); }
+  void TearDown() override { server_.reset(); }
+
+  void start(rapid::server::ServerOptions o) {
+    server_.reset();
+    o.port = 0;
+    o.http_threads = 16;
+    if (o.max_body_bytes == (16u << 20)) o.max_body_bytes = 1 << 20;
+    opts_ = o;
+    server_ = std::make_unique<rapid::server::HttpServer>(backend_, o);
+    port_ = server_->bind();
+    server_->start();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const json& body, httplib::Headers h = {}) {
+    auto c = client();
+    return c.Post(path.c_str(), h, body.dump(), "application/json");
+  }
+  static json chat_body(json extra = json::object()) {
+    json b = {{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}};
+    for (auto& [k, v] : extra.items()) b[k] = v;
+    return b;
+  }
+
+  FakeBackend backend_;
+  rapid::server::ServerOptions opts_;
+  std::unique_ptr<rapid::server::HttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(ServerTest, HealthModelsAndOpenapi) {
+  auto c = client();
+  auto r = c.Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  r = c.Get("/v1/models");
+  ASSERT_EQ(r->status, 200);
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "list");
+  EXPECT_EQ(j["data"][0]["id"], "fake-model");
+  r = c.Get("/v1/models/fake-model");
+  EXPECT_EQ(r->status, 200);
+  r = c.Get("/v1/models/other");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
+  r = c.Get("/openapi.json");
+  ASSERT_EQ(r->status, 200);
+  json spec = json::parse(r->body);
+  EXPECT_EQ(spec["openapi"].get<std::string>().substr(0, 2), "3.");
+  for (const char* p : {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+                        "/v1/responses", "/v1/models", "/health", "/metrics"})
+    EXPECT_TRUE(spec["paths"].contains(p)) << p;
+  EXPECT_TRUE(spec["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                  ["required"].is_array());
+}
+
+TEST_F(ServerTest, ChatCompletionNonStreaming) {
+  auto r = post("/v1/chat/completions", chat_body());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello there!");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  // The prompt the fake renders is "user: Hi\nassistant: " = 20 byte tokens.
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 20);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(j["usage"]["total_tokens"], 32);
+  EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST_F(ServerTest, ChatMaxTokensGivesLengthAndStopStringsCut) {
+  json j = json::parse(post("/v1/chat/completions", chat_body({{"max_tokens", 5}}))->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);
+  j = json::parse(post("/v1/chat/completions", chat_body({{"max_completion_tokens", 3}}))->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hel");
+  j = json::parse(post("/v1/chat/completions", chat_body({{"stop", {" "}}}))->body);
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "Hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerTest, ChatStreamingChunksAndUsage) {
+  auto r = post("/v1/chat/completions", chat_body({{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  Sse s = parse_sse(r->body);
+  ASSERT_GE(s.data.size(), 4u);
+  EXPECT_EQ(s.data.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  json usage;
+  for (size_t i = 0; i + 1 < s.data.size(); ++i) {
+    json c = json::parse(s.data[i]);
+    EXPECT_EQ(c["object"], "chat.completion.chunk");
+    if (c["choices"].empty()) {
+      usage = c["usage"];
+      continue;
+    }
+    EXPECT_TRUE(c["usage"].is_null());
+    auto& d = c["choices"][0]["delta"];
+    if (i == 0) EXPECT_EQ(d["role"], "assistant");
+    if (d.contains("content")) text += d["content"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, "Hello there!");
+  EXPECT_EQ(finish, "stop");
+  EXPECT_EQ(usage["prompt_tokens"], 20);
+  EXPECT_EQ(usage["completion_tokens"], 12);
+}
+
+TEST_F(ServerTest, ChatNamedToolChoiceReturnsTypedCall) {
+  backend_.script.reply = R"({"city":"Paris"})";
+  json tools = {{{"type", "function"},
+                 {"function", {{"name", "get_weather"},
+                               {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
+  json body = chat_body({{"tools", tools},
+                         {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+  json j = json::parse(post("/v1/chat/completions", body)->body);
+  auto& msg = j["choices"][0]["message"];
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), json({{"city", "Paris"}}));
+  EXPECT_EQ(msg["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  // The forced call is decoded against the function's parameters schema.
+  EXPECT_EQ(backend_.last_constraint.schema, tools[0]["function"]["parameters"]);
+  // Streamed: the first tool-call fragment carries id and name, the rest only arguments.
+  body["stream"] = true;
+  Sse s = parse_sse(post("/v1/chat/completions", body)->body);
+  std::string args;
+  int with_name = 0;
+  for (size_t i = 0; i + 1 < s.data.size(); ++i) {
+    json c = json::parse(s.data[i]);
+    auto& d = c["choices"][0]["delta"];
+    if (!d.contains("tool_calls")) continue;
+    if (d["tool_calls"][0]["function"].contains("name")) {
+      ++with_name;
+      EXPECT_EQ(d["tool_calls"][0]["function"]["name"], "get_weather");
+    }
+    args += d["tool_calls"][0]["function"]["arguments"].get<std::string>();
+  }
+  EXPECT_EQ(with_name, 1);
+  EXPECT_EQ(args, R"({"city":"Paris"})");
+}
+
+TEST_F(ServerTest, ChatLogprobsAndN) {
+  json j = json::parse(post("/v1/chat/completions", chat_body({{"logprobs", true}, {"top_logprobs", 2}, {"max_tokens", 3}, {"n", 2}}))->body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  auto& lp = j["choices"][1]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), 3u);
+  EXPECT_EQ(lp[0]["token"], "H");
+  EXPECT_EQ(lp[0]["bytes"], json({72}));
+  EXPECT_FLOAT_EQ(lp[0]["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(lp[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 6);
+}
+
+TEST_F(ServerTest, MessageNormalizationForTemplates) {
+  json body = chat_body({{"messages",
+                          {{{"role", "developer"}, {"content", "Be brief."}},
+                           {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+                           {{"role", "assistant"}, {"content", nullptr},
+                            {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                             {"function", {{"name", "f"}, {"arguments", "{\"x\":1}"}}}}}}},
+                           {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "42"}}}}});
+  ASSERT_EQ(post("/v1/chat/completions", body)->status, 200);
+  auto& m = backend_.last_messages;
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[1]["content"], "a\nb");
+  EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], json({{"x", 1}}));
+  EXPECT_EQ(m[3]["tool_call_id"], "call_1");
+}
+
+TEST_F(ServerTest, CompletionsTextAndStream) {
+  json body = {{"model", "fake-model"}, {"prompt", "Say"}, {"max_tokens", 5}};
+  json j = json::parse(post("/v1/completions", body)->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], "Hello");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 4);  // BOS + 3 bytes
+  body["echo"] = true;
+  EXPECT_EQ(json::parse(post("/v1/completions", body)->body)["choices"][0]["text"], "SayHello");
+  body.erase("echo");
+  body["stream"] = true;
+  Sse s = parse_sse(post("/v1/completions", body)->body);
+  std::string text;
+  for (size_t i = 0; i + 1 < s.data.size(); ++i) text += json::parse(s.data[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, "Hello");
+  EXPECT_EQ(s.data.back(), "[DONE]");
+  body = {{"model", "fake-model"}, {"prompt", {72, 105}}, {"max_tokens", 2}};
+  EXPECT_EQ(json::parse(post("/v1/completions", body)->body)["usage"]["prompt_tokens"], 2);
+}
+
+TEST_F(ServerTest, AnthropicMessages) {
+  json body = {{"model", "fake-model"}, {"max_tokens", 100}, {"system", "sys"},
+               {"messages", {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Hi"}}}}}}}};
+  auto r = post("/v1/messages", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["type"], "message");
+  EXPECT_EQ(j["role"], "assistant");
+  EXPECT_EQ(j["content"][0]["type"], "text");
+  EXPECT_EQ(j["content"][0]["text"], "Hello there!");
+  EXPECT_EQ(j["stop_reason"], "end_turn");
+  EXPECT_EQ(j["usage"]["output_tokens"], 12);
+  EXPECT_EQ(j["usage"]["input_tokens"], int64_t(FakeBackend::render_text(backend_.last_messages).size()));
+  EXPECT_EQ(json::parse(backend_.last_messages[0].dump()), json({{"role", "system"}, {"content", "sys"}}));
+  body["max_tokens"] = 2;
+  EXPECT_EQ(json::parse(post("/v1/messages", body)->body)["stop_reason"], "max_tokens");
+
+  auto ct = post("/v1/messages/count_tokens", {{"model", "fake-model"}, {"messages", body["messages"]}, {"system", "sys"}});
+  ASSERT_EQ(ct->status, 200);
+  EXPECT_EQ(json::parse(ct->body)["input_tokens"], j["usage"]["input_tokens"]);
+}
+
+TEST_F(ServerTest, AnthropicToolUseAndResultsRoundTrip) {
+  backend_.script.reply = R"({"q":"x"})";
+  json tools = {{{"name", "search"}, {"description", "d"},
+                 {"input_schema", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}}};
+  json body = {{"model", "fake-model"}, {"max_tokens", 100}, {"tools", tools},
+               {"tool_choice", {{"type", "tool"}, {"name", "search"}}},
+               {"messages", {{{"role", "user"}, {"content", "find"}},
+                             {{"role", "assistant"}, {"content", {{{"type", "thinking"}, {"thinking", "hmm"}},
+                                                                  {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "search"}, {"input", {{"q", "y"}}}}}}},
+                             {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "found"}}}}}}}};
+  json j = json::parse(post("/v1/messages", body)->body);
+  EXPECT_EQ(j["stop_reason"], "tool_use");
+  ASSERT_EQ(j["content"].size(), 1u);
+  EXPECT_EQ(j["content"][0]["type"], "tool_use");
+  EXPECT_EQ(j["content"][0]["name"], "search");
+  EXPECT_EQ(j["content"][0]["input"], json({{"q", "x"}}));
+  EXPECT_EQ(j["content"][0]["id"].get<std::string>().rfind("toolu_", 0), 0u);
+  auto& m = backend_.last_messages;
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1]["reasoning_content"], "hmm");
+  EXPECT_EQ(m[1]["tool_calls"][0]["function"]["arguments"], json({{"q", "y"}}));
+  EXPECT_EQ(m[2]["role"], "tool");
+  EXPECT_EQ(m[2]["content"], "found");
+  EXPECT_EQ(backend_.last_tools[0]["function"]["parameters"], tools[0]["input_schema"]);
+
+  body["stream"] = true;
+  Sse s = parse_sse(post("/v1/messages", body)->body);
+  std::vector<std::string> want_prefix = {"message_start", "ping", "content_block_start"};
+  ASSERT_GE(s.events.size(), 6u);
+  for (size_t i = 0; i < want_prefix.size(); ++i) EXPECT_EQ(s.events[i], want_prefix[i]);
+  EXPECT_EQ(json::parse(s.data[2])["content_block"]["type"], "tool_use");
+  std::string partial;
+  for (size_t i = 0; i < s.data.size(); ++i) {
+    json e = json::parse(s.data[i]);
+    EXPECT_EQ(e["type"], s.events[i]);
+    if (s.events[i] == "content_block_delta") {
+      EXPECT_EQ(e["delta"]["type"], "input_json_delta");
+      partial += e["delta"]["partial_json"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(json::parse(partial), json({{"q", "x"}}));
+  size_t n = s.events.size();
+  EXPECT_EQ(s.events[n - 3], "content_block_stop");
+  EXPECT_EQ(s.events[n - 2], "message_delta");
+  EXPECT_EQ(json::parse(s.data[n - 2])["delta"]["stop_reason"], "tool_use");
+  EXPECT_EQ(s.events[n - 1], "message_stop");
+}
+
+TEST_F(ServerTest, ResponsesApi) {
+  json body = {{"model", "fake-model"}, {"instructions", "sys"},
+               {"input", {{{"role", "user"}, {"content", "hi"}},
+                          {{"type", "function_call"}, {"call_id", "c1"}, {"name", "sh"}, {"arguments", "{\"cmd\":\"ls\"}"}},
+                          {{"type", "function_call_output"}, {"call_id", "c1"}, {"output", "a.txt"}}}},
+               {"tools", {{{"type", "function"}, {"name", "sh"}, {"parameters", {{"type", "object"}}}}}}};
+  auto r = post("/v1/responses", body);
+  ASSERT_EQ(r->status, 200) << r->body;
+  json j = json::parse(r->body);
+  EXPECT_EQ(j["object"], "response");
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["output"][0]["type"], "message");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "Hello there!");
+  EXPECT_EQ(j["usage"]["output_tokens"], 12);
+  auto& m = backend_.last_messages;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0]["role"], "system");
+  EXPECT_EQ(m[2]["tool_calls"][0]["id"], "c1");
+  EXPECT_EQ(m[3]["role"], "tool");
+  EXPECT_EQ(backend_.last_tools[0]["function"]["name"], "sh");
+
+  body["stream"] = true;
+  body["max_output_tokens"] = 4;
+  Sse s = parse_sse(post("/v1/responses", body)->body);
+  ASSERT_GE(s.events.size(), 5u);
+  EXPECT_EQ(s.events[0], "response.created");
+  EXPECT_EQ(s.events[1], "response.in_progress");
+  EXPECT_EQ(s.events.back(), "response.incomplete");
+  std::string text;
+  for (size_t i = 0; i < s.data.size(); ++i) {
+    json e = json::parse(s.data[i]);
+    EXPECT_EQ(e["sequence_number"], int(i));
+    if (s.events[i] == "response.output_text.delta") text += e["delta"].get<std::string>();
+  }
+  EXPECT_EQ(text, "Hell");
+  json last = json::parse(s.data.back());
+  EXPECT_EQ(last["response"]["output"][0]["content"][0]["text"], "Hell");
+  EXPECT_EQ(last["response"]["incomplete_details"]["reason"], "max_output_tokens");
+}
+
+TEST_F(ServerTest, ErrorsUseEachApisShape) {
+  auto c = client();
+  auto r = c.Post("/v1/chat/completions", "{not json", "application/json");
+  ASSERT_EQ(r->status, 400);
+  json e = json::parse(r->body);
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  EXPECT_TRUE(e["error"].contains("param"));
+  EXPECT_TRUE(e["error"].contains("code"));
+  r = post("/v1/chat/completions", chat_body({{"temperature", "hot"}}));
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "temperature");
+  r = post("/v1/chat/completions", chat_body({{"temperature", 5}}));
+  EXPECT_EQ(r->status, 400);
+  r = post("/v1/chat/completions", {{"model", "fake-model"}});
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "messages");
+  r = post("/v1/chat/completions", chat_body({{"model", "gpt-9"}}));
+  EXPECT_EQ(r->status, 404);
+  r = post("/v1/chat/completions", chat_body({{"messages", {{{"role", "wizard"}, {"content", "x"}}}}}));
+  EXPECT_EQ(r->status, 400);
+  r = post("/v1/chat/completions", chat_body({{"tool_choice", "required"}}));
+  EXPECT_EQ(r->status, 400);
+  r = post("/v1/messages", {{"model", "fake-model"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  ASSERT_EQ(r->status, 400);
+  e = json::parse(r->body);
+  EXPECT_EQ(e["type"], "error");
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  r = c.Post("/v1/messages", "[]", "application/json");
+  EXPECT_EQ(json::parse(r->body)["type"], "error");
+  r = c.Get("/v1/nothing");
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+}
+
+TEST_F(ServerTest, PromptLongerThanContextIs400) {
+  FakeBackend small(16);
+  rapid::server::ServerOptions o;
+  o.port = 0;
+  rapid::server::HttpServer s(small, o);
+  int port = s.bind();
+  s.start();
+  httplib::Client c("127.0.0.1", port);
+  auto r = c.Post("/v1/chat/completions", chat_body().dump(), "application/json");
+  ASSERT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "context_length_exceeded");
+}
+
+TEST_F(ServerTest, BodyOverLimitIs413) {
+  rapid::server::ServerOptions o;
+  o.max_body_bytes = 1000;
+  start(o);
+  std::string big(5000, 'x');
+  auto r = post("/v1/chat/completions", chat_body({{"messages", {{{"role", "user"}, {"content", big}}}}}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  r = post("/v1/messages", {{"pad", big}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "request_too_large");
+}
+
+TEST_F(ServerTest, ApiKeyViaBearerOrXApiKey) {
+  rapid::server::ServerOptions o;
+  o.api_key = "s3cret";
+  start(o);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body())->status, 401);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body(), {{"Authorization", "Bearer wrong"}})->status, 401);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body(), {{"Authorization", "Bearer s3cret"}})->status, 200);
+  auto r = post("/v1/messages", {{"model", "fake-model"}}, {{"x-api-key", "nope"}});
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+  json body = {{"model", "fake-model"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  EXPECT_EQ(post("/v1/messages", body, {{"x-api-key", "s3cret"}})->status, 200);
+  EXPECT_EQ(client().Get("/health")->status, 200);  // liveness needs no key
+}
+
+TEST_F(ServerTest, ClientDisconnectCancelsGeneration) {
+  backend_.script.endless = true;
+  backend_.script.delay = std::chrono::milliseconds(5);
+  auto c = client();
+  int chunks = 0;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = chat_body({{"stream", true}, {"max_tokens", 100000}}).dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 5; };  // hang up
+  c.send(req);
+  for (int i = 0; i < 400 && backend_.script.finished.load() < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(backend_.script.started.load(), 1);
+  EXPECT_EQ(backend_.script.finished.load(), 1);
+  EXPECT_EQ(backend_.script.cancelled.load(), 1);
+  // The engine is free again: a new request completes.
+  backend_.script.endless = false;
+  backend_.script.delay = std::chrono::milliseconds(0);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body())->status, 200);
+}
+
+TEST_F(ServerTest, MetricsCountRequestsAndTokens) {
+  post("/v1/chat/completions", chat_body());
+  auto r = client().Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  const std::string& m = r->body;
+  EXPECT_NE(m.find("rapid_requests_total{model_name=\"fake-model\",endpoint=\"/v1/chat/completions\",status=\"200\"} 1"),
+            std::string::npos) << m;
+  EXPECT_NE(m.find("rapid_prompt_tokens_total{model_name=\"fake-model\"} 20"), std::string::npos);
+  EXPECT_NE(m.find("rapid_generation_tokens_total{model_name=\"fake-model\"} 12"), std::string::npos);
+  EXPECT_NE(m.find("rapid_time_to_first_token_seconds_count{model_name=\"fake-model\"} 1"), std::string::npos);
+  EXPECT_NE(m.find("rapid_inter_token_latency_seconds_count{model_name=\"fake-model\"} 11"), std::string::npos);
+  EXPECT_NE(m.find("rapid_num_requests_waiting"), std::string::npos);
+  EXPECT_NE(m.find("rapid_kv_cache_usage_perc"), std::string::npos);
+}
+
+}  // namespace
