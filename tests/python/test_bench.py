@@ -1,0 +1,140 @@
+"""The benchmark harness (bench/harness, `--quick`) and `rapid-mlx bench` end to end against the
+real `rapid-mlx serve` on SmolLM2-135M: the outputs must be well formed and hold real measurements
+(no thresholds: speed is never asserted). Percentiles are checked against numpy.
+Skips only when the binary has no `serve` command or the model file is absent."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BENCH = os.path.join(ROOT, "bench")
+BIN = os.path.abspath(os.environ.get("RAPID_MLX_BIN", os.path.join(ROOT, "build", "rapid-mlx")))
+CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+MODEL = os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+sys.path.insert(0, BENCH)
+from harness import workloads  # noqa: E402
+
+
+def _has_serve():
+    if not os.path.exists(BIN):
+        return False
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=30)
+    return "serve" in (out.stdout + out.stderr).split()
+
+
+needs_server = pytest.mark.skipif(not (_has_serve() and os.path.exists(MODEL)),
+                                  reason=f"{BIN} has no 'serve' command or {MODEL} is missing")
+
+
+def test_percentiles_match_numpy():
+    rng = np.random.default_rng(7)
+    for n in (1, 2, 5, 100):
+        xs = list(rng.exponential(size=n))
+        for p in (50, 90, 99):
+            assert workloads.pct(xs, p) == pytest.approx(np.percentile(xs, p, method="linear"))
+    assert workloads.pct([], 50) is None
+
+
+def test_stream_probe_reports_bandwidth(tmp_path):
+    exe = tmp_path / "stream_probe"
+    subprocess.run(["g++", "-O2", "-pthread", os.path.join(BENCH, "stream_probe.cpp"), "-o", str(exe)],
+                   check=True)
+    out = json.loads(subprocess.run([str(exe), "32", "2"], capture_output=True, text=True,
+                                    check=True, timeout=60).stdout)
+    assert set(out["read_gbps"]) == {"1", "2"}
+    assert all(v > 0 for v in out["read_gbps"].values())
+    bad = subprocess.run([str(exe), "1", "2"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    env = dict(os.environ, RAPID_MLX_BIN=BIN)
+    proc = subprocess.run([sys.executable, "-m", "harness", "--quick", "--engines", "rapid-mlx",
+                           "--no-probe", "--out", str(out)], cwd=BENCH, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, proc.stdout
+
+
+@needs_server
+def test_quick_results_json_well_formed(quick_run):
+    out, _ = quick_run
+    res = json.load(open(out / "results.json"))
+    assert res["preset"] == "quick"
+    assert res["machine"]["cores"] == os.cpu_count()
+    [cfg] = res["configs"]
+    assert (cfg["engine"], cfg["format"], cfg.get("error")) == ("rapid-mlx", "gguf-q4_1", None)
+    wl = cfg["workloads"]
+    assert set(wl) == set(workloads.WORKLOADS)
+    for name, v in wl.items():
+        assert "error" not in v, (name, v)
+    P = workloads.PRESETS["quick"]
+    single = wl["single"]
+    assert single["prompt_tokens"] > P["prompt_words"]  # every word is at least one token
+    assert single["prefill_tok_s"] > 0 and single["decode_tok_s"] > 0 and single["ttft_s"] > 0
+    for run in single["runs"]:
+        assert 2 <= run["completion_tokens"] <= P["gen_tokens"]
+        assert run["ttft_s"] <= run["total_s"]
+    for n in P["levels"]:
+        lv = wl["concurrency"][str(n)]
+        assert lv["errors"] == []
+        assert 0 < lv["completion_tokens"] <= n * P["conc_gen_tokens"]
+        assert lv["ttft_p50_s"] <= lv["ttft_p99_s"] <= lv["wall_s"]
+    turns = wl["agent"]["turns"]
+    assert [t["turn"] for t in turns] == list(range(1, P["agent_turns"] + 1))
+    assert wl["agent"]["total_s"] >= sum(t["total_s"] for t in turns) * 0.999
+    assert wl["restart"]["startup_s"] > 0 and wl["restart"]["ttft_after_restart_s"] > 0
+
+
+@needs_server
+def test_quick_report_markdown_well_formed(quick_run):
+    out, stdout = quick_run
+    md = open(out / "report.md").read()
+    assert md.strip() == stdout.strip()
+    assert "**Machine:**" in md
+    rows = [l for l in md.splitlines() if l.startswith("|")]
+    header = rows[0].strip("|").split("|")
+    assert [h.strip() for h in header] == ["figure", "rapid-mlx gguf-q4_1", "best peer", "ratio"]
+    assert re.fullmatch(r"(\|---)+\|", rows[1])
+    for r in rows[2:]:
+        cells = [c.strip() for c in r.strip("|").split("|")]
+        assert len(cells) == len(header)
+        float(cells[1])  # rapid-mlx's own figure is a number on every row it prints
+    names = {r.split("|")[1].strip() for r in rows[2:]}
+    assert {"single: decode tok/s", "conc 4: aggregate tok/s", "agent: total s",
+            "restart: TTFT after restart ms"} <= names
+
+
+@needs_server
+def test_cli_bench_json(tmp_path):
+    js = tmp_path / "b.json"
+    proc = subprocess.run([BIN, "bench", "--model", MODEL, "--prompt-words", "64", "--gen-tokens", "16",
+                           "--repeats", "1", "--concurrency", "1,2", "--conc-gen-tokens", "8",
+                           "--json", str(js)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.load(open(js))
+    assert res["single"]["decode_tok_s"] > 0 and res["single"]["ttft_s"] > 0
+    assert set(res["concurrency"]) == {"1", "2"}
+    for n, lv in res["concurrency"].items():
+        assert 0 < lv["completion_tokens"] <= int(n) * 8
+        assert lv["ttft_p50_s"] <= lv["ttft_p99_s"]
+    assert "| concurrency |" in proc.stdout and "#" in proc.stderr  # table + progress bar
+
+
+def test_cli_bench_rejects_bad_arguments():
+    if not os.path.exists(BIN):
+        pytest.skip(f"{BIN} not built")
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True)
+    if "bench" not in (out.stdout + out.stderr).split():
+        pytest.skip("binary has no bench command")
+    for args in (["--repeats", "x"], ["--concurrency", "1,,2"], ["--model"], ["--bogus"], []):
+        p = subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and "error" in p.stderr, args
