@@ -103,6 +103,44 @@ void BM_StreamLongPlainText(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamLongPlainText)->Unit(benchmark::kMillisecond);
 
+// One tool call with long arguments (~30 KB, e.g. a file an agent writes), fed in 4-byte pieces:
+// the arguments are streamed as they arrive (formats with the name first), so the per-token cost
+// must stay flat in the length of the call. Arg: 0 = kimi_k2, 1 = mistral, 2 = deepseek_v3, 3 = hermes.
+void BM_StreamLongToolCall(benchmark::State& state) {
+  std::string args = "{\"path\": \"src/main.cpp\", \"content\": \"";
+  for (int i = 0; i < 1000; ++i) args += "int f" + std::to_string(i) + "(int x) { return x * 2; }\\n";
+  args += "\"}";
+  static const char* names[] = {"kimi_k2", "mistral", "deepseek_v3", "hermes"};
+  std::string text;
+  switch (state.range(0)) {
+    case 0:
+      text = "<|tool_calls_section_begin|><|tool_call_begin|>functions.write:0<|tool_call_argument_begin|>" + args +
+             "<|tool_call_end|><|tool_calls_section_end|>";
+      break;
+    case 1: text = "[TOOL_CALLS]write[ARGS]" + args; break;
+    case 2:
+      text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>write\n```json\n" + args +
+             "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+      break;
+    default: text = "<tool_call>\n{\"name\": \"write\", \"arguments\": " + args + "}\n</tool_call>"; break;
+  }
+  rapid::ParserOptions o;
+  o.tool_parser = names[state.range(0)];
+  o.id_seed = 1;
+  state.SetLabel(o.tool_parser);
+  size_t tokens = 0;
+  for (auto _ : state) {
+    auto p = rapid::make_output_parser(o);
+    for (size_t pos = 0; pos < text.size(); pos += 4) benchmark::DoNotOptimize(p->feed(std::string_view(text).substr(pos, 4)));
+    benchmark::DoNotOptimize(p->finish());
+    tokens += (text.size() + 3) / 4;
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(tokens));
+  state.counters["sec_per_token"] = benchmark::Counter(static_cast<double>(tokens),
+                                                      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_StreamLongToolCall)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -33,20 +33,29 @@ rapid::ParseResult parse(const std::string& parser, const std::string& text, con
   // The same text one byte at a time must give the same answer.
   auto p = rapid::make_output_parser(o);
   std::string content, reasoning_text;
-  size_t ncalls = 0;
-  for (char c : text) {
-    auto d = p->feed(std::string_view(&c, 1));
+  // Tool calls arrive as fragments (id + name first, then argument pieces): merge by index.
+  std::vector<rapid::ParsedToolCall> calls;
+  auto merge = [&](const rapid::ParseDelta& d) {
     content += d.content;
     reasoning_text += d.reasoning;
-    ncalls += d.tool_calls.size();
-  }
-  auto d = p->finish();
-  content += d.content;
-  reasoning_text += d.reasoning;
-  ncalls += d.tool_calls.size();
+    for (auto& t : d.tool_calls) {
+      if (t.index >= static_cast<int>(calls.size())) calls.resize(t.index + 1);
+      auto& c = calls[t.index];
+      if (!t.id.empty()) c.id = t.id;
+      if (!t.name.empty()) c.name = t.name;
+      c.arguments += t.arguments;
+    }
+  };
+  for (char c : text) merge(p->feed(std::string_view(&c, 1)));
+  merge(p->finish());
   EXPECT_EQ(content, whole.content);
   EXPECT_EQ(reasoning_text, whole.reasoning);
-  EXPECT_EQ(ncalls, whole.tool_calls.size());
+  EXPECT_EQ(calls.size(), whole.tool_calls.size());
+  for (size_t i = 0; i < std::min(calls.size(), whole.tool_calls.size()); ++i) {
+    EXPECT_EQ(calls[i].id, whole.tool_calls[i].id);
+    EXPECT_EQ(calls[i].name, whole.tool_calls[i].name);
+    EXPECT_EQ(calls[i].arguments, whole.tool_calls[i].arguments);
+  }
   return whole;
 }
 

@@ -43,6 +43,23 @@ std::string describe(const rapid::ParseResult& r) {
   return s;
 }
 
+// Tool calls arrive as fragments (id + name first, then argument pieces): merge by index as a
+// client does. A fragment for an index that is not next-or-existing is kept as its own entry so
+// a bad index still shows up in the comparison.
+void merge_calls(rapid::ParseResult& r, const rapid::ParseDelta& d) {
+  for (auto& t : d.tool_calls) {
+    if (t.index == static_cast<int>(r.tool_calls.size())) r.tool_calls.push_back({t.id, t.name, ""});
+    if (t.index < 0 || t.index >= static_cast<int>(r.tool_calls.size())) {
+      r.tool_calls.push_back({t.id, t.name, t.arguments});
+      continue;
+    }
+    auto& c = r.tool_calls[t.index];
+    if (!t.id.empty()) c.id = t.id;
+    if (!t.name.empty()) c.name = t.name;
+    c.arguments += t.arguments;
+  }
+}
+
 TEST(ParsersFuzz, RandomMarkerSoupNeverCrashesAndChunkingIsInvisible) {
   const auto vocab = vocabulary();
   std::vector<std::string> parsers = rapid::tool_parser_names();
@@ -73,12 +90,12 @@ TEST(ParsersFuzz, RandomMarkerSoupNeverCrashesAndChunkingIsInvisible) {
       pos += n;
       r.content += d.content;
       r.reasoning += d.reasoning;
-      for (auto& t : d.tool_calls) r.tool_calls.push_back({t.id, t.name, t.arguments});
+      merge_calls(r, d);
     }
     auto d = p->finish();
     r.content += d.content;
     r.reasoning += d.reasoning;
-    for (auto& t : d.tool_calls) r.tool_calls.push_back({t.id, t.name, t.arguments});
+    merge_calls(r, d);
     ASSERT_EQ(describe(r), describe(whole)) << o.tool_parser << " / " << o.reasoning_parser << " on: " << text;
     ++runs;
   }

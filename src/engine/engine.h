@@ -40,6 +40,7 @@ struct GenerationEvent {
   std::vector<SampleResult> samples;  // per token, when logprobs were asked for
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
+  std::string stop_string;          // the request stop string that ended generation, if one did
   std::string error;                // when finish_reason == Error
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache

@@ -51,6 +51,7 @@ GenerationEvent Generator::finish(GenerationEvent ev, FinishReason why) {
   reason_ = why;
   ev.finished = true;
   ev.finish_reason = why;
+  ev.stop_string = stop_matched_;
   ev.completion_tokens = static_cast<int64_t>(generated_.size());
   return ev;
 }
@@ -79,7 +80,10 @@ std::string Generator::release_text(const std::string& add, bool* stop_hit) {
   for (const auto& s : req_.stop) {
     if (s.empty()) continue;
     size_t p = held_.find(s);
-    if (p != std::string::npos) first = std::min(first, p);
+    if (p != std::string::npos && p < first) {
+      first = p;
+      stop_matched_ = s;
+    }
   }
   if (first != std::string::npos) {
     *stop_hit = true;

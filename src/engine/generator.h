@@ -56,6 +56,7 @@ class Generator {
   std::vector<int32_t> generated_;
   std::vector<float> logits_;
   std::string held_;                // detokenized text not yet released (possible stop prefix)
+  std::string stop_matched_;        // which request stop string ended the text
   int64_t prefilled_ = 0;
   int64_t capacity_ = 0;
   bool finished_ = false;

@@ -86,15 +86,22 @@ std::optional<Calls> json_calls(std::string_view body, std::string* trailing = n
   return calls;
 }
 
-// Arguments text after a known name: valid JSON is normalised, anything else is kept raw (the
-// call itself is unambiguous, so the client still sees it).
+}  // namespace
+
+// Arguments text after a known name. An object or array is kept as the model wrote it (fence and
+// surrounding whitespace removed), valid or not: that is what lets these formats stream their
+// arguments byte for byte (stream_parser.cpp). Other JSON (a string holding JSON, null) is
+// normalised; anything else is kept raw (the call itself is unambiguous, so the client sees it).
 std::string args_after_name(std::string_view raw) {
   std::string t = unfence(raw);
   if (t.empty()) return "{}";
+  if (t[0] == '{' || t[0] == '[') return t;
   json v = json::parse(t, nullptr, false);
   if (v.is_discarded()) return t;
   return arguments_text(v);
 }
+
+namespace {
 
 std::optional<Calls> name_sep_json(const ToolFormat& f, std::string_view body) {
   size_t sep = body.find(f.sep);

@@ -25,6 +25,15 @@ class StreamParser : public OutputParser {
   void flush_ws(ParseDelta& out);
   void finish_call(const std::string& body, bool terminated, ParseDelta& out);
   void rebuild_markers();
+  // Incremental tool-call arguments (formats with the name outside the JSON; see README).
+  void args_advance(std::string_view body, bool final, ParseDelta& out);
+  bool args_header(std::string_view body, bool final, ParseDelta& out);
+  bool mistral_header(std::string_view body, bool final, ParseDelta& out);
+  bool mistral_args(std::string_view body, bool final, ParseDelta& out);
+  void args_release(std::string_view body, size_t lim, ParseDelta& out);
+  void args_commit(const std::string& name, const std::string& id, size_t args_from, ParseDelta& out);
+  void args_close(const std::string& text, ParseDelta& out);
+  void args_invalid(size_t at);
 
   const ToolFormat* tool_;
   const ReasoningFormat* reasoning_;
@@ -40,6 +49,29 @@ class StreamParser : public OutputParser {
   bool content_emitted_ = false;
   bool after_call_ = false;      // nothing but whitespace since the last call
   int calls_ = 0;
+
+  // State of the current call block for incremental arguments. Offsets are into the block body
+  // (buf_ keeps the whole body until the block closes). Every decision depends only on the text
+  // seen, never on how it was chunked, so streamed and whole results stay identical.
+  bool stream_args_ = false;  // the format streams arguments
+  struct ArgState {
+    bool off = false;         // a non-call came first: the whole-block parse decides (old path)
+    bool stop = false;        // a non-call after calls went out: body from stop_at on is content
+    size_t stop_at = 0;
+    size_t pos = 0;           // where the next call is looked for
+    bool started = false;     // Mistral: the body is not the pre-v11 JSON list
+    bool in_call = false;     // inside a committed call's argument text
+    int index = 0;
+    size_t args_from = 0;     // start of the call's argument region
+    size_t begin = std::string::npos;  // first byte of the argument text; npos = not known yet
+    bool streamable = false;  // the text starts with '{' or '[' (kept as written)
+    size_t sent = 0;          // bytes of the argument text released
+    size_t scan = 0;          // marker / bracket scan resumes here
+    size_t tc_scan = 0;       // Mistral: search for the next [TOOL_CALLS] resumes here
+    int depth = 0;            // Mistral: bracket balance of the arguments
+    bool in_str = false, esc = false;
+    int committed = 0;
+  } as_;
 
   // Marker tables for the two text states.
   std::vector<std::string> content_markers_, reasoning_markers_;

@@ -3,6 +3,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -78,6 +79,10 @@ struct Call {
 // Reads a complete block body. nullopt = not a call after all (the text goes back to content).
 // For blocks that run to the end of the reply, text after the last call that is not part of
 // the call syntax is handed back in `trailing` (it is content).
+// Arguments text that follows a known name (NameSepJson, DeepseekV3, Mistral v11): an object or
+// array as written (fence and surrounding whitespace removed), other values normalised.
+std::string args_after_name(std::string_view raw);
+
 std::optional<std::vector<Call>> parse_body(const ToolFormat& f, const std::string& body,
                                             const nlohmann::json& tools, std::string* trailing = nullptr);
 

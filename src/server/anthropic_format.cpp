@@ -6,10 +6,15 @@ namespace rapid::server {
 
 using json = nlohmann::ordered_json;
 
-std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls) {
+std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls, const std::string& stop_sequence) {
   if (r == FinishReason::Length) return "max_tokens";
   if (has_tool_calls) return "tool_use";
+  if (r == FinishReason::Stop && !stop_sequence.empty()) return "stop_sequence";
   return "end_turn";
+}
+
+json anthropic_stop_sequence(const std::string& stop_sequence) {
+  return stop_sequence.empty() ? json(nullptr) : json(stop_sequence);
 }
 
 json tool_input_object(const std::string& arguments) {
@@ -32,8 +37,8 @@ json anthropic_message(const std::string& id, const std::string& model, const Tu
           {"role", "assistant"},
           {"model", model},
           {"content", content},
-          {"stop_reason", anthropic_stop_reason(r.reason, !r.tool_calls.empty())},
-          {"stop_sequence", nullptr},
+          {"stop_reason", anthropic_stop_reason(r.reason, !r.tool_calls.empty(), r.stop_sequence)},
+          {"stop_sequence", anthropic_stop_sequence(r.stop_sequence)},
           {"usage", {{"input_tokens", r.prompt_tokens}, {"output_tokens", r.completion_tokens},
                      {"cache_read_input_tokens", r.cached_tokens}, {"cache_creation_input_tokens", 0}}}};
 }

@@ -9,8 +9,11 @@
 
 namespace rapid::server {
 
-// "end_turn" | "max_tokens" | "tool_use"
-std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls);
+// "end_turn" | "max_tokens" | "tool_use" | "stop_sequence"
+// `stop_sequence`: the request stop string that ended the turn ("" if none did).
+std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls, const std::string& stop_sequence = "");
+// The message's `stop_sequence` field: the matched string, or null.
+nlohmann::ordered_json anthropic_stop_sequence(const std::string& stop_sequence);
 // Tool-call arguments as the object Anthropic's tool_use.input must be ({} when not JSON).
 nlohmann::ordered_json tool_input_object(const std::string& arguments);
 nlohmann::ordered_json anthropic_message(const std::string& id, const std::string& model, const TurnResult& r);

@@ -42,7 +42,7 @@ class MessagesStream : public SsePump {
     blocks_.close(out);
     out += sse_event("message_delta",
                      {{"type", "message_delta"},
-                      {"delta", {{"stop_reason", anthropic_stop_reason(d->reason, d->has_tool_calls)}, {"stop_sequence", nullptr}}},
+                      {"delta", {{"stop_reason", anthropic_stop_reason(d->reason, d->has_tool_calls, d->stop_sequence)}, {"stop_sequence", anthropic_stop_sequence(d->stop_sequence)}}},
                       {"usage", {{"input_tokens", d->prompt_tokens}, {"output_tokens", d->completion_tokens},
                                  {"cache_read_input_tokens", d->cached_tokens}}}});
     out += sse_event("message_stop", {{"type", "message_stop"}});

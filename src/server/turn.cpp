@@ -140,6 +140,7 @@ TurnDelta Turn::translate(const GenerationEvent& ev) {
     done_ = true;
     d.finished = true;
     d.reason = ev.finish_reason;
+    d.stop_sequence = ev.stop_string;
     d.error = ev.error;
     d.has_tool_calls = saw_call_;
     if (metrics_) {
@@ -175,6 +176,7 @@ TurnResult Turn::collect() {
     r.samples.insert(r.samples.end(), d->samples.begin(), d->samples.end());
     if (d->finished) {
       r.reason = d->reason;
+      r.stop_sequence = d->stop_sequence;
       r.error = d->error;
       r.prompt_tokens = d->prompt_tokens;
       r.cached_tokens = d->cached_tokens;

@@ -38,6 +38,7 @@ struct TurnDelta {
   bool finished = false;
   FinishReason reason = FinishReason::None;
   bool has_tool_calls = false;  // on the final delta: the turn produced at least one tool call
+  std::string stop_sequence;    // on the final delta: the stop string that ended the turn
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   bool empty() const { return content.empty() && reasoning.empty() && tool_calls.empty() && tokens.empty(); }
@@ -49,6 +50,7 @@ struct TurnResult {
   std::vector<int32_t> tokens;
   std::vector<SampleResult> samples;
   FinishReason reason = FinishReason::None;
+  std::string stop_sequence;
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
 };

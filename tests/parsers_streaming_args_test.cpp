@@ -1,0 +1,327 @@
+// Incremental tool-call arguments: for formats whose name comes before the arguments JSON, the
+// call goes out (id + name) as soon as the name is known and its argument text follows in
+// fragments while the model writes it. The joined fragments must equal the whole-output result.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "parsers/output_parser.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct Fed {
+  std::vector<rapid::ParsedToolCall> calls;  // merged by index
+  std::string content;
+  int header_at = -1;          // byte offset after which call 0's id + name arrived
+  int first_args_at = -1;      // byte offset after which call 0's first argument bytes arrived
+  std::vector<std::pair<size_t, std::string>> frags;  // call 0: (bytes fed so far, fragment)
+  std::vector<std::string> all_frags;                 // every non-empty argument fragment
+};
+
+// Feeds `text` one byte at a time and merges the deltas as a client does.
+Fed feed_bytes(const rapid::ParserOptions& o, const std::string& text) {
+  auto p = rapid::make_output_parser(o);
+  Fed f;
+  auto merge = [&](const rapid::ParseDelta& d, size_t fed) {
+    f.content += d.content;
+    for (auto& t : d.tool_calls) {
+      EXPECT_GE(t.index, 0);
+      EXPECT_LE(t.index, static_cast<int>(f.calls.size()));  // indices are dense and in order
+      if (t.index >= static_cast<int>(f.calls.size())) {
+        f.calls.resize(t.index + 1);
+        // The first fragment of a call carries its id and name.
+        EXPECT_FALSE(t.id.empty());
+        EXPECT_FALSE(t.name.empty());
+        if (t.index == 0) f.header_at = static_cast<int>(fed);
+      } else {
+        EXPECT_TRUE(t.id.empty());  // later fragments only append arguments
+        EXPECT_TRUE(t.name.empty());
+      }
+      auto& c = f.calls[t.index];
+      if (!t.id.empty()) c.id = t.id;
+      if (!t.name.empty()) c.name = t.name;
+      c.arguments += t.arguments;
+      if (!t.arguments.empty()) {
+        f.all_frags.push_back(t.arguments);
+        if (t.index == 0) {
+          if (f.first_args_at < 0) f.first_args_at = static_cast<int>(fed);
+          f.frags.emplace_back(fed, t.arguments);
+        }
+      }
+    }
+  };
+  for (size_t i = 0; i < text.size(); ++i) merge(p->feed(std::string_view(text).substr(i, 1)), i + 1);
+  merge(p->finish(), text.size() + 1);
+  return f;
+}
+
+rapid::ParserOptions opts(const std::string& parser) {
+  rapid::ParserOptions o;
+  o.tool_parser = parser;
+  o.id_seed = 11;
+  return o;
+}
+
+bool valid_utf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    i += n;
+  }
+  return true;
+}
+
+struct Case {
+  std::string parser;
+  std::string before;  // output up to the call's closing marker
+  std::string after;   // closing marker and the rest
+  std::string args;    // the arguments text the call must end up with
+};
+
+const std::string kArgs = "{\"city\": \"Paris\", \"unit\": \"celsius\", \"days\": [1, 2, 3]}";
+
+std::vector<Case> converted() {
+  return {
+      {"kimi_k2",
+       "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>" + kArgs,
+       "<|tool_call_end|><|tool_calls_section_end|>", kArgs},
+      {"deepseek_v31", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>" + kArgs,
+       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", kArgs},
+      {"deepseek_v3",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n" + kArgs + "\n```",
+       "<｜tool▁call▁end｜><｜tool▁calls▁end｜>", kArgs},
+      {"functionary_v3_1", "<function=get_weather>" + kArgs, "</function>", kArgs},
+      // Mistral v11 has no closing marker: the arguments end where their JSON balances.
+      {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + kArgs, "", kArgs},
+  };
+}
+
+TEST(ParsersStreamingArgs, ArgumentsArriveInFragmentsBeforeTheClosingMarker) {
+  for (auto& c : converted()) {
+    SCOPED_TRACE(c.parser);
+    std::string text = "Checking. " + c.before + c.after;
+    auto whole = rapid::parse_output(opts(c.parser), text);
+    ASSERT_EQ(whole.tool_calls.size(), 1u);
+    EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(whole.tool_calls[0].arguments, c.args);
+    EXPECT_EQ(json::parse(whole.tool_calls[0].arguments),
+              json({{"city", "Paris"}, {"unit", "celsius"}, {"days", {1, 2, 3}}}));
+
+    Fed f = feed_bytes(opts(c.parser), text);
+    ASSERT_EQ(f.calls.size(), 1u);
+    EXPECT_EQ(f.content, whole.content);
+    EXPECT_EQ(f.calls[0].id, whole.tool_calls[0].id);
+    EXPECT_EQ(f.calls[0].name, "get_weather");
+    EXPECT_EQ(f.calls[0].arguments, whole.tool_calls[0].arguments);  // joined == whole, exactly
+
+    const size_t close_at = std::string("Checking. ").size() + c.before.size();  // closing marker starts here
+    // The name went out before any argument text, and before the arguments were complete.
+    ASSERT_GE(f.header_at, 0);
+    EXPECT_LE(f.header_at, f.first_args_at);
+    EXPECT_LT(static_cast<size_t>(f.header_at), close_at - kArgs.size() + 1);
+    // Argument text arrived in several fragments before the closing marker was fed.
+    size_t early = 0;
+    for (auto& [fed, s] : f.frags) early += fed <= close_at;
+    EXPECT_GT(early, 1u);
+    EXPECT_GE(f.frags.size(), kArgs.size() / 2);  // roughly one fragment per byte fed
+    for (auto& [fed, s] : f.frags) {
+      EXPECT_EQ(s.find("<"), std::string::npos) << s;  // no marker bytes in arguments
+      EXPECT_EQ(s.find("`"), std::string::npos) << s;  // nor the closing fence
+    }
+  }
+}
+
+// Every split of the text into two chunks gives the whole result (fragments differ, the joined
+// arguments do not); also for malformed calls and calls followed by more text.
+TEST(ParsersStreamingArgs, EverySplitJoinsToTheWholeResult) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  for (auto& c : converted()) texts.emplace_back(c.parser, "Hi " + c.before + c.after + "\nbye");
+  texts.emplace_back("kimi_k2",
+                     "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"x\": \"Par"
+                     "<|tool_call_end|><|tool_call_begin|>functions.b:1<|tool_call_argument_begin|>{\"y\": [1, {\"z\": \"é\"}]}"
+                     "<|tool_call_end|><|tool_calls_section_end|>");
+  texts.emplace_back("mistral", "[TOOL_CALLS]a[ARGS]{\"x\": \"[TOOL_CALLS]\"} [TOOL_CALLS]b[CALL_ID]abc123XYZ[ARGS]{\"y\": 2");
+  texts.emplace_back("mistral", "[TOOL_CALLS]a[ARGS]{\"x\": 1, [TOOL_CALLS]b[ARGS]{}");
+  texts.emplace_back("deepseek_v3",
+                     "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"q\": \"a`b ``` c\"}\n```"
+                     "<｜tool▁call▁end｜><｜tool▁call▁begin｜>junk<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  texts.emplace_back("functionary_v3_1", "<function=f>{\"s\": \"日本語\"}</function> done");
+  for (auto& [parser, text] : texts) {
+    SCOPED_TRACE(parser + ": " + text);
+    auto o = opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    ASSERT_FALSE(whole.tool_calls.empty());
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      auto p = rapid::make_output_parser(o);
+      rapid::ParseResult r;
+      for (auto d : {p->feed(std::string_view(text).substr(0, cut)), p->feed(std::string_view(text).substr(cut)), p->finish()}) {
+        r.content += d.content;
+        for (auto& t : d.tool_calls) {
+          if (t.index >= static_cast<int>(r.tool_calls.size())) r.tool_calls.resize(t.index + 1);
+          auto& c = r.tool_calls[t.index];
+          if (!t.id.empty()) c.id = t.id;
+          if (!t.name.empty()) c.name = t.name;
+          c.arguments += t.arguments;
+        }
+      }
+      ASSERT_EQ(r.content, whole.content) << cut;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << cut;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << cut;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << cut;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << cut;
+      }
+    }
+    Fed f = feed_bytes(o, text);
+    for (auto& s : f.all_frags) EXPECT_TRUE(valid_utf8(s)) << s;  // fragments never split a character
+  }
+}
+
+// Malformed after fragments went out: the call stays, with the model's raw argument text.
+TEST(ParsersStreamingArgs, MalformedAfterFragmentsKeepsRawArguments) {
+  std::string text =
+      "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>{\"city\": \"Par"
+      "<|tool_call_end|><|tool_calls_section_end|>";
+  Fed f = feed_bytes(opts("kimi_k2"), text);
+  ASSERT_EQ(f.calls.size(), 1u);
+  EXPECT_GT(f.frags.size(), 1u);
+  EXPECT_EQ(f.calls[0].arguments, "{\"city\": \"Par");
+  EXPECT_EQ(rapid::parse_output(opts("kimi_k2"), text).tool_calls.at(0).arguments, "{\"city\": \"Par");
+
+  // A section that never closes, once a call went out, still yields the call.
+  std::string open = "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}";
+  auto r = rapid::parse_output(opts("kimi_k2"), open);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\": 1}");
+  EXPECT_EQ(feed_bytes(opts("kimi_k2"), open).calls.at(0).arguments, "{\"a\": 1}");
+
+  // A piece that is not a call after one went out comes back as content, verbatim.
+  std::string bad = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
+                    "<｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  r = rapid::parse_output(opts("deepseek_v31"), bad);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].name, "f");
+  EXPECT_EQ(r.content, "<｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  // Before any call went out, the old rule holds: the whole block is content.
+  std::string bad_first = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  r = rapid::parse_output(opts("deepseek_v31"), bad_first);
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, bad_first);
+}
+
+// Arguments that are not an object/array (a string holding JSON, a bare word) are normalised or
+// kept raw, so they are released whole when the call closes, after the id + name fragment.
+TEST(ParsersStreamingArgs, NonObjectArgumentsComeWhole) {
+  std::string text = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>\"{\\\"a\\\": 1}\"<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  Fed f = feed_bytes(opts("deepseek_v31"), text);
+  ASSERT_EQ(f.calls.size(), 1u);
+  EXPECT_EQ(json::parse(f.calls[0].arguments), json({{"a", 1}}));
+  EXPECT_EQ(f.frags.size(), 1u);
+  EXPECT_LT(f.header_at, f.first_args_at);
+}
+
+// Formats whose name sits inside the JSON (hermes) keep whole-call delivery: a malformed body
+// there must come back as content, which is only known at the closing marker.
+TEST(ParsersStreamingArgs, HermesStillDeliversWholeCalls) {
+  std::string before = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + kArgs + "}\n";
+  Fed f = feed_bytes(opts("hermes"), before + "</tool_call>");
+  ASSERT_EQ(f.calls.size(), 1u);
+  EXPECT_EQ(f.frags.size(), 1u);
+  EXPECT_GT(static_cast<size_t>(f.header_at), before.size());
+  EXPECT_EQ(json::parse(f.calls[0].arguments), json::parse(kArgs));
+}
+
+// Random soups of the converted formats' markers and JSON pieces: byte-at-a-time and random
+// chunkings must join to the whole result, and no fragment may split a UTF-8 character.
+TEST(ParsersStreamingArgs, RandomSoupsJoinToTheWholeResult) {
+  const std::vector<std::string> parsers = {"kimi_k2", "deepseek_v3", "deepseek_v31", "mistral", "functionary_v3_1"};
+  const std::vector<std::string> atoms = {
+      "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>",
+      "<|tool_call_argument_begin|>", "functions.f:0", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
+      "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "function", "[TOOL_CALLS]", "[ARGS]",
+      "[CALL_ID]", "<function=", "</function>", ">", "f", "get_weather", "\n", "```json\n", "```", " ", "\n",
+      "{", "}", "[", "]", "\"", "\\", ":", ",", "\"city\": ", "\"Paris\"", "1", "é", "日本", "\xE6", "<", "<|", "`",
+      "text "};
+  std::mt19937_64 rng(2024);
+  int with_calls = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const std::string& parser = parsers[rng() % parsers.size()];
+    std::string text;
+    size_t n = 1 + rng() % 24;
+    for (size_t i = 0; i < n; ++i) text += atoms[rng() % atoms.size()];
+    if (rng() % 4 != 0) {
+      // A well-formed reply of this format with a random argument text, then maybe damaged.
+      std::string args = "{";
+      for (size_t i = 0, k = rng() % 8; i < k; ++i) args += atoms[16 + rng() % (atoms.size() - 16)];
+      if (rng() % 2) args += "}";
+      std::string call = parser == "kimi_k2"       ? "<|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>" + args + "<|tool_call_end|>"
+                         : parser == "deepseek_v3"  ? "<｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n" + args + "\n```<｜tool▁call▁end｜>"
+                         : parser == "deepseek_v31" ? "<｜tool▁call▁begin｜>f<｜tool▁sep｜>" + args + "<｜tool▁call▁end｜>"
+                         : parser == "mistral"      ? "[TOOL_CALLS]f[ARGS]" + args
+                                                    : "<function=f>" + args + "</function>";
+      std::string calls = call;
+      if (rng() % 2) calls += (parser == "mistral" || parser == "functionary_v3_1" ? "" : "\n") + call;
+      text = parser == "kimi_k2"       ? "<|tool_calls_section_begin|>" + calls + "<|tool_calls_section_end|>"
+             : parser == "deepseek_v3" || parser == "deepseek_v31" ? "<｜tool▁calls▁begin｜>" + calls + "<｜tool▁calls▁end｜>"
+                                                                   : calls;
+      if (rng() % 2) text = atoms.back() + text;
+      for (size_t i = 0, k = rng() % 3; i < k; ++i) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.insert(at, atoms[rng() % atoms.size()]);
+      }
+      if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
+    }
+    auto o = opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    with_calls += !whole.tool_calls.empty();
+    auto check = [&](const std::vector<size_t>& cuts) {
+      auto p = rapid::make_output_parser(o);
+      rapid::ParseResult r;
+      auto merge = [&](const rapid::ParseDelta& d) {
+        r.content += d.content;
+        for (auto& t : d.tool_calls) {
+          ASSERT_TRUE(valid_utf8(t.arguments) || !valid_utf8(text)) << t.arguments;
+          ASSERT_LE(t.index, static_cast<int>(r.tool_calls.size()));
+          if (t.index == static_cast<int>(r.tool_calls.size())) r.tool_calls.emplace_back();
+          auto& c = r.tool_calls[t.index];
+          if (!t.id.empty()) c.id = t.id;
+          if (!t.name.empty()) c.name = t.name;
+          c.arguments += t.arguments;
+        }
+      };
+      size_t prev = 0;
+      for (size_t c : cuts) {
+        merge(p->feed(std::string_view(text).substr(prev, c - prev)));
+        prev = c;
+      }
+      merge(p->feed(std::string_view(text).substr(prev)));
+      merge(p->finish());
+      ASSERT_EQ(r.content, whole.content) << parser << " on: " << text;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << parser << " on: " << text;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << parser << " on: " << text;
+      }
+    };
+    std::vector<size_t> bytes;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    check(bytes);
+    std::vector<size_t> rnd;
+    for (size_t pos = 1 + rng() % 6; pos < text.size(); pos += 1 + rng() % 6) rnd.push_back(pos);
+    check(rnd);
+  }
+  EXPECT_GT(with_calls, 600) << "the soups should produce calls";
+  std::printf("soups with calls: %d / 1500\n", with_calls);
+}
+
+}  // namespace
