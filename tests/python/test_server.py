@@ -192,6 +192,22 @@ def test_anthropic_messages(ant, golden):
     assert short.stop_reason == "max_tokens" and short.usage.output_tokens == 3
 
 
+def test_anthropic_stop_sequence_reported(ant, golden):
+    case = golden["chat"]["system"]
+    system, user = case["messages"][0]["content"], case["messages"][1:]
+    kw = dict(model=MODEL_NAME, max_tokens=32, system=system, messages=user, extra_body={"temperature": 0})
+    full = ant.messages.create(**kw).content[0].text
+    words = full.split()
+    assert len(words) >= 3, full
+    stop = " " + words[2]
+    m = ant.messages.create(stop_sequences=[stop, "never-appears-xyz"], **kw)
+    assert m.content[0].text == full[: full.index(stop)]
+    assert m.stop_reason == "stop_sequence" and m.stop_sequence == stop
+    with ant.messages.stream(stop_sequences=[stop], **kw) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop
+
+
 def test_anthropic_forced_tool_use(ant):
     tool = {"name": "get_weather", "description": "Get the weather",
             "input_schema": WEATHER_TOOL["function"]["parameters"]}
