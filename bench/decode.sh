@@ -7,7 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gguf=${1:-$HOME/.cache/rapid-mlx/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf}
 build=${2:-build-core}
-cmake --build "$build" --target compute_bench >/dev/null
+if ! cmake --build "$build" --target compute_bench >/dev/null 2>&1; then
+  [ -x "$build/compute_bench" ] || { echo "cannot build $build/compute_bench" >&2; exit 1; }
+  echo "warning: rebuilding compute_bench failed; using the existing $build/compute_bench" >&2
+fi
 g++ -O3 -march=native -pthread bench/stream_probe.cpp -o "$build/stream_probe"
 echo "== DRAM read bandwidth"; "$build/stream_probe" 256 2; echo
 echo "== weights streamed per decoded token: $(stat -c %s "$gguf") bytes (whole GGUF; embedding = tied output)"

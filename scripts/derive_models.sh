@@ -33,3 +33,25 @@ derive "$S/SmolLM2-135M-Instruct.Q4_1.gguf" "$S/hf-f32" --dtype f32
 derive "$S/hf-f32" "$S/mlx-q4" --quantize 4 --group-size 64 --dtype bf16
 derive "$S/hf-f32" "$S/mlx-q8" --quantize 8 --group-size 64 --dtype bf16
 echo "[derive] ok: $S/{hf-f32,mlx-q4,mlx-q8}"
+
+# Q8_0 GGUF of SmolLM2 (for bench/decode.sh), requantized by llama.cpp itself from the Q4_1 GGUF
+# (llama_model_quantize with allow_requantize dequantizes to f32 first; hf-f32 above is that same
+# f32 model). Needs the oracle venv with llama-cpp-python (scripts/setup.sh); skipped without it.
+Q8=$S/SmolLM2-135M-Instruct.Q8_0.gguf
+if [ ! -s "$Q8" ] && [ -e "$S/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  if [ -x .venv-oracle/bin/python ] && .venv-oracle/bin/python -c "import llama_cpp" 2>/dev/null; then
+    .venv-oracle/bin/python - "$S/SmolLM2-135M-Instruct.Q4_1.gguf" "$Q8.tmp" <<'PY'
+import sys, llama_cpp
+p = llama_cpp.llama_model_quantize_default_params()
+p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
+p.allow_requantize = True
+p.nthread = 2
+rc = llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), p)
+sys.exit(rc)
+PY
+    mv "$Q8.tmp" "$Q8"
+    echo "[derive] ok: $Q8"
+  else
+    echo "[derive] no .venv-oracle with llama_cpp; skipping $Q8" >&2
+  fi
+fi

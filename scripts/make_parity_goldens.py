@@ -6,16 +6,25 @@ logits are the exact f32 reference for our dequantized-f32 path, and its greedy 
 reference for our quantized path. CI reads only the JSON written here (no torch needed).
 
 usage: .venv-oracle/bin/python scripts/make_parity_goldens.py [GGUF] [OUT.json]
+       .venv-oracle/bin/python scripts/make_parity_goldens.py --gemma3   (Gemma-3-270M Q4_K_M)
+       .venv-oracle/bin/python scripts/make_parity_goldens.py --gemma3-long   (one long prompt)
+Gemma prompts are in Gemma's chat format and start with <bos> (the model needs it).
 """
 import json, os, sys
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-GGUF = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser(
+GEMMA = "--gemma3" in sys.argv or "--gemma3-long" in sys.argv
+LONG = "--gemma3-long" in sys.argv  # one 1287-token prompt: exercises the 512-token sliding window
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--gemma3")]
+GGUF = ARGS[0] if len(ARGS) > 0 else os.path.expanduser(
+    "~/.cache/rapid-mlx/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf" if GEMMA else
     "~/.cache/rapid-mlx/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
-OUT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(
-    os.path.dirname(__file__), "..", "tests", "golden", "model", "smollm2_q4_1_greedy.json")
+OUT = ARGS[1] if len(ARGS) > 1 else os.path.join(
+    os.path.dirname(__file__), "..", "tests", "golden", "model",
+    "gemma3_270m_q4_k_m_long.json" if LONG else
+    "gemma3_270m_q4_k_m_greedy.json" if GEMMA else "smollm2_q4_1_greedy.json")
 STEPS = 64
 PROBE = 64  # fixed vocab indices whose logits are stored every step (besides the top ones)
 TOPN = 8
@@ -27,6 +36,20 @@ PROMPTS = [
     "Once upon a time, in a land far away,",
     "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nList three prime numbers.<|im_end|>\n<|im_start|>assistant\n",
 ]
+
+GEMMA_PROMPTS = [
+    "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
+    "<start_of_turn>user\nWrite a Python function that reverses a string.<end_of_turn>\n<start_of_turn>model\n",
+    "The quick brown fox",
+    "Once upon a time, in a land far away,",
+    "<start_of_turn>user\nYou are a helpful assistant.\n\nList three prime numbers.<end_of_turn>\n<start_of_turn>model\n",
+]
+if GEMMA:
+    PROMPTS = GEMMA_PROMPTS
+if LONG:
+    PROMPTS = [" ".join(f"{i} is {'even' if i % 2 == 0 else 'odd'} and {i * i} is its square." for i in range(1, 90))
+               + " 90 is"]
+    STEPS = 32
 
 
 def main():
@@ -41,6 +64,8 @@ def main():
     cases = []
     for text in PROMPTS:
         ids = tok(text, add_special_tokens=False)["input_ids"]
+        if GEMMA:
+            ids = [tok.bos_token_id] + ids
         cur = list(ids)
         steps = []
         with torch.no_grad():

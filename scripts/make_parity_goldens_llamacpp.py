@@ -6,16 +6,21 @@ llama.cpp's own free-running greedy tokens (64, one token per eval like a decode
 logits teacher-forced on transformers' tokens at the same top/probe vocabulary indices.
 
 usage: .venv-oracle/bin/python scripts/make_parity_goldens_llamacpp.py [GGUF]
+       .venv-oracle/bin/python scripts/make_parity_goldens_llamacpp.py --gemma3   (Gemma-3-270M)
 """
 import json, os, sys
 import numpy as np
 from llama_cpp import Llama
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-GGUF = sys.argv[1] if len(sys.argv) > 1 else os.path.expanduser(
+GEMMA = "--gemma3" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--gemma3"]
+GGUF = ARGS[0] if len(ARGS) > 0 else os.path.expanduser(
+    "~/.cache/rapid-mlx/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf" if GEMMA else
     "~/.cache/rapid-mlx/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf")
-SRC = os.path.join(ROOT, "tests", "golden", "model", "smollm2_q4_1_greedy.json")
-OUT = os.path.join(ROOT, "tests", "golden", "model", "smollm2_q4_1_llamacpp.json")
+STEM = "gemma3_270m_q4_k_m" if GEMMA else "smollm2_q4_1"
+SRC = os.path.join(ROOT, "tests", "golden", "model", STEM + "_greedy.json")
+OUT = os.path.join(ROOT, "tests", "golden", "model", STEM + "_llamacpp.json")
 
 
 def main():
