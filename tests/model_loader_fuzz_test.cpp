@@ -14,6 +14,19 @@
 #include "model/gguf.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include <unistd.h>
+#include <filesystem>
+
+// Per-process scratch folder: CTest runs the cases of this file as parallel processes, and two
+// cases writing the same temp name would truncate a file the other has mapped (SIGBUS).
+static std::string scratch_dir() {
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "/rapid_" + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
 
 using namespace rapid;
 namespace fs = std::filesystem;
@@ -76,7 +89,7 @@ class LoaderFuzz : public ::testing::TestWithParam<Case> {};
 TEST_P(LoaderFuzz, TruncatedFilesAreRefused) {
   const Case& c = GetParam();
   std::string orig = slurp(kSrc + "/" + c.file);
-  std::string path = ::testing::TempDir() + "/trunc_" + fs::path(c.file).filename().string();
+  std::string path = scratch_dir() + "/trunc_" + fs::path(c.file).filename().string();
   std::mt19937_64 rng(42);
   size_t hdr = c.gguf ? gguf_header_end(kSrc + "/" + c.file) : safetensors_header_end(orig);
   std::vector<size_t> cuts;
@@ -105,7 +118,7 @@ TEST_P(LoaderFuzz, TruncatedFilesAreRefused) {
 TEST_P(LoaderFuzz, CorruptedHeadersAreRefusedOrSound) {
   const Case& c = GetParam();
   std::string orig = slurp(kSrc + "/" + c.file);
-  std::string path = ::testing::TempDir() + "/corrupt_" + fs::path(c.file).filename().string();
+  std::string path = scratch_dir() + "/corrupt_" + fs::path(c.file).filename().string();
   size_t hdr = c.gguf ? gguf_header_end(kSrc + "/" + c.file) : safetensors_header_end(orig);
   std::mt19937_64 rng(7);
   for (int it = 0; it < 250; ++it) {
@@ -143,7 +156,7 @@ INSTANTIATE_TEST_SUITE_P(
 // with FileError or yields tensors that can all be read.
 TEST(LoaderFuzzDir, CorruptedMlxCheckpoint) {
   std::string src = kSrc + "/tests/golden/model_loader/tiny-llama-mlx-q4";
-  std::string dir = ::testing::TempDir() + "/fuzz_mlx_ckpt";
+  std::string dir = scratch_dir() + "/fuzz_mlx_ckpt";
   fs::create_directories(dir);
   std::string weights = slurp(src + "/model.safetensors"), config = slurp(src + "/config.json");
   size_t hdr = safetensors_header_end(weights);

@@ -21,6 +21,19 @@
 #include "model/mlx_quant.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include <unistd.h>
+#include <filesystem>
+
+// Per-process scratch folder: CTest runs the cases of this file as parallel processes, and two
+// cases writing the same temp name would truncate a file the other has mapped (SIGBUS).
+static std::string scratch_dir() {
+  static const std::string dir = [] {
+    std::string d = ::testing::TempDir() + "/rapid_" + std::to_string(::getpid());
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
 
 using namespace rapid;
 namespace fs = std::filesystem;
@@ -420,7 +433,7 @@ TEST(GgufCheckpoint, Gemma3MatchesTransformers) {
 // A sharded checkpoint (model.safetensors.index.json + 2 shards, written by our writer) loads
 // the same tensors as the single-file original; an index that lies about a shard is refused.
 TEST(HfCheckpoint, ShardedWithIndex) {
-  std::string dir = ::testing::TempDir() + "/sharded_llama";
+  std::string dir = scratch_dir() + "/sharded_llama";
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(kTiny + "llama/config.json", dir + "/config.json");
@@ -459,7 +472,7 @@ TEST(HfCheckpoint, ShardedWithIndex) {
 // ---------------------------------------------------------------------------- refusals (unit)
 
 static std::string write_tmp(const std::string& name, const std::string& bytes) {
-  std::string p = ::testing::TempDir() + "/" + name;
+  std::string p = scratch_dir() + "/" + name;
   std::ofstream(p, std::ios::binary) << bytes;
   return p;
 }
@@ -535,7 +548,7 @@ TEST(WeightStore, MissingTensorIsNamed) {
 static void expect_same_as_mlx_lm(const std::string& arch, int bits, int group, int want_quantized) {
   SCOPED_TRACE(arch);
   std::string golden = kGolden + "tiny-" + arch + "-mlx-q" + std::to_string(bits);
-  std::string out = ::testing::TempDir() + "/convert_" + arch;
+  std::string out = scratch_dir() + "/convert_" + arch;
   fs::remove_all(out);
   ConvertOptions opt;
   opt.quantize_bits = bits;
@@ -575,7 +588,7 @@ TEST(Convert, HfToMlxEqualsMlxLm) {
 // GGUF → f32 safetensors: every tensor equals the GGUF loader's dequantization (HF layout), the
 // config round-trips, and the tokenizer travels as tokenizer.gguf.
 TEST(Convert, GgufToF32RoundTrips) {
-  std::string out = ::testing::TempDir() + "/convert_f32";
+  std::string out = scratch_dir() + "/convert_f32";
   fs::remove_all(out);
   convert_checkpoint(kTiny + "llama-q8_0.gguf", out, ConvertOptions{});
   auto src = load_checkpoint(kTiny + "llama-q8_0.gguf");
@@ -645,7 +658,7 @@ TEST(DerivedModels, SmolLM2CopiesAgreeWithGguf) {
 // GGUF → MLX 8-bit directly: the quantized tensors stay within one step of the GGUF's values,
 // norms stay float, and the config carries the quantization.
 TEST(Convert, GgufToMlxQ8) {
-  std::string out = ::testing::TempDir() + "/convert_gguf_q8";
+  std::string out = scratch_dir() + "/convert_gguf_q8";
   fs::remove_all(out);
   ConvertOptions opt;
   opt.quantize_bits = 8;
