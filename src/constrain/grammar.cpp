@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include "common/utf8.h"
 
 namespace rapid {
 
@@ -186,25 +187,10 @@ std::shared_ptr<const Grammar> GrammarBuilder::build(std::string_view root_name)
 }
 
 std::string utf8_encode(uint32_t cp) {
+  if (cp >= 0xD800 && cp <= 0xDFFF) throw GrammarError("surrogate code point in grammar");
+  if (cp > 0x10FFFF) throw GrammarError("code point above U+10FFFF in grammar");
   std::string out;
-  if (cp < 0x80) {
-    out += char(cp);
-  } else if (cp < 0x800) {
-    out += char(0xC0 | (cp >> 6));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    if (cp >= 0xD800 && cp <= 0xDFFF) throw GrammarError("surrogate code point in grammar");
-    out += char(0xE0 | (cp >> 12));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else if (cp <= 0x10FFFF) {
-    out += char(0xF0 | (cp >> 18));
-    out += char(0x80 | ((cp >> 12) & 0x3F));
-    out += char(0x80 | ((cp >> 6) & 0x3F));
-    out += char(0x80 | (cp & 0x3F));
-  } else {
-    throw GrammarError("code point above U+10FFFF in grammar");
-  }
+  append_utf8(out, cp);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "common/utf8.h"
 
 namespace rapid::uni {
 
@@ -35,7 +36,7 @@ bool is_word_char(uint32_t cp);
 
 // Decodes one code point at s[i], advancing i. Input must be valid UTF-8 (see to_valid_utf8).
 uint32_t next_cp(std::string_view s, size_t& i);
-void append_utf8(std::string& out, uint32_t cp);
+using rapid::append_utf8;
 size_t utf8_len(unsigned char lead);  // 1..4 from a lead byte (1 for continuation/invalid)
 
 bool is_valid_utf8(std::string_view s);
