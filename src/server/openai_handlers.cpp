@@ -51,11 +51,12 @@ TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& t
 
 namespace {
 
-// Streams n choices one after another (the serial engine runs them in turn anyway).
-class ChatStream : public SsePump {
+// Streams n choices one after another (the serial engine runs them in turn anyway): one Turn per
+// choice, usage summed over them, errors in OpenAI's shape. Chat and completions differ only in
+// the frames they write, supplied by the hooks below.
+class ChoicesStream : public SsePump {
  public:
-  ChatStream(HandlerContext& ctx, std::vector<TurnSpec> specs, ChatChunker chunker, bool logprobs)
-      : ctx_(ctx), specs_(std::move(specs)), ch_(std::move(chunker)), logprobs_(logprobs) {
+  ChoicesStream(HandlerContext& ctx, std::vector<TurnSpec> specs) : ctx_(ctx), specs_(std::move(specs)) {
     // The first generation starts here, in the handler, so a refused setup is still an HTTP error.
     turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[0]);
   }
@@ -64,21 +65,12 @@ class ChatStream : public SsePump {
     if (done_) return false;
     if (!turn_) turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[index_]);
     if (!opened_) {
-      out += sse_data(ch_.chunk(index_, {{"role", "assistant"}, {"content", ""}}));
       opened_ = true;
+      open_choice(out);
     }
     auto d = turn_->next(100ms);
     if (!d) return true;
-    json delta = json::object();
-    if (!d->reasoning.empty()) delta["reasoning_content"] = d->reasoning;
-    if (!d->content.empty()) delta["content"] = d->content;
-    if (!d->tool_calls.empty()) {
-      json calls = json::array();
-      for (auto& t : d->tool_calls) calls.push_back(chat_tool_call_delta(t));
-      delta["tool_calls"] = std::move(calls);
-    }
-    json lp = logprobs_ && !d->samples.empty() ? chat_logprobs(ctx_.backend.tokenizer(), d->samples) : json(nullptr);
-    if (!delta.empty() || !lp.is_null()) out += sse_data(ch_.chunk(index_, delta, nullptr, lp));
+    write_delta(*d, out);
     if (!d->finished) return true;
     if (d->reason == FinishReason::Error) {
       fail(out, d->error.empty() ? "generation failed" : d->error);
@@ -88,11 +80,11 @@ class ChatStream : public SsePump {
     usage_.prompt_tokens = d->prompt_tokens;
     usage_.cached_tokens = d->cached_tokens;
     usage_.completion_tokens += d->completion_tokens;
-    out += sse_data(ch_.chunk(index_, json::object(), openai_finish_reason(d->reason, d->has_tool_calls)));
+    close_choice(*d, out);
     turn_.reset();
     opened_ = false;
     if (++index_ < int(specs_.size())) return true;
-    if (ch_.include_usage) out += sse_data(ch_.usage_chunk(usage_));
+    close_stream(usage_, out);
     out += sse_done();
     done_ = true;
     return false;
@@ -105,91 +97,98 @@ class ChatStream : public SsePump {
     if (turn_) turn_->cancel();
   }
 
- private:
+ protected:
+  virtual void open_choice(std::string& out) = 0;
+  virtual void write_delta(const TurnDelta& d, std::string& out) = 0;
+  virtual void close_choice(const TurnDelta& last, std::string& out) = 0;
+  virtual void close_stream(const Usage& usage, std::string& out) = 0;
+
   HandlerContext& ctx_;
+  int index_ = 0;  // the choice being streamed
+
+ private:
   std::vector<TurnSpec> specs_;
-  ChatChunker ch_;
-  bool logprobs_;
   std::unique_ptr<Turn> turn_;
-  int index_ = 0;
   bool opened_ = false;
   bool done_ = false;
   Usage usage_;
 };
 
-class CompletionStream : public SsePump {
+class ChatStream : public ChoicesStream {
+ public:
+  ChatStream(HandlerContext& ctx, std::vector<TurnSpec> specs, ChatChunker chunker, bool logprobs)
+      : ChoicesStream(ctx, std::move(specs)), ch_(std::move(chunker)), logprobs_(logprobs) {}
+
+ protected:
+  void open_choice(std::string& out) override {
+    out += sse_data(ch_.chunk(index_, {{"role", "assistant"}, {"content", ""}}));
+  }
+  void write_delta(const TurnDelta& d, std::string& out) override {
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) {
+      json calls = json::array();
+      for (auto& t : d.tool_calls) calls.push_back(chat_tool_call_delta(t));
+      delta["tool_calls"] = std::move(calls);
+    }
+    json lp = logprobs_ && !d.samples.empty() ? chat_logprobs(ctx_.backend.tokenizer(), d.samples) : json(nullptr);
+    if (!delta.empty() || !lp.is_null()) out += sse_data(ch_.chunk(index_, delta, nullptr, lp));
+  }
+  void close_choice(const TurnDelta& last, std::string& out) override {
+    out += sse_data(ch_.chunk(index_, json::object(), openai_finish_reason(last.reason, last.has_tool_calls)));
+  }
+  void close_stream(const Usage& usage, std::string& out) override {
+    if (ch_.include_usage) out += sse_data(ch_.usage_chunk(usage));
+  }
+
+ private:
+  ChatChunker ch_;
+  bool logprobs_;
+};
+
+class CompletionStream : public ChoicesStream {
  public:
   CompletionStream(HandlerContext& ctx, std::vector<TurnSpec> specs, std::string id, std::string model,
                    int64_t created, bool include_usage, bool logprobs, std::string echo)
-      : ctx_(ctx), specs_(std::move(specs)), id_(std::move(id)), model_(std::move(model)), created_(created),
-        include_usage_(include_usage), logprobs_(logprobs), echo_(std::move(echo)) {
-    turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[0]);
-  }
+      : ChoicesStream(ctx, std::move(specs)), id_(std::move(id)), model_(std::move(model)), created_(created),
+        include_usage_(include_usage), logprobs_(logprobs), echo_(std::move(echo)) {}
 
+ protected:
   json chunk(const json& text, const json& finish, const json& lp) const {
     json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
               {"choices", json::array({{{"index", index_}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
     if (include_usage_) c["usage"] = nullptr;
     return c;
   }
-  bool pump(std::string& out) override {
-    if (done_) return false;
-    if (!turn_) turn_ = std::make_unique<Turn>(ctx_.backend, &ctx_.metrics, specs_[index_]);
-    if (!opened_) {
-      opened_ = true;
-      offset_ = 0;
-      if (!echo_.empty()) {
-        out += sse_data(chunk(echo_, nullptr, nullptr));
-        offset_ = echo_.size();
-      }
+  void open_choice(std::string& out) override {
+    offset_ = 0;
+    if (!echo_.empty()) {
+      out += sse_data(chunk(echo_, nullptr, nullptr));
+      offset_ = echo_.size();
     }
-    auto d = turn_->next(100ms);
-    if (!d) return true;
-    json lp = logprobs_ && !d->samples.empty() ? completion_logprobs(ctx_.backend.tokenizer(), d->samples, offset_)
-                                               : json(nullptr);
-    offset_ += d->content.size();
-    if (!d->content.empty() || !lp.is_null()) out += sse_data(chunk(d->content, nullptr, lp));
-    if (!d->finished) return true;
-    if (d->reason == FinishReason::Error) {
-      fail(out, d->error.empty() ? "generation failed" : d->error);
-      done_ = true;
-      return false;
-    }
-    usage_.prompt_tokens = d->prompt_tokens;
-    usage_.cached_tokens = d->cached_tokens;
-    usage_.completion_tokens += d->completion_tokens;
-    out += sse_data(chunk("", openai_finish_reason(d->reason, false), nullptr));
-    turn_.reset();
-    opened_ = false;
-    if (++index_ < int(specs_.size())) return true;
+  }
+  void write_delta(const TurnDelta& d, std::string& out) override {
+    json lp = logprobs_ && !d.samples.empty() ? completion_logprobs(ctx_.backend.tokenizer(), d.samples, offset_)
+                                              : json(nullptr);
+    offset_ += d.content.size();
+    if (!d.content.empty() || !lp.is_null()) out += sse_data(chunk(d.content, nullptr, lp));
+  }
+  void close_choice(const TurnDelta& last, std::string& out) override {
+    out += sse_data(chunk("", openai_finish_reason(last.reason, false), nullptr));
+  }
+  void close_stream(const Usage& usage, std::string& out) override {
     if (include_usage_)
       out += sse_data({{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-                       {"choices", json::array()}, {"usage", openai_usage(usage_)}});
-    out += sse_done();
-    done_ = true;
-    return false;
-  }
-  void fail(std::string& out, const std::string& msg) override {
-    out += sse_data(openai_error_body(500, msg));
-    out += sse_done();
-  }
-  void cancel() override {
-    if (turn_) turn_->cancel();
+                       {"choices", json::array()}, {"usage", openai_usage(usage)}});
   }
 
  private:
-  HandlerContext& ctx_;
-  std::vector<TurnSpec> specs_;
   std::string id_, model_;
   int64_t created_;
   bool include_usage_, logprobs_;
   std::string echo_;
-  std::unique_ptr<Turn> turn_;
-  int index_ = 0;
-  bool opened_ = false;
-  size_t offset_ = 0;
-  bool done_ = false;
-  Usage usage_;
+  size_t offset_ = 0;  // byte offset of the next text in this choice (echo included), for logprobs
 };
 
 std::vector<TurnSpec> replicate(TurnSpec spec, int n) {
