@@ -349,14 +349,10 @@ TEST(GgufCheckpoint, TinyQwen3Q4NotPermutedMatchesHf) {
   expect_close_to_hf(*gg, *hf, 1.0f / 7);  // Q4_0: |err| <= d/2 with d = amax/8
 }
 
-// The real SmolLM2-135M Q4_1 GGUF against transformers' own GGUF loading (which de-permutes Q/K).
-TEST(GgufCheckpoint, SmolLM2MatchesTransformers) {
-  std::string path = model_cache() + "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!fs::exists(path)) GTEST_SKIP() << "SmolLM2 GGUF not in the model cache (run scripts/fetch_models.sh)";
-  auto ck = load_checkpoint(path);
-  auto want = nlohmann::json::parse(read_file(kGolden + "smollm2_config.json"));
-  const ModelConfig& c = ck->config;
-  EXPECT_EQ(c.architecture, "llama");
+// The config fields both real-model goldens carry (written from transformers' GGUF loading).
+static void expect_config_matches(const ModelConfig& c, const nlohmann::json& want, const std::string& arch,
+                                  double eps_tolerance) {
+  EXPECT_EQ(c.architecture, arch);
   EXPECT_EQ(c.vocab_size, want["vocab_size"].get<int64_t>());
   EXPECT_EQ(c.hidden_size, want["hidden_size"].get<int64_t>());
   EXPECT_EQ(c.intermediate_size, want["intermediate_size"].get<int64_t>());
@@ -364,23 +360,51 @@ TEST(GgufCheckpoint, SmolLM2MatchesTransformers) {
   EXPECT_EQ(c.num_attention_heads, want["num_attention_heads"].get<int64_t>());
   EXPECT_EQ(c.num_key_value_heads, want["num_key_value_heads"].get<int64_t>());
   EXPECT_EQ(c.max_position_embeddings, want["max_position_embeddings"].get<int64_t>());
-  EXPECT_NEAR(c.rms_norm_eps, want["rms_norm_eps"].get<double>(), 1e-12);
-  EXPECT_DOUBLE_EQ(c.rope_theta, want["rope_theta"].get<double>());
+  EXPECT_NEAR(c.rms_norm_eps, want["rms_norm_eps"].get<double>(), eps_tolerance);
   EXPECT_EQ(c.bos_token_id, want["bos_token_id"].get<int32_t>());
   ASSERT_FALSE(c.eos_token_ids.empty());
   EXPECT_EQ(c.eos_token_ids[0], want["eos_token_id"].get<int32_t>());
-  EXPECT_EQ(c.tie_word_embeddings, want["tie_word_embeddings"].get<bool>());
-  EXPECT_EQ(ck->weights.all().size(), 2u + 9u * 30u);
-  auto golden = read_safetensors(kGolden + "smollm2_rows.safetensors");
+}
+
+// Every golden row (transformers' dequantized values; a golden may hold only a row's first
+// columns) equals ours to 1e-6
+// (absolute, or relative to the value's size for `relative`); counts the tensors compared.
+// (void: gtest's ASSERT_* may only return from a void function.)
+static void expect_rows_match(const Checkpoint& ck, const std::string& golden_file, bool relative,
+                              int& compared) {
+  auto golden = read_safetensors(golden_file);
+  compared = 0;
   for (auto& g : golden.tensors) {
     SCOPED_TRACE(g.name);
-    const Tensor& t = ck->weights.get(g.name);
+    const Tensor& t = ck.weights.get(g.name);
     int64_t n = g.shape.size() == 2 ? g.shape[0] : 1, w = g.shape.back();
+    ASSERT_LE(w, t.cols());
     for (int64_t r = 0; r < n; ++r) {
       auto got = row(t, r);
-      for (int64_t k = 0; k < w; ++k) ASSERT_NEAR(got[size_t(k)], f32(g)[r * w + k], 1e-6f) << "row " << r << " col " << k;
+      for (int64_t k = 0; k < w; ++k) {
+        float want = f32(g)[r * w + k];
+        float tol = relative ? 1e-6f * std::max(1.0f, std::fabs(want)) : 1e-6f;
+        ASSERT_NEAR(got[size_t(k)], want, tol) << "row " << r << " col " << k;
+      }
     }
+    ++compared;
   }
+}
+
+// The real SmolLM2-135M Q4_1 GGUF against transformers' own GGUF loading (which de-permutes Q/K).
+TEST(GgufCheckpoint, SmolLM2MatchesTransformers) {
+  std::string path = model_cache() + "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "SmolLM2 GGUF not in the model cache (run scripts/fetch_models.sh)";
+  auto ck = load_checkpoint(path);
+  auto want = nlohmann::json::parse(read_file(kGolden + "smollm2_config.json"));
+  const ModelConfig& c = ck->config;
+  expect_config_matches(c, want, "llama", 1e-12);
+  EXPECT_DOUBLE_EQ(c.rope_theta, want["rope_theta"].get<double>());
+  EXPECT_EQ(c.tie_word_embeddings, want["tie_word_embeddings"].get<bool>());
+  EXPECT_EQ(ck->weights.all().size(), 2u + 9u * 30u);
+  int compared = 0;
+  expect_rows_match(*ck, kGolden + "smollm2_rows.safetensors", /*relative=*/false, compared);
+  EXPECT_GT(compared, 0);
 }
 
 // The real Gemma 3 270M Q4_K_M GGUF (Q4_K, Q6_K, Q5_0, Q8_0 tensors; norms stored as 1 + w)
@@ -391,42 +415,20 @@ TEST(GgufCheckpoint, Gemma3MatchesTransformers) {
   auto ck = load_checkpoint(path);
   auto want = nlohmann::json::parse(read_file(kGolden + "gemma3_config.json"));
   const ModelConfig& c = ck->config;
-  EXPECT_EQ(c.architecture, "gemma3");
-  EXPECT_EQ(c.vocab_size, want["vocab_size"].get<int64_t>());
-  EXPECT_EQ(c.hidden_size, want["hidden_size"].get<int64_t>());
-  EXPECT_EQ(c.intermediate_size, want["intermediate_size"].get<int64_t>());
-  EXPECT_EQ(c.num_hidden_layers, want["num_hidden_layers"].get<int64_t>());
-  EXPECT_EQ(c.num_attention_heads, want["num_attention_heads"].get<int64_t>());
-  EXPECT_EQ(c.num_key_value_heads, want["num_key_value_heads"].get<int64_t>());
+  expect_config_matches(c, want, "gemma3", 1e-15);
   EXPECT_EQ(c.head_dim, want["head_dim"].get<int64_t>());
-  EXPECT_EQ(c.max_position_embeddings, want["max_position_embeddings"].get<int64_t>());
-  EXPECT_NEAR(c.rms_norm_eps, want["rms_norm_eps"].get<double>(), 1e-15);
   EXPECT_EQ(c.sliding_window, want["sliding_window"].get<int64_t>());
   EXPECT_DOUBLE_EQ(c.query_pre_attn_scalar, want["query_pre_attn_scalar"].get<double>());
-  EXPECT_EQ(c.bos_token_id, want["bos_token_id"].get<int32_t>());
-  ASSERT_FALSE(c.eos_token_ids.empty());
-  EXPECT_EQ(c.eos_token_ids[0], want["eos_token_id"].get<int32_t>());
   // <end_of_turn> (106 in Gemma's vocabulary, HF generation_config eos [1, 106]) also stops.
   EXPECT_NE(std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), 106), c.eos_token_ids.end());
   EXPECT_TRUE(c.tie_word_embeddings);
   ASSERT_EQ(c.layer_is_sliding.size(), want["layer_types"].size());
   for (size_t i = 0; i < c.layer_is_sliding.size(); ++i)
     EXPECT_EQ(c.layer_is_sliding[i], want["layer_types"][i] == "sliding_attention") << "layer " << i;
-  auto golden = read_safetensors(kGolden + "gemma3_rows.safetensors");
   int compared = 0;
-  for (auto& g : golden.tensors) {
-    SCOPED_TRACE(g.name);
-    const Tensor& t = ck->weights.get(g.name);
-    int64_t n = g.shape.size() == 2 ? g.shape[0] : 1, w = g.shape.back();
-    ASSERT_EQ(t.cols(), w);
-    for (int64_t r = 0; r < n; ++r) {
-      auto got = row(t, r);
-      for (int64_t k = 0; k < w; ++k)
-        ASSERT_NEAR(got[size_t(k)], f32(g)[r * w + k], 1e-6f * std::max(1.0f, std::fabs(f32(g)[r * w + k])))
-            << "row " << r << " col " << k;
-    }
-    ++compared;
-  }
+  expect_rows_match(*ck, kGolden + "gemma3_rows.safetensors", /*relative=*/true, compared);
+  for (auto& g : read_safetensors(kGolden + "gemma3_rows.safetensors").tensors)  // whole rows here
+    EXPECT_EQ(ck->weights.get(g.name).cols(), g.shape.back()) << g.name;
   EXPECT_EQ(compared, 15);  // embed, final norm, and the 13 tensors of layer 0
 }
 
