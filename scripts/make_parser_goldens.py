@@ -290,11 +290,14 @@ def E_harmony(calls, broken=False):
 #   pre: "sep" = content + "\n" + calls; "none" = calls only at the start of the reply;
 #        a function = custom joiner
 #   bad: "content" = broken JSON comes back verbatim as content; "rawargs" = a call whose
-#        arguments are the raw text; a string = custom malformed text returned as content
+#        arguments are the raw text; a string = custom malformed text returned as content;
+#        "rawjson" = JSON-call formats that stream arguments: the call went out at
+#        `"arguments": {`, so it stands and its never-balanced arguments are the raw text up to
+#        the block's end marker (or the end of the reply)
 FORMATS = {
-    "hermes": (E_hermes, "sep", "content"),
+    "hermes": (E_hermes, "sep", "rawjson"),
     "qwen3_coder": (E_qwen3_coder, "sep", "<tool_call>\nI am not a function block\n</tool_call>"),
-    "llama3_json": (E_llama3_json, lambda c, t: c + "<|python_tag|>" + t, "content"),
+    "llama3_json": (E_llama3_json, lambda c, t: c + "<|python_tag|>" + t, "rawjson"),
     "llama4_pythonic": (E_llama4, "sep", "<|python_start|>[get_weather(city=]<|python_end|>"),
     "pythonic": (E_pythonic, "none", "[get_weather(city='Paris'"),
     "mistral": (E_mistral, lambda c, t: c + t, "rawargs"),
@@ -304,29 +307,29 @@ FORMATS = {
     "kimi_k2": (E_kimi_k2, lambda c, t: c + t, "rawargs"),
     "glm45": (E_glm45, "sep", "<tool_call>{not a name}</tool_call>"),
     "minimax_m2": (E_minimax_m2, lambda c, t: c + "\n\n" + t, "<minimax:tool_call>\n<invoke>\n</minimax:tool_call>"),
-    "minimax": (E_minimax, "sep", "content"),
-    "granite": (E_granite, lambda c, t: c + t, "content"),
-    "granite-20b-fc": (E_granite20b, "sep", "content"),
+    "minimax": (E_minimax, "sep", "rawjson"),
+    "granite": (E_granite, lambda c, t: c + t, "rawjson"),
+    "granite-20b-fc": (E_granite20b, "sep", "rawjson"),
     "functionary_v3_1": (E_functionary31, lambda c, t: c + t, "rawargs"),
     "functionary_v3_2": (E_functionary32, lambda c, t: "all\n" + c + ">>>" + t, "rawargs"),
-    "firefunction_v2": (E_firefunction, lambda c, t: c + t, "content"),
-    "xlam": (E_xlam, "none", "content"),
-    "phi4_mini_json": (E_phi4, "sep", "content"),
-    "internlm": (E_internlm, "sep", "content"),
-    "jamba": (E_tool_calls_list, "sep", "content"),
-    "hunyuan_a13b": (E_tool_calls_list, "sep", "content"),
+    "firefunction_v2": (E_firefunction, lambda c, t: c + t, "rawjson"),
+    "xlam": (E_xlam, "none", "rawjson"),
+    "phi4_mini_json": (E_phi4, "sep", "rawjson"),
+    "internlm": (E_internlm, "sep", "rawjson"),
+    "jamba": (E_tool_calls_list, "sep", "rawjson"),
+    "hunyuan_a13b": (E_tool_calls_list, "sep", "rawjson"),
     "seed_oss": (E_seed_oss, "sep", "<seed:tool_call>\nno function\n</seed:tool_call>"),
     "step3": (E_step3, lambda c, t: c + t, "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>garbage<｜tool_call_end｜><｜tool_calls_end｜>"),
-    "longcat": (E_longcat, "sep", "content"),
+    "longcat": (E_longcat, "sep", "rawjson"),
     "functiongemma": (E_functiongemma, lambda c, t: c + t, "<start_function_call>call:get_weather{city:<escape>Paris}<end_function_call>"),
     "gemma4": (E_gemma4, lambda c, t: c + t, '<|tool_call>call:get_weather{city:<|"|>Paris}<tool_call|>'),
     "command_r7b": (E_command_r7b, lambda c, t: "<|START_RESPONSE|>" + c + "<|END_RESPONSE|>" + t, "content"),
-    "ernie45": (E_ernie45, "sep", "content"),
+    "ernie45": (E_ernie45, "sep", "rawjson"),
     "olmo3": (E_olmo3, "sep", "<function_calls>get_weather(Paris)</function_calls>"),
     "lfm2": (E_lfm2, lambda c, t: c + t, "<|tool_call_start|>[get_weather(city='Paris']<|tool_call_end|>"),
-    "gigachat3": (E_gigachat3, lambda c, t: c + t, "content"),
-    "nemotron": (E_nemotron, "sep", "content"),
-    "json": (E_json, "none", "content"),
+    "gigachat3": (E_gigachat3, lambda c, t: c + t, "rawjson"),
+    "nemotron": (E_nemotron, "sep", "rawjson"),
+    "json": (E_json, "none", "rawjson"),
     "gpt_oss": (E_harmony, lambda c, t: "<|channel|>commentary<|message|>" + c + "<|end|>" + t, "rawargs"),
 }
 
@@ -378,9 +381,20 @@ def cases_for(name, spec):
     elif bad == "rawargs":
         text = enc(ONE, broken=True)
         cases["malformed"] = (text, expected(None, ONE, ids(ONE), raw_args=BROKEN_ARGS))
+    elif bad == "rawjson":
+        text = enc(ONE, broken=True)
+        start = text.index(BROKEN_ARGS)
+        end = text.find(BLOCK_END[name], start) if name in BLOCK_END else len(text)
+        cases["malformed"] = (text, expected(None, ONE, ids(ONE), raw_args=text[start:end].strip()))
     else:
         cases["malformed"] = (bad, expected(drop_wrappers(name, bad), [], markup_free=False))
     return cases
+
+
+# End markers of the "rawjson" formats that have one.
+BLOCK_END = {"hermes": "</tool_call>", "minimax": "</tool_calls>", "internlm": "<|action_end|>",
+             "jamba": "</tool_calls>", "hunyuan_a13b": "</tool_calls>", "longcat": "</longcat_tool_call>",
+             "ernie45": "</tool_call>", "nemotron": "</TOOLCALL>"}
 
 
 # Wrapper special tokens around a call section are markup even when the call inside is broken:

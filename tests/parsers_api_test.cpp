@@ -283,12 +283,13 @@ TEST(ParserStreaming, ContentIsReleasedAsSoonAsItCannotBeATag) {
   EXPECT_EQ(d.content, " <tools are fun");
   d = p->feed(" <tool_call>{\"name\": \"f\", \"arguments\": {\"x\": 1}}");
   EXPECT_EQ(d.content, " ");  // text before the first call is content verbatim
-  EXPECT_TRUE(d.tool_calls.empty());  // not closed yet
-  d = p->feed("</tool_call>");
+  // The call went out with its name and its arguments as written (streamed, README "Semantics").
   ASSERT_EQ(d.tool_calls.size(), 1u);
   EXPECT_EQ(d.tool_calls[0].index, 0);
   EXPECT_EQ(d.tool_calls[0].name, "f");
-  EXPECT_EQ(d.tool_calls[0].arguments, "{\"x\":1}");
+  EXPECT_EQ(d.tool_calls[0].arguments, "{\"x\": 1}");
+  d = p->feed("</tool_call>");
+  EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_TRUE(p->finish().empty());
 }
 

@@ -84,6 +84,7 @@ struct Case {
   std::string before;  // output up to the call's closing marker
   std::string after;   // closing marker and the rest
   std::string args;    // the arguments text the call must end up with
+  bool leading = false;  // a whole-reply format: the call must be the start of the reply
 };
 
 const std::string kArgs = "{\"city\": \"Paris\", \"unit\": \"celsius\", \"days\": [1, 2, 3]}";
@@ -104,10 +105,42 @@ std::vector<Case> converted() {
   };
 }
 
+// JSON-call formats (name inside the JSON): the call goes out at `"arguments": {`.
+std::vector<Case> json_calls() {
+  const std::string head = "{\"name\": \"get_weather\", \"arguments\": ";
+  const std::string head_p = "{\"name\": \"get_weather\", \"parameters\": ";
+  return {
+      {"hermes", "<tool_call>\n" + head + kArgs, "}\n</tool_call>", kArgs},
+      {"llama3_json", "<|python_tag|>" + head_p + kArgs, "}", kArgs},
+      {"llama3_json", head_p + kArgs, "}<|eom_id|>", kArgs, true},
+      {"json", head + kArgs, "}", kArgs, true},
+      {"xlam", "[" + head + kArgs, "}]", kArgs, true},
+      {"minimax", "<tool_calls>\n" + head + kArgs, "}\n</tool_calls>", kArgs},
+      {"granite", "<|tool_call|>[" + head + kArgs, "}]", kArgs},
+      {"granite-20b-fc", "<function_call> " + head + kArgs, "}", kArgs},
+      {"firefunction_v2", " functools[" + head + kArgs, "}]", kArgs},
+      {"phi4_mini_json", "functools[" + head + kArgs, "}]", kArgs},
+      {"internlm", "<|action_start|><|plugin|>\n" + head_p + kArgs, "}<|action_end|>", kArgs},
+      {"jamba", "<tool_calls>[" + head + kArgs, "}]</tool_calls>", kArgs},
+      {"hunyuan_a13b", "<tool_calls>[" + head + kArgs, "}]</tool_calls>", kArgs},
+      {"longcat", "<longcat_tool_call>" + head + kArgs, "}</longcat_tool_call>", kArgs},
+      {"ernie45", "<tool_call>" + head + kArgs, "}</tool_call>", kArgs},
+      {"nemotron", "<TOOLCALL>[" + head + kArgs, "}]</TOOLCALL>", kArgs},
+      {"gigachat3", "<|message_sep|>\n\nfunction call<|role_sep|>\n" + head + kArgs, "}", kArgs},
+  };
+}
+
+std::vector<Case> all_cases() {
+  auto v = converted();
+  for (auto& c : json_calls()) v.push_back(c);
+  return v;
+}
+
 TEST(ParsersStreamingArgs, ArgumentsArriveInFragmentsBeforeTheClosingMarker) {
-  for (auto& c : converted()) {
-    SCOPED_TRACE(c.parser);
-    std::string text = "Checking. " + c.before + c.after;
+  for (auto& c : all_cases()) {
+    SCOPED_TRACE(c.parser + ": " + c.before);
+    const std::string pre = c.leading ? "" : "Checking. ";
+    std::string text = pre + c.before + c.after;
     auto whole = rapid::parse_output(opts(c.parser), text);
     ASSERT_EQ(whole.tool_calls.size(), 1u);
     EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
@@ -122,11 +155,12 @@ TEST(ParsersStreamingArgs, ArgumentsArriveInFragmentsBeforeTheClosingMarker) {
     EXPECT_EQ(f.calls[0].name, "get_weather");
     EXPECT_EQ(f.calls[0].arguments, whole.tool_calls[0].arguments);  // joined == whole, exactly
 
-    const size_t close_at = std::string("Checking. ").size() + c.before.size();  // closing marker starts here
-    // The name went out before any argument text, and before the arguments were complete.
+    const size_t close_at = pre.size() + c.before.size();  // closing marker starts here
+    // The name went out before any argument text, and before the arguments were complete (at
+    // the latest with their opening brace: JSON-call formats know the call only then).
     ASSERT_GE(f.header_at, 0);
     EXPECT_LE(f.header_at, f.first_args_at);
-    EXPECT_LT(static_cast<size_t>(f.header_at), close_at - kArgs.size() + 1);
+    EXPECT_LE(static_cast<size_t>(f.header_at), close_at - kArgs.size() + 1);
     // Argument text arrived in several fragments before the closing marker was fed.
     size_t early = 0;
     for (auto& [fed, s] : f.frags) early += fed <= close_at;
@@ -143,7 +177,19 @@ TEST(ParsersStreamingArgs, ArgumentsArriveInFragmentsBeforeTheClosingMarker) {
 // arguments do not); also for malformed calls and calls followed by more text.
 TEST(ParsersStreamingArgs, EverySplitJoinsToTheWholeResult) {
   std::vector<std::pair<std::string, std::string>> texts;
-  for (auto& c : converted()) texts.emplace_back(c.parser, "Hi " + c.before + c.after + "\nbye");
+  for (auto& c : all_cases()) texts.emplace_back(c.parser, (c.leading ? "" : "Hi ") + c.before + c.after + "\nbye");
+  // JSON calls: parallel, more keys after the arguments, key-order variants (whole), malformed.
+  texts.emplace_back("hermes", "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": \"}\\\"{\"}}\n</tool_call>\n"
+                               "<tool_call>\n{\"name\": \"b\", \"arguments\": {\"y\": [1, {\"z\": \"é\"}]}, \"id\": \"q\"}\n</tool_call>");
+  texts.emplace_back("hermes", "<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"a\"}</tool_call>");
+  texts.emplace_back("hermes", "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n{\"arguments\": {}, \"name\": \"b\"}"
+                               " {\"name\": \"c\", \"arguments\": {}}</tool_call>");
+  texts.emplace_back("hermes", "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}} trailing words</tool_call> after");
+  texts.emplace_back("hermes", "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"Par}\n</tool_call>");
+  texts.emplace_back("jamba", "<tool_calls>[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {\"k\": \"日本\"}}]</tool_calls>");
+  texts.emplace_back("llama3_json", "{\"name\": \"a\", \"parameters\": {\"q\": 1}}; {\"name\": \"b\", \"parameters\": {}}<|eom_id|>");
+  texts.emplace_back("granite-20b-fc", "<function_call> {\"name\": \"a\", \"arguments\": {\"s\": \"<function_call>\"}} "
+                                       "<function_call> {\"name\": \"b\", \"arguments\": {}} and text");
   texts.emplace_back("kimi_k2",
                      "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{\"x\": \"Par"
                      "<|tool_call_end|><|tool_call_begin|>functions.b:1<|tool_call_argument_begin|>{\"y\": [1, {\"z\": \"é\"}]}"
@@ -228,15 +274,53 @@ TEST(ParsersStreamingArgs, NonObjectArgumentsComeWhole) {
   EXPECT_LT(f.header_at, f.first_args_at);
 }
 
-// Formats whose name sits inside the JSON (hermes) keep whole-call delivery: a malformed body
-// there must come back as content, which is only known at the closing marker.
-TEST(ParsersStreamingArgs, HermesStillDeliversWholeCalls) {
-  std::string before = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + kArgs + "}\n";
-  Fed f = feed_bytes(opts("hermes"), before + "</tool_call>");
+// JSON-call formats (hermes...): the call goes out with id + name and arguments "" once
+// `{"name": "N", "arguments": {` has been seen; the outer object's closing brace never becomes
+// part of the arguments; other key orders keep whole-call delivery.
+TEST(ParsersStreamingArgs, JsonCallsStreamOnceNameAndArgumentsKeyAreSeen) {
+  const std::string head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ";
+  auto p = rapid::make_output_parser(opts("hermes"));
+  auto d = p->feed(head);
+  EXPECT_TRUE(d.tool_calls.empty());  // the arguments value may still be a string: not yet
+  d = p->feed("{");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].index, 0);
+  EXPECT_EQ(d.tool_calls[0].name, "get_weather");
+  EXPECT_FALSE(d.tool_calls[0].id.empty());
+  EXPECT_EQ(d.tool_calls[0].arguments, "{");
+  d = p->feed("\"city\": \"Par");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "\"city\": \"Par");
+  EXPECT_TRUE(d.tool_calls[0].name.empty());
+  d = p->feed("is\"}");
+  ASSERT_EQ(d.tool_calls.size(), 1u);
+  EXPECT_EQ(d.tool_calls[0].arguments, "is\"}");
+  d = p->feed("}\n</tool_call>");  // the outer brace is not arguments
+  EXPECT_TRUE(d.tool_calls.empty());
+  EXPECT_TRUE(d.content.empty());
+  EXPECT_TRUE(p->finish().empty());
+
+  // Key order "arguments" first: whole call at the closing marker (re-serialised as before).
+  std::string rev = "<tool_call>{\"arguments\": {\"x\": 1}, \"name\": \"a\"}";
+  Fed f = feed_bytes(opts("hermes"), rev + "</tool_call>");
   ASSERT_EQ(f.calls.size(), 1u);
-  EXPECT_EQ(f.frags.size(), 1u);
-  EXPECT_GT(static_cast<size_t>(f.header_at), before.size());
-  EXPECT_EQ(json::parse(f.calls[0].arguments), json::parse(kArgs));
+  EXPECT_EQ(f.calls[0].arguments, "{\"x\":1}");
+  EXPECT_GT(static_cast<size_t>(f.header_at), rev.size());
+
+  // Malformed after the call went out: it stands with the raw arguments; text after it inside
+  // the block comes back as content.
+  auto r = rapid::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"Par}\n</tool_call>");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"x\": \"Par}");
+  EXPECT_EQ(r.content, "");
+  r = rapid::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {}} oops</tool_call>");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.content, "oops</tool_call>");
+  // Before any call went out the whole-block rule holds.
+  std::string bad = "<tool_call>{\"name\": \"a\", \"arguments\": \"x\"</tool_call>";
+  r = rapid::parse_output(opts("hermes"), bad);
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, bad);
 }
 
 // Random soups of the converted formats' markers and JSON pieces: byte-at-a-time and random
@@ -322,6 +406,255 @@ TEST(ParsersStreamingArgs, RandomSoupsJoinToTheWholeResult) {
   }
   EXPECT_GT(with_calls, 600) << "the soups should produce calls";
   std::printf("soups with calls: %d / 1500\n", with_calls);
+}
+
+// The same for JSON-call formats: random pieces of call objects, lists, separators, fences,
+// markers; byte-at-a-time and random chunkings must join to the whole result.
+TEST(ParsersStreamingArgs, RandomJsonCallSoupsJoinToTheWholeResult) {
+  const std::vector<std::string> parsers = {"hermes", "granite", "llama3_json", "jamba", "granite-20b-fc", "json"};
+  const std::vector<std::string> atoms = {
+      "<tool_call>", "</tool_call>", "<|tool_call|>", "<tool_calls>", "</tool_calls>", "<function_call>",
+      "<|python_tag|>", "<|eom_id|>", "<tool", "</", "```json\n", "```", "\n", " ", ";", ",", "[", "]", "{", "}",
+      "\"", "\\", ":", "\"name\": ", "\"arguments\": ", "\"parameters\": ", "\"f\"", "\"x\": ", "1", "é",
+      "日本", "\xE6", "{\"name\": \"f\", \"arguments\": ", "{\"arguments\": {}, \"name\": \"g\"}", "text "};
+  std::mt19937_64 rng(77);
+  int with_calls = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const std::string& parser = parsers[rng() % parsers.size()];
+    std::string text;
+    size_t n = 1 + rng() % 24;
+    for (size_t i = 0; i < n; ++i) text += atoms[rng() % atoms.size()];
+    if (rng() % 4 != 0) {
+      std::string calls;
+      for (size_t k = 0, m = 1 + rng() % 3; k < m; ++k) {
+        std::string args = "{";
+        for (size_t i = 0, a = rng() % 8; i < a; ++i) args += atoms[14 + rng() % (atoms.size() - 14)];
+        if (rng() % 3) args += "}";
+        if (k) calls += parser == "granite-20b-fc" ? " <function_call> " : parser == "hermes" ? "\n" : ", ";
+        calls += "{\"name\": \"f" + std::to_string(k) + "\", \"" + (rng() % 2 ? "arguments" : "parameters") + "\": " + args + "}";
+      }
+      text = parser == "hermes"           ? "<tool_call>\n" + calls + "\n</tool_call>"
+             : parser == "granite"        ? "<|tool_call|>[" + calls + "]"
+             : parser == "llama3_json"    ? (rng() % 2 ? "<|python_tag|>" : "") + calls
+             : parser == "jamba"          ? "<tool_calls>[" + calls + "]</tool_calls>"
+             : parser == "granite-20b-fc" ? "<function_call> " + calls
+                                          : calls;
+      if (rng() % 3 == 0) text = "text " + text;
+      for (size_t i = 0, k = rng() % 3; i < k; ++i) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.insert(at, atoms[rng() % atoms.size()]);
+      }
+      if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
+    }
+    auto o = opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    with_calls += !whole.tool_calls.empty();
+    auto check = [&](const std::vector<size_t>& cuts) {
+      auto p = rapid::make_output_parser(o);
+      rapid::ParseResult r;
+      auto merge = [&](const rapid::ParseDelta& d) {
+        r.content += d.content;
+        for (auto& t : d.tool_calls) {
+          ASSERT_TRUE(valid_utf8(t.arguments) || !valid_utf8(text)) << t.arguments;
+          ASSERT_LE(t.index, static_cast<int>(r.tool_calls.size()));
+          if (t.index == static_cast<int>(r.tool_calls.size())) r.tool_calls.emplace_back();
+          auto& c = r.tool_calls[t.index];
+          if (!t.id.empty()) c.id = t.id;
+          if (!t.name.empty()) c.name = t.name;
+          c.arguments += t.arguments;
+        }
+      };
+      size_t prev = 0;
+      for (size_t c : cuts) {
+        merge(p->feed(std::string_view(text).substr(prev, c - prev)));
+        prev = c;
+      }
+      merge(p->feed(std::string_view(text).substr(prev)));
+      merge(p->finish());
+      ASSERT_EQ(r.content, whole.content) << parser << " on: " << text;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << parser << " on: " << text;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << parser << " on: " << text;
+      }
+    };
+    std::vector<size_t> bytes;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    check(bytes);
+    std::vector<size_t> rnd;
+    for (size_t pos = 1 + rng() % 6; pos < text.size(); pos += 1 + rng() % 6) rnd.push_back(pos);
+    check(rnd);
+  }
+  EXPECT_GT(with_calls, 600) << "the soups should produce calls";
+  std::printf("json soups with calls: %d / 1500\n", with_calls);
+}
+
+// Merges every delta of feeding `text` cut at `cuts`, as a client does.
+rapid::ParseResult run_cuts(const rapid::ParserOptions& o, std::string_view text, const std::vector<size_t>& cuts) {
+  auto p = rapid::make_output_parser(o);
+  rapid::ParseResult r;
+  auto merge = [&](const rapid::ParseDelta& d) {
+    r.content += d.content;
+    for (auto& t : d.tool_calls) {
+      if (t.index >= static_cast<int>(r.tool_calls.size())) r.tool_calls.resize(t.index + 1);
+      auto& c = r.tool_calls[t.index];
+      if (!t.id.empty()) c.id = t.id;
+      if (!t.name.empty()) c.name = t.name;
+      c.arguments += t.arguments;
+    }
+  };
+  size_t prev = 0;
+  for (size_t c : cuts) {
+    merge(p->feed(text.substr(prev, c - prev)));
+    prev = c;
+  }
+  merge(p->feed(text.substr(prev)));
+  merge(p->finish());
+  return r;
+}
+
+rapid::ParserOptions xml_opts(const std::string& parser) {
+  auto o = opts(parser);
+  o.tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "array"}, "n": {"type": "integer"}}}}}])");
+  return o;
+}
+
+// XML functions (qwen3_coder, seed_oss): the call goes out at <function=NAME>; string-typed
+// values stream JSON-escaped as they arrive, other values when their </parameter> arrives; the
+// arguments keep the model's parameter order and equal the whole-output result exactly.
+TEST(ParsersStreamingArgs, XmlFunctionArgumentsStream) {
+  for (std::string parser : {"qwen3_coder", "seed_oss"}) {
+    SCOPED_TRACE(parser);
+    const std::string open = parser == "qwen3_coder" ? "<tool_call>" : "<seed:tool_call>";
+    const std::string close = parser == "qwen3_coder" ? "</tool_call>" : "</seed:tool_call>";
+    const std::string city = "Paris, the \"city\" of light\\ é";
+    std::string before = open + "\n<function=get_weather>\n<parameter=city>\n" + city + "\n</parameter>\n<parameter=unit>\ncelsius\n"
+                         "</parameter>\n<parameter=days>\n[1, 2, 3]\n</parameter>\n</function>\n";
+    std::string text = "Checking. " + before + close;
+    auto whole = rapid::parse_output(xml_opts(parser), text);
+    ASSERT_EQ(whole.tool_calls.size(), 1u);
+    EXPECT_EQ(whole.content, "Checking. ");
+    // Model order (not sorted: "unit" before "days"), compact JSON.
+    EXPECT_EQ(whole.tool_calls[0].arguments,
+              "{\"city\":\"Paris, the \\\"city\\\" of light\\\\ é\",\"unit\":\"celsius\",\"days\":[1,2,3]}");
+    Fed f = feed_bytes(xml_opts(parser), text);
+    ASSERT_EQ(f.calls.size(), 1u);
+    EXPECT_EQ(f.content, whole.content);
+    EXPECT_EQ(f.calls[0].id, whole.tool_calls[0].id);
+    EXPECT_EQ(f.calls[0].name, "get_weather");
+    EXPECT_EQ(f.calls[0].arguments, whole.tool_calls[0].arguments);
+    // The name went out at <function=get_weather>, long before the block closed.
+    const size_t name_at = text.find("<function=get_weather>") + std::string("<function=get_weather>").size();
+    EXPECT_EQ(static_cast<size_t>(f.header_at), name_at);
+    // The city string streamed in many fragments before its </parameter>.
+    const size_t city_end = text.find("</parameter>");
+    size_t early = 0;
+    for (auto& [fed, s] : f.frags) early += fed <= city_end;
+    EXPECT_GT(early, city.size() / 2);
+    // The array came in one piece, when its </parameter> arrived.
+    bool whole_days = false;
+    for (auto& [fed, s] : f.frags) whole_days |= s.find("[1,2,3]") != std::string::npos;
+    EXPECT_TRUE(whole_days);
+    for (auto& s : f.all_frags) EXPECT_TRUE(valid_utf8(s)) << s;
+  }
+}
+
+TEST(ParsersStreamingArgs, XmlFunctionEverySplitJoinsToTheWholeResult) {
+  std::vector<std::pair<std::string, std::string>> texts = {
+      {"qwen3_coder", "Hi <tool_call>\n<function=get_weather>\n<parameter=city>\n日本 \"x\"\n\n</parameter>\n<parameter=n>\n 42 \n</parameter>\n"
+                      "</function>\n<function=other>\n<parameter=q>\n{\"a\": 1}\n</parameter>\n</function>\n</tool_call> bye"},
+      // Missing </parameter> (ends at the next parameter / </function>), repeated key, no newlines.
+      {"qwen3_coder", "<tool_call><function=get_weather><parameter=city>Rome<parameter=unit>C  </function></tool_call>"},
+      {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nA\n</parameter>\n<parameter=city>\nB\n</parameter>\n</function>\n</tool_call>"},
+      // Unterminated block, unterminated value; a broken parameter tag after the call went out.
+      {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar  \n"},
+      {"qwen3_coder", "<tool_call>\n<function=get_weather>\n<parameter=city\n</function>\n</tool_call>"},
+      {"seed_oss", "<seed:tool_call>\n<function=get_weather>\n<parameter=days>\n[1, 2\n</parameter>\n</function>\n</seed:tool_call>"},
+  };
+  for (auto& [parser, text] : texts) {
+    SCOPED_TRACE(parser + ": " + text);
+    auto o = xml_opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    ASSERT_FALSE(whole.tool_calls.empty());
+    for (auto& c : whole.tool_calls) EXPECT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << c.arguments;
+    std::vector<size_t> bytes;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    for (size_t cut = 0; cut <= text.size(); ++cut) {
+      auto r = run_cuts(o, text, {cut});
+      ASSERT_EQ(r.content, whole.content) << cut;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << cut;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << cut;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << cut;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << cut;
+      }
+    }
+    auto r = run_cuts(o, text, bytes);
+    ASSERT_EQ(r.content, whole.content);
+    ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size());
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) EXPECT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments);
+  }
+  // Values as documented: one newline each side is layout; a value cut short loses trailing space.
+  auto r = rapid::parse_output(xml_opts("qwen3_coder"), texts[1].second);
+  EXPECT_EQ(r.tool_calls.at(0).arguments, "{\"city\":\"Rome\",\"unit\":\"C\"}");
+  r = rapid::parse_output(xml_opts("qwen3_coder"), texts[4].second);
+  EXPECT_EQ(r.tool_calls.at(0).arguments, "{}");
+  EXPECT_EQ(r.content, "<parameter=city\n</function>\n</tool_call>");
+}
+
+// Random soups of XML function pieces: byte-at-a-time and random chunkings join to the whole.
+TEST(ParsersStreamingArgs, RandomXmlSoupsJoinToTheWholeResult) {
+  const std::vector<std::string> parsers = {"qwen3_coder", "seed_oss"};
+  const std::vector<std::string> atoms = {
+      "<tool_call>", "</tool_call>", "<seed:tool_call>", "</seed:tool_call>", "<function=", "</function>", "<parameter=",
+      "</parameter>", "get_weather", "city", "n", "days", ">", "<", "</", "\n", " ", "\"", "\\", "[1, 2]", "42", "x", "é",
+      "日本", "\xE6", "text "};
+  std::mt19937_64 rng(99);
+  int with_calls = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const std::string& parser = parsers[rng() % parsers.size()];
+    std::string text;
+    for (size_t i = 0, n = 1 + rng() % 24; i < n; ++i) text += atoms[rng() % atoms.size()];
+    if (rng() % 4 != 0) {
+      std::string fn = "<function=get_weather>\n";
+      for (size_t k = 0, m = rng() % 4; k < m; ++k) {
+        fn += "<parameter=" + atoms[9 + rng() % 3] + ">\n";
+        for (size_t i = 0, a = rng() % 5; i < a; ++i) fn += atoms[12 + rng() % (atoms.size() - 12)];
+        fn += rng() % 4 ? "\n</parameter>\n" : "\n";
+      }
+      fn += "</function>\n";
+      if (rng() % 3 == 0) fn += fn;
+      text = parser == "qwen3_coder" ? "<tool_call>\n" + fn + "</tool_call>" : "<seed:tool_call>\n" + fn + "</seed:tool_call>";
+      if (rng() % 3 == 0) text = "text " + text;
+      for (size_t i = 0, k = rng() % 3; i < k; ++i) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.insert(at, atoms[rng() % atoms.size()]);
+      }
+      if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
+    }
+    auto o = xml_opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    with_calls += !whole.tool_calls.empty();
+    std::vector<size_t> bytes, rnd;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    for (size_t pos = 1 + rng() % 6; pos < text.size(); pos += 1 + rng() % 6) rnd.push_back(pos);
+    for (auto* cuts : {&bytes, &rnd}) {
+      auto r = run_cuts(o, text, *cuts);
+      ASSERT_EQ(r.content, whole.content) << parser << " on: " << text;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << parser << " on: " << text;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << parser << " on: " << text;
+      }
+    }
+  }
+  EXPECT_GT(with_calls, 600) << "the soups should produce calls";
+  std::printf("xml soups with calls: %d / 1500\n", with_calls);
 }
 
 }  // namespace

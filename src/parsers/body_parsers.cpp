@@ -164,7 +164,8 @@ std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, co
     if (name.empty()) return std::nullopt;
     size_t fend = body.find(fc, gt);
     std::string_view inner = body.substr(gt + 1, fend == std::string_view::npos ? std::string_view::npos : fend - gt - 1);
-    json args = json::object();
+    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(po, p)) != std::string_view::npos) {
       size_t pg = inner.find('>', p);

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "parsers/marker_scan.h"
+#include "parsers/value_parsers.h"
 
 namespace rapid::parsers {
 
@@ -40,7 +41,56 @@ size_t utf8_cut(std::string_view s, size_t begin, size_t r) {
 
 bool streams_args(const ToolFormat* f) {
   if (!f || f->end_is_lookahead || !f->implicit_prefix.empty()) return false;
-  return f->body == Body::NameSepJson || f->body == Body::DeepseekV3 || f->body == Body::MistralAny;
+  return f->body == Body::NameSepJson || f->body == Body::DeepseekV3 || f->body == Body::MistralAny ||
+         f->body == Body::JsonCalls || f->body == Body::XmlFunction;
+}
+
+// Matches the head of a JSON call object at s[p] == '{' up to its arguments object:
+// {"name": "NAME", "arguments"|"parameters"|"args": {
+// 1 = matched (name, args_at = the arguments' '{'), 0 = the text so far fits but is incomplete,
+// -1 = another shape (key order, "function" wrapper, escaped name...): not streamed.
+int json_call_head(std::string_view s, size_t p, std::string& name, size_t& args_at) {
+  size_t i = p + 1;
+  auto ws = [&] {
+    while (i < s.size() && is_ws(s[i])) ++i;
+    return i < s.size();
+  };
+  auto lit = [&](std::string_view l) {
+    size_t n = std::min(l.size(), s.size() - i);
+    if (s.substr(i, n) != l.substr(0, n)) return -1;
+    if (n < l.size()) return 0;
+    i += n;
+    return 1;
+  };
+  int r;
+  if (!ws()) return 0;
+  if ((r = lit("\"name\"")) <= 0) return r;
+  if (!ws()) return 0;
+  if ((r = lit(":")) <= 0) return r;
+  if (!ws()) return 0;
+  if ((r = lit("\"")) <= 0) return r;
+  size_t ns = i;
+  for (; i < s.size() && s[i] != '"'; ++i)
+    if (s[i] == '\\' || static_cast<unsigned char>(s[i]) < 0x20 || i - ns > 256) return -1;
+  if (i >= s.size()) return 0;
+  if (i == ns) return -1;
+  name.assign(s.substr(ns, i - ns));
+  ++i;
+  if (!ws()) return 0;
+  if ((r = lit(",")) <= 0) return r;
+  if (!ws()) return 0;
+  size_t k = i;
+  for (std::string_view key : {"\"arguments\"", "\"parameters\"", "\"args\""}) {
+    i = k;
+    if ((r = lit(key)) >= 0) break;
+  }
+  if (r <= 0) return r;
+  if (!ws()) return 0;
+  if ((r = lit(":")) <= 0) return r;
+  if (!ws()) return 0;
+  if (s[i] != '{') return -1;
+  args_at = i;
+  return 1;
 }
 
 const std::string kToolCalls = "[TOOL_CALLS]", kArgs = "[ARGS]", kCallId = "[CALL_ID]";
@@ -237,7 +287,9 @@ void StreamParser::finish_call(const std::string& body, bool terminated, ParseDe
       pending_ws_.clear();
       after_call_ = true;
       if (as_.stop) {
-        std::string raw = body.substr(std::min(as_.stop_at, body.size()));
+        // End-less JSON formats read the blanked body (as parse_body does).
+        const std::string& src = tool_->body == Body::JsonCalls && tool_->end.empty() ? as_.jb : body;
+        std::string raw = src.substr(std::min(as_.stop_at, src.size()));
         if (terminated && !tool_->end.empty() && !tool_->end_is_lookahead) raw += tool_->end;
         emit_content(raw, out);
       }
@@ -512,6 +564,14 @@ bool StreamParser::mistral_args(std::string_view body, bool final, ParseDelta& o
 
 void StreamParser::args_advance(std::string_view body, bool final, ParseDelta& out) {
   const ToolFormat& f = *tool_;
+  if (f.body == Body::JsonCalls) {
+    json_advance(json_view(body, final), final, out);
+    return;
+  }
+  if (f.body == Body::XmlFunction) {
+    xml_advance(body, final, out);
+    return;
+  }
   const bool mistral = f.body == Body::MistralAny;
   const bool sections = !f.inner_start.empty();
   while (!as_.off && !as_.stop) {
@@ -545,6 +605,374 @@ void StreamParser::args_advance(std::string_view body, bool final, ParseDelta& o
     args_release(body, lim, out);
     return;
   }
+}
+
+// ---- JSON-call bodies (hermes and the other Body::JsonCalls formats) ----
+// The name sits inside the JSON, so a call goes out once the text has shown
+// {"name": "NAME", "arguments": {  (or "parameters"/"args"); its arguments are then the model's
+// object as written, up to the brace that balances it, and stream like the formats above. The
+// outer object's closing brace is never part of them. Other shapes (key order, "function"
+// wrapper) keep whole delivery: the first one in a block sends the block down the whole-block
+// parse; after a streamed call, each such object is parsed whole on its own.
+
+// Formats without an end marker blank their wrapper markers inside the block (blank_markers in
+// body_parsers.cpp); the same is done here incrementally, waiting on a possible marker prefix.
+std::string_view StreamParser::json_view(std::string_view body, bool final) {
+  if (!tool_->end.empty()) return body;
+  size_t i = as_.jb_in;
+  while (i < body.size()) {
+    size_t len = 0;
+    bool wait = false;
+    for (auto* list : {&tool_->starts, &tool_->strip})
+      for (auto& m : *list) {
+        if (m.empty() || body[i] != m[0]) continue;
+        size_t n = std::min(m.size(), body.size() - i);
+        if (body.compare(i, n, m, 0, n) != 0) continue;
+        if (n == m.size()) len = std::max(len, n);
+        else if (!final) wait = true;
+      }
+    if (wait) break;
+    if (len) {
+      as_.jb += ' ';
+      i += len;
+    } else {
+      as_.jb += body[i++];
+    }
+  }
+  as_.jb_in = i;
+  return as_.jb;
+}
+
+// Resumable bracket scan from as_.scan (depth / string state in as_): end of the value, or npos.
+size_t StreamParser::json_scan(std::string_view body) {
+  size_t i = as_.scan;
+  for (; i < body.size(); ++i) {
+    char ch = body[i];
+    if (as_.esc) {
+      as_.esc = false;
+      continue;
+    }
+    if (as_.in_str) {
+      if (ch == '\\') as_.esc = true;
+      else if (ch == '"') as_.in_str = false;
+      continue;
+    }
+    if (ch == '"') as_.in_str = true;
+    else if (ch == '{' || ch == '[') ++as_.depth;
+    else if ((ch == '}' || ch == ']') && --as_.depth <= 0) {
+      as_.scan = i + 1;
+      return i + 1;
+    }
+  }
+  as_.scan = i;
+  return npos;
+}
+
+void StreamParser::json_advance(std::string_view body, bool final, ParseDelta& out) {
+  while (!as_.off && !as_.stop) {
+    bool progressed = as_.in_call ? json_args(body, final, out)
+                      : as_.tail  ? json_tail(body, final, out)
+                                  : json_next(body, final, out);
+    if (!progressed) return;
+  }
+}
+
+// Looks for the next call object (separators, a ```json fence line and one level of [...] are
+// layout, as json_calls reads them).
+bool StreamParser::json_next(std::string_view body, bool final, ParseDelta& out) {
+  size_t p = as_.pos;
+  if (!as_.whole) {
+    for (;;) {
+      while (p < body.size() && (is_ws(body[p]) || body[p] == ',' || body[p] == ';')) ++p;
+      as_.pos = p;
+      if (p >= body.size()) return false;
+      if (body[p] == '`') {
+        if (body.size() - p < 3 && !final) return false;
+        if (body.compare(p, 3, "```") != 0) break;
+        size_t nl = body.find('\n', p);
+        if (nl == npos && !final) return false;
+        p = nl == npos ? body.size() : nl + 1;
+        continue;
+      }
+      if (body[p] == '[' && !as_.list) {
+        as_.list = true;
+        ++p;
+        continue;
+      }
+      if (body[p] == ']' && as_.list) {
+        as_.list = false;
+        as_.gap = ++p;  // the list's bracket is markup
+        continue;
+      }
+      break;
+    }
+    if (body[p] == '{') {
+      std::string name;
+      size_t args_at = 0;
+      int m = json_call_head(body, p, name, args_at);
+      if (m == 0 && !final) return false;
+      if (m == 1) {
+        args_commit(name, "", args_at, out);
+        as_.begin = as_.scan = args_at;
+        as_.streamable = true;
+        return true;
+      }
+    }
+    // Not the streamable shape: before any call went out the whole-block parse decides. After
+    // one, text that is no call comes back as content from the end of that call on (separators
+    // included, as json_calls hands back its trailing text).
+    if (as_.committed == 0 || (body[p] != '{' && body[p] != '[')) {
+      args_invalid(as_.committed ? as_.gap : p);
+      return false;
+    }
+    as_.whole = true;
+    as_.scan = p;
+    as_.depth = 0;
+    as_.in_str = as_.esc = false;
+  }
+  size_t end = json_scan(body);
+  if (end == npos) {
+    if (final) args_invalid(p);
+    return false;
+  }
+  as_.whole = false;
+  auto calls = parse_body(*tool_, std::string(body.substr(p, end - p)), tools_);
+  if (!calls) {
+    args_invalid(p);
+    return false;
+  }
+  for (auto& c : *calls) {
+    ToolCallDelta d;
+    d.index = calls_;
+    d.id = ids_.next(tool_->ids, c.name, calls_, c.id);
+    d.name = c.name;
+    d.arguments = c.arguments;
+    out.tool_calls.push_back(std::move(d));
+    ++calls_;
+    ++as_.committed;
+  }
+  as_.pos = as_.gap = end;
+  return true;
+}
+
+bool StreamParser::json_args(std::string_view body, bool final, ParseDelta& out) {
+  size_t end = json_scan(body);
+  if (end != npos) {
+    args_close(std::string(body.substr(as_.begin, end - as_.begin)), out);
+    as_.tail = true;
+    as_.pos = end;
+    return true;
+  }
+  if (final) {  // never balanced: the raw text stands (the call already went out)
+    args_close(args_after_name(body.substr(as_.begin)), out);
+    as_.pos = as_.gap = body.size();
+    return true;
+  }
+  args_release(body, body.size(), out);
+  return false;
+}
+
+// After the arguments: the call object's closing brace, or more keys up to it.
+bool StreamParser::json_tail(std::string_view body, bool final, ParseDelta& out) {
+  (void)out;
+  if (!as_.tail_more) {
+    size_t p = as_.pos;
+    while (p < body.size() && is_ws(body[p])) ++p;
+    as_.pos = p;
+    if (p >= body.size()) {
+      if (final) {
+        as_.tail = false;
+        as_.gap = p;
+      }
+      return final;
+    }
+    if (body[p] == '}') {
+      as_.tail = false;
+      as_.pos = as_.gap = p + 1;
+      return true;
+    }
+    if (body[p] != ',') {
+      as_.tail = false;
+      args_invalid(p);
+      return false;
+    }
+    as_.tail_more = true;
+    as_.tail_at = p;
+    as_.scan = p;
+    as_.depth = 1;
+    as_.in_str = as_.esc = false;
+  }
+  size_t end = json_scan(body);
+  if (end == npos) {
+    if (final) {
+      as_.tail = as_.tail_more = false;
+      args_invalid(as_.tail_at);
+    }
+    return false;
+  }
+  as_.tail = as_.tail_more = false;
+  as_.pos = as_.gap = end;
+  return true;
+}
+
+// ---- XML function bodies (qwen3_coder, seed_oss) ----
+// The call goes out at <function=NAME>; its arguments are a compact JSON object built in the
+// model's parameter order: `{` at once, `"key":` when a parameter opens, then the value. A value
+// the schema types as text (type "string", or untyped under AlwaysString) streams JSON-escaped as
+// it arrives; any other value is typed from the whole value and sent when it ends. Value text:
+// one newline after the tag and one before </parameter> (or the next <parameter=) are layout; a
+// value cut short by </function> or the block end also loses its trailing whitespace. Held
+// back: a possible </parameter>, <parameter= or </function> prefix, trailing whitespace, an
+// incomplete UTF-8 sequence. A repeated key is sent again (JSON readers keep the last).
+
+namespace {
+const std::string kFnOpen = "<function=", kFnClose = "</function>", kParOpen = "<parameter=",
+                  kParClose = "</parameter>";
+
+std::string json_escape(std::string_view s) {
+  std::string q = nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return q.substr(1, q.size() - 2);
+}
+}  // namespace
+
+void StreamParser::args_append(std::string_view s, ParseDelta& out) {
+  if (s.empty()) return;
+  if (!out.tool_calls.empty() && out.tool_calls.back().index == as_.index) {
+    out.tool_calls.back().arguments.append(s);
+  } else {
+    ToolCallDelta d;
+    d.index = as_.index;
+    d.arguments = std::string(s);
+    out.tool_calls.push_back(std::move(d));
+  }
+}
+
+void StreamParser::xml_advance(std::string_view body, bool final, ParseDelta& out) {
+  while (!as_.off && !as_.stop) {
+    bool progressed = !as_.in_call ? xml_next(body, final, out)
+                      : as_.x_value ? xml_value(body, final, out)
+                                    : xml_params(body, final, out);
+    if (!progressed) return;
+  }
+}
+
+// The next <function=NAME>; text between functions is ignored (as xml_function does).
+bool StreamParser::xml_next(std::string_view body, bool final, ParseDelta& out) {
+  size_t from = std::max(as_.pos, as_.scan >= kFnOpen.size() ? as_.scan - kFnOpen.size() + 1 : size_t(0));
+  size_t q = body.find(kFnOpen, from);
+  if (q == npos) {
+    as_.scan = body.size();
+    return false;
+  }
+  as_.scan = q;
+  size_t gt = body.find('>', q + kFnOpen.size());
+  if (gt == npos) {
+    if (final) args_invalid(q);
+    return false;
+  }
+  std::string name = trim(body.substr(q + kFnOpen.size(), gt - q - kFnOpen.size()));
+  if (name.empty() || name.find('<') != std::string::npos) {
+    args_invalid(q);
+    return false;
+  }
+  args_commit(name, "", gt + 1, out);
+  as_.name = name;
+  as_.pos = gt + 1;
+  as_.x_first = true;
+  as_.x_value = false;
+  args_append("{", out);
+  return true;
+}
+
+// Inside a function: the next parameter, or the function's end.
+bool StreamParser::xml_params(std::string_view body, bool final, ParseDelta& out) {
+  size_t pp = body.find(kParOpen, as_.pos), fe = body.find(kFnClose, as_.pos);
+  if (fe != npos && (pp == npos || fe < pp)) {
+    args_append("}", out);
+    as_.in_call = false;
+    as_.pos = as_.scan = fe + kFnClose.size();
+    return true;
+  }
+  if (pp == npos) {
+    if (!final) return false;
+    args_append("}", out);  // unterminated function: the call ends with the block
+    as_.in_call = false;
+    as_.pos = as_.scan = body.size();
+    return true;
+  }
+  size_t pg = body.find('>', pp + kParOpen.size());
+  if (pg == npos || (fe != npos && pg > fe)) {
+    if (!final && fe == npos) return false;
+    // A parameter tag that never closes: the call ends here, the rest is content.
+    args_append("}", out);
+    as_.in_call = false;
+    args_invalid(pp);
+    return false;
+  }
+  std::string key = trim(body.substr(pp + kParOpen.size(), pg - pp - kParOpen.size()));
+  as_.x_key = key;
+  as_.x_text = value_is_text(param_schema(tools_, as_.name, key), tool_->typing);
+  std::string head = as_.x_first ? "" : ",";
+  head += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  head += as_.x_text ? ":\"" : ":";
+  args_append(head, out);
+  as_.x_first = false;
+  as_.x_value = true;
+  as_.x_lead = false;
+  as_.x_vbeg = as_.x_sent = pg + 1;
+  as_.scan = pg + 1;
+  return true;
+}
+
+bool StreamParser::xml_value(std::string_view body, bool final, ParseDelta& out) {
+  const size_t l = kParClose.size();
+  size_t from = std::max(as_.x_vbeg, as_.scan >= l ? as_.scan - l + 1 : size_t(0));
+  size_t ve = body.find(kParClose, from), np = body.find(kParOpen, from), fe = body.find(kFnClose, from);
+  size_t stop = std::min({ve, np, fe});
+  if (!as_.x_lead) {
+    size_t lim = stop == npos ? body.size() : stop;
+    if (lim > as_.x_vbeg) {
+      if (body[as_.x_vbeg] == '\n') ++as_.x_vbeg;
+      as_.x_sent = as_.x_vbeg;
+      as_.x_lead = true;
+    } else if (stop == npos && !final) {
+      return false;
+    }
+  }
+  if (stop != npos || final) {
+    const bool closed = stop != npos && stop != fe;  // by </parameter> or the next <parameter=
+    size_t e = stop == npos ? body.size() : stop;
+    e = std::max(e, as_.x_vbeg);
+    if (closed) {
+      if (e > as_.x_vbeg && body[e - 1] == '\n') --e;
+    } else {
+      while (e > as_.x_vbeg && is_ws(body[e - 1])) --e;
+    }
+    if (as_.x_text) {
+      args_append(json_escape(body.substr(as_.x_sent, e - std::min(e, as_.x_sent))) + "\"", out);
+    } else {
+      std::string v(body.substr(as_.x_vbeg, e - as_.x_vbeg));
+      args_append(coerce_value(v, param_schema(tools_, as_.name, as_.x_key), tool_->typing)
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  out);
+    }
+    as_.x_value = false;
+    as_.pos = stop == npos ? body.size() : (stop == ve ? ve + l : stop);
+    return true;
+  }
+  as_.scan = body.size();
+  if (!as_.x_text) return false;
+  size_t lim = body.size();
+  lim -= std::max({tail_prefix(body, as_.x_sent, kParClose), tail_prefix(body, as_.x_sent, kParOpen),
+                   tail_prefix(body, as_.x_sent, kFnClose)});
+  size_t r = lim;
+  while (r > as_.x_sent && is_ws(body[r - 1])) --r;
+  r = utf8_cut(body, as_.x_sent, r);
+  if (r > as_.x_sent) {
+    args_append(json_escape(body.substr(as_.x_sent, r - as_.x_sent)), out);
+    as_.x_sent = r;
+  }
+  return false;
 }
 
 }  // namespace rapid::parsers

@@ -34,6 +34,19 @@ class StreamParser : public OutputParser {
   void args_commit(const std::string& name, const std::string& id, size_t args_from, ParseDelta& out);
   void args_close(const std::string& text, ParseDelta& out);
   void args_invalid(size_t at);
+  // JSON-call bodies ({"name": .., "arguments": {..}}): see stream_parser.cpp.
+  std::string_view json_view(std::string_view body, bool final);
+  void json_advance(std::string_view body, bool final, ParseDelta& out);
+  bool json_next(std::string_view body, bool final, ParseDelta& out);
+  bool json_args(std::string_view body, bool final, ParseDelta& out);
+  bool json_tail(std::string_view body, bool final, ParseDelta& out);
+  size_t json_scan(std::string_view body);
+  // Qwen3-Coder XML bodies (<function=name><parameter=k>v</parameter></function>).
+  void xml_advance(std::string_view body, bool final, ParseDelta& out);
+  bool xml_next(std::string_view body, bool final, ParseDelta& out);
+  bool xml_params(std::string_view body, bool final, ParseDelta& out);
+  bool xml_value(std::string_view body, bool final, ParseDelta& out);
+  void args_append(std::string_view s, ParseDelta& out);
 
   const ToolFormat* tool_;
   const ReasoningFormat* reasoning_;
@@ -71,6 +84,23 @@ class StreamParser : public OutputParser {
     int depth = 0;            // Mistral: bracket balance of the arguments
     bool in_str = false, esc = false;
     int committed = 0;
+    // JSON-call bodies.
+    bool list = false;        // inside a top-level [...] of calls
+    bool tail = false;        // after a call's arguments: the rest of its object
+    bool tail_more = false;   // ... which has more keys (scanned to its closing brace)
+    bool whole = false;       // scanning a non-streamable object to parse it whole
+    size_t tail_at = 0;
+    size_t gap = 0;           // end of the last call object: text after it starts here
+    std::string jb;           // end-less formats: body with wrapper markers blanked (blank_markers)
+    size_t jb_in = 0;         // bytes of the body already blanked into jb
+    // XML bodies.
+    std::string name;         // the open call's function name (schema lookups)
+    bool x_value = false;     // inside a parameter value
+    bool x_first = true;      // no parameter emitted yet in this call
+    bool x_text = false;      // the value is a JSON string streamed as it arrives
+    bool x_lead = false;      // the value's leading newline was looked at
+    std::string x_key;
+    size_t x_vbeg = 0, x_sent = 0;
   } as_;
 
   // Marker tables for the two text states.

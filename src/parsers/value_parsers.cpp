@@ -275,6 +275,11 @@ static std::optional<json> json_or_literal(const std::string& raw) {
   return std::nullopt;
 }
 
+bool value_is_text(const json* schema, ArgTyping mode) {
+  std::string type = schema ? schema_type(*schema) : "";
+  return type == "string" || (type.empty() && mode == ArgTyping::AlwaysString);
+}
+
 json coerce_value(const std::string& text, const json* schema, ArgTyping mode) {
   std::string type = schema ? schema_type(*schema) : "";
   if (type == "string") return text;

@@ -30,6 +30,10 @@ std::optional<nlohmann::json> parse_gemma_value(std::string_view s, size_t& pos,
 const nlohmann::json* param_schema(const nlohmann::json& tools, const std::string& tool,
                                    const std::string& param);
 
+// True when coerce_value keeps the text as a JSON string whatever it is (schema type "string", or
+// no type and AlwaysString): such values can stream as they arrive.
+bool value_is_text(const nlohmann::json* schema, ArgTyping mode);
+
 // Turns the text of an XML-style parameter into the JSON value its schema asks for.
 nlohmann::json coerce_value(const std::string& raw, const nlohmann::json* schema, ArgTyping mode);
 
