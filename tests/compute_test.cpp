@@ -8,6 +8,7 @@
 #include <fstream>
 #include <immintrin.h>
 #include <nlohmann/json.hpp>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -360,55 +361,122 @@ TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
   }
 }
 
-// Attention over the cache vs a naive double implementation: GQA, causal, sliding window, all
-// KV dtypes.
+// Paged KV storage for the attention tests: blocks of `bs` slots laid out like cache::BlockPool
+// pages (per layer K[kv][bs][hd] then V), handed out in a scrambled order so that a kernel which
+// assumed contiguous pages would read the wrong keys.
+struct TestPages {
+  std::vector<std::vector<uint8_t>> store;
+  std::vector<uint8_t*> bases;
+  KvView view;
+  TestPages(DType dt, int64_t T, int64_t nkv, int64_t hd, int32_t shift, int32_t layers = 2, int32_t layer = 1) {
+    const int64_t bs = int64_t(1) << shift;
+    const size_t es = dt == DType::F32 ? 4 : 2, plane = size_t(nkv * bs * hd) * es;
+    const int64_t nblocks = (T + bs - 1) / bs;
+    store.resize(size_t(nblocks));
+    for (auto& b : store) b.assign(plane * 2 * layers, 0xAB);  // garbage outside written slots
+    for (int64_t i = 0; i < nblocks; ++i) bases.push_back(store[size_t((i * 7 + 3) % nblocks)].data());
+    view.dtype = dt;
+    view.blocks = bases.data();
+    view.k_off = size_t(layer) * 2 * plane;
+    view.v_off = view.k_off + plane;
+    view.block_shift = shift;
+    view.slot_mask = bs - 1;
+    view.slot_stride = size_t(hd) * es;
+    view.head_stride = size_t(bs) * view.slot_stride;
+  }
+};
+
+// Attention over paged KV (block_size 16, lengths not a multiple of it) vs a naive double
+// implementation: GQA, causal, sliding window, all KV dtypes.
 TEST(Attention, MatchesNaiveReference) {
   std::mt19937 rng(8);
   ThreadPool pool(2);
-  const int64_t nh = 6, nkv = 2, hd = 40, T = 23, pos0 = 9, n = T - pos0;
-  auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
-  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-    for (int64_t window : {0, 5}) {
-      size_t es = dt == DType::F32 ? 4 : 2;
-      std::vector<uint8_t> kb(T * nkv * hd * es), vb(T * nkv * hd * es);
-      KvView kv;
-      kv.dtype = dt;
-      kv.k = kb.data();
-      kv.v = vb.data();
-      kv.head_stride = hd * es;
-      kv.pos_stride = nkv * hd * es;
-      kv_store(kv, 0, T, nkv, hd, K.data(), Vv.data());
-      AttentionParams p;
-      p.n_heads = nh;
-      p.n_kv_heads = nkv;
-      p.head_dim = hd;
-      p.scale = 1.0f / std::sqrt((float)hd);
-      p.window = window;
-      std::vector<float> out(n * nh * hd);
-      attention(Q.data(), n, pos0, kv, p, out.data(), pool);
-      auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
-      for (int64_t t = 0; t < n; ++t)
-        for (int64_t h = 0; h < nh; ++h) {
-          int64_t pos = pos0 + t, kvh = h / (nh / nkv);
-          int64_t first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
-          std::vector<double> sc;
-          double mx = -1e300;
-          for (int64_t j = first; j <= pos; ++j) {
-            double s = 0;
-            for (int64_t d = 0; d < hd; ++d) s += (double)Q[(t * nh + h) * hd + d] * round(K[(j * nkv + kvh) * hd + d]);
-            sc.push_back(s * p.scale);
-            mx = std::max(mx, sc.back());
+  const int64_t nh = 6, nkv = 2, hd = 40;
+  for (auto [T, pos0] : {std::pair<int64_t, int64_t>{23, 9}, {37, 30}, {5, 0}}) {
+    const int64_t n = T - pos0;
+    auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      for (int64_t window : {0, 5, 17}) {
+        TestPages pg(dt, T, nkv, hd, 4);
+        const KvView& kv = pg.view;
+        kv_store(kv, 0, T, nkv, hd, K.data(), Vv.data());
+        AttentionParams p;
+        p.n_heads = nh;
+        p.n_kv_heads = nkv;
+        p.head_dim = hd;
+        p.scale = 1.0f / std::sqrt((float)hd);
+        p.window = window;
+        std::vector<float> out(n * nh * hd);
+        attention(Q.data(), n, pos0, kv, p, out.data(), pool);
+        auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t h = 0; h < nh; ++h) {
+            int64_t pos = pos0 + t, kvh = h / (nh / nkv);
+            int64_t first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+            std::vector<double> sc;
+            double mx = -1e300;
+            for (int64_t j = first; j <= pos; ++j) {
+              double s = 0;
+              for (int64_t d = 0; d < hd; ++d) s += (double)Q[(t * nh + h) * hd + d] * round(K[(j * nkv + kvh) * hd + d]);
+              sc.push_back(s * p.scale);
+              mx = std::max(mx, sc.back());
+            }
+            double z = 0;
+            for (auto& s : sc) z += s = std::exp(s - mx);
+            for (int64_t d = 0; d < hd; ++d) {
+              double o = 0;
+              for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);
+              ASSERT_NEAR(out[(t * nh + h) * hd + d], o, 1e-4) << dtype_name(dt) << " window " << window << " T " << T;
+            }
           }
-          double z = 0;
-          for (auto& s : sc) z += s = std::exp(s - mx);
-          for (int64_t d = 0; d < hd; ++d) {
-            double o = 0;
-            for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);
-            ASSERT_NEAR(out[(t * nh + h) * hd + d], o, 1e-4) << dtype_name(dt) << " window " << window;
-          }
-        }
+      }
     }
   }
+}
+
+// Several sequences in one attention_batch give bitwise the results of separate calls, and a
+// query's output does not depend on how its sequence's queries were chunked (nor on block size).
+TEST(Attention, BatchedAndChunkedAreBitwiseIdentical) {
+  std::mt19937 rng(11);
+  ThreadPool pool(3);
+  const int64_t nh = 4, nkv = 2, hd = 32;
+  AttentionParams p;
+  p.n_heads = nh;
+  p.n_kv_heads = nkv;
+  p.head_dim = hd;
+  p.scale = 0.17f;
+  p.softcap = 30.0f;
+  const int64_t lens[3] = {19, 40, 3}, news[3] = {7, 1, 3};
+  std::vector<std::unique_ptr<TestPages>> pages;
+  std::vector<std::vector<float>> qs, solo(3), batched(3);
+  std::vector<AttentionSegment> segs;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t T = lens[i], n = news[i], pos0 = T - n;
+    auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng);
+    qs.push_back(random_vec(n * nh * hd, rng));
+    pages.push_back(std::make_unique<TestPages>(DType::F16, T, nkv, hd, 4));
+    kv_store(pages[i]->view, 0, T, nkv, hd, K.data(), Vv.data());
+    solo[i].resize(n * nh * hd);
+    batched[i].resize(n * nh * hd);
+    attention(qs[i].data(), n, pos0, pages[i]->view, p, solo[i].data(), pool);
+    // The same sequence with block_size 4 and its queries one at a time.
+    TestPages small(DType::F16, T, nkv, hd, 2);
+    kv_store(small.view, 0, T, nkv, hd, K.data(), Vv.data());
+    std::vector<float> one(n * nh * hd);
+    for (int64_t t = 0; t < n; ++t)
+      attention(qs[i].data() + t * nh * hd, 1, pos0 + t, small.view, p, one.data() + t * nh * hd, pool);
+    ASSERT_EQ(0, std::memcmp(one.data(), solo[i].data(), one.size() * 4)) << "sequence " << i;
+    AttentionSegment sg;
+    sg.q = qs[i].data();
+    sg.n = n;
+    sg.pos0 = pos0;
+    sg.kv = pages[i]->view;
+    sg.out = batched[i].data();
+    segs.push_back(sg);
+  }
+  attention_batch(segs.data(), segs.size(), p, pool);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(0, std::memcmp(solo[i].data(), batched[i].data(), solo[i].size() * 4)) << "sequence " << i;
 }
 
 TEST(Ops, RmsNormSoftmaxActivations) {

@@ -5,13 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "model/arch.h"
-#include "model/kv_cache.h"
+#include "model/paged_kv.h"
 #include "model/weights.h"
 
 namespace fs = std::filesystem;
@@ -149,6 +150,272 @@ TEST(ModelState, TruncateAndReplayIsDeterministic) {
   st->truncate(3);
   m->forward(toks + 3, 3, *st, b.data());
   for (int64_t i = 0; i < V; ++i) ASSERT_FLOAT_EQ(a[i], b[i]);
+}
+
+
+// ---- Paged KV and batched forward ----
+
+struct BatchCase {
+  const char* model;
+  MatmulPath path;
+  DType kv;
+};
+
+void PrintTo(const BatchCase& c, std::ostream* os) {
+  *os << c.model << (c.path == MatmulPath::Fast ? " fast " : " exact ") << dtype_name(c.kv);
+}
+
+std::string batch_case_name(const ::testing::TestParamInfo<BatchCase>& info) {
+  std::string s = std::string(info.param.model) + (info.param.path == MatmulPath::Fast ? "_fast_" : "_exact_") +
+                  dtype_name(info.param.kv);
+  for (auto& ch : s) if (!isalnum((unsigned char)ch)) ch = '_';
+  return s;
+}
+
+// Deterministic token ids of sequence `seq` (vocab 256 in the tiny models).
+std::vector<int32_t> seq_tokens(int seq, int64_t n) {
+  std::vector<int32_t> t(n);
+  for (int64_t i = 0; i < n; ++i) t[i] = int32_t((seq * 67 + i * 31 + 7) % 251 + 2);
+  return t;
+}
+
+// Logits of every position of `toks` run alone: a one-shot prefill of the first `prompt` tokens
+// (all logits), then one token per forward.
+std::vector<float> solo_rows(Model& m, const std::vector<int32_t>& toks, int64_t prompt) {
+  const int64_t V = m.config().vocab_size, n = toks.size();
+  std::vector<float> rows(n * V);
+  auto st = m.new_state(n);
+  m.forward(toks.data(), prompt, *st, rows.data(), true);
+  for (int64_t t = prompt; t < n; ++t) m.forward(&toks[t], 1, *st, rows.data() + t * V);
+  return rows;
+}
+
+bool rows_equal(const float* a, const float* b, int64_t V) { return std::memcmp(a, b, V * sizeof(float)) == 0; }
+
+class BatchForward : public ::testing::TestWithParam<BatchCase> {};
+
+// Chunked prefill (7 + 1 + 9 tokens) and token-by-token decode give bitwise the logits of a
+// one-shot prefill: every row is computed with the same arithmetic whatever the chunking.
+TEST_P(BatchForward, ChunkedPrefillIsBitwiseOneShot) {
+  auto c = GetParam();
+  auto m = make(kTiny + c.model, c.path, c.kv);
+  const int64_t V = m->config().vocab_size;
+  auto toks = seq_tokens(3, 17);
+  std::vector<float> one(17 * V), chunked(17 * V), stepwise(17 * V);
+  auto a = m->new_state(17);
+  m->forward(toks.data(), 17, *a, one.data(), true);
+  auto b = m->new_state(17);
+  int64_t at = 0;
+  for (int64_t n : {7, 1, 9}) {
+    m->forward(toks.data() + at, n, *b, chunked.data() + at * V, true);
+    at += n;
+  }
+  auto s = m->new_state(17);
+  for (int64_t t = 0; t < 17; ++t) m->forward(&toks[t], 1, *s, stepwise.data() + t * V);
+  for (int64_t t = 0; t < 17; ++t) {
+    EXPECT_TRUE(rows_equal(one.data() + t * V, chunked.data() + t * V, V)) << "chunked, position " << t;
+    EXPECT_TRUE(rows_equal(one.data() + t * V, stepwise.data() + t * V, V)) << "stepwise, position " << t;
+  }
+}
+
+// Five sequences of different prompt lengths join a running batch at different steps, prefill in
+// chunks of varying size while others decode; every logits row equals the sequence run alone.
+TEST_P(BatchForward, MixedBatchesAreBitwiseSolo) {
+  auto c = GetParam();
+  auto m = make(kTiny + c.model, c.path, c.kv);
+  const int64_t V = m->config().vocab_size;
+  const int64_t prompts[5] = {5, 13, 1, 21, 34}, gen = 6;
+  const int join[5] = {0, 0, 1, 3, 4};
+  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 64);
+  struct S {
+    std::vector<int32_t> toks;
+    std::vector<float> want, got;
+    std::unique_ptr<SequenceState> st;
+    int64_t prompt, done = 0;
+    int chunk = 0;
+  };
+  std::vector<S> seqs(5);
+  for (int i = 0; i < 5; ++i) {
+    S& s = seqs[i];
+    s.prompt = prompts[i];
+    s.toks = seq_tokens(i, s.prompt + gen);
+    s.want = solo_rows(*m, s.toks, s.prompt);
+    s.got.assign(s.toks.size() * V, NAN);
+    // One sequence keeps a private pool (new_state): a batch may mix pools.
+    s.st = i == 2 ? m->new_state(s.toks.size()) : m->new_paged_state(pool, s.toks.size());
+  }
+  const int64_t chunks[4] = {7, 1, 9, 4};
+  std::vector<float> last(5 * V);
+  for (int step = 0; step < 40; ++step) {
+    std::vector<BatchEntry> batch;
+    std::vector<int> who;
+    for (int i = 0; i < 5; ++i) {
+      S& s = seqs[i];
+      if (step < join[i] || s.done == (int64_t)s.toks.size()) continue;
+      BatchEntry e;
+      e.tokens = s.toks.data() + s.done;
+      e.n = s.done < s.prompt ? std::min(chunks[s.chunk++ % 4], s.prompt - s.done) : 1;
+      e.state = s.st.get();
+      e.all_logits = (i + step) % 2 == 0;
+      e.logits = e.all_logits ? s.got.data() + s.done * V : last.data() + i * V;
+      batch.push_back(e);
+      who.push_back(i);
+    }
+    if (batch.empty()) break;
+    m->forward_batch(batch.data(), batch.size());
+    for (size_t k = 0; k < batch.size(); ++k) {
+      S& s = seqs[who[k]];
+      if (!batch[k].all_logits)
+        std::memcpy(s.got.data() + (s.done + batch[k].n - 1) * V, last.data() + who[k] * V, V * sizeof(float));
+      s.done += batch[k].n;
+      ASSERT_EQ(s.st->length(), s.done);
+    }
+  }
+  for (int i = 0; i < 5; ++i) {
+    S& s = seqs[i];
+    ASSERT_EQ(s.done, (int64_t)s.toks.size()) << "sequence " << i << " did not finish";
+    int compared = 0;
+    for (size_t t = 0; t < s.toks.size(); ++t) {
+      if (std::isnan(s.got[t * V])) continue;  // a chunk's inner row whose logits were not asked for
+      ++compared;
+      EXPECT_TRUE(rows_equal(s.got.data() + t * V, s.want.data() + t * V, V)) << "sequence " << i << " position " << t;
+    }
+    EXPECT_GE(compared, gen) << "sequence " << i;
+  }
+  seqs.clear();
+  EXPECT_EQ(pool->free_count(), pool->total_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiny, BatchForward,
+    ::testing::Values(BatchCase{"llama", MatmulPath::Exact, DType::F32},
+                      BatchCase{"qwen3", MatmulPath::Fast, DType::F16},
+                      BatchCase{"gemma3", MatmulPath::Fast, DType::BF16},
+                      BatchCase{"llama-q8_0.gguf", MatmulPath::Fast, DType::F16},
+                      BatchCase{"qwen3-q4_0.gguf", MatmulPath::Fast, DType::F16},
+                      BatchCase{"qwen3-q4_0.gguf", MatmulPath::Exact, DType::F32}),
+    batch_case_name);
+
+PagedKvState& paged(SequenceState& s) { return dynamic_cast<PagedKvState&>(s); }
+
+std::vector<uint8_t> block_bytes(cache::BlockPool& pool, const std::vector<cache::BlockId>& blocks) {
+  std::vector<uint8_t> out;
+  for (auto b : blocks) out.insert(out.end(), pool.data(b), pool.data(b) + pool.shape().block_bytes());
+  return out;
+}
+
+// A second sequence adopts the first one's prefix pages (ending inside a block) and continues
+// differently: its logits equal a cold run, and the source's pages are never written (COW).
+TEST(PagedKv, SharedPrefixIsCopyOnWrite) {
+  auto m = make(kTiny + "qwen3-q4_0.gguf", MatmulPath::Fast, DType::F16);
+  const int64_t V = m->config().vocab_size;
+  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 16);
+  auto toks_a = seq_tokens(1, 21);
+  auto toks_b = toks_a;
+  toks_b.resize(18);  // B shares A's first 18 tokens, then diverges
+  for (int i = 0; i < 9; ++i) toks_b.push_back(int32_t(100 + i));
+
+  auto a = m->new_paged_state(pool, 64);
+  std::vector<float> la(21 * V);
+  m->forward(toks_a.data(), 21, *a, la.data(), true);
+  const auto a_blocks = paged(*a).table().blocks();
+  ASSERT_EQ(a_blocks.size(), 2u);
+  const auto a_pages = block_bytes(*pool, a_blocks);
+
+  auto b = m->new_paged_state(pool, 64);
+  paged(*b).adopt_prefix(a_blocks, 18);
+  EXPECT_EQ(b->length(), 18);
+  EXPECT_EQ(pool->refcount(a_blocks[1]), 2);
+  EXPECT_EQ(paged(*b).blocks_needed(1), 1);   // the shared partial page is copied first
+  EXPECT_EQ(paged(*b).blocks_needed(15), 2);  // ... and position 32 opens a new page
+  std::vector<float> lb(9 * V);
+  m->forward(toks_b.data() + 18, 9, *b, lb.data(), true);
+  EXPECT_EQ(paged(*b).table().blocks()[0], a_blocks[0]);  // full page still shared
+  EXPECT_NE(paged(*b).table().blocks()[1], a_blocks[1]);  // partial page was copied
+  EXPECT_EQ(block_bytes(*pool, a_blocks), a_pages) << "source pages were written";
+
+  auto cold = m->new_state(27);
+  std::vector<float> lc(27 * V);
+  m->forward(toks_b.data(), 27, *cold, lc.data(), true);
+  for (int64_t t = 0; t < 9; ++t)
+    EXPECT_TRUE(rows_equal(lb.data() + t * V, lc.data() + (18 + t) * V, V)) << "position " << 18 + t;
+
+  // A continues after B's writes and still matches its own cold run.
+  toks_a.push_back(42);
+  std::vector<float> la2(V);
+  m->forward(&toks_a[21], 1, *a, la2.data());
+  auto cold_a = m->new_state(22);
+  std::vector<float> lca(22 * V);
+  m->forward(toks_a.data(), 22, *cold_a, lca.data(), true);
+  EXPECT_TRUE(rows_equal(la2.data(), lca.data() + 21 * V, V));
+  a.reset();
+  b.reset();
+  EXPECT_EQ(pool->free_count(), pool->total_blocks());
+}
+
+// Speculation rollback: truncating (across a page boundary) and forwarding again reproduces the
+// same logits bitwise, and dropped pages go back to the pool.
+TEST(PagedKv, TruncateThenReforwardIsBitwise) {
+  for (MatmulPath mp : {MatmulPath::Fast, MatmulPath::Exact}) {
+    auto m = make(kTiny + "gemma3", mp, DType::F16);
+    const int64_t V = m->config().vocab_size;
+    auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 8);
+    auto st = m->new_paged_state(pool, 40);
+    auto toks = seq_tokens(4, 35);
+    std::vector<float> a(35 * V), b(26 * V);
+    m->forward(toks.data(), 35, *st, a.data(), true);
+    EXPECT_EQ(pool->free_count(), pool->total_blocks() - 3);
+    st->truncate(9);
+    EXPECT_EQ(pool->free_count(), pool->total_blocks() - 1);
+    m->forward(toks.data() + 9, 26, *st, b.data(), true);
+    for (int64_t t = 0; t < 26; ++t)
+      EXPECT_TRUE(rows_equal(a.data() + (9 + t) * V, b.data() + t * V, V)) << "position " << 9 + t;
+  }
+}
+
+// A batch the pool cannot hold is refused with rapid::Error before any state changes.
+TEST(PagedKv, PoolExhaustionThrowsAndLeavesStatesUnchanged) {
+  auto m = make(kTiny + "llama", MatmulPath::Fast, DType::F16);
+  const int64_t V = m->config().vocab_size;
+  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 3);
+  ASSERT_EQ(pool->total_blocks(), 3u);
+  auto a = m->new_paged_state(pool, 100), b = m->new_paged_state(pool, 100);
+  auto ta = seq_tokens(0, 21), tb = seq_tokens(1, 20);
+  std::vector<float> la(V), lb(V), ref(V);
+  m->forward(ta.data(), 20, *a, la.data());  // 2 pages, 1 free
+  BatchEntry e[2];
+  e[0] = BatchEntry{ta.data() + 20, 1, a.get(), la.data(), false};  // fits in A's last page
+  e[1] = BatchEntry{tb.data(), 17, b.get(), lb.data(), false};      // needs 2 pages
+  EXPECT_THROW(m->forward_batch(e, 2), Error);
+  EXPECT_EQ(a->length(), 20);
+  EXPECT_EQ(b->length(), 0);
+  EXPECT_EQ(pool->free_count(), 1u);
+  EXPECT_THROW(m->forward(tb.data(), 17, *b, lb.data()), Error);
+  EXPECT_EQ(b->length(), 0);
+  // Other refusals are errors too, and leave the states alone.
+  e[1].n = 16;
+  BatchEntry dup[2] = {e[0], e[0]};
+  EXPECT_THROW(m->forward_batch(dup, 2), Error);
+  int32_t bad = 999;
+  BatchEntry badtok[2] = {e[0], BatchEntry{&bad, 1, b.get(), lb.data(), false}};
+  EXPECT_THROW(m->forward_batch(badtok, 2), Error);
+  auto other = make(kTiny + "qwen3", MatmulPath::Fast, DType::F16);  // different page geometry
+  auto foreign = other->new_state(8);
+  BatchEntry wrong[1] = {BatchEntry{ta.data(), 1, foreign.get(), lb.data(), false}};
+  EXPECT_THROW(m->forward_batch(wrong, 1), Error);
+  EXPECT_EQ(a->length(), 20);
+  EXPECT_EQ(b->length(), 0);
+  // What fits runs, and matches a solo run.
+  m->forward_batch(e, 2);
+  EXPECT_EQ(a->length(), 21);
+  EXPECT_EQ(b->length(), 16);
+  EXPECT_EQ(pool->free_count(), 0u);
+  auto solo = m->new_state(16);
+  m->forward(tb.data(), 16, *solo, ref.data());
+  EXPECT_TRUE(rows_equal(lb.data(), ref.data(), V));
+  a.reset();
+  b.reset();
+  EXPECT_EQ(pool->free_count(), 3u);
 }
 
 }  // namespace

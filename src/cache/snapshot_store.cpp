@@ -339,18 +339,41 @@ void SnapshotStore::enforce_cap_locked(const std::string& keep) {
   }
 }
 
-std::optional<SnapshotEntry> SnapshotStore::lookup(const std::vector<int32_t>& tokens) {
+bool SnapshotStore::contains(const std::vector<int32_t>& tokens) const {
+  std::lock_guard lk(mu_);
+  auto it = index_.find(file_name(tokens));
+  if (it != index_.end() && it->second.tokens == tokens) return true;
+  for (const auto& q : queue_)
+    if (q.tokens == tokens) return true;
+  return false;
+}
+
+std::optional<SnapshotEntry> SnapshotStore::lookup(const std::vector<int32_t>& tokens, size_t min_tokens,
+                                                   size_t* common) {
   std::unique_lock lk(mu_);
   for (;;) {
     std::string best;
     size_t best_len = 0;
     for (auto& [name, ie] : index_) {
-      if (ie.tokens.size() > tokens.size() || (ie.tokens.size() <= best_len && !best.empty())) continue;
+      if (common) {
+        // Any shared prefix counts: KV at position i depends only on tokens 0..i.
+        size_t n = std::min(ie.tokens.size(), tokens.size()), k = 0;
+        while (k < n && ie.tokens[k] == tokens[k]) ++k;
+        if (k >= min_tokens && k > best_len) {
+          best = name;
+          best_len = k;
+        }
+        continue;
+      }
+      if (ie.tokens.size() > tokens.size() || ie.tokens.size() < min_tokens ||
+          (ie.tokens.size() <= best_len && !best.empty()))
+        continue;
       if (std::equal(ie.tokens.begin(), ie.tokens.end(), tokens.begin())) {
         best = name;
         best_len = ie.tokens.size();
       }
     }
+    if (common) *common = best_len;
     if (best.empty()) { ++st_.misses; return std::nullopt; }
     std::string path = opt_.dir + "/" + best;
     std::string why;

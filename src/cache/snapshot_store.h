@@ -66,7 +66,13 @@ class SnapshotStore {
   void flush();  // returns once every queued entry is on disk (or failed with a log line)
   // The stored entry with the longest token list that is a prefix of `tokens`, read and
   // verified now; corrupt candidates are deleted and the next best one is tried.
-  std::optional<SnapshotEntry> lookup(const std::vector<int32_t>& tokens);
+  // Entries shorter than `min_tokens` are not considered (the caller already has that much).
+  // With `common`, the entry sharing the longest prefix with `tokens` (at least min_tokens) is
+  // returned whole and *common says how many of its leading tokens are usable.
+  std::optional<SnapshotEntry> lookup(const std::vector<int32_t>& tokens, size_t min_tokens = 1,
+                                      size_t* common = nullptr);
+  // Whether an entry for exactly these tokens is on disk or queued (avoids rewriting it).
+  bool contains(const std::vector<int32_t>& tokens) const;
   void purge();  // drop the queue and delete every entry
   SnapshotStats stats() const;
   const std::string& dir() const { return opt_.dir; }

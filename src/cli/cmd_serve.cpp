@@ -10,7 +10,10 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "engine/engine_runner.h"
+#include "cache/snapshot_store.h"
+#include "engine/batch_engine.h"
+#include "engine/model_identity.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "model/weights.h"
 #include "server/http_server.h"
@@ -25,6 +28,12 @@ int usage() {
                "                       [--served-model-name NAME] [--tool-call-parser NAME|none]\n"
                "                       [--reasoning-parser NAME|none] [--max-body-bytes N] [--threads N]\n"
                "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
+               "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
+               "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
+               "                       [--cache-dir DIR] [--cache-disk-limit SIZE]\n"
+               "                       [--speculative auto|off|ngram] [--num-speculative-tokens N]\n"
+               "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
+               "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
                "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
                "The API key may also come from the RAPID_API_KEY environment variable.\n");
   return 2;
@@ -48,6 +57,10 @@ int run_serve(const std::vector<std::string>& args) {
   rapid::server::ModelBackendOptions bo;
   std::string model_path;
   long long threads = 0, ctx = 0;
+  rapid::BatchEngineOptions eo;
+  rapid::ModelOptions mo;
+  std::string kv_memory, cache_dir, disk_limit = "8GiB";
+  bool persist = true;
   if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -77,6 +90,32 @@ int run_serve(const std::vector<std::string>& args) {
     else if (a == "--threads") ok = number(0, 1024, threads);
     else if (a == "--ctx") ok = number(16, 1LL << 24, ctx);
     else if (a == "--http-threads") { ok = number(4, 4096, n); so.http_threads = int(n); }
+    else if (a == "--kv-cache-memory") ok = value(kv_memory);
+    else if (a == "--kv-dtype") {
+      std::string d;
+      ok = value(d);
+      if (d == "f16") mo.kv_dtype = rapid::DType::F16;
+      else if (d == "bf16") mo.kv_dtype = rapid::DType::BF16;
+      else if (d == "f32") mo.kv_dtype = rapid::DType::F32;
+      else ok = false;
+    }
+    else if (a == "--max-num-seqs") { ok = number(1, 4096, n); eo.max_num_seqs = n; }
+    else if (a == "--max-batch-tokens") { ok = number(16, 1 << 20, n); eo.max_step_tokens = n; }
+    else if (a == "--no-prefix-cache") eo.kv.prefix_cache = false;
+    else if (a == "--no-persist-cache") persist = false;
+    else if (a == "--cache-dir") ok = value(cache_dir);
+    else if (a == "--cache-disk-limit") ok = value(disk_limit);
+    else if (a == "--speculative") {
+      std::string m;
+      ok = value(m);
+      try {
+        eo.spec.mode = rapid::parse_spec_mode(m);
+      } catch (const rapid::Error& e) {
+        std::fprintf(stderr, "rapid-mlx serve: %s\n", e.what());
+        return 2;
+      }
+    }
+    else if (a == "--num-speculative-tokens") { ok = number(0, 64, n); eo.spec.max_draft = int(n); }
     else if (a == "--log-level") {
       std::string l;
       ok = value(l);
@@ -95,15 +134,39 @@ int run_serve(const std::vector<std::string>& args) {
   if (model_path.empty()) return usage();
 
   std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(model_path);
-  std::shared_ptr<rapid::Model> model = rapid::create_model(ckpt, int(threads));
+  mo.num_threads = int(threads);
+  std::shared_ptr<rapid::Model> model = rapid::create_model(ckpt, mo);
   std::shared_ptr<const rapid::Tokenizer> tok = rapid::load_tokenizer(ckpt->tokenizer_path);
   int64_t max_pos = ckpt->config.max_position_embeddings;
   bo.context_length = ctx > 0 ? ctx : (max_pos > 0 ? std::min<int64_t>(max_pos, 32768) : 4096);
   if (bo.served_name.empty()) bo.served_name = std::filesystem::path(model_path).filename().string();
   bo.model_type = ckpt->config.architecture;
   bo.model_vocab = ckpt->config.vocab_size;
-  auto engine = std::make_unique<rapid::SerialEngine>(
-      rapid::make_generator_runner_factory(model, tok));
+  eo.context_length = bo.context_length;
+  const uint64_t ram = rapid::cache::system_ram_bytes();
+  const rapid::cache::BlockShape shape = model->kv_block_shape(eo.kv.block_size);
+  if (kv_memory.empty()) {
+    uint64_t want = uint64_t(eo.max_num_seqs) * uint64_t(bo.context_length) / uint64_t(shape.block_size) *
+                    shape.block_bytes();
+    eo.kv.pool_bytes = std::min<uint64_t>(want + shape.block_bytes() * 4, ram / 4);
+  } else {
+    eo.kv.pool_bytes = rapid::cache::parse_memory_size(kv_memory, ram);
+  }
+  if (persist && eo.kv.prefix_cache) {
+    std::string key = rapid::kv_snapshot_key(*ckpt, shape.dtype, shape.block_size);
+    eo.kv.snapshot_dir = (cache_dir.empty() ? rapid::cache::default_cache_root() : cache_dir) + "/" + key;
+    eo.kv.model_key = key;
+    eo.kv.snapshot_max_disk_bytes = rapid::cache::parse_memory_size(disk_limit, ram);
+  }
+  auto engine = std::make_unique<rapid::BatchEngine>(model, tok, eo);
+  {
+    rapid::BatchEngineStats st = engine->stats();
+    rapid::log::info("kv cache: " + std::to_string(st.kv.pool.total_blocks) + " blocks of " +
+                     std::to_string(shape.block_size) + " tokens (" +
+                     std::to_string(st.kv.pool.arena_bytes >> 20) + " MiB); snapshots " +
+                     (eo.kv.snapshot_dir.empty() ? std::string("off") : eo.kv.snapshot_dir) + "; speculative " +
+                     rapid::spec_mode_name(eo.spec.mode));
+  }
   rapid::server::ModelBackend backend(tok, std::move(engine), bo);
 
   rapid::server::HttpServer server(backend, so);

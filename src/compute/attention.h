@@ -1,7 +1,8 @@
-// Causal grouped-query attention of new query tokens over a KV cache.
-// The cache is reached through KvView so a paged layout (block table) can replace the contiguous
-// one without touching the architectures: only key_at/value_at change.
+// Causal grouped-query attention of new query tokens over a paged KV cache.
+// The cache is reached through KvView, which addresses the pages of cache::BlockPool in place
+// (block = per layer K[kv_heads][block_size][head_dim] then V[...]), so no copy is ever made.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "compute/thread_pool.h"
@@ -9,14 +10,24 @@
 
 namespace rapid {
 
+// One layer of one sequence's KV pages. Token position p lives in block p >> block_shift at
+// slot p & slot_mask; within that block, kv head h of layer l starts at k_off/v_off + h*head_stride.
 struct KvView {
-  DType dtype = DType::F16;     // F16, BF16 or F32
-  uint8_t* k = nullptr;         // position p, kv head h at k + p*pos_stride + h*head_stride
-  uint8_t* v = nullptr;
-  size_t pos_stride = 0, head_stride = 0;
+  DType dtype = DType::F16;            // F16, BF16 or F32
+  uint8_t* const* blocks = nullptr;    // base pointer of each block, in sequence order
+  size_t k_off = 0, v_off = 0;         // this layer's K and V plane offsets inside a block
+  int32_t block_shift = 4;             // block_size = 1 << block_shift (a power of two: shift/mask)
+  int64_t slot_mask = 15;              // block_size - 1
+  size_t head_stride = 0;              // block_size * head_dim * elem bytes
+  size_t slot_stride = 0;              // head_dim * elem bytes
 
-  uint8_t* key_at(int64_t pos, int64_t h) const { return k + pos * pos_stride + h * head_stride; }
-  uint8_t* value_at(int64_t pos, int64_t h) const { return v + pos * pos_stride + h * head_stride; }
+  int64_t block_size() const { return int64_t(1) << block_shift; }
+  uint8_t* key_at(int64_t pos, int64_t h) const {
+    return blocks[pos >> block_shift] + k_off + h * head_stride + (pos & slot_mask) * slot_stride;
+  }
+  uint8_t* value_at(int64_t pos, int64_t h) const {
+    return blocks[pos >> block_shift] + v_off + h * head_stride + (pos & slot_mask) * slot_stride;
+  }
 };
 
 struct AttentionParams {
@@ -30,8 +41,21 @@ struct AttentionParams {
 void kv_store(const KvView& kv, int64_t pos0, int64_t n, int64_t n_kv_heads, int64_t head_dim,
               const float* k, const float* v);
 
-// q: [n][n_heads*head_dim] for positions pos0..pos0+n-1 (their keys already stored);
-// out: same shape.
+// One sequence's share of a batched attention: n queries at positions pos0..pos0+n-1 (their keys
+// already stored), q and out [n][n_heads*head_dim].
+struct AttentionSegment {
+  const float* q = nullptr;
+  int64_t n = 0, pos0 = 0;
+  KvView kv;
+  float* out = nullptr;
+};
+
+// Every (segment, query, head) task of a batched forward in one parallel region. Each task does
+// the same arithmetic whatever the batch, so results do not depend on batching or chunking.
+void attention_batch(const AttentionSegment* segs, size_t count, const AttentionParams& p,
+                     ThreadPool& pool);
+
+// Single sequence: attention_batch with one segment.
 void attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
                float* out, ThreadPool& pool);
 

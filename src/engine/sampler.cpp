@@ -24,10 +24,23 @@ Sampler::Sampler(const SamplingParams& p) : p_(p) {
 
 SampleResult Sampler::sample(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
                              const std::vector<int32_t>& generated, const std::vector<bool>* mask) {
+  return run(logits, vocab, prompt, generated, mask, -1, nullptr);
+}
+
+SampleResult Sampler::sample_draft(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
+                                   const std::vector<int32_t>& generated, const std::vector<bool>* mask,
+                                   int32_t draft, bool* accepted) {
+  return run(logits, vocab, prompt, generated, mask, draft, accepted);
+}
+
+SampleResult Sampler::run(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
+                          const std::vector<int32_t>& generated, const std::vector<bool>* mask, int32_t draft,
+                          bool* accepted) {
   if (vocab <= 0) throw Error("sampler: empty vocabulary");
   if (mask && static_cast<int64_t>(mask->size()) < vocab)
     throw Error("sampler: constraint mask smaller than the vocabulary");
   SampleResult res;
+  if (accepted) *accepted = false;
 
   // Log-softmax of the raw logits, for logprobs (computed before any modification).
   float raw_max = kNegInf;
@@ -143,13 +156,29 @@ SampleResult Sampler::sample(float* logits, int64_t vocab, const std::vector<int
     }
     probs_of(pr);
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    double r = u(rng_), acc = 0;
-    chosen = cand.back();
-    for (size_t i = 0; i < cand.size(); ++i) {
-      acc += pr[i];
-      if (r < acc) { chosen = cand[i]; break; }
+    if (accepted) {
+      auto it = std::find(cand.begin(), cand.end(), draft);
+      double pd = it == cand.end() ? 0.0 : pr[size_t(it - cand.begin())];
+      if (pd > 0 && u(rng_) < pd) {
+        chosen = draft;
+        *accepted = true;
+      } else if (pd > 0) {
+        // Rejected: draw from p without the draft. Only reachable when pd < 1, so mass remains.
+        pr[size_t(it - cand.begin())] = 0.0;
+        for (auto& v : pr) v /= (1.0 - pd);
+      }
+    }
+    if (chosen < 0) {
+      double r = u(rng_), acc = 0;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        if (pr[i] == 0.0) continue;  // underflow, or the rejected draft
+        chosen = cand[i];            // rounding fallback: the last token with mass
+        acc += pr[i];
+        if (r < acc) break;
+      }
     }
   }
+  if (accepted && p_.temperature <= 0) *accepted = chosen == draft;
   if (chosen < 0 || logits[chosen] == kNegInf) throw Error("sampler: every token is masked out");
 
   res.token = chosen;

@@ -40,9 +40,19 @@ class Sampler {
   // `mask` (optional, vocab-sized, true = allowed) comes from constrained decoding.
   SampleResult sample(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
                       const std::vector<int32_t>& generated, const std::vector<bool>* mask = nullptr);
+  // Speculative verification of a drafted token (drafts are deterministic guesses, q = one-hot):
+  // greedy → argmax; otherwise draft d is kept with probability p(d) and else a token is drawn
+  // from p with d removed (renormalised) — so the token is distributed exactly as sample() draws
+  // (Leviathan et al. 2023 with a point-mass proposal). `*accepted`: the result is the draft.
+  SampleResult sample_draft(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
+                            const std::vector<int32_t>& generated, const std::vector<bool>* mask,
+                            int32_t draft, bool* accepted);
   const SamplingParams& params() const { return p_; }
 
  private:
+  SampleResult run(float* logits, int64_t vocab, const std::vector<int32_t>& prompt,
+                   const std::vector<int32_t>& generated, const std::vector<bool>* mask, int32_t draft,
+                   bool* accepted);
   SamplingParams p_;
   std::mt19937_64 rng_;
 };

@@ -1,4 +1,5 @@
 // The decoder-only transformer shared by Llama, Qwen2/3 and Gemma 3 (switches in ArchSpec).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -9,8 +10,8 @@
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
-#include "model/kv_cache.h"
 #include "model/layers.h"
+#include "model/paged_kv.h"
 
 namespace rapid {
 namespace {
@@ -96,50 +97,163 @@ class DecoderModel final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
+  // A private pool sized for max_tokens: pages are virtual until written, so resident memory
+  // follows the tokens actually used, as the old contiguous cache did.
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
-    return std::make_unique<KvCache>(cfg_.num_hidden_layers, max_tokens, nkv_, hd_, opts_.kv_dtype);
+    if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
+    cache::BlockShape sh = kv_block_shape(kPrivateBlock);
+    const uint64_t blocks = static_cast<uint64_t>((max_tokens + kPrivateBlock - 1) / kPrivateBlock);
+    auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
+    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+  }
+
+  cache::BlockShape kv_block_shape(int32_t block_size) const override {
+    cache::BlockShape sh;
+    sh.num_layers = static_cast<int32_t>(layers_.size());
+    sh.kv_heads = static_cast<int32_t>(nkv_);
+    sh.head_dim = static_cast<int32_t>(hd_);
+    sh.block_size = block_size;
+    switch (opts_.kv_dtype) {
+      case DType::F16: sh.dtype = cache::KvDType::F16; break;
+      case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
+      case DType::F32: sh.dtype = cache::KvDType::F32; break;
+      default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(opts_.kv_dtype));
+    }
+    sh.validate();
+    return sh;
+  }
+
+  std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
+                                                 int64_t max_tokens) override {
+    if (!pool) throw Error("new_paged_state: no block pool");
+    check_pool_shape(pool->shape());
+    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
   }
 
   void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
                bool all_logits) override {
-    auto* kv = dynamic_cast<KvCache*>(&state);
-    if (!kv) throw Error("forward: sequence state was not created by this model");
-    if (n <= 0) throw Error("forward: no tokens");
-    const int64_t pos0 = kv->length();
-    if (pos0 + n > kv->capacity())
-      throw Error("forward: " + std::to_string(pos0 + n) + " tokens exceed the sequence's capacity of " +
-                  std::to_string(kv->capacity()));
-    for (int64_t t = 0; t < n; ++t)
-      if (tokens[t] < 0 || tokens[t] >= V_)
-        throw Error("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary (size " +
-                    std::to_string(V_) + ")");
-    reserve(n);
+    BatchEntry e;
+    e.tokens = tokens;
+    e.n = n;
+    e.state = &state;
+    e.logits = logits;
+    e.all_logits = all_logits;
+    forward_batch(&e, 1);
+  }
 
-    for (int64_t t = 0; t < n; ++t) {
-      dequantize_tensor_row(*embed_, tokens[t], x_.data() + t * H_);
-      if (embed_scale_ != 1.0f) scale_inplace(x_.data() + t * H_, embed_scale_, H_);
+  void forward_batch(const BatchEntry* entries, size_t count) override {
+    if (count == 0) return;
+    // Validate everything before touching any state, so a refused batch changes nothing.
+    seqs_.resize(count);
+    int64_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const BatchEntry& e = entries[i];
+      auto* kv = dynamic_cast<PagedKvState*>(e.state);
+      if (!kv) throw Error("forward: sequence state was not created by this model");
+      if (e.n <= 0) throw Error("forward: no tokens");
+      if (!e.tokens || !e.logits) throw Error("forward: null tokens or logits");
+      check_pool_shape(kv->pool().shape());
+      for (size_t j = 0; j < i; ++j)
+        if (seqs_[j].kv == kv) throw Error("forward_batch: the same sequence appears twice in a batch");
+      const int64_t pos0 = kv->length();
+      if (pos0 + e.n > kv->capacity())
+        throw Error("forward: " + std::to_string(pos0 + e.n) + " tokens exceed the sequence's capacity of " +
+                    std::to_string(kv->capacity()));
+      for (int64_t t = 0; t < e.n; ++t)
+        if (e.tokens[t] < 0 || e.tokens[t] >= V_)
+          throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
+                      std::to_string(V_) + ")");
+      seqs_[i] = Seq{kv, pos0, total, e.n};
+      total += e.n;
     }
-    // RoPE tables for this call's positions (both bases).
+    // Free blocks per pool, summed over the entries that share it (the usual case: one pool).
+    for (size_t i = 0; i < count; ++i) {
+      cache::BlockPool* pool = &seqs_[i].kv->pool();
+      bool seen = false;
+      for (size_t j = 0; j < i && !seen; ++j) seen = &seqs_[j].kv->pool() == pool;
+      if (seen) continue;
+      int64_t need = 0;
+      for (size_t j = i; j < count; ++j)
+        if (&seqs_[j].kv->pool() == pool) need += seqs_[j].kv->blocks_needed(entries[j].n);
+      if (need > static_cast<int64_t>(pool->free_count()))
+        throw Error("forward: KV pool has " + std::to_string(pool->free_count()) + " free blocks, " +
+                    std::to_string(need) + " needed");
+    }
+    for (size_t i = 0; i < count; ++i) {
+      try {
+        seqs_[i].kv->append(entries[i].n);
+      } catch (...) {
+        for (size_t j = 0; j < i; ++j) seqs_[j].kv->truncate(seqs_[j].pos0);  // undo the others
+        throw;
+      }
+    }
+
+    reserve(total);
     const int64_t half = global_rope_.half();
-    for (int64_t t = 0; t < n; ++t) {
-      global_rope_.angles(pos0 + t, gcos_.data() + t * half, gsin_.data() + t * half);
-      local_rope_.angles(pos0 + t, lcos_.data() + t * half, lsin_.data() + t * half);
+    for (size_t i = 0; i < count; ++i) {
+      const Seq& s = seqs_[i];
+      for (int64_t t = 0; t < s.n; ++t) {
+        const int64_t r = s.row + t;
+        dequantize_tensor_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
+        if (embed_scale_ != 1.0f) scale_inplace(x_.data() + r * H_, embed_scale_, H_);
+        // RoPE tables at each token's own position (both bases).
+        global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
+        local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
+      }
     }
 
-    for (size_t li = 0; li < layers_.size(); ++li) run_layer(layers_[li], kv->layer(li), pos0, n);
-    kv->advance(n);
+    segs_.resize(count);
+    for (size_t li = 0; li < layers_.size(); ++li) run_layer(layers_[li], static_cast<int32_t>(li), total);
 
-    const int64_t first = all_logits ? 0 : n - 1, rows = n - first;
-    for (int64_t t = first; t < n; ++t)
-      rms_norm(x_.data() + t * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one, xn_.data() + (t - first) * H_);
-    lm_head_(xn_.data(), rows, logits, ctx_);
+    // Final norm + lm_head only over the rows whose logits are wanted, packed together.
+    int64_t rows = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const Seq& s = seqs_[i];
+      for (int64_t t = entries[i].all_logits ? 0 : s.n - 1; t < s.n; ++t, ++rows)
+        rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
+                 xn_.data() + rows * H_);
+    }
+    // One entry writes straight into its buffer; several share one lm_head call, then split.
+    float* out = entries[0].logits;
+    if (count > 1) {
+      logits_buf_.resize(static_cast<size_t>(rows * V_));
+      out = logits_buf_.data();
+    }
+    lm_head_(xn_.data(), rows, out, ctx_);
     if (cfg_.final_logit_softcapping > 0) {
       float cap = static_cast<float>(cfg_.final_logit_softcapping);
-      for (int64_t i = 0; i < rows * V_; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+      for (int64_t i = 0; i < rows * V_; ++i) out[i] = cap * std::tanh(out[i] / cap);
+    }
+    if (count > 1) {
+      int64_t r = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t k = entries[i].all_logits ? entries[i].n : 1;
+        std::memcpy(entries[i].logits, out + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
+        r += k;
+      }
     }
   }
 
  private:
+  static constexpr int32_t kPrivateBlock = 16;
+
+  // One entry of the current batch: its state, first new position and rows in x_.
+  struct Seq {
+    PagedKvState* kv;
+    int64_t pos0, row, n;
+  };
+
+  void check_pool_shape(const cache::BlockShape& got) const {
+    cache::BlockShape want = kv_block_shape(got.block_size);
+    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
+        got.dtype != want.dtype)
+      throw Error("KV pool shape (" + std::to_string(got.num_layers) + " layers, " + std::to_string(got.kv_heads) +
+                  " kv heads, head_dim " + std::to_string(got.head_dim) + ", " + cache::kv_dtype_name(got.dtype) +
+                  ") does not match the model (" + std::to_string(want.num_layers) + ", " +
+                  std::to_string(want.kv_heads) + ", " + std::to_string(want.head_dim) + ", " +
+                  cache::kv_dtype_name(want.dtype) + ")");
+  }
+
   // Exact (parity) mode: dequantize every projection once to f32 so each step is an f32 GEMV
   // over exactly the values transformers multiplies with.
   void materialize_f32() {
@@ -183,7 +297,8 @@ class DecoderModel final : public Model {
     lsin_.resize(n * half);
   }
 
-  void run_layer(const Layer& L, const KvView& kv, int64_t pos0, int64_t n) {
+  // All batch rows go through every projection at once; KV stores and attention are per entry.
+  void run_layer(const Layer& L, int32_t li, int64_t n) {
     const bool one = spec_.norm_add_one;
     for (int64_t t = 0; t < n; ++t)
       rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, one, xn_.data() + t * H_);
@@ -208,7 +323,16 @@ class DecoderModel final : public Model {
       rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
       rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
     }
-    kv_store(kv, pos0, n, nkv_, hd_, k_.data(), v_.data());
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      const Seq& s = seqs_[i];
+      AttentionSegment& sg = segs_[i];
+      sg.kv = s.kv->layer(li);
+      sg.q = q_.data() + s.row * nh_ * hd_;
+      sg.out = att_.data() + s.row * nh_ * hd_;
+      sg.n = s.n;
+      sg.pos0 = s.pos0;
+      kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
+    }
     AttentionParams ap;
     ap.n_heads = nh_;
     ap.n_kv_heads = nkv_;
@@ -216,7 +340,7 @@ class DecoderModel final : public Model {
     ap.scale = attn_scale_;
     ap.window = L.sliding ? cfg_.sliding_window : 0;
     ap.softcap = static_cast<float>(cfg_.attn_logit_softcapping);
-    attention(q_.data(), n, pos0, kv, ap, att_.data(), pool_);
+    attention_batch(segs_.data(), segs_.size(), ap, pool_);
     L.o(att_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)
       for (int64_t t = 0; t < n; ++t)
@@ -256,7 +380,9 @@ class DecoderModel final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_;
+  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_;
+  std::vector<Seq> seqs_;                // the current batch (valid during forward_batch)
+  std::vector<AttentionSegment> segs_;
 };
 
 }  // namespace

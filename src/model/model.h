@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/block_pool.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 
@@ -17,6 +18,15 @@ class SequenceState {
   virtual void truncate(int64_t n) = 0;     // roll back to the first n tokens (speculation)
 };
 
+// One sequence's share of a batched forward: n new tokens appended after state->length().
+struct BatchEntry {
+  const int32_t* tokens = nullptr;
+  int64_t n = 0;
+  SequenceState* state = nullptr;
+  float* logits = nullptr;   // vocab_size floats (last token) or n*vocab_size when all_logits
+  bool all_logits = false;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -27,6 +37,20 @@ class Model {
   // floats, when all_logits is true — used by speculative verification and tests).
   virtual void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
                        bool all_logits = false) = 0;
+
+  // Paged KV (continuous batching). The page geometry of this model for `block_size` token slots
+  // per block, so the engine can size one shared pool from --kv-cache-memory.
+  virtual cache::BlockShape kv_block_shape(int32_t block_size) const = 0;
+  // A sequence whose KV pages come from `pool`, shared with other sequences and the prefix cache
+  // (see model/paged_kv.h). `max_tokens` bounds its length (context limit).
+  virtual std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
+                                                         int64_t max_tokens) = 0;
+  // One forward over several sequences: every linear layer runs once over all their tokens
+  // (weights are read once per step, not once per sequence); attention stays per sequence.
+  // Each entry's result is bit-identical to forward() on that entry alone (batch invariance).
+  // The states must be paged states of distinct sequences; the caller has made sure the pool
+  // holds PagedKvState::blocks_needed(n) free blocks for each entry.
+  virtual void forward_batch(const BatchEntry* entries, size_t count) = 0;
 };
 
 // Builds the architecture named in the checkpoint's config over its weights.

@@ -29,9 +29,12 @@ struct ConstraintSpec {
 struct EngineStats {
   int64_t queued = 0;
   int64_t running = 0;
-  double kv_usage = 0.0;          // fraction of KV capacity in use
+  double kv_usage = 0.0;          // fraction of KV blocks held (by sequences or the prefix cache)
   double prefix_cache_hit_rate = 0.0;
   double spec_acceptance = 0.0;
+  int64_t kv_blocks_total = 0, kv_blocks_free = 0, prefix_cache_blocks = 0;
+  uint64_t preemptions = 0, spec_drafted = 0, spec_accepted = 0, steps = 0;
+  uint64_t disk_entries = 0, disk_bytes = 0, disk_hits = 0, disk_writes = 0;
 };
 
 class Backend {
@@ -55,6 +58,10 @@ class Backend {
   virtual bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const = 0;
   virtual Engine& engine() = 0;
   virtual EngineStats engine_stats() const = 0;
+  // GET /v1/cache (KV pool, prefix cache and disk snapshot state) and DELETE /v1/cache (purge,
+  // disk included). Null when the backend has no KV cache (→ 404).
+  virtual nlohmann::ordered_json cache_info() const { return nullptr; }
+  virtual nlohmann::ordered_json purge_cache() { return nullptr; }
 };
 
 }  // namespace rapid::server

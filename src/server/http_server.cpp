@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "server/anthropic_handlers.h"
+#include "server/cache_handlers.h"
 #include "server/auth.h"
 #include "server/openai_handlers.h"
 #include "server/openapi.h"
@@ -100,6 +101,8 @@ void HttpServer::routes() {
   s.Post("/v1/responses", wrap("/v1/responses", handle_responses));
   s.Get("/v1/models", wrap("/v1/models", handle_list_models));
   s.Get(R"(/v1/models/(.+))", wrap("/v1/models/{id}", handle_get_model));
+  s.Get("/v1/cache", wrap("/v1/cache", handle_cache_info));
+  s.Delete("/v1/cache", wrap("/v1/cache", handle_cache_purge));
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     send_json(res, 200, {{"status", "ok"}, {"model", backend_.model_id()}});
   });

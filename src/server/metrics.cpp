@@ -98,6 +98,17 @@ std::string Metrics::render(const std::string& model, const EngineStats& s) cons
         s.prefix_cache_hit_rate);
   gauge("rapid_spec_decode_acceptance_rate", "Speculative-decoding draft acceptance rate.",
         s.spec_acceptance);
+  gauge("rapid_kv_cache_blocks_total", "KV-cache blocks in the pool.", double(s.kv_blocks_total));
+  gauge("rapid_kv_cache_blocks_free", "KV-cache blocks free.", double(s.kv_blocks_free));
+  gauge("rapid_prefix_cache_blocks", "KV-cache blocks held by the prefix cache.", double(s.prefix_cache_blocks));
+  counter("rapid_num_preemptions_total", "Sequences preempted for lack of KV memory.", s.preemptions);
+  counter("rapid_engine_steps_total", "Batched forward steps.", s.steps);
+  counter("rapid_spec_decode_num_draft_tokens_total", "Drafted tokens verified.", s.spec_drafted);
+  counter("rapid_spec_decode_num_accepted_tokens_total", "Drafted tokens accepted.", s.spec_accepted);
+  gauge("rapid_kv_snapshot_entries", "Prefix snapshots on disk.", double(s.disk_entries));
+  gauge("rapid_kv_snapshot_bytes", "Bytes of prefix snapshots on disk.", double(s.disk_bytes));
+  counter("rapid_kv_snapshot_hits_total", "Prefixes restored from disk snapshots.", s.disk_hits);
+  counter("rapid_kv_snapshot_writes_total", "Prefix snapshots written to disk.", s.disk_writes);
   ttft.render(out, "rapid_time_to_first_token_seconds", "Time to first generated token.", m);
   itl.render(out, "rapid_inter_token_latency_seconds", "Time between generated tokens.", m);
   e2e.render(out, "rapid_e2e_request_latency_seconds", "Time from submission to the last token.", m);

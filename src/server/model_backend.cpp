@@ -29,7 +29,7 @@ bool prompt_opens_reasoning(const std::string& prompt) {
   return false;
 }
 
-ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<SerialEngine> engine,
+ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<BatchEngine> engine,
                            ModelBackendOptions opts)
     : tok_(std::move(tok)), engine_(std::move(engine)), opts_(std::move(opts)) {
   std::string src = tok_->chat_template();
@@ -125,10 +125,79 @@ bool ModelBackend::apply_constraint(GenerationRequest& req, const ConstraintSpec
 }
 
 EngineStats ModelBackend::engine_stats() const {
+  BatchEngineStats b = engine_->stats();
   EngineStats s;
-  s.queued = engine_->queued();
-  s.running = engine_->running();
+  s.queued = b.queued;
+  s.running = b.running;
+  s.kv_blocks_total = int64_t(b.kv.pool.total_blocks);
+  s.kv_blocks_free = int64_t(b.kv.pool.free_blocks);
+  s.prefix_cache_blocks = int64_t(b.kv.radix.cached_blocks);
+  s.kv_usage = s.kv_blocks_total ? double(s.kv_blocks_total - s.kv_blocks_free) / double(s.kv_blocks_total) : 0.0;
+  s.prefix_cache_hit_rate = b.kv.radix.hit_rate();
+  s.spec_acceptance = b.spec_drafted ? double(b.spec_accepted) / double(b.spec_drafted) : 0.0;
+  s.preemptions = b.preemptions;
+  s.spec_drafted = b.spec_drafted;
+  s.spec_accepted = b.spec_accepted;
+  s.steps = b.steps;
+  s.disk_entries = b.kv.disk.entries;
+  s.disk_bytes = b.kv.disk.disk_bytes;
+  s.disk_hits = b.kv.disk.hits;
+  s.disk_writes = b.kv.disk.writes;
   return s;
+}
+
+ojson ModelBackend::cache_info() const {
+  BatchEngineStats b = engine_->stats();
+  const KvCacheStats& k = b.kv;
+  ojson pool = {{"block_size", k.block_size},
+                {"block_bytes", k.pool.block_bytes},
+                {"total_blocks", k.pool.total_blocks},
+                {"free_blocks", k.pool.free_blocks},
+                {"used_blocks", k.pool.used_blocks},
+                {"shared_blocks", k.pool.shared_blocks},
+                {"capacity_tokens", uint64_t(k.pool.total_blocks) * uint64_t(k.block_size)},
+                {"arena_bytes", k.pool.arena_bytes}};
+  ojson prefix = {{"enabled", k.prefix_cache},
+                  {"nodes", k.radix.nodes},
+                  {"cached_blocks", k.radix.cached_blocks},
+                  {"cached_tokens_max", uint64_t(k.radix.cached_blocks) * uint64_t(k.block_size)},
+                  {"queried_tokens", k.radix.queried_tokens},
+                  {"hit_tokens", k.radix.hit_tokens},
+                  {"hit_rate", k.radix.hit_rate()},
+                  {"evicted_blocks", k.radix.evicted_blocks}};
+  ojson disk = {{"enabled", k.persistent}};
+  if (k.persistent) {
+    disk["dir"] = k.snapshot_dir;
+    disk["entries"] = k.disk.entries;
+    disk["pending_writes"] = k.disk.pending;
+    disk["disk_bytes"] = k.disk.disk_bytes;
+    disk["writes"] = k.disk.writes;
+    disk["bytes_written"] = k.disk.bytes_written;
+    disk["hits"] = k.disk.hits;
+    disk["misses"] = k.disk.misses;
+    disk["bytes_read"] = k.disk.bytes_read;
+    disk["corrupt_skipped"] = k.disk.corrupt_skipped;
+    disk["evictions"] = k.disk.evictions;
+    disk["dropped"] = k.disk.dropped;
+    disk["restored_entries"] = k.restored_entries;
+    disk["restored_tokens"] = k.restored_tokens;
+  }
+  ojson spec = {{"mode", spec_mode_name(engine_->options().spec.mode)},
+                {"max_draft", engine_->options().spec.max_draft},
+                {"steps", b.spec_steps},
+                {"drafted_tokens", b.spec_drafted},
+                {"accepted_tokens", b.spec_accepted},
+                {"acceptance_rate", b.spec_drafted ? double(b.spec_accepted) / double(b.spec_drafted) : 0.0}};
+  return {{"object", "cache"},     {"kv_pool", pool}, {"prefix_cache", prefix}, {"disk", disk},
+          {"speculative", spec},   {"running", b.running}, {"queued", b.queued},
+          {"preemptions", b.preemptions}, {"steps", b.steps}};
+}
+
+ojson ModelBackend::purge_cache() {
+  engine_->purge_cache();
+  ojson info = cache_info();
+  info["object"] = "cache.purged";
+  return info;
 }
 
 }  // namespace rapid::server

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "constrain/token_constraint.h"
-#include "engine/serial_engine.h"
+#include "engine/batch_engine.h"
 #include "server/backend.h"
 #include "template/chat_template.h"
 
@@ -24,7 +24,7 @@ struct ModelBackendOptions {
 class ModelBackend : public Backend {
  public:
   // `engine` runs generations; the backend owns it.
-  ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<SerialEngine> engine, ModelBackendOptions opts);
+  ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<BatchEngine> engine, ModelBackendOptions opts);
 
   std::string model_id() const override { return opts_.served_name; }
   int64_t context_length() const override { return opts_.context_length; }
@@ -36,6 +36,8 @@ class ModelBackend : public Backend {
   bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const override;
   Engine& engine() override { return *engine_; }
   EngineStats engine_stats() const override;
+  nlohmann::ordered_json cache_info() const override;
+  nlohmann::ordered_json purge_cache() override;
 
   const std::string& tool_parser() const { return opts_.tool_parser; }
   const std::string& reasoning_parser() const { return opts_.reasoning_parser; }
@@ -45,7 +47,7 @@ class ModelBackend : public Backend {
 
  private:
   std::shared_ptr<const Tokenizer> tok_;
-  std::unique_ptr<SerialEngine> engine_;
+  std::unique_ptr<BatchEngine> engine_;
   ModelBackendOptions opts_;
   std::unique_ptr<ChatTemplate> template_;
   mutable std::once_flag vocab_once_;

@@ -56,6 +56,15 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
+    def delete(self, path):
+        req = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {API_KEY}"},
+                                     method="DELETE")
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return r.status, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
     def post(self, path, body, headers=None, raw=False):
         data = body if raw else json.dumps(body).encode()
         h = {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}
@@ -68,57 +77,53 @@ class Server:
             return e.code, e.read()
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    ok, why = _serve_available()
-    if not ok:
-        pytest.skip(why)
-    if not os.path.exists(MODEL):
-        pytest.skip(f"model file absent: {MODEL} (run scripts/fetch_models.sh)")
+def launch(args, log_path, timeout=180):
+    """Starts `rapid-mlx serve` on the test model with extra `args` on a free port; waits for /health."""
     port = _free_port()
-    log_path = str(tmp_path_factory.mktemp("serve") / "serve.log")
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", str(port), "--api-key", API_KEY,
-         "--served-model-name", MODEL_NAME, "--ctx", str(CTX), "--max-body-bytes", str(1 << 20)],
+         "--served-model-name", MODEL_NAME, "--ctx", str(CTX), "--max-body-bytes", str(1 << 20)] + list(args),
         stdout=log, stderr=subprocess.STDOUT)
     srv = Server(proc, port, log_path)
-    deadline = time.time() + 180
+    srv.log_file = log
+    deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"rapid-mlx serve exited with {proc.returncode}:\n{srv.log()}")
         try:
             if srv.get("/health")[0] == 200:
-                break
+                return srv
         except OSError:
             pass
         time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"rapid-mlx serve did not become healthy:\n{srv.log()}")
-    yield srv
-    proc.terminate()
+    proc.kill()
+    pytest.fail(f"rapid-mlx serve did not become healthy:\n{srv.log()}")
+
+
+def stop(srv):
+    srv.proc.terminate()
     try:
-        proc.wait(timeout=20)
+        srv.proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
+        srv.proc.kill()
+        srv.proc.wait()
+    srv.log_file.close()
+
+
+def need_server():
+    ok, why = _serve_available()
+    if not ok:
+        pytest.skip(why)
+    if not os.path.exists(MODEL):
+        pytest.skip(f"model file absent: {MODEL} (run scripts/fetch_models.sh)")
 
 
 @pytest.fixture(scope="session")
-def golden():
-    with open(GOLDEN) as f:
-        return json.load(f)
-
-
-@pytest.fixture(scope="session")
-def oai(server):
-    import openai
-    return openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="session")
-def ant(server):
-    import anthropic
-    return anthropic.Anthropic(base_url=server.base, api_key=API_KEY, max_retries=0, timeout=120)
+def server(tmp_path_factory):
+    need_server()
+    d = tmp_path_factory.mktemp("serve")
+    # Snapshots go to a scratch folder: tests never touch the user's ~/.cache.
+    srv = launch(["--cache-dir", str(d / "kv")], str(d / "serve.log"))
+    yield srv
+    stop(srv)

@@ -1,0 +1,410 @@
+#include "engine/batch_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "common/error.h"
+#include "common/log.h"
+#include "engine/generator.h"
+#include "engine/token_emitter.h"
+
+namespace rapid {
+
+struct BatchEngine::Sequence {
+  uint64_t id = 0;
+  uint64_t arrival = 0;
+  EventCallback cb;
+  std::unique_ptr<TokenEmitter> out;
+  std::unique_ptr<PagedKvState> kv;  // null while waiting or preempted
+  std::vector<int32_t> tokens;       // prompt + generated
+  int64_t capacity = 0;
+  bool admitted_once = false;
+  bool prompt_done = false;
+  SpecState spec;
+  std::vector<float> logits;
+  int64_t pending() const { return int64_t(tokens.size()) - (kv ? kv->length() : 0); }
+};
+
+// One sequence's share of a step.
+struct BatchEngine::Work {
+  Sequence* seq;
+  int64_t n = 0;                 // tokens from seq->tokens to compute
+  std::vector<int32_t> draft;    // speculative guesses appended after them
+  std::vector<int32_t> input;
+};
+
+BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts)
+    : model_(std::move(model)), tok_(std::move(tok)), opts_(std::move(opts)), spec_(opts_.spec) {
+  opts_.max_num_seqs = std::max<int64_t>(1, opts_.max_num_seqs);
+  // Every running sequence must be able to take at least one token per step.
+  opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_num_seqs);
+  vocab_ = model_->config().vocab_size;
+  context_ = opts_.context_length;
+  kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
+  thread_ = std::thread([this] { worker(); });
+}
+
+BatchEngine::~BatchEngine() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+uint64_t BatchEngine::submit(GenerationRequest req, EventCallback on_event) {
+  std::lock_guard lk(mu_);
+  uint64_t id = next_id_++;
+  inbox_.push_back({id, {std::move(req), std::move(on_event)}});
+  ++n_queued_;
+  cv_.notify_one();
+  return id;
+}
+
+void BatchEngine::cancel(uint64_t id) {
+  std::lock_guard lk(mu_);
+  cancels_.push_back(id);
+  cv_.notify_one();
+}
+
+void BatchEngine::run_on_worker(std::function<void()> fn) {
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> f = done->get_future();
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) return;
+    tasks_.push_back([fn = std::move(fn), done] {
+      try {
+        fn();
+        done->set_value();
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+  }
+  cv_.notify_one();
+  f.get();
+}
+
+void BatchEngine::purge_cache() { run_on_worker([this] { kv_->purge(); }); }
+void BatchEngine::flush_cache() { run_on_worker([this] { kv_->flush(); }); }
+
+BatchEngineStats BatchEngine::stats() const {
+  BatchEngineStats s;
+  s.queued = n_queued_.load();
+  s.running = n_running_.load();
+  s.steps = steps_.load();
+  s.preemptions = preemptions_.load();
+  s.prefill_tokens = prefill_tokens_.load();
+  s.decode_tokens = decode_tokens_.load();
+  s.spec_steps = spec_steps_.load();
+  s.spec_drafted = spec_drafted_.load();
+  s.spec_accepted = spec_accepted_.load();
+  s.kv = kv_->stats();
+  return s;
+}
+
+void BatchEngine::worker() {
+  for (;;) {
+    std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>> in;
+    std::vector<uint64_t> cancels;
+    std::vector<std::function<void()>> tasks;
+    bool stopping;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] {
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !running_.empty() ||
+               !waiting_.empty();
+      });
+      in.swap(inbox_);
+      cancels.swap(cancels_);
+      tasks.swap(tasks_);
+      stopping = stopping_;
+    }
+    admit_new(in);
+    if (stopping) {
+      // Every caller gets a final event; nothing waits forever.
+      for (auto& s : all_) cancels.push_back(s->id);
+    }
+    apply_cancels(cancels);
+    for (auto& t : tasks) t();
+    if (stopping) {
+      kv_->flush();  // snapshot writes reach the disk before the process ends
+      return;
+    }
+    if (!running_.empty() || !waiting_.empty()) step();
+    kv_->publish();
+    n_running_ = int64_t(running_.size());
+    n_queued_ = int64_t(waiting_.size());
+  }
+}
+
+void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in) {
+  for (auto& [id, rc] : in) {
+    auto& [req, cb] = rc;
+    auto s = std::make_unique<Sequence>();
+    s->id = id;
+    s->arrival = arrivals_++;
+    s->cb = std::move(cb);
+    try {
+      s->capacity = sequence_capacity(model_->config(), req, context_);
+      s->tokens = req.prompt;
+      s->out = std::make_unique<TokenEmitter>(*tok_, model_->config(), std::move(req), s->capacity);
+    } catch (const std::exception& e) {
+      GenerationEvent ev;
+      ev.finished = true;
+      ev.finish_reason = FinishReason::Error;
+      ev.error = e.what();
+      ev.prompt_tokens = int64_t(req.prompt.size());
+      s->cb(ev);
+      continue;
+    }
+    if (s->out->request().max_tokens == 0) {
+      // Nothing to generate (echo-style completions): no forward needed.
+      s->cb(s->out->finish_now(FinishReason::Length));
+      continue;
+    }
+    waiting_.push_back(s.get());
+    all_.push_back(std::move(s));
+  }
+}
+
+void BatchEngine::apply_cancels(std::vector<uint64_t>& ids) {
+  for (uint64_t id : ids) {
+    auto it = std::find_if(all_.begin(), all_.end(), [&](auto& s) { return s->id == id; });
+    if (it == all_.end()) continue;  // already finished
+    finish(it->get(), (*it)->out->finish_now(FinishReason::Cancelled));
+  }
+}
+
+// Delivers the final event and forgets the sequence (its KV stays in the prefix cache).
+void BatchEngine::finish(Sequence* s, GenerationEvent ev) {
+  try {
+    s->cb(ev);
+  } catch (const std::exception& e) {
+    log::warn(std::string("event callback failed: ") + e.what());
+  }
+  retire(s);
+}
+
+void BatchEngine::retire(Sequence* s) {
+  if (s->kv) {
+    kv_->remember(s->tokens, *s->kv);
+    s->kv.reset();
+  }
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+  std::erase_if(all_, [s](auto& p) { return p.get() == s; });
+}
+
+void BatchEngine::preempt(Sequence* s) {
+  // Recompute-style preemption: the KV goes to the prefix cache (evictable), so resuming
+  // usually re-adopts most of it instead of recomputing.
+  kv_->remember(s->tokens, *s->kv);
+  s->kv.reset();
+  std::erase(running_, s);
+  // Back to the front, ahead of later arrivals (no starvation).
+  auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](Sequence* w) { return w->arrival > s->arrival; });
+  waiting_.insert(pos, s);
+  ++preemptions_;
+}
+
+bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved) {
+  bool preempted = false;
+  // Decoding sequences first (one token each, plus drafts), then unfinished prefills with what
+  // is left of the budget: a long prompt never stalls the streams already running.
+  std::vector<Sequence*> order;
+  for (Sequence* s : running_)
+    if (s->pending() == 1) order.push_back(s);
+  const int64_t decoding = int64_t(order.size());
+  for (Sequence* s : running_)
+    if (s->pending() > 1) order.push_back(s);
+  std::vector<Sequence*> planned;
+  for (Sequence* s : order) {
+    if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;  // preempted
+    Work w{s};
+    w.n = std::min(s->pending(), budget);
+    if (w.n <= 0) continue;
+    if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
+      s->spec.proposer.update(s->tokens);
+      int k = spec_.depth(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
+      // Never draft past the sequence's end or the step budget.
+      const int64_t room = std::min<int64_t>(s->capacity - int64_t(s->tokens.size()) - 1,
+                                             s->out->request().max_tokens - int64_t(s->out->generated().size()) - 1);
+      k = int(std::clamp<int64_t>(std::min<int64_t>(k, room), 0, budget - w.n));
+      if (k > 0) w.draft = s->spec.proposer.propose(s->tokens, k);
+    }
+    for (;;) {
+      int64_t need = s->kv->blocks_needed(w.n + int64_t(w.draft.size()));
+      if (kv_->make_free(reserved + need)) {
+        reserved += need;
+        break;
+      }
+      if (!w.draft.empty()) { w.draft.clear(); continue; }
+      // Preempt the newest running sequence not yet planned (it may be this one).
+      Sequence* victim = nullptr;
+      for (auto it = running_.rbegin(); it != running_.rend() && !victim; ++it)
+        if (std::find(planned.begin(), planned.end(), *it) == planned.end()) victim = *it;
+      preempt(victim);
+      preempted = true;
+      if (victim == s) { w.n = 0; break; }
+    }
+    if (w.n == 0) continue;
+    budget -= w.n + int64_t(w.draft.size());
+    planned.push_back(s);
+    plan.push_back(std::move(w));
+  }
+  return preempted;
+}
+
+void BatchEngine::plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted) {
+  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_num_seqs && budget > 0 && !preempted) {
+    Sequence* s = waiting_.front();
+    if (!s->kv) {
+      int64_t cached = 0;
+      s->kv = kv_->open(s->tokens, s->capacity, &cached);
+      if (!s->admitted_once) {
+        s->out->set_cached_tokens(cached);
+        s->admitted_once = true;
+      }
+    }
+    Work w{s};
+    w.n = std::min(s->pending(), budget);
+    int64_t need = s->kv->blocks_needed(w.n);
+    if (!kv_->make_free(reserved + need)) {
+      if (plan.empty() && running_.empty() && need > kv_->total_blocks()) {
+        // Even an empty pool could not hold this chunk: the pool is too small for it.
+        waiting_.pop_front();
+        finish(s, s->out->finish_now(FinishReason::Error,
+                                     "the KV cache pool (" + std::to_string(kv_->total_blocks()) +
+                                         " blocks) is too small for this request; raise --kv-cache-memory"));
+        continue;
+      }
+      s->kv.reset();  // retry when memory frees up; keep FCFS order
+      return;
+    }
+    reserved += need;
+    waiting_.pop_front();
+    running_.push_back(s);
+    budget -= w.n;
+    plan.push_back(std::move(w));
+  }
+}
+
+void BatchEngine::step() {
+  std::vector<Work> plan;
+  int64_t budget = opts_.max_step_tokens, reserved = 0;
+  bool preempted = plan_running(plan, budget, reserved);
+  plan_waiting(plan, budget, reserved, preempted);
+  if (plan.empty()) {
+    if (running_.empty() && !waiting_.empty() && kv_->free_blocks() == kv_->total_blocks()) {
+      // Should not happen (plan_waiting fails what cannot fit); never spin on it.
+      Sequence* s = waiting_.front();
+      finish(s, s->out->finish_now(FinishReason::Error, "scheduler could not place the request"));
+    }
+    return;
+  }
+
+  std::vector<BatchEntry> entries;
+  entries.reserve(plan.size());
+  int64_t total = 0;
+  for (Work& w : plan) {
+    Sequence* s = w.seq;
+    const int64_t from = s->kv->length();
+    w.input.assign(s->tokens.begin() + from, s->tokens.begin() + from + w.n);
+    w.input.insert(w.input.end(), w.draft.begin(), w.draft.end());
+    const int64_t rows = w.draft.empty() ? 1 : int64_t(w.input.size());
+    s->logits.resize(size_t(rows * vocab_));
+    BatchEntry e;
+    e.tokens = w.input.data();
+    e.n = int64_t(w.input.size());
+    e.state = s->kv.get();
+    e.logits = s->logits.data();
+    e.all_logits = !w.draft.empty();
+    entries.push_back(e);
+    total += e.n;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    model_->forward_batch(entries.data(), entries.size());
+  } catch (const std::exception& e) {
+    log::error(std::string("batched forward failed: ") + e.what());
+    for (Work& w : plan) {
+      if (w.seq->kv) w.seq->kv.reset();
+      finish(w.seq, w.seq->out->finish_now(FinishReason::Error, e.what()));
+    }
+    return;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spec_.observe_step(total, secs);
+  last_step_tokens_ = total;
+  ++steps_;
+  for (Work& w : plan) process(w, secs);
+}
+
+void BatchEngine::process(Work& w, double) {
+  Sequence* s = w.seq;
+  const bool complete = s->kv->length() - int64_t(w.draft.size()) == int64_t(s->tokens.size());
+  if (!complete) {  // a prefill chunk; more of the prompt next step
+    prefill_tokens_ += uint64_t(w.n);
+    return;
+  }
+  if (!s->prompt_done) {
+    prefill_tokens_ += uint64_t(w.n);
+    s->prompt_done = true;
+    // The prompt's KV: shared with concurrent requests at once, and persisted for restarts.
+    kv_->remember(s->tokens, *s->kv);
+    kv_->persist(s->tokens, *s->kv);
+  } else {
+    decode_tokens_ += 1;
+  }
+  GenerationEvent merged;
+  bool done = false;
+  int accepted = 0;
+  const int d = int(w.draft.size());
+  try {
+    for (int i = 0; i <= d; ++i) {
+      float* row = s->logits.data() + size_t(i) * size_t(vocab_);
+      bool ok = false;
+      GenerationEvent ev = i < d ? s->out->emit_with_draft(row, w.draft[i], &ok) : s->out->emit(row);
+      s->tokens.insert(s->tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      merged.tokens.insert(merged.tokens.end(), ev.tokens.begin(), ev.tokens.end());
+      merged.text += ev.text;
+      merged.samples.insert(merged.samples.end(), ev.samples.begin(), ev.samples.end());
+      merged.finished = ev.finished;
+      merged.finish_reason = ev.finish_reason;
+      merged.stop_string = ev.stop_string;
+      merged.prompt_tokens = ev.prompt_tokens;
+      merged.cached_tokens = ev.cached_tokens;
+      merged.completion_tokens = ev.completion_tokens;
+      if (ev.finished) { done = true; break; }
+      if (!ok) break;
+      ++accepted;
+    }
+  } catch (const std::exception& e) {
+    finish(s, s->out->finish_now(FinishReason::Error, e.what()));
+    return;
+  }
+  if (d > 0) {
+    spec_.observe(s->spec, d, accepted);
+    ++spec_steps_;
+    spec_drafted_ += uint64_t(d);
+    spec_accepted_ += uint64_t(accepted);
+    decode_tokens_ += uint64_t(accepted);
+  }
+  // KV of rejected drafts is dropped; the newest token is computed next step.
+  s->kv->truncate(std::min<int64_t>(s->kv->length(), int64_t(s->tokens.size()) - 1));
+  if (done) {
+    finish(s, std::move(merged));
+    return;
+  }
+  try {
+    s->cb(merged);
+  } catch (const std::exception& e) {
+    log::warn(std::string("event callback failed: ") + e.what());
+  }
+}
+
+}  // namespace rapid

@@ -1,0 +1,107 @@
+// The continuous-batching engine. One worker thread runs steps; each step
+//   1. takes new requests and cancellations,
+//   2. schedules: every running sequence gets its next token(s) (decode, plus drafted tokens
+//      under speculation), then waiting requests are admitted first-come-first-served with
+//      their cached prefix adopted and a prefill chunk under the per-step token budget;
+//      when KV blocks run short, unused cached prefixes are evicted, then the newest running
+//      sequence is preempted (its KV kept in the prefix cache, so resuming recomputes little),
+//   3. runs one batched forward over all of them (Model::forward_batch),
+//   4. samples / verifies drafts per sequence, streams events, retires finished sequences
+//      (their KV stays in the prefix cache for the next turn).
+// Requests join and leave the batch at every step. Outputs do not depend on the batch: the
+// forward is batch-invariant and every sequence has its own sampler.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/speculation.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapid {
+
+struct BatchEngineOptions {
+  int64_t max_num_seqs = 16;      // sequences in the running batch
+  int64_t max_step_tokens = 512;  // tokens per forward step (decode + drafts + prefill chunks)
+  int64_t context_length = 0;     // per-sequence limit; 0 = the model's
+  KvCacheOptions kv;
+  SpeculationOptions spec;
+};
+
+struct BatchEngineStats {
+  int64_t queued = 0, running = 0;
+  uint64_t steps = 0, preemptions = 0, prefill_tokens = 0, decode_tokens = 0;
+  uint64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
+  KvCacheStats kv;
+};
+
+class BatchEngine : public Engine {
+ public:
+  BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts);
+  ~BatchEngine() override;  // cancels everything still queued or running, joins the worker
+
+  uint64_t submit(GenerationRequest req, EventCallback on_event) override;
+  void cancel(uint64_t id) override;
+
+  BatchEngineStats stats() const;
+  // Drops every cached prefix no sequence uses, and every disk snapshot. Blocks until done.
+  void purge_cache();
+  // Waits until queued snapshot writes are on disk (tests, shutdown).
+  void flush_cache();
+  const BatchEngineOptions& options() const { return opts_; }
+
+ private:
+  struct Sequence;
+  struct Work;
+  void worker();
+  void run_on_worker(std::function<void()> fn);  // executes fn between steps, waits for it
+  void admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in);
+  void apply_cancels(std::vector<uint64_t>& ids);
+  void step();
+  bool plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved);
+  void plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted);
+  void preempt(Sequence* s);
+  void finish(Sequence* s, GenerationEvent ev);
+  void retire(Sequence* s);
+  void process(Work& w, double step_seconds);
+
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<const Tokenizer> tok_;
+  BatchEngineOptions opts_;
+  std::unique_ptr<KvCacheManager> kv_;
+  SpeculationController spec_;
+  int64_t vocab_ = 0, context_ = 0;
+
+  // Inbox, shared with the HTTP threads.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>> inbox_;
+  std::vector<uint64_t> cancels_;
+  std::vector<std::function<void()>> tasks_;
+  uint64_t next_id_ = 1;
+  bool stopping_ = false;
+
+  // Engine-thread state.
+  std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence
+  std::vector<Sequence*> running_;              // arrival order
+  std::deque<Sequence*> waiting_;               // FCFS; preempted ones go back to the front
+  uint64_t arrivals_ = 0;
+  int64_t last_step_tokens_ = 1;
+
+  std::atomic<int64_t> n_queued_{0}, n_running_{0};
+  std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};
+  std::atomic<uint64_t> spec_steps_{0}, spec_drafted_{0}, spec_accepted_{0};
+  std::thread thread_;
+};
+
+}  // namespace rapid

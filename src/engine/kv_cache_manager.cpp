@@ -1,0 +1,118 @@
+#include "engine/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "cache/page_io.h"
+#include "common/log.h"
+
+namespace rapid {
+
+KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::move(opts)) {
+  cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
+  pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
+  if (opts_.prefix_cache) radix_ = std::make_unique<cache::RadixCache>(*pool_);
+  if (opts_.prefix_cache && !opts_.snapshot_dir.empty()) {
+    cache::SnapshotStoreOptions so;
+    so.dir = opts_.snapshot_dir;
+    so.model_key = opts_.model_key;
+    so.max_disk_bytes = opts_.snapshot_max_disk_bytes;
+    store_ = std::make_unique<cache::SnapshotStore>(so);
+  }
+  publish();
+}
+
+KvCacheManager::~KvCacheManager() {
+  store_.reset();  // drains queued writes
+  radix_.reset();  // returns the tree's references before the pool goes
+}
+
+std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
+                                                   int64_t* cached) {
+  auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
+  *cached = 0;
+  if (!radix_ || tokens.size() < 2) return kv;
+  const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
+  cache::PrefixMatch m = radix_->match_prefix(tokens);
+  if (store_ && std::min<int64_t>(m.matched, usable) + opts_.block_size <= usable) {
+    restore_from_disk(tokens, m.matched);
+    m = radix_->match_prefix(tokens);
+  }
+  int64_t take = std::min<int64_t>(m.matched, usable);
+  if (take <= 0) return kv;
+  std::vector<cache::BlockId> blocks(m.blocks.begin(), m.blocks.begin() + (take + opts_.block_size - 1) / opts_.block_size);
+  kv->adopt_prefix(blocks, take);
+  *cached = take;
+  return kv;
+}
+
+void KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64_t have) {
+  size_t common = 0;
+  std::optional<cache::SnapshotEntry> e = store_->lookup(tokens, size_t(have) + 1, &common);
+  if (!e) return;
+  // Keep the shared part only (whole blocks up to the one holding its last token).
+  const size_t bb = pool_->shape().block_bytes(), bs = size_t(opts_.block_size);
+  e->tokens.resize(common);
+  e->pages.resize(std::min(e->pages.size(), (common + bs - 1) / bs * bb));
+  if (!make_free(int64_t(e->pages.size() / bb))) return;
+  std::optional<std::vector<cache::BlockId>> blocks = cache::scatter_pages(*pool_, e->pages);
+  if (!blocks) return;
+  radix_->insert(e->tokens, *blocks);
+  for (cache::BlockId b : *blocks) pool_->decref(b);  // the tree holds them now
+  ++restored_entries_;
+  restored_tokens_ += e->tokens.size();
+}
+
+bool KvCacheManager::make_free(int64_t n) {
+  if (int64_t(pool_->free_count()) >= n) return true;
+  return radix_ && radix_->ensure_free(size_t(n));
+}
+
+void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
+  if (!radix_ || kv.length() == 0) return;
+  std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
+  radix_->insert(prefix, kv.table().blocks());
+}
+
+void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
+  if (!store_ || kv.length() < opts_.snapshot_min_tokens) return;
+  std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
+  if (store_->contains(prefix)) return;
+  cache::SnapshotEntry e;
+  e.tokens = std::move(prefix);
+  e.pages = cache::gather_pages(*pool_, kv.table().blocks());
+  if (!store_->put(std::move(e))) log::debug("kv snapshot queue full: entry dropped");
+}
+
+void KvCacheManager::purge() {
+  if (radix_) radix_->evict(pool_->total_blocks());
+  if (store_) store_->purge();
+  publish();
+}
+
+void KvCacheManager::flush() {
+  if (store_) store_->flush();
+}
+
+void KvCacheManager::publish() {
+  KvCacheStats s;
+  s.pool = pool_->stats();
+  s.block_size = opts_.block_size;
+  s.prefix_cache = radix_ != nullptr;
+  if (radix_) s.radix = radix_->stats();
+  s.persistent = store_ != nullptr;
+  if (store_) {
+    s.snapshot_dir = store_->dir();
+    s.disk = store_->stats();
+  }
+  s.restored_entries = restored_entries_;
+  s.restored_tokens = restored_tokens_;
+  std::lock_guard lk(stats_mu_);
+  stats_ = std::move(s);
+}
+
+KvCacheStats KvCacheManager::stats() const {
+  std::lock_guard lk(stats_mu_);
+  return stats_;
+}
+
+}  // namespace rapid

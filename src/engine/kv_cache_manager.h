@@ -1,0 +1,78 @@
+// The engine's KV memory: one shared block pool, the radix prefix cache over it, and the disk
+// snapshot store behind that (vLLM's KV-cache-manager role). The scheduler asks it to give a
+// sequence its cached prefix, to find free blocks (evicting unused cached prefixes first), and to
+// keep a finished sequence's KV for later requests. Owned and called by the engine thread only,
+// except stats() which any thread may read.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "cache/radix_cache.h"
+#include "cache/snapshot_store.h"
+#include "model/model.h"
+#include "model/paged_kv.h"
+
+namespace rapid {
+
+struct KvCacheOptions {
+  int32_t block_size = 16;
+  uint64_t pool_bytes = 1ull << 30;
+  bool prefix_cache = true;
+  // Disk persistence; empty dir = off.
+  std::string snapshot_dir;      // the model's own directory (root + model key)
+  std::string model_key;
+  uint64_t snapshot_max_disk_bytes = 8ull << 30;
+  int64_t snapshot_min_tokens = 64;  // shorter prompts are cheap to recompute: not persisted
+};
+
+struct KvCacheStats {
+  cache::PoolStats pool;
+  cache::RadixStats radix;
+  bool prefix_cache = false;
+  bool persistent = false;
+  std::string snapshot_dir;
+  cache::SnapshotStats disk;
+  uint64_t restored_entries = 0, restored_tokens = 0;
+  int32_t block_size = 0;
+};
+
+class KvCacheManager {
+ public:
+  KvCacheManager(Model& model, KvCacheOptions opts);
+  ~KvCacheManager();
+
+  // A fresh paged state for a sequence; adopts the longest cached prefix of `tokens` (memory
+  // first, then disk), leaving at least one token to compute. Returns the adopted length.
+  std::unique_ptr<PagedKvState> open(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
+  // Make `n` blocks free, evicting least recently used cached prefixes no sequence holds.
+  bool make_free(int64_t n);
+  int64_t free_blocks() const { return int64_t(pool_->free_count()); }
+  int64_t total_blocks() const { return int64_t(pool_->total_blocks()); }
+  // Keeps the first kv.length() tokens' KV in the prefix cache (a sequence that finishes or is
+  // preempted; also a prompt once prefilled, so concurrent requests share it at once).
+  void remember(const std::vector<int32_t>& tokens, const PagedKvState& kv);
+  // Queues the prefix to disk (background write) if persistence is on and it is long enough.
+  void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
+  void purge();  // drops every unused cached prefix and every disk entry
+  void flush();  // waits for queued disk writes
+  KvCacheStats stats() const;  // thread-safe copy, refreshed by publish()
+  void publish();              // engine thread: refresh the copy stats() returns
+  cache::BlockPool& pool() { return *pool_; }
+
+ private:
+  void restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);
+
+  KvCacheOptions opts_;
+  std::shared_ptr<cache::BlockPool> pool_;
+  std::unique_ptr<cache::RadixCache> radix_;
+  std::unique_ptr<cache::SnapshotStore> store_;
+  uint64_t restored_entries_ = 0, restored_tokens_ = 0;
+  mutable std::mutex stats_mu_;
+  KvCacheStats stats_;
+};
+
+}  // namespace rapid

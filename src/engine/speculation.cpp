@@ -1,0 +1,81 @@
+#include "engine/speculation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace rapid {
+
+SpecMode parse_spec_mode(const std::string& s) {
+  if (s == "off") return SpecMode::Off;
+  if (s == "auto") return SpecMode::Auto;
+  if (s == "ngram") return SpecMode::Ngram;
+  throw Error("speculative mode '" + s + "' is not one of auto, off, ngram (draft and mtp are not available)");
+}
+
+const char* spec_mode_name(SpecMode m) {
+  switch (m) {
+    case SpecMode::Off: return "off";
+    case SpecMode::Auto: return "auto";
+    case SpecMode::Ngram: return "ngram";
+  }
+  return "?";
+}
+
+double SpeculationController::cost_per_token_ratio() const {
+  // Until a few steps of different sizes are seen, assume an extra token costs 15 % of a step
+  // (a small model on a CPU is weight-bandwidth bound, so verifying is cheap).
+  constexpr double kPrior = 0.15;
+  if (sw_ < 3) return kPrior;
+  const double mx = sx_ / sw_, my = sy_ / sw_;
+  const double var = sxx_ / sw_ - mx * mx;
+  if (var < 1e-6) return kPrior;
+  const double c1 = std::max(0.0, (sxy_ / sw_ - mx * my) / var);
+  const double c0 = my - c1 * mx;
+  if (c0 <= 0) return kPrior;
+  return std::clamp(c1 / c0, 0.005, 10.0);
+}
+
+int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t tokens) const {
+  if (!enabled()) return 0;
+  if (o_.mode == SpecMode::Ngram) return o_.max_draft;
+  const double a = std::min(s.rate(), 0.995);
+  const double r = cost_per_token_ratio();
+  // In units of c0: the step costs 1 + r·tokens; k drafts add r·k.
+  const double base_cost = 1.0 + r * double(std::max<int64_t>(tokens, 1));
+  double best = double(batch) / base_cost;
+  int best_k = 0;
+  double gain = 0, ak = 1;
+  for (int k = 1; k <= o_.max_draft; ++k) {
+    ak *= a;
+    gain += ak;  // a + a^2 + ... + a^k
+    const double v = (double(batch) + gain) / (base_cost + r * k);
+    if (v > best * 1.0001) {
+      best = v;
+      best_k = k;
+    }
+  }
+  return best_k;
+}
+
+void SpeculationController::observe(SpecState& s, int d, int a) const {
+  if (d <= 0) return;
+  constexpr double kDecay = 0.9;  // about the last ten drafted steps
+  s.accepted = s.accepted * kDecay + a;
+  s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
+  s.drafted_total += uint64_t(d);
+  s.accepted_total += uint64_t(a);
+}
+
+void SpeculationController::observe_step(int64_t tokens, double seconds) {
+  constexpr double kDecay = 0.995;
+  const double x = double(tokens), y = seconds;
+  sw_ = sw_ * kDecay + 1;
+  sx_ = sx_ * kDecay + x;
+  sy_ = sy_ * kDecay + y;
+  sxx_ = sxx_ * kDecay + x * x;
+  sxy_ = sxy_ * kDecay + x * y;
+}
+
+}  // namespace rapid

@@ -1,0 +1,56 @@
+// When and how much to speculate. Each decode step a sequence may append k drafted tokens
+// (prompt lookup, engine/ngram_proposer.h); one forward verifies them. The depth k is chosen by an
+// expected-value rule from two measured quantities:
+//   - the sequence's acceptance rate a (per drafted token, decayed so it follows the text), so
+//     drafting k tokens yields g(k) = a(1 - a^k)/(1 - a) extra tokens on average;
+//   - the step cost t(N) = c0 + c1·N for a forward over N tokens (a decayed least-squares fit of
+//     measured steps), so k drafts cost c1·k more for the whole batch.
+// k maximises batch throughput (B + g(k)) / (t(N) + c1·k): speculation switches itself off for a
+// sequence whose guesses fail, and for the batch once it is large enough that extra verified
+// tokens cost more than they return. With mode Ngram the depth is always the maximum.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/ngram_proposer.h"
+
+namespace rapid {
+
+enum class SpecMode { Off, Auto, Ngram };
+SpecMode parse_spec_mode(const std::string& s);  // "off" | "auto" | "ngram"; throws Error otherwise
+const char* spec_mode_name(SpecMode m);
+
+struct SpeculationOptions {
+  SpecMode mode = SpecMode::Auto;
+  int max_draft = 8;  // --num-speculative-tokens
+};
+
+// Per-sequence speculation state.
+struct SpecState {
+  NgramProposer proposer;
+  double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
+  uint64_t drafted_total = 0, accepted_total = 0;
+  double rate() const { return accepted / (accepted + rejected); }
+};
+
+class SpeculationController {
+ public:
+  explicit SpeculationController(SpeculationOptions o) : o_(o) {}
+  bool enabled() const { return o_.mode != SpecMode::Off && o_.max_draft > 0; }
+  // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens.
+  int depth(const SpecState& s, int64_t batch, int64_t tokens) const;
+  // After verification: d tokens drafted, a accepted.
+  void observe(SpecState& s, int d, int a) const;
+  // After each forward: its token count and wall time.
+  void observe_step(int64_t tokens, double seconds);
+  double cost_per_token_ratio() const;  // c1 / c0 as currently estimated
+  const SpeculationOptions& options() const { return o_; }
+
+ private:
+  SpeculationOptions o_;
+  // Decayed sums for the least-squares fit of step time against tokens.
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
+}  // namespace rapid

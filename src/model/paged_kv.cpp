@@ -1,0 +1,102 @@
+#include "model/paged_kv.h"
+
+#include <string>
+
+#include "common/error.h"
+
+namespace rapid {
+
+namespace {
+DType view_dtype(cache::KvDType t) {
+  switch (t) {
+    case cache::KvDType::F32: return DType::F32;
+    case cache::KvDType::F16: return DType::F16;
+    case cache::KvDType::BF16: return DType::BF16;
+    default: throw Error(std::string("paged KV: attention has no kernel for KV dtype ") + cache::kv_dtype_name(t));
+  }
+}
+}  // namespace
+
+PagedKvState::PagedKvState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens)
+    : pool_(std::move(pool)), table_(pool_ ? pool_->shape().block_size : 1), max_tokens_(max_tokens) {
+  if (!pool_) throw Error("paged KV: no block pool");
+  const int32_t bs = pool_->shape().block_size;
+  // KvView splits a position into (block, slot) with a shift and a mask.
+  if (bs <= 0 || (bs & (bs - 1)) != 0)
+    throw Error("paged KV: block_size " + std::to_string(bs) + " is not a power of two");
+  if (max_tokens <= 0) throw Error("paged KV: max_tokens must be positive");
+  view_dtype(pool_->shape().dtype);  // refuse int8 pages up front, not at the first forward
+}
+
+PagedKvState::~PagedKvState() {
+  // Never throws in practice (our references are valid); a destructor must not propagate anyway.
+  try { table_.release(*pool_); } catch (...) {}
+}
+
+void PagedKvState::truncate(int64_t n) {
+  if (n < 0 || n > length())
+    throw Error("paged KV: cannot truncate " + std::to_string(length()) + " tokens to " + std::to_string(n));
+  table_.truncate(*pool_, n);
+  bases_.resize(table_.blocks().size());
+}
+
+void PagedKvState::adopt_prefix(const std::vector<cache::BlockId>& blocks, int64_t length) {
+  if (length > max_tokens_)
+    throw Error("paged KV: prefix of " + std::to_string(length) + " tokens exceeds the capacity of " +
+                std::to_string(max_tokens_));
+  table_.adopt_prefix(*pool_, blocks, length);
+  bases_.clear();
+  for (cache::BlockId b : table_.blocks()) bases_.push_back(pool_->data(b));
+}
+
+int64_t PagedKvState::blocks_needed(int64_t n) const {
+  if (n <= 0) return 0;
+  const int64_t bs = table_.block_size(), len = length();
+  int64_t need = (len + n + bs - 1) / bs - (len + bs - 1) / bs;
+  // The first append into a shared, partly filled last page copies it (copy-on-write).
+  if (len % bs != 0 && pool_->refcount(table_.blocks().back()) > 1) ++need;
+  return need;
+}
+
+void PagedKvState::append(int64_t n) {
+  if (n < 0) throw Error("paged KV: negative append");
+  if (length() + n > max_tokens_)
+    throw Error("paged KV: " + std::to_string(length() + n) + " tokens exceed the sequence's capacity of " +
+                std::to_string(max_tokens_));
+  const int64_t need = blocks_needed(n);
+  if (need > static_cast<int64_t>(pool_->free_count()))
+    throw Error("paged KV: pool has " + std::to_string(pool_->free_count()) + " free blocks, " +
+                std::to_string(need) + " needed for " + std::to_string(n) + " tokens");
+  // With enough free blocks checked above, append_token cannot fail (the pool is single-threaded);
+  // the old block count bounds what can change: only the last old block (COW) and new ones.
+  const size_t old_blocks = table_.blocks().size();
+  for (int64_t i = 0; i < n; ++i)
+    if (!table_.append_token(*pool_)) throw Error("paged KV: pool exhausted during append");
+  const auto& blocks = table_.blocks();
+  bases_.resize(blocks.size());
+  for (size_t i = old_blocks ? old_blocks - 1 : 0; i < blocks.size(); ++i) bases_[i] = pool_->data(blocks[i]);
+}
+
+void PagedKvState::release() {
+  table_.release(*pool_);
+  bases_.clear();
+}
+
+KvView PagedKvState::layer(int32_t l) {
+  const cache::BlockShape& sh = pool_->shape();
+  const size_t elem = cache::kv_dtype_bytes(sh.dtype);
+  KvView v;
+  v.dtype = view_dtype(sh.dtype);
+  v.blocks = bases_.data();
+  v.k_off = sh.k_offset(l);
+  v.v_off = sh.v_offset(l);
+  int32_t shift = 0;
+  while ((int32_t(1) << shift) < sh.block_size) ++shift;
+  v.block_shift = shift;
+  v.slot_mask = sh.block_size - 1;
+  v.slot_stride = static_cast<size_t>(sh.head_dim) * elem;
+  v.head_stride = static_cast<size_t>(sh.block_size) * v.slot_stride;
+  return v;
+}
+
+}  // namespace rapid

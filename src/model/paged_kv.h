@@ -1,0 +1,47 @@
+// A sequence's KV cache as pages of a shared cache::BlockPool (the layout in cache/block_pool.h),
+// read in place by the attention kernel through KvView. The scheduler owns the pool and the
+// prefix cache; this class only tracks one sequence's block table.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cache/block_pool.h"
+#include "compute/attention.h"
+#include "model/model.h"
+
+namespace rapid {
+
+class PagedKvState : public SequenceState {
+ public:
+  PagedKvState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens);
+  ~PagedKvState() override;  // returns every block reference to the pool
+
+  int64_t length() const override { return table_.length(); }
+  void truncate(int64_t n) override;  // drops whole blocks past n
+  int64_t capacity() const { return max_tokens_; }
+
+  // Takes a reference on each block of a cached prefix (radix match) covering `length` tokens.
+  // Only valid on an empty state.
+  void adopt_prefix(const std::vector<cache::BlockId>& blocks, int64_t length);
+  // Free pool blocks that appending n tokens needs (new pages + a copy-on-write of a shared,
+  // partly filled last page).
+  int64_t blocks_needed(int64_t n) const;
+  // Reserves slots for n more tokens (length grows by n). Throws Error when the pool runs out
+  // (the caller checks blocks_needed first); on failure the state is unchanged.
+  void append(int64_t n);
+  void release();  // drops every block (length 0)
+
+  const cache::BlockTable& table() const { return table_; }
+  cache::BlockPool& pool() { return *pool_; }
+  // The view of layer l for the attention kernel (valid until the next append/truncate).
+  KvView layer(int32_t l);
+
+ private:
+  std::shared_ptr<cache::BlockPool> pool_;
+  cache::BlockTable table_;
+  int64_t max_tokens_;
+  std::vector<uint8_t*> bases_;  // block base pointers, parallel to table_.blocks()
+};
+
+}  // namespace rapid
