@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -655,6 +656,239 @@ TEST(ParsersStreamingArgs, RandomXmlSoupsJoinToTheWholeResult) {
   }
   EXPECT_GT(with_calls, 600) << "the soups should produce calls";
   std::printf("xml soups with calls: %d / 1500\n", with_calls);
+}
+
+// Argument-tag formats (glm45 / glm47, minimax_m2, deepseek_v32, step3): the call goes out as
+// soon as its name is certain, then the arguments as a JSON object in the model's order, text
+// values streamed as they arrive, others whole at their closing tag.
+struct TagFormat {
+  std::string parser, open, close;       // block markers
+  std::string call_open, call_close;     // around one call (step3 sections, invoke tags)
+  std::function<std::string(const std::string&)> head;  // the call's head for a name
+  std::function<std::string(const std::string&, const std::string&)> param;  // key, value
+};
+
+std::vector<TagFormat> tag_formats() {
+  auto inv = [](std::string io, std::string ic, std::string po, std::string pc, std::string co, std::string cc) {
+    TagFormat f;
+    f.call_open = co;
+    f.call_close = ic + cc;
+    f.head = [io](const std::string& n) { return io + " name=\"" + n + "\">"; };
+    f.param = [po, pc](const std::string& k, const std::string& v) { return po + " name=\"" + k + "\">" + v + pc; };
+    return f;
+  };
+  std::vector<TagFormat> v;
+  TagFormat glm;
+  glm.parser = "glm45";
+  glm.open = "<tool_call>";
+  glm.close = "</tool_call>";
+  glm.head = [](const std::string& n) { return n + "\n"; };
+  glm.param = [](const std::string& k, const std::string& v) {
+    return "<arg_key>" + k + "</arg_key>\n<arg_value>" + v + "</arg_value>\n";
+  };
+  v.push_back(glm);
+  TagFormat glm47 = glm;  // GLM 4.7: no newlines
+  glm47.parser = "glm47";
+  glm47.head = [](const std::string& n) { return n; };
+  glm47.param = [](const std::string& k, const std::string& v) { return "<arg_key>" + k + "</arg_key><arg_value>" + v + "</arg_value>"; };
+  v.push_back(glm47);
+  TagFormat mm = inv("<invoke", "</invoke>", "<parameter", "</parameter>", "\n", "\n");
+  mm.parser = "minimax_m2";
+  mm.open = "<minimax:tool_call>";
+  mm.close = "</minimax:tool_call>";
+  v.push_back(mm);
+  TagFormat ds = inv("<｜DSML｜invoke", "</｜DSML｜invoke>", "<｜DSML｜parameter", "</｜DSML｜parameter>", "\n", "\n");
+  ds.parser = "deepseek_v32";
+  ds.open = "<｜DSML｜function_calls>";
+  ds.close = "</｜DSML｜function_calls>";
+  v.push_back(ds);
+  TagFormat st = inv("<steptml:invoke", "</steptml:invoke>", "<steptml:parameter", "</steptml:parameter>",
+                     "<｜tool_call_begin｜>function<｜tool_sep｜>", "<｜tool_call_end｜>");
+  st.parser = "step3";
+  st.open = "<｜tool_calls_begin｜>";
+  st.close = "<｜tool_calls_end｜>";
+  v.push_back(st);
+  return v;
+}
+
+std::string tag_call(const TagFormat& f, const std::string& name, const std::vector<std::pair<std::string, std::string>>& kv) {
+  std::string s = f.call_open + f.head(name);
+  for (auto& [k, v] : kv) s += f.param(k, v);
+  return s + f.call_close;
+}
+
+TEST(ParsersStreamingArgs, TagArgumentsStream) {
+  for (auto& f : tag_formats()) {
+    SCOPED_TRACE(f.parser);
+    const std::string city = "Paris, the \"city\" of light\\ é";
+    std::string call = tag_call(f, "get_weather", {{"city", city}, {"unit", "celsius"}, {"days", "[1, 2, 3]"}});
+    std::string text = "Checking. " + f.open + call + f.close;
+    auto whole = rapid::parse_output(xml_opts(f.parser), text);
+    ASSERT_EQ(whole.tool_calls.size(), 1u);
+    EXPECT_EQ(whole.content, "Checking. ");
+    // Model order (not sorted: "unit" before "days"), compact JSON, values verbatim.
+    EXPECT_EQ(whole.tool_calls[0].arguments,
+              "{\"city\":\"Paris, the \\\"city\\\" of light\\\\ é\",\"unit\":\"celsius\",\"days\":[1,2,3]}");
+    Fed fed = feed_bytes(xml_opts(f.parser), text);
+    ASSERT_EQ(fed.calls.size(), 1u);
+    EXPECT_EQ(fed.content, whole.content);
+    EXPECT_EQ(fed.calls[0].id, whole.tool_calls[0].id);
+    EXPECT_EQ(fed.calls[0].name, "get_weather");
+    EXPECT_EQ(fed.calls[0].arguments, whole.tool_calls[0].arguments);
+    // The name went out as soon as it was certain: GLM at the end of its name line (newline or
+    // <arg_key>), the others when the <invoke ...> tag closed.
+    size_t name_at = text.find(f.open) + f.open.size() + f.call_open.size() + f.head("get_weather").size();
+    if (f.parser == "glm47") name_at += std::string("<arg_key>").size();
+    EXPECT_EQ(static_cast<size_t>(fed.header_at), name_at);
+    // The first fragment ("{") came with the name.
+    ASSERT_FALSE(fed.frags.empty());
+    EXPECT_EQ(fed.frags[0].first, name_at);
+    EXPECT_EQ(fed.frags[0].second, "{");
+    // The city string streamed in many fragments before its closing tag.
+    const size_t city_end = text.find(city) + city.size();
+    size_t early = 0;
+    for (auto& [at, s] : fed.frags) early += at <= city_end;
+    EXPECT_GT(early, city.size() / 2);
+    // The array came in one piece, when its closing tag arrived.
+    bool whole_days = false;
+    for (auto& [at, s] : fed.frags) whole_days |= s.find("[1,2,3]") != std::string::npos;
+    EXPECT_TRUE(whole_days);
+    for (auto& s : fed.all_frags) EXPECT_TRUE(valid_utf8(s)) << s;
+  }
+}
+
+void expect_every_split(const rapid::ParserOptions& o, const std::string& text) {
+  auto whole = rapid::parse_output(o, text);
+  for (auto& c : whole.tool_calls) EXPECT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << c.arguments;
+  auto same = [&](const rapid::ParseResult& r, const std::string& how) {
+    ASSERT_EQ(r.content, whole.content) << how;
+    ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << how;
+    for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+      ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << how;
+      ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << how;
+      ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << how;
+    }
+  };
+  for (size_t cut = 0; cut <= text.size(); ++cut) same(run_cuts(o, text, {cut}), "cut " + std::to_string(cut));
+  std::vector<size_t> bytes;
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  same(run_cuts(o, text, bytes), "bytes");
+}
+
+TEST(ParsersStreamingArgs, TagEverySplitJoinsToTheWholeResult) {
+  for (auto& f : tag_formats()) {
+    SCOPED_TRACE(f.parser);
+    auto o = xml_opts(f.parser);
+    std::vector<std::string> texts = {
+        "Hi " + f.open + tag_call(f, "get_weather", {{"city", "日本 \"x\"\n"}, {"n", " 42 "}}) +
+            tag_call(f, "other", {{"q", "{\"a\": 1}"}}) + f.close + " bye",
+        f.open + tag_call(f, "get_weather", {{"city", "A"}, {"city", "B"}, {"days", "[[1]"}}) + f.close,  // repeated key, bad array
+        f.open + tag_call(f, "get_weather", {}) + f.close,                                            // no arguments
+        f.open + tag_call(f, "get_weather", {{"city", "Par  "}}).substr(0, 60),                       // unterminated
+        f.open + "{not a name}" + f.close,                                                            // no call: content
+    };
+    for (auto& t : texts) {
+      SCOPED_TRACE(t);
+      expect_every_split(o, t);
+    }
+  }
+  // Documented edge cases.
+  auto o = xml_opts("glm45");
+  // A value cut short by the block end keeps its text; the call stands although the block (which
+  // GLM requires to close) never did.
+  auto r = rapid::parse_output(o, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome ");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"Rome \"}");
+  EXPECT_EQ(r.content, "");
+  // A key with no value ends the call; the rest of the block is content.
+  const std::string broken = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n<arg_key>unit</arg_key>oops</tool_call>";
+  expect_every_split(o, broken);
+  r = rapid::parse_output(o, broken);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"Rome\"}");
+  EXPECT_EQ(r.content, "<arg_key>unit</arg_key>oops</tool_call>");
+  // Before any call the whole-block rule is unchanged: markup in the name line -> content.
+  r = rapid::parse_output(o, "<tool_call>get<x>\n</tool_call>");
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, "<tool_call>get<x>\n</tool_call>");
+  // Invoke formats: string="true"/"false" override the schema; a parameter tag with no '>'
+  // ends the call and the rest of the block is content.
+  auto m = xml_opts("minimax_m2");
+  const std::string typed = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"n\" string=\"true\">42</parameter>"
+                            "<parameter name=\"city\" string=\"false\">[1]</parameter></invoke></minimax:tool_call>";
+  expect_every_split(m, typed);
+  r = rapid::parse_output(m, typed);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"n\":\"42\",\"city\":[1]}");
+  const std::string cut = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">X</parameter><parameter name=\"n\"</invoke></minimax:tool_call>";
+  expect_every_split(m, cut);
+  r = rapid::parse_output(m, cut);
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"X\"}");
+  EXPECT_EQ(r.content, "<parameter name=\"n\"</invoke></minimax:tool_call>");
+}
+
+// Random soups of argument-tag pieces: byte-at-a-time and random chunkings join to the whole.
+TEST(ParsersStreamingArgs, RandomTagSoupsJoinToTheWholeResult) {
+  const auto formats = tag_formats();
+  const std::vector<std::string> atoms = {"get_weather", "city", "n", "days", ">", "<", "</", "\n", " ", "\"", "\\",
+                                          "[1, 2]", "42", "x", "é", "日本", "\xE6", "text ", "{", "=\"", "string=\"true\""};
+  std::mt19937_64 rng(123);
+  int with_calls = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const TagFormat& f = formats[rng() % formats.size()];
+    // Markup of this format as extra atoms.
+    std::vector<std::string> marks = {f.open, f.close, f.call_open, f.call_close, f.head("get_weather"), f.param("city", "")};
+    for (auto& s : {"<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}) marks.push_back(s);
+    auto atom = [&]() -> const std::string& {
+      return rng() % 3 == 0 ? marks[rng() % marks.size()] : atoms[rng() % atoms.size()];
+    };
+    std::string text;
+    for (size_t i = 0, n = 1 + rng() % 24; i < n; ++i) text += atom();
+    if (rng() % 4 != 0) {
+      std::string body;
+      for (size_t c = 0, nc = 1 + rng() % 2; c < nc; ++c) {
+        std::vector<std::pair<std::string, std::string>> kv;
+        for (size_t k = 0, m = rng() % 4; k < m; ++k) {
+          std::string v;
+          for (size_t i = 0, a = rng() % 5; i < a; ++i) v += atoms[1 + rng() % (atoms.size() - 1)];
+          kv.emplace_back(atoms[1 + rng() % 3], v);
+        }
+        body += tag_call(f, "get_weather", kv);
+      }
+      text = f.open + body + f.close;
+      if (rng() % 3 == 0) text = "text " + text;
+      for (size_t i = 0, k = rng() % 3; i < k; ++i) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.insert(at, atom());
+      }
+      if (rng() % 4 == 0) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.resize(at);
+      }
+    }
+    auto o = xml_opts(f.parser);
+    auto whole = rapid::parse_output(o, text);
+    with_calls += !whole.tool_calls.empty();
+    for (auto& c : whole.tool_calls) ASSERT_FALSE(c.name.empty()) << f.parser << " on: " << text;
+    std::vector<size_t> bytes, rnd;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    for (size_t pos = 1 + rng() % 6; pos < text.size(); pos += 1 + rng() % 6) rnd.push_back(pos);
+    for (auto* cuts : {&bytes, &rnd}) {
+      auto r = run_cuts(o, text, *cuts);
+      ASSERT_EQ(r.content, whole.content) << f.parser << " on: " << text;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << f.parser << " on: " << text;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << f.parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << f.parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << f.parser << " on: " << text;
+      }
+    }
+  }
+  EXPECT_GT(with_calls, 600) << "the soups should produce calls";
+  std::printf("tag soups with calls: %d / 1500\n", with_calls);
 }
 
 }  // namespace

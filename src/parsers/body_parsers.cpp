@@ -197,7 +197,8 @@ std::optional<Calls> xml_invoke(const ToolFormat& f, std::string_view body, cons
     if (name.empty()) return std::nullopt;
     size_t iend = body.find(f.invoke_close, gt);
     std::string_view inner = body.substr(gt + 1, iend == std::string_view::npos ? std::string_view::npos : iend - gt - 1);
-    json args = json::object();
+    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(f.param_open, p)) != std::string_view::npos) {
       size_t pg = inner.find('>', p);
@@ -226,7 +227,7 @@ std::optional<Calls> glm_args(const ToolFormat& f, std::string_view body, const 
   size_t first = body.find(ko);
   std::string name = trim(body.substr(0, first));
   if (name.empty() || name.find_first_of("<>{}\"") != std::string::npos) return std::nullopt;
-  json args = json::object();
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();  // model order, as streamed
   size_t p = first;
   while (p != std::string_view::npos && (p = body.find(ko, p)) != std::string_view::npos) {
     size_t ke = body.find(kc, p);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
+#include <utility>
 
 #include "parsers/marker_scan.h"
 #include "parsers/value_parsers.h"
@@ -42,7 +44,8 @@ size_t utf8_cut(std::string_view s, size_t begin, size_t r) {
 bool streams_args(const ToolFormat* f) {
   if (!f || f->end_is_lookahead || !f->implicit_prefix.empty()) return false;
   return f->body == Body::NameSepJson || f->body == Body::DeepseekV3 || f->body == Body::MistralAny ||
-         f->body == Body::JsonCalls || f->body == Body::XmlFunction;
+         f->body == Body::JsonCalls || f->body == Body::XmlFunction || f->body == Body::GlmArgs ||
+         f->body == Body::XmlInvoke;
 }
 
 // Matches the head of a JSON call object at s[p] == '{' up to its arguments object:
@@ -572,6 +575,10 @@ void StreamParser::args_advance(std::string_view body, bool final, ParseDelta& o
     xml_advance(body, final, out);
     return;
   }
+  if (f.body == Body::GlmArgs || f.body == Body::XmlInvoke) {
+    tag_advance(body, final, out);
+    return;
+  }
   const bool mistral = f.body == Body::MistralAny;
   const bool sections = !f.inner_start.empty();
   while (!as_.off && !as_.stop) {
@@ -829,6 +836,13 @@ namespace {
 const std::string kFnOpen = "<function=", kFnClose = "</function>", kParOpen = "<parameter=",
                   kParClose = "</parameter>";
 
+// A non-text value typed from its whole text (value_parsers.cpp), as compact JSON. Text nested
+// deeper than nesting_ok allows stays a string (no recursive reader sees it).
+std::string typed_value(const std::string& v, const nlohmann::json* schema, ArgTyping mode) {
+  nlohmann::json j = nesting_ok(v) ? coerce_value(v, schema, mode) : nlohmann::json(v);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 std::string json_escape(std::string_view s) {
   std::string q = nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return q.substr(1, q.size() - 2);
@@ -952,9 +966,7 @@ bool StreamParser::xml_value(std::string_view body, bool final, ParseDelta& out)
       args_append(json_escape(body.substr(as_.x_sent, e - std::min(e, as_.x_sent))) + "\"", out);
     } else {
       std::string v(body.substr(as_.x_vbeg, e - as_.x_vbeg));
-      args_append(coerce_value(v, param_schema(tools_, as_.name, as_.x_key), tool_->typing)
-                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                  out);
+      args_append(typed_value(v, param_schema(tools_, as_.name, as_.x_key), tool_->typing), out);
     }
     as_.x_value = false;
     as_.pos = stop == npos ? body.size() : (stop == ve ? ve + l : stop);
@@ -968,6 +980,240 @@ bool StreamParser::xml_value(std::string_view body, bool final, ParseDelta& out)
   size_t r = lim;
   while (r > as_.x_sent && is_ws(body[r - 1])) --r;
   r = utf8_cut(body, as_.x_sent, r);
+  if (r > as_.x_sent) {
+    args_append(json_escape(body.substr(as_.x_sent, r - as_.x_sent)), out);
+    as_.x_sent = r;
+  }
+  return false;
+}
+
+// ---- Argument-tag bodies: GLM (NAME<arg_key>K</arg_key><arg_value>V</arg_value>...) and
+// invoke/parameter XML (minimax_m2, deepseek_v32, step3) ----
+// Same output as the XML functions above: the call goes out once its name is certain (GLM: the
+// name line ended with a newline or <arg_key>; invoke: the <invoke ...> tag closed), then `{`,
+// `"K":` when a value opens, the value (text values stream JSON-escaped, others typed whole at
+// their end), `}` when the call ends. Values are verbatim (these templates write them inline):
+// no layout trimming, so only a possible closing-tag prefix and an incomplete UTF-8 sequence
+// are held back.
+
+namespace {
+const std::string kKeyOpen = "<arg_key>", kKeyClose = "</arg_key>", kValOpen = "<arg_value>",
+                  kValClose = "</arg_value>";
+
+std::string attr_of(std::string_view tag, std::string_view key) {
+  std::string pat = std::string(key) + "=\"";
+  size_t p = tag.find(pat);
+  if (p == npos) return "";
+  p += pat.size();
+  size_t e = tag.find('"', p);
+  if (e == npos) return "";
+  return std::string(tag.substr(p, e - p));
+}
+
+// First occurrence at or after `from` of any non-empty marker: (position, index) or (npos, -1).
+std::pair<size_t, int> first_hit(std::string_view s, size_t from, std::initializer_list<const std::string*> ms) {
+  std::pair<size_t, int> best{npos, -1};
+  int i = 0;
+  for (auto* m : ms) {
+    if (!m->empty()) {
+      size_t p = s.find(*m, from);
+      if (p < best.first) best = {p, i};
+    }
+    ++i;
+  }
+  return best;
+}
+}  // namespace
+
+void StreamParser::tag_advance(std::string_view body, bool final, ParseDelta& out) {
+  const bool glm = tool_->body == Body::GlmArgs;
+  while (!as_.off && !as_.stop) {
+    bool progressed = !as_.in_call ? (glm ? glm_next(body, final, out) : inv_next(body, final, out))
+                      : as_.x_value ? tag_value(body, final, out)
+                      : glm         ? glm_params(body, final, out)
+                                    : inv_params(body, final, out);
+    if (!progressed) return;
+  }
+}
+
+// `"key":` (and the opening quote of a text value) for the value starting at vbeg.
+void StreamParser::tag_key(const std::string& key, int str_attr, size_t vbeg, ParseDelta& out) {
+  const nlohmann::json* schema = param_schema(tools_, as_.name, key);
+  as_.x_key = key;
+  as_.x_attr = str_attr;
+  as_.x_text = str_attr == 1 || (str_attr == 0 && value_is_text(schema, tool_->typing));
+  std::string head = as_.x_first ? "" : ",";
+  head += nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  head += as_.x_text ? ":\"" : ":";
+  args_append(head, out);
+  as_.x_first = false;
+  as_.x_value = true;
+  as_.x_vbeg = as_.x_sent = as_.scan = vbeg;
+}
+
+// GLM: one call per block; its name is the first line (up to a newline or <arg_key>).
+bool StreamParser::glm_next(std::string_view body, bool final, ParseDelta& out) {
+  if (as_.committed > 0) return false;
+  size_t b = 0;
+  while (b < body.size() && is_ws(body[b])) ++b;
+  if (b >= body.size()) {
+    if (final) args_invalid(0);
+    return false;
+  }
+  size_t e = body.find_first_of("\n<", std::max(b, as_.scan));
+  if (e != npos && body[e] == '<') {
+    size_t n = std::min(kKeyOpen.size(), body.size() - e);
+    if (body.compare(e, n, kKeyOpen, 0, n) != 0) {
+      args_invalid(0);  // markup in the name: the whole-block rule decides
+      return false;
+    }
+    as_.scan = e;
+    if (n < kKeyOpen.size() && !final) return false;
+    if (n < kKeyOpen.size()) e = body.size();
+  }
+  if (e == npos) {
+    as_.scan = body.size();
+    if (!final) return false;
+    e = body.size();
+  }
+  std::string name = trim(body.substr(b, e - b));
+  if (name.empty() || name.find_first_of("<>{}\"") != std::string::npos) {
+    args_invalid(0);
+    return false;
+  }
+  args_commit(name, "", e, out);
+  as_.name = name;
+  as_.pos = as_.scan = e;
+  as_.x_first = true;
+  as_.x_value = false;
+  args_append("{", out);
+  return true;
+}
+
+// GLM: the next <arg_key>K</arg_key> <arg_value>; text between pairs is ignored (as glm_args
+// does). A pair that never completes ends the call; the rest of the block is content.
+bool StreamParser::glm_params(std::string_view body, bool final, ParseDelta& out) {
+  size_t from = std::max(as_.pos, as_.scan >= kKeyOpen.size() ? as_.scan - kKeyOpen.size() + 1 : size_t(0));
+  size_t p = body.find(kKeyOpen, from);
+  if (p == npos) {
+    as_.scan = body.size();
+    if (!final) return false;
+    args_append("}", out);
+    as_.in_call = false;
+    as_.pos = as_.scan = body.size();
+    return true;
+  }
+  as_.scan = p;
+  auto broken = [&] {
+    args_append("}", out);
+    as_.in_call = false;
+    args_invalid(p);
+    return false;
+  };
+  size_t ks = p + kKeyOpen.size();
+  size_t ke = body.find(kKeyClose, ks);
+  if (ke == npos) return final ? broken() : false;
+  std::string key = trim(body.substr(ks, ke - ks));
+  if (key.find('<') != std::string::npos) return broken();
+  size_t vs = ke + kKeyClose.size();
+  while (vs < body.size() && is_ws(body[vs])) ++vs;
+  size_t n = std::min(kValOpen.size(), body.size() - vs);
+  if (body.compare(vs, n, kValOpen, 0, n) != 0) return broken();
+  if (n < kValOpen.size()) return final ? broken() : false;
+  tag_key(key, 0, vs + kValOpen.size(), out);
+  return true;
+}
+
+// Invoke formats: the next <invoke name="NAME">; text between invokes is ignored.
+bool StreamParser::inv_next(std::string_view body, bool final, ParseDelta& out) {
+  const std::string& io = tool_->invoke_open;
+  size_t from = std::max(as_.pos, as_.scan >= io.size() ? as_.scan - io.size() + 1 : size_t(0));
+  size_t q = body.find(io, from);
+  if (q == npos) {
+    as_.scan = body.size();
+    return false;
+  }
+  as_.scan = q;
+  size_t gt = body.find('>', q + io.size());
+  if (gt == npos) {
+    if (final) args_invalid(q);
+    return false;
+  }
+  std::string name = attr_of(body.substr(q, gt - q), "name");
+  if (name.empty()) {
+    args_invalid(q);
+    return false;
+  }
+  args_commit(name, "", gt + 1, out);
+  as_.name = name;
+  as_.pos = gt + 1;
+  as_.x_first = true;
+  as_.x_value = false;
+  args_append("{", out);
+  return true;
+}
+
+// Inside an invoke: the next parameter, or the invoke's end (</invoke>, or a section marker).
+bool StreamParser::inv_params(std::string_view body, bool final, ParseDelta& out) {
+  const ToolFormat& f = *tool_;
+  size_t l = std::max({f.param_open.size(), f.invoke_close.size(), f.inner_end.size(), f.inner_start.size()});
+  size_t from = std::max(as_.pos, as_.scan >= l ? as_.scan - l + 1 : size_t(0));
+  size_t pp = body.find(f.param_open, from);
+  auto [ie, which] = first_hit(body, from, {&f.invoke_close, &f.inner_end, &f.inner_start});
+  as_.scan = std::min({pp, ie, body.size()});
+  auto end_call = [&](size_t at) {
+    args_append("}", out);
+    as_.in_call = false;
+    as_.pos = as_.scan = at;
+    return true;
+  };
+  if (ie != npos && (pp == npos || ie < pp)) return end_call(which == 0 ? ie + f.invoke_close.size() : ie);
+  if (pp == npos) return final ? end_call(body.size()) : false;
+  size_t pg = body.find('>', pp + f.param_open.size());
+  if (pg == npos || (ie != npos && pg > ie)) {
+    if (!final && ie == npos) return false;
+    // A parameter tag that never closes: the call ends here, the rest is content.
+    args_append("}", out);
+    as_.in_call = false;
+    args_invalid(pp);
+    return false;
+  }
+  std::string_view tag = body.substr(pp, pg - pp);
+  std::string s = attr_of(tag, "string");
+  tag_key(attr_of(tag, "name"), s == "true" ? 1 : s == "false" ? 2 : 0, pg + 1, out);
+  return true;
+}
+
+// A value: up to its closing tag (GLM </arg_value>; invoke </parameter>, or the invoke's end).
+bool StreamParser::tag_value(std::string_view body, bool final, ParseDelta& out) {
+  const ToolFormat& f = *tool_;
+  const bool glm = f.body == Body::GlmArgs;
+  static const std::string none;
+  const std::string& vc = glm ? kValClose : f.param_close;
+  const std::string& ic = glm ? none : f.invoke_close;
+  const std::string& se = glm ? none : f.inner_end;
+  const std::string& ss = glm ? none : f.inner_start;
+  size_t l = std::max({vc.size(), ic.size(), se.size(), ss.size()});
+  size_t from = std::max(as_.x_vbeg, as_.scan >= l ? as_.scan - l + 1 : size_t(0));
+  auto [stop, which] = first_hit(body, from, {&vc, &ic, &se, &ss});
+  if (stop != npos || final) {
+    size_t e = stop == npos ? body.size() : stop;
+    if (as_.x_text) {
+      args_append(json_escape(body.substr(as_.x_sent, e - std::min(e, as_.x_sent))) + "\"", out);
+    } else {
+      std::string v(body.substr(as_.x_vbeg, e - as_.x_vbeg));
+      const nlohmann::json* schema = as_.x_attr == 2 ? nullptr : param_schema(tools_, as_.name, as_.x_key);
+      args_append(typed_value(v, schema, as_.x_attr == 2 ? ArgTyping::Infer : f.typing), out);
+    }
+    as_.x_value = false;
+    as_.pos = as_.scan = stop == npos ? body.size() : (which == 0 ? stop + vc.size() : stop);
+    return true;
+  }
+  as_.scan = body.size();
+  if (!as_.x_text) return false;
+  size_t hold = std::max({tail_prefix(body, as_.x_sent, vc), tail_prefix(body, as_.x_sent, ic),
+                          tail_prefix(body, as_.x_sent, se), tail_prefix(body, as_.x_sent, ss)});
+  size_t r = utf8_cut(body, as_.x_sent, body.size() - hold);
   if (r > as_.x_sent) {
     args_append(json_escape(body.substr(as_.x_sent, r - as_.x_sent)), out);
     as_.x_sent = r;

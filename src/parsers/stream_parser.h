@@ -47,6 +47,14 @@ class StreamParser : public OutputParser {
   bool xml_params(std::string_view body, bool final, ParseDelta& out);
   bool xml_value(std::string_view body, bool final, ParseDelta& out);
   void args_append(std::string_view s, ParseDelta& out);
+  // GLM arg_key/arg_value and invoke/parameter bodies (glm45, minimax_m2, deepseek_v32, step3).
+  void tag_advance(std::string_view body, bool final, ParseDelta& out);
+  bool glm_next(std::string_view body, bool final, ParseDelta& out);
+  bool glm_params(std::string_view body, bool final, ParseDelta& out);
+  bool inv_next(std::string_view body, bool final, ParseDelta& out);
+  bool inv_params(std::string_view body, bool final, ParseDelta& out);
+  bool tag_value(std::string_view body, bool final, ParseDelta& out);
+  void tag_key(const std::string& key, int str_attr, size_t vbeg, ParseDelta& out);
 
   const ToolFormat* tool_;
   const ReasoningFormat* reasoning_;
@@ -100,6 +108,7 @@ class StreamParser : public OutputParser {
     bool x_text = false;      // the value is a JSON string streamed as it arrives
     bool x_lead = false;      // the value's leading newline was looked at
     std::string x_key;
+    int x_attr = 0;           // invoke formats: string="true" (1) / "false" (2) on the parameter
     size_t x_vbeg = 0, x_sent = 0;
   } as_;
 
