@@ -18,10 +18,12 @@ def free_port():
 class Server:
     """engine: 'rapid-mlx' | 'llama.cpp' | 'mlx-lm'; model_path: file (GGUF) or directory."""
 
-    def __init__(self, engine, model_path, rapid_bin=None, peer_python=None, log_dir="/tmp"):
+    def __init__(self, engine, model_path, rapid_bin=None, peer_python=None, log_dir="/tmp", extra_args=(),
+                 log_name=None):
         self.engine, self.model_path = engine, model_path
+        self.extra_args = list(extra_args)  # appended to the command (rapid-mlx flags)
         self.rapid_bin, self.peer_python = rapid_bin, peer_python
-        self.log_path = os.path.join(log_dir, f"server-{engine}-{os.path.basename(model_path)}.log")
+        self.log_path = os.path.join(log_dir, log_name or f"server-{engine}-{os.path.basename(model_path)}.log")
         self.proc, self.port = None, None
         # mlx-lm loads whatever the request names; "default_model" is its alias for --model.
         self.model_name = "default_model" if engine == "mlx-lm" else os.path.basename(model_path)
@@ -35,7 +37,7 @@ class Server:
         port = str(self.port)
         if self.engine == "rapid-mlx":
             return [self.rapid_bin, "serve", "--model", self.model_path, "--host", "127.0.0.1",
-                    "--port", port]
+                    "--port", port] + self.extra_args
         if self.engine == "llama.cpp":
             return [self.peer_python, "-m", "llama_cpp.server", "--model", self.model_path,
                     "--host", "127.0.0.1", "--port", port, "--n_threads", n, "--n_threads_batch", n,

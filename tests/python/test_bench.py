@@ -138,3 +138,24 @@ def test_cli_bench_rejects_bad_arguments():
     for args in (["--repeats", "x"], ["--concurrency", "1,,2"], ["--model"], ["--bogus"], []):
         p = subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "error" in p.stderr, args
+
+
+@needs_server
+def test_engine_ratios_quick_run_is_well_formed(tmp_path):
+    """bench/harness/engine_ratios.py (issues 6 and 7) end to end at tiny sizes: every ratio is
+    measured (positive, finite) and the report names each target; no speed is asserted."""
+    out = tmp_path / "er"
+    proc = subprocess.run([sys.executable, "-m", "harness.engine_ratios", "--quick", "--bin", BIN,
+                           "--model", MODEL, "--out", str(out)],
+                          cwd=BENCH, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((out / "engine_ratios.json").read_text())
+    for v in (res["batching_spec_off"]["ratio"], res["agent"]["mean_ratio"], res["restart"]["ratio"],
+              res["speculative"]["code_edit_ratio"], res["speculative"]["chat_ratio"]):
+        assert 0 < v < 1000
+    assert len(res["agent"]["turns"]) == 2  # turns 2..3 of the quick loop
+    assert res["restart"]["cached_tokens"] > 0  # the prefix came back from disk after the restart
+    assert res["speculative"]["off"]["speculative"]["drafted_tokens"] == 0
+    md = (out / "engine_ratios.md").read_text()
+    for target in (">= 3", "<= 0.10", "<= 0.15", ">= 2", ">= 0.95"):
+        assert target in md

@@ -1,0 +1,204 @@
+"""The engine's own ratios (issues 6 and 7), all measured in one run on one machine with rapid-mlx:
+
+  batching     aggregate decode tok/s of 8 concurrent streams / 1 stream (speculation off, so
+               only batching is measured; also with the default `auto`)
+  agent        10-turn coding-agent loop (~2k-token system prompt + growing history): TTFT of
+               turns 2-10 with the prefix cache / TTFT of the same prompt cold (cache purged)
+  restart      TTFT on a persisted prefix right after a restart / cold TTFT of that prompt
+  code_edit    decode tok/s of a 150-line file rewrite, --speculative auto / off (+ acceptance)
+  chat         decode tok/s of open-ended chat, auto / off
+
+usage (from bench/): python -m harness.engine_ratios [--model GGUF] [--bin build/rapid-mlx]
+                     [--out DIR] [--quick]
+Writes DIR/engine_ratios.json and prints a Markdown table."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+from . import client, prompts
+from .servers import Server
+from .workloads import decode_rate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cache_call(srv, method="GET"):
+    req = urllib.request.Request(srv.base_url + "/cache", method=method)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def ask(srv, msgs, max_tokens, tools=None):
+    return client.chat(srv.base_url, srv.model_name, msgs, max_tokens, tools=tools)
+
+
+def streams(srv, n, gen_tokens, words):
+    results = [None] * n
+    barrier = threading.Barrier(n + 1)
+
+    def worker(i):
+        msgs = [{"role": "user", "content": f"Stream {n}-{i}-{time.time_ns()}. " +
+                 prompts.filler(words, seed=300 + i) + "\n\nContinue this text for a long time."}]
+        barrier.wait()
+        results[i] = ask(srv, msgs, gen_tokens)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    for t in threads:
+        t.join()
+    # Decode throughput: tokens after each stream's first, over the span from the last first-token
+    # (all streams decoding) to the last token — prefill is not counted.
+    first = max(r["token_times"][0] for r in results)
+    last = max(r["token_times"][-1] for r in results)
+    toks = sum(sum(1 for t in r["token_times"] if t > first) for r in results)
+    return toks / (last - first) if last > first else None
+
+
+def batching(srv, P):
+    one = statistics.median([streams(srv, 1, P["gen"], 32) for _ in range(2)])
+    eight = statistics.median([streams(srv, 8, P["gen"], 32) for _ in range(2)])
+    return {"one_stream_tok_s": one, "eight_streams_tok_s": eight, "ratio": eight / one}
+
+
+def agent(srv, P):
+    system = prompts.agent_system_prompt(P["system_words"])
+    msgs = [{"role": "system", "content": system},
+            {"role": "user", "content": "The parser drops the last field of each record. "
+                                        "Find the bug, fix it and run the tests."}]
+    cache_call(srv, "DELETE")
+    turns = []
+    for i, (name, args, result) in enumerate(prompts.agent_turns(P["turns"])):
+        warm = ask(srv, msgs, P["agent_gen"], tools=prompts.TOOLS)
+        if i > 0:
+            # The same prompt cold: purge memory and disk, resend, then continue warm.
+            cache_call(srv, "DELETE")
+            cold = ask(srv, msgs, 1, tools=prompts.TOOLS)
+            turns.append({"turn": i + 1, "prompt_tokens": warm["prompt_tokens"], "ttft_warm_s": warm["ttft"],
+                          "ttft_cold_s": cold["ttft"], "ratio": warm["ttft"] / cold["ttft"]})
+        msgs = msgs + [prompts.assistant_tool_message(i, name, args), prompts.tool_message(i, result)]
+    return {"turns": turns, "mean_ratio": statistics.mean(t["ratio"] for t in turns),
+            "max_ratio": max(t["ratio"] for t in turns)}
+
+
+def restart(srv, P):
+    msgs = [{"role": "system", "content": prompts.agent_system_prompt(P["system_words"])},
+            {"role": "user", "content": "List the files you would read first."}]
+    cache_call(srv, "DELETE")
+    cold = ask(srv, msgs, 1)["ttft"]
+    deadline = time.time() + 120
+    while time.time() < deadline and cache_call(srv)["disk"]["pending_writes"]:
+        time.sleep(0.1)
+    srv.stop()
+    startup = srv.start()
+    after = ask(srv, msgs, 1)
+    info = cache_call(srv)
+    return {"ttft_cold_s": cold, "startup_s": startup, "ttft_after_restart_s": after["ttft"],
+            "cached_tokens": info["prefix_cache"]["hit_tokens"], "ratio": after["ttft"] / cold}
+
+
+def decode_runs(srv, msgs, gen, repeats):
+    rates = []
+    for _ in range(repeats):
+        cache_call(srv, "DELETE")  # the same cold start for every run and every mode
+        r = ask(srv, msgs, gen)
+        rates.append(decode_rate(r))
+    return statistics.median(rates), r
+
+
+def spec_compare(make_server, P):
+    code_msgs, src = prompts.code_edit_messages(P["code_lines"])
+    chat_msgs = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
+    out = {}
+    for mode in ("off", "auto"):
+        srv = make_server(mode)
+        try:
+            code, code_r = decode_runs(srv, code_msgs, P["code_gen"], P["repeats"])
+            spec = cache_call(srv)["speculative"]
+            chat, _ = decode_runs(srv, chat_msgs, P["chat_gen"], P["repeats"])
+            out[mode] = {"code_edit_decode_tok_s": code, "chat_decode_tok_s": chat,
+                         "code_edit_tokens": code_r["completion_tokens"], "speculative": spec,
+                         "speculative_after_chat": cache_call(srv)["speculative"]}
+        finally:
+            srv.stop()
+    out["code_edit_ratio"] = out["auto"]["code_edit_decode_tok_s"] / out["off"]["code_edit_decode_tok_s"]
+    out["chat_ratio"] = out["auto"]["chat_decode_tok_s"] / out["off"]["chat_decode_tok_s"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default=os.path.join(
+        os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models")),
+        "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "rapid-mlx"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, asserts nothing")
+    a = ap.parse_args()
+    P = ({"gen": 16, "system_words": 200, "turns": 3, "agent_gen": 4, "code_lines": 20, "code_gen": 64,
+          "chat_gen": 32, "repeats": 1} if a.quick else
+         {"gen": 96, "system_words": 1500, "turns": 10, "agent_gen": 16, "code_lines": 150, "code_gen": 600,
+          "chat_gen": 256, "repeats": 3})
+    out_dir = a.out or os.path.join(ROOT, "bench", "results", time.strftime("engine-%Y%m%d-%H%M%S"))
+    os.makedirs(out_dir, exist_ok=True)
+    cache_dir = tempfile.mkdtemp(prefix="rapid-bench-kv-")
+
+    def make_server(spec, name=None):
+        s = Server("rapid-mlx", a.model, rapid_bin=a.bin, log_dir=out_dir, log_name=f"server-{name or spec}.log",
+                   extra_args=["--speculative", spec, "--cache-dir", cache_dir])
+        s.start()
+        client.chat(s.base_url, s.model_name, [{"role": "user", "content": "Hello"}], 4)  # warm-up
+        return s
+
+    res = {"model": a.model, "load_avg_start": os.getloadavg()}
+    srv = make_server("off", "batching-off")
+    try:
+        res["batching_spec_off"] = batching(srv, P)
+        res["agent"] = agent(srv, P)
+        res["restart"] = restart(srv, P)
+    finally:
+        srv.stop()
+    srv = make_server("auto", "batching-auto")
+    try:
+        res["batching_spec_auto"] = batching(srv, P)
+    finally:
+        srv.stop()
+    res["speculative"] = spec_compare(make_server, P)
+    res["load_avg_end"] = os.getloadavg()
+    with open(os.path.join(out_dir, "engine_ratios.json"), "w") as f:
+        json.dump(res, f, indent=1)
+
+    b, bo, ag, rs, sp = (res["batching_spec_off"], res["batching_spec_auto"], res["agent"], res["restart"],
+                         res["speculative"])
+    acc = sp["auto"]["speculative"]
+    rows = [
+        ("8 streams / 1 stream, aggregate decode (spec off)", f"{b['eight_streams_tok_s']:.0f} / {b['one_stream_tok_s']:.0f} tok/s", b["ratio"], ">= 3"),
+        ("8 streams / 1 stream (spec auto)", f"{bo['eight_streams_tok_s']:.0f} / {bo['one_stream_tok_s']:.0f} tok/s", bo["ratio"], ""),
+        ("agent loop TTFT turns 2-10, warm / cold (mean)", f"max {ag['max_ratio']:.3f}", ag["mean_ratio"], "<= 0.10"),
+        ("TTFT after restart / cold", f"{rs['ttft_after_restart_s']*1000:.0f} / {rs['ttft_cold_s']*1000:.0f} ms", rs["ratio"], "<= 0.15"),
+        ("code edit decode, auto / off", f"{sp['auto']['code_edit_decode_tok_s']:.0f} / {sp['off']['code_edit_decode_tok_s']:.0f} tok/s", sp["code_edit_ratio"], ">= 2"),
+        ("open chat decode, auto / off", f"{sp['auto']['chat_decode_tok_s']:.0f} / {sp['off']['chat_decode_tok_s']:.0f} tok/s", sp["chat_ratio"], ">= 0.95"),
+    ]
+    lines = [f"model `{os.path.basename(a.model)}`, {os.cpu_count()} cores, load {res['load_avg_start'][0]:.2f} -> {res['load_avg_end'][0]:.2f}",
+             "", "| measure | figures | ratio | target |", "|---|---|---|---|"]
+    lines += [f"| {n} | {f} | {r:.3f} | {t} |" for n, f, r, t in rows]
+    lines += ["", f"code edit (auto): {acc['drafted_tokens']} drafted, {acc['accepted_tokens']} accepted "
+                  f"(acceptance {acc['acceptance_rate']:.2f}, mean accepted per drafted step "
+                  f"{acc['accepted_tokens'] / max(1, acc['steps']):.2f})"]
+    ca = sp["auto"]["speculative_after_chat"]
+    lines += [f"after chat (auto, cumulative): {ca['drafted_tokens']} drafted, {ca['accepted_tokens']} accepted"]
+    text = "\n".join(lines)
+    with open(os.path.join(out_dir, "engine_ratios.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
