@@ -406,3 +406,50 @@ TEST(BatchEngine, SpeculativeGreedyIsIdenticalToPlainDecoding) {
     EXPECT_GT(st.spec_accepted, 0u) << spec_mode_name(mode);
   }
 }
+
+// Draft-model speculation: SmolLM2's MLX 4-bit copy (scripts/derive_models.sh; same vocabulary,
+// differently rounded weights, so its guesses are mostly but not always right) drafts for the
+// Q4_1 model. Greedy output must equal plain decoding, alone and batched.
+TEST(BatchEngine, DraftModelSpeculationIsExact) {
+  NEED_MODEL();
+  const std::string draft_dir = fs::path(gguf_path()).parent_path().string() + "/mlx-q4";
+  if (!fs::exists(draft_dir + "/model.safetensors")) GTEST_SKIP() << "no derived draft model at " << draft_dir;
+  auto reqs = request_mix(6, 32);
+  for (auto& q : reqs) reference(q);
+  ModelOptions mo;
+  mo.num_threads = 2;
+  BatchEngineOptions o = base_opts(SpecMode::Draft);
+  o.draft_model = create_model(load_checkpoint(draft_dir), mo);
+  o.draft_pool_bytes = 32ull << 20;
+  o.spec.max_draft = 4;
+  BatchEngine e(fx().model, fx().tok, o);
+  {
+    Runner r(e);
+    r.submit(reqs[5]);
+    expect_same(r.wait_all()[0], reference(reqs[5]), "alone");
+  }
+  Runner r(e);
+  for (auto& q : reqs) r.submit(q);
+  auto got = r.wait_all();
+  for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], reference(reqs[i]), "draft request " + std::to_string(i));
+  BatchEngineStats st = e.stats();
+  EXPECT_GT(st.spec_accepted, 0u);
+  EXPECT_LT(st.spec_accepted, st.spec_drafted);  // some guesses were wrong and rolled back
+}
+
+TEST(BatchEngine, DraftModelWithAnotherVocabularyIsRefused) {
+  NEED_MODEL();
+  const std::string gemma = fs::path(gguf_path()).parent_path().parent_path().string() + "/gemma-3-270m";
+  std::string file;
+  if (fs::exists(gemma))
+    for (auto& f : fs::directory_iterator(gemma))
+      if (f.path().extension() == ".gguf") file = f.path().string();
+  if (file.empty()) GTEST_SKIP() << "no Gemma GGUF under " << gemma;
+  BatchEngineOptions o = base_opts(SpecMode::Draft);
+  ModelOptions mo;
+  mo.num_threads = 1;
+  o.draft_model = create_model(load_checkpoint(file), mo);
+  EXPECT_THROW(BatchEngine(fx().model, fx().tok, o), Error);
+  o.draft_model = nullptr;
+  EXPECT_THROW(BatchEngine(fx().model, fx().tok, o), Error);  // draft mode without a draft model
+}

@@ -31,7 +31,8 @@ int usage() {
                "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
                "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
                "                       [--cache-dir DIR] [--cache-disk-limit SIZE]\n"
-               "                       [--speculative auto|off|ngram] [--num-speculative-tokens N]\n"
+               "                       [--speculative auto|off|ngram|draft] [--num-speculative-tokens N]\n"
+               "                       [--draft-model PATH]\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
                "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
@@ -59,7 +60,7 @@ int run_serve(const std::vector<std::string>& args) {
   long long threads = 0, ctx = 0;
   rapid::BatchEngineOptions eo;
   rapid::ModelOptions mo;
-  std::string kv_memory, cache_dir, disk_limit = "8GiB";
+  std::string kv_memory, cache_dir, disk_limit = "8GiB", draft_path;
   bool persist = true;
   if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -115,6 +116,7 @@ int run_serve(const std::vector<std::string>& args) {
         return 2;
       }
     }
+    else if (a == "--draft-model") ok = value(draft_path);
     else if (a == "--num-speculative-tokens") { ok = number(0, 64, n); eo.spec.max_draft = int(n); }
     else if (a == "--log-level") {
       std::string l;
@@ -157,6 +159,15 @@ int run_serve(const std::vector<std::string>& args) {
     eo.kv.snapshot_dir = (cache_dir.empty() ? rapid::cache::default_cache_root() : cache_dir) + "/" + key;
     eo.kv.model_key = key;
     eo.kv.snapshot_max_disk_bytes = rapid::cache::parse_memory_size(disk_limit, ram);
+  }
+  if (!draft_path.empty()) {
+    std::shared_ptr<rapid::Checkpoint> dck = rapid::load_checkpoint(draft_path);
+    eo.draft_model = rapid::create_model(dck, mo);
+    const rapid::cache::BlockShape ds = eo.draft_model->kv_block_shape(eo.kv.block_size);
+    eo.draft_pool_bytes = std::min<uint64_t>(
+        uint64_t(eo.max_num_seqs) * uint64_t(bo.context_length) / uint64_t(ds.block_size) * ds.block_bytes() +
+            4 * ds.block_bytes(),
+        ram / 8);
   }
   auto engine = std::make_unique<rapid::BatchEngine>(model, tok, eo);
   {

@@ -17,6 +17,7 @@ struct BatchEngine::Sequence {
   EventCallback cb;
   std::unique_ptr<TokenEmitter> out;
   std::unique_ptr<PagedKvState> kv;  // null while waiting or preempted
+  std::unique_ptr<PagedKvState> draft_kv;  // the draft model's KV (draft-model speculation)
   std::vector<int32_t> tokens;       // prompt + generated
   int64_t capacity = 0;
   bool admitted_once = false;
@@ -31,6 +32,7 @@ struct BatchEngine::Work {
   Sequence* seq;
   int64_t n = 0;                 // tokens from seq->tokens to compute
   std::vector<int32_t> draft;    // speculative guesses appended after them
+  int draft_k = 0;               // draft-model guesses to make (filled in by run_drafts)
   std::vector<int32_t> input;
 };
 
@@ -42,6 +44,15 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
+  if (opts_.draft_model) {
+    if (opts_.draft_model->config().vocab_size != vocab_)
+      throw Error("the draft model's vocabulary (" + std::to_string(opts_.draft_model->config().vocab_size) +
+                  ") differs from the model's (" + std::to_string(vocab_) + ")");
+    draft_pool_ = std::make_shared<cache::BlockPool>(opts_.draft_model->kv_block_shape(opts_.kv.block_size),
+                                                     opts_.draft_pool_bytes);
+  } else if (opts_.spec.mode == SpecMode::Draft) {
+    throw Error("--speculative draft needs --draft-model");
+  }
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -190,6 +201,7 @@ void BatchEngine::finish(Sequence* s, GenerationEvent ev) {
 }
 
 void BatchEngine::retire(Sequence* s) {
+  s->draft_kv.reset();
   if (s->kv) {
     kv_->remember(s->tokens, *s->kv);
     s->kv.reset();
@@ -204,6 +216,7 @@ void BatchEngine::preempt(Sequence* s) {
   // usually re-adopts most of it instead of recomputing.
   kv_->remember(s->tokens, *s->kv);
   s->kv.reset();
+  s->draft_kv.reset();
   std::erase(running_, s);
   // Back to the front, ahead of later arrivals (no starvation).
   auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](Sequence* w) { return w->arrival > s->arrival; });
@@ -228,21 +241,22 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
     w.n = std::min(s->pending(), budget);
     if (w.n <= 0) continue;
     if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
-      s->spec.proposer.update(s->tokens);
+      if (!draft_pool_) s->spec.proposer.update(s->tokens);
       int k = spec_.depth(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
       // Never draft past the sequence's end or the step budget.
       const int64_t room = std::min<int64_t>(s->capacity - int64_t(s->tokens.size()) - 1,
                                              s->out->request().max_tokens - int64_t(s->out->generated().size()) - 1);
       k = int(std::clamp<int64_t>(std::min<int64_t>(k, room), 0, budget - w.n));
-      if (k > 0) w.draft = s->spec.proposer.propose(s->tokens, k);
+      if (k > 0 && draft_pool_) w.draft_k = k;
+      else if (k > 0) w.draft = s->spec.proposer.propose(s->tokens, k);
     }
     for (;;) {
-      int64_t need = s->kv->blocks_needed(w.n + int64_t(w.draft.size()));
+      int64_t need = s->kv->blocks_needed(w.n + int64_t(w.draft.size()) + w.draft_k);
       if (kv_->make_free(reserved + need)) {
         reserved += need;
         break;
       }
-      if (!w.draft.empty()) { w.draft.clear(); continue; }
+      if (!w.draft.empty() || w.draft_k) { w.draft.clear(); w.draft_k = 0; continue; }
       // Preempt the newest running sequence not yet planned (it may be this one).
       Sequence* victim = nullptr;
       for (auto it = running_.rbegin(); it != running_.rend() && !victim; ++it)
@@ -252,7 +266,7 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
       if (victim == s) { w.n = 0; break; }
     }
     if (w.n == 0) continue;
-    budget -= w.n + int64_t(w.draft.size());
+    budget -= w.n + int64_t(w.draft.size()) + w.draft_k;
     planned.push_back(s);
     plan.push_back(std::move(w));
   }
@@ -307,6 +321,8 @@ void BatchEngine::step() {
     return;
   }
 
+  if (draft_pool_) run_drafts(plan);
+
   std::vector<BatchEntry> entries;
   entries.reserve(plan.size());
   int64_t total = 0;
@@ -342,6 +358,69 @@ void BatchEngine::step() {
   last_step_tokens_ = total;
   ++steps_;
   for (Work& w : plan) process(w, secs);
+}
+
+// Draft-model proposals: the draft model first catches up on each sequence's tokens it has not
+// seen (its prompt on the first draft, the accepted tokens since), then extends every sequence
+// greedily one token per batched forward. Its KV is rolled back with the target's after
+// verification; a sequence the draft pool cannot hold just goes without drafts this step.
+void BatchEngine::run_drafts(std::vector<Work>& plan) {
+  Model& dm = *opts_.draft_model;
+  std::vector<Work*> ws;
+  for (Work& w : plan)
+    if (w.draft_k > 0) ws.push_back(&w);
+  if (ws.empty()) return;
+  std::vector<std::vector<int32_t>> inputs(ws.size());
+  std::vector<std::vector<float>> logits(ws.size(), std::vector<float>(size_t(vocab_)));
+  for (size_t i = 0; i < ws.size(); ++i) {
+    Sequence* s = ws[i]->seq;
+    if (!s->draft_kv) s->draft_kv.reset(static_cast<PagedKvState*>(dm.new_paged_state(draft_pool_, s->capacity).release()));
+    inputs[i].assign(s->tokens.begin() + s->draft_kv->length(), s->tokens.end());
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  int forwards = 0;
+  for (int j = 0;; ++j) {
+    std::vector<BatchEntry> es;
+    std::vector<size_t> idx;
+    int64_t need = 0;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      Work& w = *ws[i];
+      if (int(w.draft.size()) >= w.draft_k || inputs[i].empty()) continue;
+      const int64_t b = w.seq->draft_kv->blocks_needed(int64_t(inputs[i].size()));
+      if (need + b > int64_t(draft_pool_->free_count())) {
+        w.seq->draft_kv->release();  // no room: no drafts for it this step, catch up later
+        inputs[i].clear();
+        continue;
+      }
+      need += b;
+      es.push_back(BatchEntry{inputs[i].data(), int64_t(inputs[i].size()), w.seq->draft_kv.get(), logits[i].data(), false});
+      idx.push_back(i);
+    }
+    if (es.empty()) break;
+    try {
+      dm.forward_batch(es.data(), es.size());
+    } catch (const std::exception& e) {
+      log::warn(std::string("draft model forward failed; no drafts this step: ") + e.what());
+      for (Work* w : ws) {
+        w->draft.clear();
+        w->seq->draft_kv->release();
+      }
+      break;
+    }
+    ++forwards;
+    for (size_t i : idx) {
+      const float* l = logits[i].data();
+      int32_t tok = int32_t(std::max_element(l, l + vocab_) - l);
+      ws[i]->draft.push_back(tok);
+      inputs[i].assign(1, tok);
+    }
+  }
+  for (Work* w : ws) {
+    w->draft_k = 0;
+    // The last draft was never fed to the draft model: it is caught up next step if accepted.
+  }
+  if (forwards > 0)
+    spec_.observe_draft_step(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / forwards);
 }
 
 void BatchEngine::process(Work& w, double) {
@@ -396,6 +475,7 @@ void BatchEngine::process(Work& w, double) {
   }
   // KV of rejected drafts is dropped; the newest token is computed next step.
   s->kv->truncate(std::min<int64_t>(s->kv->length(), int64_t(s->tokens.size()) - 1));
+  if (s->draft_kv) s->draft_kv->truncate(std::min<int64_t>(s->draft_kv->length(), int64_t(s->tokens.size()) - 1));
   if (done) {
     finish(s, std::move(merged));
     return;

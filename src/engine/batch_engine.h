@@ -36,6 +36,10 @@ struct BatchEngineOptions {
   int64_t context_length = 0;     // per-sequence limit; 0 = the model's
   KvCacheOptions kv;
   SpeculationOptions spec;
+  // Draft-model speculation (--draft-model): a smaller model with the same vocabulary, batched
+  // like the target, with its own KV pool (no prefix cache: drafts are cheap to recompute).
+  std::shared_ptr<Model> draft_model;
+  uint64_t draft_pool_bytes = 256ull << 20;
 };
 
 struct BatchEngineStats {
@@ -74,12 +78,14 @@ class BatchEngine : public Engine {
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
   void process(Work& w, double step_seconds);
+  void run_drafts(std::vector<Work>& plan);
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
   BatchEngineOptions opts_;
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
+  std::shared_ptr<cache::BlockPool> draft_pool_;
   int64_t vocab_ = 0, context_ = 0;
 
   // Inbox, shared with the HTTP threads.

@@ -11,7 +11,8 @@ SpecMode parse_spec_mode(const std::string& s) {
   if (s == "off") return SpecMode::Off;
   if (s == "auto") return SpecMode::Auto;
   if (s == "ngram") return SpecMode::Ngram;
-  throw Error("speculative mode '" + s + "' is not one of auto, off, ngram (draft and mtp are not available)");
+  if (s == "draft") return SpecMode::Draft;
+  throw Error("speculative mode '" + s + "' is not one of auto, off, ngram, draft (mtp is not available)");
 }
 
 const char* spec_mode_name(SpecMode m) {
@@ -19,6 +20,7 @@ const char* spec_mode_name(SpecMode m) {
     case SpecMode::Off: return "off";
     case SpecMode::Auto: return "auto";
     case SpecMode::Ngram: return "ngram";
+    case SpecMode::Draft: return "draft";
   }
   return "?";
 }
@@ -39,9 +41,10 @@ double SpeculationController::cost_per_token_ratio() const {
 
 int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t tokens) const {
   if (!enabled()) return 0;
-  if (o_.mode == SpecMode::Ngram) return o_.max_draft;
+  if (o_.mode == SpecMode::Ngram || o_.mode == SpecMode::Draft) return o_.max_draft;
   const double a = std::min(s.rate(), 0.995);
-  const double r = cost_per_token_ratio();
+  double r = cost_per_token_ratio();
+  const double per_draft = draft_step_s_ > 0 ? r * draft_step_s_ / std::max(1e-6, step_c1()) : 0.0;
   // In units of c0: the step costs 1 + r·tokens; k drafts add r·k.
   const double base_cost = 1.0 + r * double(std::max<int64_t>(tokens, 1));
   double best = double(batch) / base_cost;
@@ -50,7 +53,7 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
   for (int k = 1; k <= o_.max_draft; ++k) {
     ak *= a;
     gain += ak;  // a + a^2 + ... + a^k
-    const double v = (double(batch) + gain) / (base_cost + r * k);
+    const double v = (double(batch) + gain) / (base_cost + (r + per_draft) * k);
     if (v > best * 1.0001) {
       best = v;
       best_k = k;
@@ -66,6 +69,19 @@ void SpeculationController::observe(SpecState& s, int d, int a) const {
   s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
   s.drafted_total += uint64_t(d);
   s.accepted_total += uint64_t(a);
+}
+
+void SpeculationController::observe_draft_step(double seconds) {
+  draft_step_s_ = draft_step_s_ > 0 ? 0.9 * draft_step_s_ + 0.1 * seconds : seconds;
+}
+
+double SpeculationController::step_c1() const {
+  // Seconds per token of the target (the slope of the step-time fit), or a guess before data.
+  if (sw_ < 3) return 1e-3;
+  const double mx = sx_ / sw_, my = sy_ / sw_;
+  const double var = sxx_ / sw_ - mx * mx;
+  if (var < 1e-6) return 1e-3;
+  return std::max(1e-6, (sxy_ / sw_ - mx * my) / var);
 }
 
 void SpeculationController::observe_step(int64_t tokens, double seconds) {

@@ -17,8 +17,10 @@
 
 namespace rapid {
 
-enum class SpecMode { Off, Auto, Ngram };
-SpecMode parse_spec_mode(const std::string& s);  // "off" | "auto" | "ngram"; throws Error otherwise
+enum class SpecMode { Off, Auto, Ngram, Draft };
+// "off" | "auto" | "ngram" | "draft"; throws Error otherwise. With a draft model, "auto" drafts with
+// it (depth by the expected-value rule); "draft" always drafts max_draft tokens with it.
+SpecMode parse_spec_mode(const std::string& s);
 const char* spec_mode_name(SpecMode m);
 
 struct SpeculationOptions {
@@ -40,17 +42,22 @@ class SpeculationController {
   bool enabled() const { return o_.mode != SpecMode::Off && o_.max_draft > 0; }
   // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens.
   int depth(const SpecState& s, int64_t batch, int64_t tokens) const;
+  // A draft model's forward (one token per sequence) costs `seconds`: drafting k tokens adds k of
+  // them to the step, which the depth rule charges (in units of the target's fixed step cost).
+  void observe_draft_step(double seconds);
   // After verification: d tokens drafted, a accepted.
   void observe(SpecState& s, int d, int a) const;
   // After each forward: its token count and wall time.
   void observe_step(int64_t tokens, double seconds);
   double cost_per_token_ratio() const;  // c1 / c0 as currently estimated
+  double step_c1() const;               // seconds per extra target token (fit slope)
   const SpeculationOptions& options() const { return o_; }
 
  private:
   SpeculationOptions o_;
   // Decayed sums for the least-squares fit of step time against tokens.
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  double draft_step_s_ = 0;  // decayed mean of a draft model forward, 0 = none seen
 };
 
 }  // namespace rapid
