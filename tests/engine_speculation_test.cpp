@@ -69,7 +69,8 @@ TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
   SpeculationOptions off;
   off.mode = SpecMode::Off;
   EXPECT_EQ(SpeculationController(off).depth(good, 1, 1), 0);
-  EXPECT_THROW(parse_spec_mode("draft"), std::exception);
+  EXPECT_EQ(parse_spec_mode("draft"), SpecMode::Draft);
+  EXPECT_THROW(parse_spec_mode("mtp"), std::exception);
 }
 
 namespace {
