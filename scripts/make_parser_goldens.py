@@ -293,13 +293,16 @@ def E_harmony(calls, broken=False):
 #        arguments are the raw text; a string = custom malformed text returned as content;
 #        "rawjson" = JSON-call formats that stream arguments: the call went out at
 #        `"arguments": {`, so it stands and its never-balanced arguments are the raw text up to
-#        the block's end marker (or the end of the reply)
+#        the block's end marker (or the end of the reply);
+#        ("stands", text, calls, content) = pythonic formats, which stream: the call went out at
+#        `NAME(`, so it stands (its arguments as parsed so far) and the piece that does not parse
+#        comes back as content from there on (with the block's end marker)
 FORMATS = {
     "hermes": (E_hermes, "sep", "rawjson"),
     "qwen3_coder": (E_qwen3_coder, "sep", "<tool_call>\nI am not a function block\n</tool_call>"),
     "llama3_json": (E_llama3_json, lambda c, t: c + "<|python_tag|>" + t, "rawjson"),
-    "llama4_pythonic": (E_llama4, "sep", "<|python_start|>[get_weather(city=]<|python_end|>"),
-    "pythonic": (E_pythonic, "none", "[get_weather(city='Paris'"),
+    "llama4_pythonic": (E_llama4, "sep", ("stands", "<|python_start|>[get_weather(city=]<|python_end|>", [("get_weather", {})], "city=]<|python_end|>")),
+    "pythonic": (E_pythonic, "none", ("stands", "[get_weather(city='Paris'", [("get_weather", {"city": "Paris"})], None)),
     "mistral": (E_mistral, lambda c, t: c + t, "rawargs"),
     "deepseek_v3": (E_deepseek_v3, lambda c, t: c + t, "rawargs"),
     "deepseek_v31": (E_deepseek_v31, lambda c, t: c + t, "rawargs"),
@@ -325,8 +328,8 @@ FORMATS = {
     "gemma4": (E_gemma4, lambda c, t: c + t, '<|tool_call>call:get_weather{city:<|"|>Paris}<tool_call|>'),
     "command_r7b": (E_command_r7b, lambda c, t: "<|START_RESPONSE|>" + c + "<|END_RESPONSE|>" + t, "content"),
     "ernie45": (E_ernie45, "sep", "rawjson"),
-    "olmo3": (E_olmo3, "sep", "<function_calls>get_weather(Paris)</function_calls>"),
-    "lfm2": (E_lfm2, lambda c, t: c + t, "<|tool_call_start|>[get_weather(city='Paris']<|tool_call_end|>"),
+    "olmo3": (E_olmo3, "sep", ("stands", "<function_calls>get_weather(Paris)</function_calls>", [("get_weather", {})], "Paris)</function_calls>")),
+    "lfm2": (E_lfm2, lambda c, t: c + t, ("stands", "<|tool_call_start|>[get_weather(city='Paris']<|tool_call_end|>", [("get_weather", {"city": "Paris"})], "]<|tool_call_end|>")),
     "gigachat3": (E_gigachat3, lambda c, t: c + t, "rawjson"),
     "nemotron": (E_nemotron, "sep", "rawjson"),
     "json": (E_json, "none", "rawjson"),
@@ -381,6 +384,9 @@ def cases_for(name, spec):
     elif bad == "rawargs":
         text = enc(ONE, broken=True)
         cases["malformed"] = (text, expected(None, ONE, ids(ONE), raw_args=BROKEN_ARGS))
+    elif isinstance(bad, tuple) and bad[0] == "stands":
+        _, text, calls, content = bad
+        cases["malformed"] = (text, expected(content, calls, ids(calls), markup_free=content is None))
     elif bad == "rawjson":
         text = enc(ONE, broken=True)
         start = text.index(BROKEN_ARGS)

@@ -126,8 +126,12 @@ TEST(ParsersFuzz, DeepNestingAndHugeNumbersAreHandled) {
   auto r = rapid::parse_output(o, deep);  // must not crash; nlohmann parses depth iteratively enough
   EXPECT_LE(r.tool_calls.size(), 1u);
   o.tool_parser = "pythonic";
-  r = rapid::parse_output(o, "[f(a=1e999, b=-99999999999999999999999, c=" + std::string(3000, '[') + ")]");
-  EXPECT_TRUE(r.tool_calls.empty());
+  const std::string deep_c = "c=" + std::string(3000, '[') + ")]";
+  r = rapid::parse_output(o, "[f(a=1e999, b=-99999999999999999999999, " + deep_c);
+  // The call went out at "f(" and stands; the too-deep value does not parse: content from it on.
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":null,\"b\":-9.999999999999999e+22}");  // out of long long range: a double
+  EXPECT_EQ(r.content, deep_c);
   o.tool_parser = "qwen3_coder";
   o.tools = nlohmann::json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer"}}}}}])");
   r = rapid::parse_output(o, "<tool_call><function=f><parameter=n>1e300</parameter></function></tool_call>");

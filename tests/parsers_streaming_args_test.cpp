@@ -103,6 +103,11 @@ std::vector<Case> converted() {
       {"functionary_v3_1", "<function=get_weather>" + kArgs, "</function>", kArgs},
       // Mistral v11 has no closing marker: the arguments end where their JSON balances.
       {"mistral", "[TOOL_CALLS]get_weather[ARGS]" + kArgs, "", kArgs},
+      // gpt-oss harmony: the call goes out when the recipient header is complete (<|message|>).
+      // Functionary v3.2: the prompt wrote ">>>"; the block ends where the next ">>>" starts.
+      {"functionary_v3_2", "all\nChecking.>>>get_weather\n" + kArgs, ">>>all\nDone.", kArgs, true},
+      {"gpt_oss", "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>" + kArgs,
+       "<|call|>", kArgs},
   };
 }
 
@@ -201,6 +206,17 @@ TEST(ParsersStreamingArgs, EverySplitJoinsToTheWholeResult) {
                      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{\"q\": \"a`b ``` c\"}\n```"
                      "<｜tool▁call▁end｜><｜tool▁call▁begin｜>junk<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
   texts.emplace_back("functionary_v3_1", "<function=f>{\"s\": \"日本語\"}</function> done");
+  // gpt-oss: analysis, parallel calls, a truncated body, non-object and empty arguments, a
+  // header without <|end|>, a reply that starts inside the header.
+  const std::string h = "<|start|>assistant<|channel|>commentary to=functions.";
+  texts.emplace_back("gpt_oss", "<|channel|>analysis<|message|>think <|c<|end|>" + h + "a <|constrain|>json<|message|> {\"x\": \"<|\u65e5\", \"y\": \"日本\"}\n<|call|>" +
+                                    h + "b <|constrain|>json<|message|>[1, 2]<|call|>");
+  texts.emplace_back("gpt_oss", h + "a <|constrain|>json<|message|>{\"x\": \"Par<|call|>" + h + "b<|message|>\"s\"<|call|>" + h +
+                                    "c<|message|>  <|call|><|start|>assistant<|channel|>final<|message|>done");
+  texts.emplace_back("gpt_oss", " to=functions.f<|channel|>commentary json<|message|>{\"q\": 1}<|start|>assistant<|channel|>final<|message|>ok");
+  texts.emplace_back("gpt_oss", h + "f<|message|>{\"q\": \"unterminated é");
+  texts.emplace_back("functionary_v3_2", "get_weather\n{\"city\": \">>\"}>>>get_time\n{\"tz\": \"日本\"}>>>all\nok>>>f\n\"s\"");
+  texts.emplace_back("functionary_v3_2", "all\nHi >>>f\n{\"a\": [1, >>>g\n{}\n");
   for (auto& [parser, text] : texts) {
     SCOPED_TRACE(parser + ": " + text);
     auto o = opts(parser);
@@ -327,14 +343,16 @@ TEST(ParsersStreamingArgs, JsonCallsStreamOnceNameAndArgumentsKeyAreSeen) {
 // Random soups of the converted formats' markers and JSON pieces: byte-at-a-time and random
 // chunkings must join to the whole result, and no fragment may split a UTF-8 character.
 TEST(ParsersStreamingArgs, RandomSoupsJoinToTheWholeResult) {
-  const std::vector<std::string> parsers = {"kimi_k2", "deepseek_v3", "deepseek_v31", "mistral", "functionary_v3_1"};
+  const std::vector<std::string> parsers = {"kimi_k2", "deepseek_v3", "deepseek_v31", "mistral", "functionary_v3_1",
+                                            "functionary_v3_2", "gpt_oss"};
   const std::vector<std::string> atoms = {
       "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_end|>",
       "<|tool_call_argument_begin|>", "functions.f:0", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>",
       "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "function", "[TOOL_CALLS]", "[ARGS]",
       "[CALL_ID]", "<function=", "</function>", ">", "f", "get_weather", "\n", "```json\n", "```", " ", "\n",
       "{", "}", "[", "]", "\"", "\\", ":", ",", "\"city\": ", "\"Paris\"", "1", "é", "日本", "\xE6", "<", "<|", "`",
-      "text "};
+      "text ", ">>>", ">>>all\n", "all\n", "<|start|>assistant", "<|channel|>commentary to=functions.f ", "<|message|>",
+      "<|call|>", "<|end|>", "<|constrain|>json", "<|channel|>analysis"};
   std::mt19937_64 rng(2024);
   int with_calls = 0;
   for (int iter = 0; iter < 1500; ++iter) {
@@ -889,6 +907,172 @@ TEST(ParsersStreamingArgs, RandomTagSoupsJoinToTheWholeResult) {
   }
   EXPECT_GT(with_calls, 600) << "the soups should produce calls";
   std::printf("tag soups with calls: %d / 1500\n", with_calls);
+}
+
+// gpt-oss harmony: the call goes out when the recipient header is complete (<|message|>), the
+// JSON arguments follow as written, fragment by fragment, until <|call|>.
+TEST(ParsersStreamingArgs, HarmonyArgumentsStream) {
+  const std::string head = "<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>commentary "
+                           "to=functions.get_weather <|constrain|>json<|message|>";
+  const std::string args = "{\"city\": \"Paris <|x\", \"days\": [1, 2]}";
+  const std::string text = head + args + "<|call|>";
+  auto o = opts("gpt_oss");
+  auto whole = rapid::parse_output(o, text);
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, args);  // as written
+  EXPECT_EQ(whole.reasoning, "thinking");
+  Fed f = feed_bytes(o, text);
+  ASSERT_EQ(f.calls.size(), 1u);
+  EXPECT_EQ(f.calls[0].name, "get_weather");
+  EXPECT_EQ(f.calls[0].arguments, args);
+  EXPECT_EQ(static_cast<size_t>(f.header_at), head.size());  // at <|message|>
+  size_t early = 0;
+  for (auto& [fed, s] : f.frags) {
+    early += fed <= head.size() + args.size();
+    EXPECT_EQ(s.find("<|call"), std::string::npos) << s;
+  }
+  EXPECT_GT(early, args.size() / 2);
+  // Non-object arguments come whole (normalised, as before); empty ones are {}.
+  auto r = rapid::parse_output(o, "<|start|>assistant to=functions.f<|message|> \"{\\\"a\\\": 1}\" <|call|>"
+                                  "<|start|>assistant to=functions.g<|message|><|call|>");
+  ASSERT_EQ(r.tool_calls.size(), 2u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(r.tool_calls[1].arguments, "{}");
+  expect_every_split(o, text);
+}
+
+rapid::ParserOptions py_opts(const std::string& parser) { return xml_opts(parser); }
+
+// Pythonic formats: the call goes out at `NAME(`; arguments are compact JSON in the model's
+// keyword order; string values stream JSON-escaped as they arrive, other values when complete.
+TEST(ParsersStreamingArgs, PythonicArgumentsStream) {
+  const std::string city = "Paris, \\\"FR\\\" it's 日本 \\u00e9\\n";
+  const std::string call = "get_weather(city=\"" + city + "\", unit='celsius', days=[1, 2, (3, 4)], n=None)";
+  const std::string expect_args = "{\"city\":\"Paris, \\\"FR\\\" it's 日本 é\\n\",\"unit\":\"celsius\",\"days\":[1,2,[3,4]],\"n\":null}";
+  struct V { std::string parser, pre, post; };
+  for (auto& v : std::vector<V>{{"pythonic", "[", ", get_time()]"},
+                                {"llama4_pythonic", "Let me check. <|python_start|>[", ", get_time()]<|python_end|>"},
+                                {"llama4_pythonic", "[", ", get_time()]"},
+                                {"lfm2", "Sure. <|tool_call_start|>[", ", get_time()]<|tool_call_end|>"},
+                                {"olmo3", "Sure. <function_calls>", "\nget_time()</function_calls>"}}) {
+    SCOPED_TRACE(v.parser + " " + v.pre);
+    auto o = py_opts(v.parser);
+    const std::string text = v.pre + call + v.post;
+    auto whole = rapid::parse_output(o, text);
+    ASSERT_EQ(whole.tool_calls.size(), 2u);
+    EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(whole.tool_calls[0].arguments, expect_args);
+    EXPECT_EQ(whole.tool_calls[1].name, "get_time");
+    EXPECT_EQ(whole.tool_calls[1].arguments, "{}");
+    Fed f = feed_bytes(o, text);
+    ASSERT_EQ(f.calls.size(), 2u);
+    EXPECT_EQ(f.content, whole.content);
+    EXPECT_EQ(f.calls[0].arguments, expect_args);
+    // The name went out at its '(' and the city string streamed before its closing quote.
+    const size_t paren = text.find('(') + 1;
+    EXPECT_EQ(static_cast<size_t>(f.header_at), paren);
+    const size_t city_end = text.find("\", unit");
+    size_t early = 0;
+    for (auto& [fed, s] : f.frags) early += fed <= city_end;
+    EXPECT_GT(early, 10u);
+    for (auto& s : f.all_frags) EXPECT_TRUE(valid_utf8(s)) << s;
+    expect_every_split(o, text);
+  }
+  // The leading rule is kept: text before the list means no call.
+  auto r = rapid::parse_output(py_opts("pythonic"), "Hi [get_weather(city='x')]");
+  EXPECT_TRUE(r.tool_calls.empty());
+  EXPECT_EQ(r.content, "Hi [get_weather(city='x')]");
+  // Not a call before any went out: the whole reply is content, as before.
+  for (std::string t : {"[1, 2, 3]", "[see below]", "[]", "[get weather(x=1)]"}) {
+    r = rapid::parse_output(py_opts("pythonic"), t);
+    EXPECT_TRUE(r.tool_calls.empty()) << t;
+    EXPECT_EQ(r.content, t);
+    expect_every_split(py_opts("pythonic"), t);
+  }
+  // Once a call went out it stands; the piece that does not parse and the rest are content.
+  for (std::string t : {"[f(a=1, b), g()]", "[f(a='x' + 'y')] done", "[f(a=1)] trailing", "[f(a=\"\"\"tri\"ple\"\"\", b=x)]",
+                        "[f(a='cut", "[f(a=[1, 2", "[f(a=1), g(", "[f(a=1), 'x']", "[f(k=\"\\x41\\u00e9\\\\\", k=2)]"}) {
+    SCOPED_TRACE(t);
+    expect_every_split(py_opts("pythonic"), t);
+    EXPECT_FALSE(rapid::parse_output(py_opts("pythonic"), t).tool_calls.empty());
+  }
+  r = rapid::parse_output(py_opts("pythonic"), "[f(a=1, b), g()]");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":1}");
+  EXPECT_EQ(r.content, "b), g()]");
+  r = rapid::parse_output(py_opts("pythonic"), "[f(a='cut");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":\"cut\"}");
+  r = rapid::parse_output(py_opts("pythonic"), "[f(k=\"\\x41\\u00e9\\\\\", k=2)]");
+  ASSERT_EQ(r.tool_calls.size(), 1u);
+  EXPECT_EQ(r.tool_calls[0].arguments, "{\"k\":\"Aé\\\\\",\"k\":2}");  // repeated key sent again
+}
+
+// Random soups of pythonic pieces: byte-at-a-time and random chunkings join to the whole.
+TEST(ParsersStreamingArgs, RandomPythonicSoupsJoinToTheWholeResult) {
+  const std::vector<std::string> parsers = {"pythonic", "llama4_pythonic", "lfm2", "olmo3"};
+  const std::vector<std::string> atoms = {"get_weather(", "f(", ")", "]", "[", "(", ",", ", ", "city=", "n=", "=", "\"", "'",
+                                          "\"\"\"", "\\", "\\u00e9", "\\x4", "1", "2.5", "True", "None", "{'a': [1]}", " ",
+                                          "\n", "x", "é", "日本", "\xE6", "<|python_end|>", "<|tool_call_end|>",
+                                          "</function_calls>", "text "};
+  std::mt19937_64 rng(321);
+  int with_calls = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const std::string& parser = parsers[rng() % parsers.size()];
+    std::string text;
+    if (rng() % 3 != 0) {
+      // A plausible call list, then perturbed.
+      text = parser == "olmo3" ? "<function_calls>" : parser == "lfm2" ? "<|tool_call_start|>[" : parser == "llama4_pythonic" && rng() % 2 ? "<|python_start|>[" : "[";
+      for (size_t c = 0, nc = 1 + rng() % 3; c < nc; ++c) {
+        if (c) text += parser == "olmo3" ? "\n" : ", ";
+        text += rng() % 2 ? "get_weather(" : "f(";
+        for (size_t k = 0, m = rng() % 4; k < m; ++k) {
+          if (k) text += ", ";
+          text += rng() % 2 ? "city=" : "n=";
+          switch (rng() % 4) {
+            case 0: text += "\"a\\\"b é\\n\""; break;
+            case 1: text += "'x'"; break;
+            case 2: text += "[1, {'k': None}]"; break;
+            default: text += "42"; break;
+          }
+        }
+        text += ")";
+      }
+      text += parser == "olmo3" ? "</function_calls>" : parser == "lfm2" ? "]<|tool_call_end|>" : "]";
+      for (size_t i = 0, k = rng() % 3; i < k; ++i) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.insert(at, atoms[rng() % atoms.size()]);
+      }
+      if (rng() % 4 == 0) {
+        size_t at = rng() % (text.size() + 1);
+        while (at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) ++at;
+        text.resize(at);
+      }
+    } else {
+      for (size_t i = 0, n = 1 + rng() % 20; i < n; ++i) text += atoms[rng() % atoms.size()];
+    }
+    auto o = py_opts(parser);
+    auto whole = rapid::parse_output(o, text);
+    with_calls += !whole.tool_calls.empty();
+    for (auto& c : whole.tool_calls)
+      ASSERT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << parser << " on: " << text << " -> " << c.arguments;
+    std::vector<size_t> bytes, rnd;
+    for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+    for (size_t pos = 1 + rng() % 6; pos < text.size(); pos += 1 + rng() % 6) rnd.push_back(pos);
+    for (auto* cuts : {&bytes, &rnd}) {
+      auto r = run_cuts(o, text, *cuts);
+      ASSERT_EQ(r.content, whole.content) << parser << " on: " << text;
+      ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << parser << " on: " << text;
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        ASSERT_EQ(r.tool_calls[i].id, whole.tool_calls[i].id) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].name, whole.tool_calls[i].name) << parser << " on: " << text;
+        ASSERT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments) << parser << " on: " << text;
+      }
+    }
+  }
+  EXPECT_GT(with_calls, 600) << "the soups should produce calls";
+  std::printf("pythonic soups with calls: %d / 1500\n", with_calls);
 }
 
 }  // namespace

@@ -256,7 +256,9 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
   std::string name(s.substr(start, pos - start));
   if (name.empty() || pos >= s.size() || s[pos] != '(') return std::nullopt;
   ++pos;
-  json args = json::object();
+  // Compact JSON in the model's keyword order, a repeated keyword sent again: exactly what the
+  // streaming engine sends (stream_parser.cpp, py_step).
+  std::string args = "{";
   for (;;) {
     skip_ws(s, pos);
     if (pos < s.size() && s[pos] == ')') { ++pos; break; }
@@ -268,13 +270,14 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
     ++pos;
     auto v = parse_python_literal(s, pos);
     if (!v) return std::nullopt;
-    args[key] = std::move(*v);
+    if (args.size() > 1) args += ',';
+    args += json(key).dump() + ":" + v->dump(-1, ' ', false, json::error_handler_t::replace);
     skip_ws(s, pos);
     if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
     if (pos < s.size() && s[pos] == ')') { ++pos; break; }
     return std::nullopt;
   }
-  return Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""};
+  return Call{name, args + "}", ""};
 }
 
 std::optional<Calls> pythonic(std::string_view body, bool lines) {

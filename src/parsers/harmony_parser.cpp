@@ -65,23 +65,79 @@ void HarmonyParser::open_message() {
   state_ = State::Message;
 }
 
+// The recipient header is complete: the call goes out (index, id, name, arguments "").
+void HarmonyParser::open_call(ParseDelta& out) {
+  std::string name = recipient_;
+  if (name.rfind("functions.", 0) == 0) name = name.substr(10);
+  ToolCallDelta d;
+  d.index = calls_;
+  d.id = ids_.next(IdStyle::OpenAI, name, calls_, "");
+  d.name = name;
+  out.tool_calls.push_back(std::move(d));
+  args_begin_ = std::string::npos;
+  args_stream_ = false;
+  args_sent_ = 0;
+}
+
+void HarmonyParser::call_append(std::string_view s, ParseDelta& out) {
+  if (s.empty()) return;
+  if (!out.tool_calls.empty() && out.tool_calls.back().index == calls_) {
+    out.tool_calls.back().arguments.append(s);
+  } else {
+    ToolCallDelta d;
+    d.index = calls_;
+    d.arguments = std::string(s);
+    out.tool_calls.push_back(std::move(d));
+  }
+}
+
+// Argument text that starts with '{' or '[' is the model's text as written: release it up to
+// its trailing whitespace and any incomplete UTF-8 sequence (marker prefixes never reach
+// call_body_). Other text is released whole when the message closes.
+void HarmonyParser::call_release(ParseDelta& out) {
+  if (args_begin_ == std::string::npos) {
+    size_t q = call_body_.find_first_not_of(" \t\r\n");
+    if (q == std::string::npos) return;
+    args_begin_ = q;
+    args_stream_ = call_body_[q] == '{' || call_body_[q] == '[';
+  }
+  if (!args_stream_) return;
+  size_t r = call_body_.size();
+  while (r > args_begin_ && std::isspace(static_cast<unsigned char>(call_body_[r - 1]))) --r;
+  // Do not split a UTF-8 sequence.
+  size_t i = r, back = 0;
+  while (i > args_begin_ && back < 4 && (static_cast<unsigned char>(call_body_[i - 1]) & 0xC0) == 0x80) --i, ++back;
+  if (i > args_begin_) {
+    unsigned char lead = static_cast<unsigned char>(call_body_[i - 1]);
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (need > 1 && back + 1 < need) r = i - 1;
+  }
+  size_t done = args_begin_ + args_sent_;
+  if (r <= done) return;
+  call_append(std::string_view(call_body_).substr(done, r - done), out);
+  args_sent_ = r - args_begin_;
+}
+
 void HarmonyParser::close_message(ParseDelta& out) {
   if (sink_ == Sink::Call) {
-    std::string name = recipient_;
-    if (name.rfind("functions.", 0) == 0) name = name.substr(10);
+    // Arguments: the text as written when it starts with '{' or '[' (streamed, valid JSON or
+    // not); other text is normalised as before (valid JSON re-serialised, "" -> {}, else raw).
     std::string args = call_body_;
     size_t b = args.find_first_not_of(" \t\r\n");
     args = b == std::string::npos ? "" : args.substr(b, args.find_last_not_of(" \t\r\n") - b + 1);
-    nlohmann::json v = nesting_ok(args) ? nlohmann::json::parse(args, nullptr, false) : nlohmann::json(nlohmann::json::value_t::discarded);
-    ToolCallDelta d;
-    d.index = calls_;
-    d.id = ids_.next(IdStyle::OpenAI, name, calls_, "");
-    d.name = name;
-    d.arguments = v.is_discarded() ? (args.empty() ? "{}" : args) : arguments_text(v);
-    out.tool_calls.push_back(std::move(d));
+    if (args_stream_) {
+      call_append(std::string_view(args).substr(std::min(args_sent_, args.size())), out);
+    } else {
+      nlohmann::json v = nesting_ok(args) ? nlohmann::json::parse(args, nullptr, false)
+                                          : nlohmann::json(nlohmann::json::value_t::discarded);
+      call_append(v.is_discarded() ? (args.empty() ? "{}" : args) : arguments_text(v), out);
+    }
     ++calls_;
   }
   call_body_.clear();
+  args_begin_ = std::string::npos;
+  args_stream_ = false;
+  args_sent_ = 0;
   sink_ = Sink::Content;
   state_ = State::Text;
 }
@@ -108,7 +164,10 @@ bool HarmonyParser::step(bool final, ParseDelta& out) {
     case State::Message:
       if (sink_ == Sink::Reasoning) out.reasoning.append(text);
       else if (sink_ == Sink::Content) out.content.append(text);
-      else call_body_.append(text);
+      else {
+        call_body_.append(text);
+        call_release(out);
+      }
       break;
     default: out.content.append(text); break;
   }
@@ -128,12 +187,12 @@ bool HarmonyParser::step(bool final, ParseDelta& out) {
       header_ += m;
       break;
     case kMessage:
-      if (state_ == State::Header) open_message();
-      else {
+      if (state_ != State::Header) {
         if (state_ == State::Message) close_message(out);
         header_.clear();
-        open_message();
       }
+      open_message();
+      if (sink_ == Sink::Call) open_call(out);
       break;
     default:  // <|end|> <|call|> <|return|>
       if (state_ == State::Message) close_message(out);

@@ -19,7 +19,10 @@ class HarmonyParser : public OutputParser {
   void run(bool final, ParseDelta& out);
   bool step(bool final, ParseDelta& out);
   void open_message();
+  void open_call(ParseDelta& out);
   void close_message(ParseDelta& out);
+  void call_release(ParseDelta& out);
+  void call_append(std::string_view s, ParseDelta& out);
 
   ToolIdMaker ids_;
   State state_ = State::Start;
@@ -29,6 +32,10 @@ class HarmonyParser : public OutputParser {
   std::string recipient_;
   std::string call_body_;
   int calls_ = 0;
+  // The open call (sink Call): it went out at <|message|>; its arguments stream as written.
+  size_t args_begin_ = std::string::npos;  // first non-space byte of call_body_; npos = not seen
+  bool args_stream_ = false;               // the arguments start with '{' or '['
+  size_t args_sent_ = 0;                   // bytes of call_body_ from args_begin_ released
 };
 
 }  // namespace rapid::parsers

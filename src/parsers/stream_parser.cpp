@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <initializer_list>
 #include <utility>
 
+#include "common/utf8.h"
 #include "parsers/marker_scan.h"
 #include "parsers/value_parsers.h"
 
@@ -42,10 +44,10 @@ size_t utf8_cut(std::string_view s, size_t begin, size_t r) {
 }
 
 bool streams_args(const ToolFormat* f) {
-  if (!f || f->end_is_lookahead || !f->implicit_prefix.empty()) return false;
+  if (!f) return false;
   return f->body == Body::NameSepJson || f->body == Body::DeepseekV3 || f->body == Body::MistralAny ||
          f->body == Body::JsonCalls || f->body == Body::XmlFunction || f->body == Body::GlmArgs ||
-         f->body == Body::XmlInvoke;
+         f->body == Body::XmlInvoke || f->body == Body::Pythonic || f->body == Body::PythonicLines;
 }
 
 // Matches the head of a JSON call object at s[p] == '{' up to its arguments object:
@@ -577,6 +579,10 @@ void StreamParser::args_advance(std::string_view body, bool final, ParseDelta& o
   }
   if (f.body == Body::GlmArgs || f.body == Body::XmlInvoke) {
     tag_advance(body, final, out);
+    return;
+  }
+  if (f.body == Body::Pythonic || f.body == Body::PythonicLines) {
+    py_advance(body, final, out);
     return;
   }
   const bool mistral = f.body == Body::MistralAny;
@@ -1219,6 +1225,290 @@ bool StreamParser::tag_value(std::string_view body, bool final, ParseDelta& out)
     as_.x_sent = r;
   }
   return false;
+}
+
+// ---- Pythonic bodies ([f(a=1), g(b="x")]: pythonic, llama4_pythonic, lfm2, olmo3 lines) ----
+// The call goes out at `NAME(`; its arguments are a compact JSON object in the model's keyword
+// order: `{` at once, then per keyword `"K":` and the value converted to JSON. A string value
+// streams JSON-escaped as it is decoded (its `"K":"` goes out at the opening quote); any other
+// value (number, True/False/None, list, dict, tuple) is converted from its whole text when the
+// `,` or `)` after it arrives; `}` at `)`. A repeated keyword is sent again. Held back: an
+// incomplete escape, a possible closing triple quote, an incomplete UTF-8 sequence. Before any
+// call, text that is not NAME( (after an optional `[`) means the whole-block rule; after one, a
+// piece that does not parse ends the open call (`}`) and the block from there on is content.
+namespace {
+enum PyPhase { kPyStart, kPyCall, kPyKey, kPyValue, kPyAfterCall, kPyAfterList, kPyString, kPyScalar, kPyAfterValue, kPyDone };
+bool py_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'; }
+bool py_key_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+}  // namespace
+
+void StreamParser::py_advance(std::string_view body, bool final, ParseDelta& out) {
+  while (!as_.off && !as_.stop && as_.py != kPyDone) {
+    if (!py_step(body, final, out)) return;
+  }
+}
+
+// A piece that does not parse: the open call ends; the block from `at` on is content (or, before
+// any call, the whole-block parse decides).
+void StreamParser::py_break(size_t at, ParseDelta& out) {
+  if (as_.in_call) {
+    args_append("}", out);
+    as_.in_call = false;
+  }
+  as_.py = kPyDone;
+  args_invalid(at);
+}
+
+bool StreamParser::py_step(std::string_view body, bool final, ParseDelta& out) {
+  if (as_.py == kPyString) return py_string(body, final, out);
+  size_t q = as_.pos;
+  if (as_.py != kPyScalar) {
+    while (q < body.size() && is_ws(body[q])) ++q;
+    if (q >= body.size()) {
+      if (!final) return false;
+      // The block ended here: an open call closes with it (its value cut short is dropped).
+      if (as_.in_call) {
+        if (as_.py == kPyValue) {
+          py_break(as_.tail_at, out);
+          return false;
+        }
+        args_append("}", out);
+        as_.in_call = false;
+      }
+      as_.py = kPyDone;
+      return false;
+    }
+  }
+  switch (as_.py) {
+    case kPyStart:
+      as_.py_bracket = body[q] == '[';
+      as_.pos = as_.py_bracket ? q + 1 : q;
+      as_.py = kPyCall;
+      return true;
+    case kPyCall: {
+      if (as_.py_bracket && body[q] == ']') {
+        if (as_.committed == 0) {
+          py_break(q, out);
+          return false;
+        }
+        as_.pos = q + 1;
+        as_.py = kPyAfterList;
+        return true;
+      }
+      size_t i = q;
+      while (i < body.size() && py_ident(body[i])) ++i;
+      if (i >= body.size() && !final) return false;
+      if (i == q || i >= body.size() || body[i] != '(') {
+        py_break(q, out);
+        return false;
+      }
+      std::string name(body.substr(q, i - q));
+      args_commit(name, "", i + 1, out);
+      as_.name = name;
+      as_.x_first = true;
+      args_append("{", out);
+      as_.pos = i + 1;
+      as_.py = kPyKey;
+      return true;
+    }
+    case kPyKey: {
+      if (body[q] == ')') {
+        args_append("}", out);
+        as_.in_call = false;
+        as_.pos = q + 1;
+        as_.py = kPyAfterCall;
+        return true;
+      }
+      size_t i = q;
+      while (i < body.size() && py_key_char(body[i])) ++i;
+      size_t e = i;
+      while (e < body.size() && is_ws(body[e])) ++e;
+      if (e >= body.size() && !final) return false;
+      if (i == q || e >= body.size() || body[e] != '=') {
+        py_break(q, out);
+        return false;
+      }
+      as_.x_key.assign(body.substr(q, i - q));
+      as_.tail_at = q;  // the keyword's start: where a value that does not parse sends content
+      as_.pos = e + 1;
+      as_.py = kPyValue;
+      return true;
+    }
+    case kPyValue: {
+      std::string head = as_.x_first ? "" : ",";
+      head += nlohmann::json(as_.x_key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      head += ':';
+      char c = body[q];
+      if (c == '"' || c == '\'') {
+        size_t k = 1;
+        while (k < 3 && q + k < body.size() && body[q + k] == c) ++k;
+        if (k < 3 && q + k >= body.size() && !final) return false;  // "" may still become """
+        as_.py_q = c;
+        as_.py_triple = k == 3;
+        as_.py_dec.clear();
+        as_.x_sent = q + (as_.py_triple ? 3 : 1);
+        args_append(head + "\"", out);
+        as_.x_first = false;
+        as_.py = kPyString;
+        return true;
+      }
+      as_.x_vbeg = as_.scan = q;
+      as_.depth = 0;
+      as_.in_str = as_.esc = false;
+      as_.py = kPyScalar;
+      as_.pos = q;
+      return true;
+    }
+    case kPyScalar: {
+      // The value ends at a ',' or ')' outside brackets and strings (resumable scan).
+      size_t end = npos, i = as_.scan;
+      for (; i < body.size(); ++i) {
+        char ch = body[i];
+        if (as_.in_str) {
+          if (as_.esc) as_.esc = false;
+          else if (ch == '\\') as_.esc = true;
+          else if (ch == as_.py_q) as_.in_str = false;
+          continue;
+        }
+        if (ch == '"' || ch == '\'') {
+          as_.in_str = true;
+          as_.py_q = ch;
+        } else if (ch == '(' || ch == '[' || ch == '{') {
+          ++as_.depth;
+        } else if (ch == ')' || ch == ']' || ch == '}') {
+          if (as_.depth == 0) {
+            end = i;
+            break;
+          }
+          --as_.depth;
+        } else if (ch == ',' && as_.depth == 0) {
+          end = i;
+          break;
+        }
+      }
+      as_.scan = i;
+      if (end == npos) {
+        if (!final) return false;
+        end = body.size();
+      }
+      std::string_view v = body.substr(as_.x_vbeg, end - as_.x_vbeg);
+      while (!v.empty() && is_ws(v.back())) v.remove_suffix(1);
+      // Nested deeper than any recursive reader may go: does not parse.
+      size_t p = 0;
+      auto lit = nesting_ok(v) ? parse_python_literal(v, p) : std::nullopt;
+      if (!lit || p != v.size()) {
+        py_break(as_.tail_at, out);
+        return false;
+      }
+      nlohmann::json j = std::move(*lit);
+      std::string head = as_.x_first ? "" : ",";
+      head += nlohmann::json(as_.x_key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      head += ':';
+      head += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      args_append(head, out);
+      as_.x_first = false;
+      as_.pos = end;
+      as_.py = kPyAfterValue;
+      return true;
+    }
+    case kPyAfterValue:
+      if (body[q] == ',') {
+        as_.pos = q + 1;
+        as_.py = kPyKey;
+        return true;
+      }
+      if (body[q] == ')') {
+        args_append("}", out);
+        as_.in_call = false;
+        as_.pos = q + 1;
+        as_.py = kPyAfterCall;
+        return true;
+      }
+      py_break(q, out);
+      return false;
+    case kPyAfterCall:
+      as_.pos = body[q] == ',' ? q + 1 : q;
+      as_.py = kPyCall;
+      return true;
+    case kPyAfterList:
+      py_break(q, out);  // text after the list is content
+      return false;
+    default: return false;
+  }
+}
+
+// A string value: decoded as Python reads it, released JSON-escaped up to an incomplete escape,
+// a possible closing triple quote or an incomplete UTF-8 sequence.
+bool StreamParser::py_string(std::string_view body, bool final, ParseDelta& out) {
+  const char qc = as_.py_q;
+  std::string& dec = as_.py_dec;
+  size_t p = as_.x_sent;
+  bool closed = false;
+  while (p < body.size()) {
+    char c = body[p];
+    if (c == qc) {
+      if (!as_.py_triple) {
+        closed = true;
+        ++p;
+        break;
+      }
+      size_t k = 1;
+      while (k < 3 && p + k < body.size() && body[p + k] == qc) ++k;
+      if (k == 3) {
+        closed = true;
+        p += 3;
+        break;
+      }
+      if (p + k >= body.size() && !final) break;
+      dec += c;
+      ++p;
+      continue;
+    }
+    if (c == '\\') {
+      if (p + 1 >= body.size()) {
+        if (!final) break;
+        dec += c;
+        ++p;
+        continue;
+      }
+      char e = body[p + 1];
+      if (e == 'u' || e == 'x') {
+        size_t n = e == 'u' ? 4 : 2;
+        if (p + 2 + n > body.size()) {
+          if (!final) break;
+          p = body.size();  // cut short by the block end
+          break;
+        }
+        uint32_t cp = std::strtoul(std::string(body.substr(p + 2, n)).c_str(), nullptr, 16);
+        append_utf8(dec, cp);
+        p += 2 + n;
+        continue;
+      }
+      switch (e) {
+        case 'n': dec += '\n'; break;
+        case 't': dec += '\t'; break;
+        case 'r': dec += '\r'; break;
+        case '0': dec += '\0'; break;
+        default: dec += e;  // \\ \' \" and unknown escapes keep the character
+      }
+      p += 2;
+      continue;
+    }
+    dec += c;
+    ++p;
+  }
+  as_.x_sent = p;
+  const bool done = closed || final;
+  size_t r = done ? dec.size() : utf8_cut(dec, 0, dec.size());
+  if (r > 0) {
+    args_append(json_escape(std::string_view(dec).substr(0, r)), out);
+    dec.erase(0, r);
+  }
+  if (!done) return false;
+  args_append("\"", out);
+  as_.pos = p;
+  as_.py = kPyAfterValue;
+  return true;  // cut short by the block end: kPyAfterValue closes the call
 }
 
 }  // namespace rapid::parsers

@@ -55,6 +55,11 @@ class StreamParser : public OutputParser {
   bool inv_params(std::string_view body, bool final, ParseDelta& out);
   bool tag_value(std::string_view body, bool final, ParseDelta& out);
   void tag_key(const std::string& key, int str_attr, size_t vbeg, ParseDelta& out);
+  // Pythonic bodies ([f(a=1), g(b="x")], pythonic / llama4_pythonic / lfm2 / olmo3).
+  void py_advance(std::string_view body, bool final, ParseDelta& out);
+  bool py_step(std::string_view body, bool final, ParseDelta& out);
+  bool py_string(std::string_view body, bool final, ParseDelta& out);
+  void py_break(size_t at, ParseDelta& out);
 
   const ToolFormat* tool_;
   const ReasoningFormat* reasoning_;
@@ -110,6 +115,12 @@ class StreamParser : public OutputParser {
     std::string x_key;
     int x_attr = 0;           // invoke formats: string="true" (1) / "false" (2) on the parameter
     size_t x_vbeg = 0, x_sent = 0;
+    // Pythonic bodies.
+    int py = 0;               // phase (stream_parser.cpp, py_step)
+    bool py_bracket = false;  // the calls sit in [...]
+    char py_q = 0;            // string value: its quote; value scan: the open string's quote
+    bool py_triple = false;
+    std::string py_dec;       // decoded string text not yet released (incomplete UTF-8)
   } as_;
 
   // Marker tables for the two text states.

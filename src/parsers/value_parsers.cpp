@@ -1,6 +1,7 @@
 #include "parsers/value_parsers.h"
 
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include "common/utf8.h"
@@ -105,8 +106,9 @@ static std::optional<json> number_at(std::string_view s, size_t& pos) {
   if (t.empty() || t == "-" || t == "+") return std::nullopt;
   char* end = nullptr;
   if (!is_float) {
+    errno = 0;
     long long v = std::strtoll(t.c_str(), &end, 10);
-    if (*end == 0) return json(v);
+    if (*end == 0 && errno != ERANGE) return json(v);  // out of range: a double below
   }
   double d = std::strtod(t.c_str(), &end);
   if (*end != 0) return std::nullopt;
