@@ -60,6 +60,13 @@ static std::vector<float> row(const Tensor& t, int64_t r) {
   return v;
 }
 
+// Row r in HF order (GGUF llama Q/K tensors are loaded in pair order, see rope_interleaved_qk).
+static std::vector<float> hf_row(const Checkpoint& ck, const Tensor& t, int64_t r) {
+  std::vector<float> v(size_t(t.cols()));
+  dequantize_hf_row(ck, t, r, v.data());
+  return v;
+}
+
 static const float* f32(const Tensor& t) { return static_cast<const float*>(t.data); }
 
 // ---------------------------------------------------------------- GGML block formats vs gguf-py
@@ -315,7 +322,7 @@ static void expect_close_to_hf(const Checkpoint& gg, const Checkpoint& hf, float
     ASSERT_TRUE(g) << "missing in GGUF checkpoint";
     ASSERT_EQ(g->shape, t.shape);
     for (int64_t r = 0; r < t.rows(); ++r) {
-      auto a = row(*g, r), b = row(t, r);
+      auto a = hf_row(gg, *g, r), b = row(t, r);
       float amax = 0;
       for (float v : b) amax = std::max(amax, std::fabs(v));
       for (size_t c = 0; c < a.size(); ++c) ASSERT_NEAR(a[c], b[c], rel_tol * amax + 1e-6f) << "row " << r << " col " << c;
@@ -338,6 +345,33 @@ TEST(GgufCheckpoint, TinyLlamaQ8UnpermutedMatchesHf) {
   EXPECT_EQ(gg->tokenizer_path, kTiny + "llama-q8_0.gguf");
   EXPECT_EQ(gg->weights.get("model.layers.0.self_attn.q_proj.weight").dtype, DType::Q8_0);
   expect_close_to_hf(*gg, *hf, 1.0f / 127);  // Q8_0: |err| <= d/2 = amax/254 per block
+}
+
+// The Q/K tensors of a llama GGUF stay views of the mapping in GGUF's pair order (no heap copy):
+// stored row 2j+s of a head is HF row s*hd/2 + j; other tensors and other architectures keep HF order.
+TEST(GgufCheckpoint, LlamaQkStayInPairOrderInsideTheMapping) {
+  auto gg = load_checkpoint(kTiny + "llama-q8_0.gguf");
+  auto hf = load_checkpoint(kTiny + "llama");
+  EXPECT_TRUE(gg->rope_interleaved_qk);
+  EXPECT_FALSE(hf->rope_interleaved_qk);
+  EXPECT_FALSE(load_checkpoint(kTiny + "qwen3-q4_0.gguf")->rope_interleaved_qk);
+  const Tensor& q = gg->weights.get("model.layers.0.self_attn.q_proj.weight");
+  const Tensor& emb = gg->weights.get("model.embed_tokens.weight");
+  // Both point into the same file mapping: the tensor data are ordered by file offset, all within
+  // a span no larger than the file.
+  auto lo = std::min(static_cast<const uint8_t*>(q.data), static_cast<const uint8_t*>(emb.data));
+  auto hi = std::max(static_cast<const uint8_t*>(q.data), static_cast<const uint8_t*>(emb.data));
+  EXPECT_LT(size_t(hi - lo), size_t(fs::file_size(kTiny + "llama-q8_0.gguf")));
+  const int64_t hd = gg->config.head_dim;
+  EXPECT_EQ(stored_qk_index(*gg, q, 1), 2);                    // HF row 1 = pair 1, first element
+  EXPECT_EQ(stored_qk_index(*gg, q, hd / 2), 1);               // HF row hd/2 = pair 0, second element
+  EXPECT_EQ(stored_qk_index(*gg, q, hd + 3), hd + 6);
+  EXPECT_EQ(stored_qk_index(*gg, gg->weights.get("model.layers.0.mlp.up_proj.weight"), 5), 5);
+  const Tensor& qh = hf->weights.get("model.layers.0.self_attn.q_proj.weight");
+  auto stored = row(q, 1), want = row(qh, hd / 2);
+  float amax = 0;
+  for (float v : want) amax = std::max(amax, std::fabs(v));
+  for (size_t c = 0; c < want.size(); ++c) ASSERT_NEAR(stored[c], want[c], amax / 127 + 1e-6f);
 }
 
 TEST(GgufCheckpoint, TinyQwen3Q4NotPermutedMatchesHf) {
@@ -380,7 +414,7 @@ static void expect_rows_match(const Checkpoint& ck, const std::string& golden_fi
     int64_t n = g.shape.size() == 2 ? g.shape[0] : 1, w = g.shape.back();
     ASSERT_LE(w, t.cols());
     for (int64_t r = 0; r < n; ++r) {
-      auto got = row(t, r);
+      auto got = hf_row(ck, t, r);
       for (int64_t k = 0; k < w; ++k) {
         float want = f32(g)[r * w + k];
         float tol = relative ? 1e-6f * std::max(1.0f, std::fabs(want)) : 1e-6f;
@@ -607,7 +641,7 @@ TEST(Convert, GgufToF32RoundTrips) {
     const Tensor& d = dst->weights.get(name);
     EXPECT_EQ(d.dtype, DType::F32);
     ASSERT_EQ(d.shape, t.shape);
-    for (int64_t r = 0; r < t.rows(); ++r) ASSERT_EQ(row(d, r), row(t, r)) << name << " row " << r;
+    for (int64_t r = 0; r < t.rows(); ++r) ASSERT_EQ(row(d, r), hf_row(*src, t, r)) << name << " row " << r;
   }
 }
 
@@ -648,7 +682,7 @@ TEST(DerivedModels, SmolLM2CopiesAgreeWithGguf) {
     const Tensor &a = gg->weights.get(name), &b = f32c->weights.get(name), &q = q4->weights.get(name);
     EXPECT_EQ(q.dtype, DType::MLX_AFFINE);
     for (int64_t r = 0; r < 8; ++r) {
-      auto ra = row(a, r), rb = row(b, r), rq = row(q, r);
+      auto ra = hf_row(*gg, a, r), rb = row(b, r), rq = row(q, r);
       EXPECT_EQ(ra, rb) << name;
       float amax = 0;
       for (float v : ra) amax = std::max(amax, std::fabs(v));

@@ -78,4 +78,16 @@ void Rope::apply(float* x, int64_t n_heads, int64_t head_dim, const float* c, co
   }
 }
 
+void Rope::apply_pairs(float* x, int64_t n_heads, int64_t head_dim, const float* c, const float* s) const {
+  const int64_t h = half();
+  for (int64_t hd = 0; hd < n_heads; ++hd) {
+    float* v = x + hd * head_dim;
+    for (int64_t i = 0; i < h; ++i) {
+      float a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * c[i] - b * s[i];
+      v[2 * i + 1] = b * c[i] + a * s[i];
+    }
+  }
+}
+
 }  // namespace rapid

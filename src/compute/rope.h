@@ -1,4 +1,5 @@
-// Rotary position embedding, HF "rotate_half" convention: dimension i pairs with i + d/2.
+// Rotary position embedding, HF "rotate_half" convention: dimension i pairs with i + d/2
+// (apply), or the GGUF/GPT-J pair layout: dimension 2i pairs with 2i+1 (apply_pairs).
 // Frequencies follow transformers' rope init functions (default, linear, llama3, yarn).
 #pragma once
 #include <cstdint>
@@ -18,6 +19,10 @@ class Rope {
   void angles(int64_t pos, float* cos_out, float* sin_out) const;
   // Rotates `n_heads` heads of `head_dim` floats at x (head h at x + h*head_dim).
   void apply(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) const;
+  // Same rotation for heads whose dimensions are stored in pair order (element 2i = rotate_half
+  // element i, 2i+1 = element i + half), as llama.cpp's GGUF Q/K rows are: the arithmetic per
+  // pair is identical to apply(), only the positions differ.
+  void apply_pairs(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) const;
 
   int64_t half() const { return static_cast<int64_t>(inv_freq_.size()); }
   const std::vector<float>& inv_freq() const { return inv_freq_; }

@@ -46,6 +46,7 @@ class DecoderModel final : public Model {
     ctx_.path = opts.matmul;
 
     const WeightStore& ws = ckpt_->weights;
+    pairs_ = ckpt_->rope_interleaved_qk;
     embed_ = &ws.get("model.embed_tokens.weight");
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
@@ -74,6 +75,11 @@ class DecoderModel final : public Model {
       if (spec.qk_norm || ws.find(p + "self_attn.q_norm.weight")) {
         L.q_norm = load_vector(ws, p + "self_attn.q_norm.weight", hd_);
         L.k_norm = load_vector(ws, p + "self_attn.k_norm.weight", hd_);
+        // The norms scale each head dimension; move them to the pair order q/k are stored in.
+        if (pairs_) {
+          to_pair_order(L.q_norm);
+          to_pair_order(L.k_norm);
+        }
       }
       L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
       L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
@@ -254,6 +260,14 @@ class DecoderModel final : public Model {
                   cache::kv_dtype_name(want.dtype) + ")");
   }
 
+  // HF order (element s*hd/2 + j) → pair order (element 2j + s) of one head's vector.
+  void to_pair_order(std::vector<float>& v) const {
+    std::vector<float> hf = v;
+    const int64_t half = hd_ / 2;
+    for (int64_t s = 0; s < 2; ++s)
+      for (int64_t j = 0; j < half; ++j) v[2 * j + s] = hf[s * half + j];
+  }
+
   // Exact (parity) mode: dequantize every projection once to f32 so each step is an f32 GEMV
   // over exactly the values transformers multiplies with.
   void materialize_f32() {
@@ -320,8 +334,13 @@ class DecoderModel final : public Model {
         for (int64_t h = 0; h < nh_; ++h) rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
         for (int64_t h = 0; h < nkv_; ++h) rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
       }
-      rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
-      rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
+      if (pairs_) {
+        rope.apply_pairs(qt, nh_, hd_, cs + t * half, sn + t * half);
+        rope.apply_pairs(kt, nkv_, hd_, cs + t * half, sn + t * half);
+      } else {
+        rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
+        rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
+      }
     }
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const Seq& s = seqs_[i];
@@ -373,6 +392,7 @@ class DecoderModel final : public Model {
   ExecContext ctx_;
   int64_t H_, I_, nh_, nkv_, hd_, V_;
   float eps_, attn_scale_ = 1, embed_scale_ = 1;
+  bool pairs_ = false;  // q/k heads in GGUF pair order: RoPE rotates (2j, 2j+1)
   const Tensor* embed_ = nullptr;
   Linear lm_head_;
   std::vector<float> final_norm_;

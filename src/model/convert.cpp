@@ -86,6 +86,9 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   // Plan every output tensor, then stream them to disk one at a time (peak memory: one tensor).
   ConvertReport rep;
   std::vector<SafetensorsPlanned> plan;
+  // Rows are read in HF order: GGUF llama Q/K tensors are loaded in pair order and un-permuted
+  // here, while writing (see Checkpoint::rope_interleaved_qk).
+  const Checkpoint* ckp = ck.get();
   for (auto& [name, tref] : ck->weights.all()) {
     const Tensor* t = &tref;
     if (name.rfind("model.", 0) != 0 && name.rfind("lm_head.", 0) != 0) continue;  // e.g. GGUF rope_freqs
@@ -102,12 +105,12 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     }
     int64_t rows = t->rows(), cols = t->cols();
     if (!(opt.quantize_bits && quantizable(*t) && cols % opt.group_size == 0)) {
-      plan.push_back({name, fdt, t->shape, [t, fdt, rows, cols] {
+      plan.push_back({name, fdt, t->shape, [ckp, t, fdt, rows, cols] {
                         std::vector<uint8_t> out;
                         out.reserve(size_t(rows * cols) * dtype_block_bytes(fdt));
                         std::vector<float> rowbuf(static_cast<size_t>(cols));
                         for (int64_t r = 0; r < rows; ++r) {
-                          dequantize_row(*t, r, rowbuf.data());
+                          dequantize_hf_row(*ckp, *t, r, rowbuf.data());
                           append_floats(rowbuf.data(), cols, fdt, out);
                         }
                         return out;
@@ -124,14 +127,14 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
       std::vector<uint8_t> w, s, b;
     };
     auto parts = std::make_shared<Parts>();
-    auto compute = [t, parts, rows, cols, bits, g, sdt] {
+    auto compute = [ckp, t, parts, rows, cols, bits, g, sdt] {
       if (parts->done) return;
       parts->done = true;
       std::vector<float> rowbuf(static_cast<size_t>(cols)), sc(static_cast<size_t>(cols / g)), bi(static_cast<size_t>(cols / g));
       std::vector<uint8_t> packed(size_t(mlx::packed_row_bytes(cols, bits)));
       parts->w.reserve(packed.size() * size_t(rows));
       for (int64_t r = 0; r < rows; ++r) {
-        dequantize_row(*t, r, rowbuf.data());
+        dequantize_hf_row(*ckp, *t, r, rowbuf.data());
         // MLX quantizes the weights in their stored type: round first when converting to f16/bf16.
         if (sdt != DType::F32)
           for (auto& v : rowbuf) v = sdt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));

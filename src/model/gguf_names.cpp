@@ -48,25 +48,14 @@ bool gguf_arch_permutes_qk(const std::string& arch) { return arch == "llama" || 
 
 namespace {
 
-// GGUF row h*hd + 2*j + s holds HF row h*hd + s*(hd/2) + j (llama.cpp's permute swapped the
-// axes of (n_head, 2, hd/2)); whole rows move, so quantized blocks are untouched.
-void unpermute_rows(const Tensor& src, int64_t n_head, const std::string& path, WeightStore& store, Tensor& dst) {
-  int64_t rows = src.shape[0];
+// The Q/K rows stay in GGUF's pair order (the model rotates adjacent pairs, see
+// Checkpoint::rope_interleaved_qk); only check that they split into heads of even size, so a
+// lying file is refused here rather than mis-rotated later.
+void check_head_split(const Tensor& src, int64_t n_head, const std::string& path) {
+  int64_t rows = src.shape.empty() ? 0 : src.shape[0];
   if (n_head <= 0 || rows % n_head || (rows / n_head) % 2)
     throw FileError(path, "tensor '" + src.name + "': " + std::to_string(rows) + " rows cannot be split into " +
                               std::to_string(n_head) + " heads of even size");
-  size_t rb = src.nbytes / size_t(rows);
-  int64_t hd = rows / n_head, half = hd / 2;
-  auto buf = std::make_shared<std::vector<uint8_t>>(src.nbytes);
-  const uint8_t* in = static_cast<const uint8_t*>(src.data);
-  for (int64_t h = 0; h < n_head; ++h)
-    for (int64_t s = 0; s < 2; ++s)
-      for (int64_t j = 0; j < half; ++j) {
-        int64_t hf_row = h * hd + s * half + j, gg_row = h * hd + 2 * j + s;
-        std::memcpy(buf->data() + size_t(hf_row) * rb, in + size_t(gg_row) * rb, rb);
-      }
-  dst.data = buf->data();
-  store.keep_alive(buf);
 }
 
 // llama.cpp's Gemma converters store RMSNorm weights as (1 + w); HF keeps w.
@@ -108,9 +97,9 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     t.name = gguf_to_hf_name(src.name, cfg.architecture);
     if (store.find(t.name)) throw FileError(g.path, "two tensors map to '" + t.name + "'");
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))
-      unpermute_rows(src, cfg.num_attention_heads, g.path, store, t);
+      check_head_split(src, cfg.num_attention_heads, g.path);
     else if (permuted && (ends_with(t.name, "self_attn.k_proj.weight") || ends_with(t.name, "self_attn.k_proj.bias")))
-      unpermute_rows(src, cfg.num_key_value_heads, g.path, store, t);
+      check_head_split(src, cfg.num_key_value_heads, g.path);
     else if (cfg.architecture == "gemma3" && ends_with(t.name, "norm.weight"))
       unshift_norm(src, g.path, store, t);
     store.add(std::move(t));

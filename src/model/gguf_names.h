@@ -16,8 +16,9 @@ std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& arc
 // llama family so it can use interleaved RoPE; Qwen and Gemma keep HF's rotate_half layout).
 bool gguf_arch_permutes_qk(const std::string& arch);
 
-// Adds every tensor of `g` to `store` under its HF name, undoing the Q/K row permutation and
-// gemma3's "+1" norm offset (copies only those tensors; the rest stay views of the mapping).
+// Adds every tensor of `g` to `store` under its HF name, undoing gemma3's "+1" norm offset (copies
+// only those small tensors; the rest stay views of the mapping). Permuted Q/K rows are kept as
+// stored (the caller sets Checkpoint::rope_interleaved_qk from gguf_arch_permutes_qk).
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store);
 
 }  // namespace rapid

@@ -24,6 +24,44 @@ const Tensor& WeightStore::get(const std::string& name) const {
   return *t;
 }
 
+namespace {
+
+bool ends_with(const std::string& s, const char* suf) {
+  size_t n = std::strlen(suf);
+  return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
+}
+
+// Heads of a pair-ordered tensor (0 = stored in HF order).
+int64_t pair_ordered_heads(const Checkpoint& ck, const Tensor& t) {
+  if (!ck.rope_interleaved_qk) return 0;
+  if (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias"))
+    return ck.config.num_attention_heads;
+  if (ends_with(t.name, "self_attn.k_proj.weight") || ends_with(t.name, "self_attn.k_proj.bias"))
+    return ck.config.num_key_value_heads > 0 ? ck.config.num_key_value_heads : ck.config.num_attention_heads;
+  return 0;
+}
+
+}  // namespace
+
+int64_t stored_qk_index(const Checkpoint& ck, const Tensor& t, int64_t i) {
+  const int64_t heads = pair_ordered_heads(ck, t);
+  if (heads <= 0) return i;
+  const int64_t n = t.shape.empty() ? 1 : t.shape[0];  // rows (weight) or elements (bias)
+  if (n % heads || (n / heads) % 2) throw Error("tensor '" + t.name + "' cannot be split into heads of even size");
+  if (i < 0 || i >= n) throw Error("tensor '" + t.name + "': index " + std::to_string(i) + " out of range");
+  const int64_t hd = n / heads, half = hd / 2, h = i / hd, rem = i % hd;
+  return h * hd + 2 * (rem % half) + rem / half;
+}
+
+void dequantize_hf_row(const Checkpoint& ck, const Tensor& t, int64_t r, float* out) {
+  if (pair_ordered_heads(ck, t) <= 0) return dequantize_row(t, r, out);
+  if (t.shape.size() >= 2) return dequantize_row(t, stored_qk_index(ck, t, r), out);
+  // A bias: the permutation runs over its elements.
+  std::vector<float> tmp(static_cast<size_t>(t.cols()));
+  dequantize_row(t, r, tmp.data());
+  for (int64_t i = 0; i < t.cols(); ++i) out[i] = tmp[static_cast<size_t>(stored_qk_index(ck, t, i))];
+}
+
 static bool has_gguf_magic(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char m[4] = {};
@@ -37,6 +75,7 @@ static std::unique_ptr<Checkpoint> load_gguf_checkpoint(const std::string& path)
   GgufFile g = read_gguf(path);
   ck->config = config_from_gguf(g);
   add_gguf_tensors(g, ck->config, ck->weights);
+  ck->rope_interleaved_qk = gguf_arch_permutes_qk(ck->config.architecture);
   return ck;
 }
 

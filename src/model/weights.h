@@ -1,6 +1,7 @@
 // All tensors of a model, by HF name, whatever file format they came from. Loaders translate
-// format-specific names (GGUF "blk.0.attn_q.weight") and layouts (GGUF's permuted Q/K rows) into
-// the HF convention, so architectures are written once.
+// format-specific names (GGUF "blk.0.attn_q.weight") and layouts into the HF convention, so
+// architectures are written once. One exception, flagged on the Checkpoint: GGUF's pair-ordered
+// Q/K rows stay as stored (see Checkpoint::rope_interleaved_qk).
 #pragma once
 #include <map>
 #include <memory>
@@ -38,7 +39,19 @@ struct Checkpoint {
   ModelConfig config;
   WeightStore weights;
   std::string tokenizer_path;  // dir with tokenizer.json, or the .gguf itself
+  // q_proj / k_proj weights and biases keep llama.cpp's GGUF row order (llama/mistral files): in
+  // each head, stored row 2j+s is HF row s*head_dim/2 + j. Un-permuting would copy those tensors
+  // out of the mapping (extra resident memory), so the model instead rotates adjacent pairs in
+  // RoPE; q·k per head is the same sum in another order. Consumers that need HF order (convert,
+  // comparisons) read rows through dequantize_hf_row.
+  bool rope_interleaved_qk = false;
 };
+
+// Where HF row (2-D) or element (1-D bias) `i` of tensor `t` is stored: differs from i only for
+// the pair-ordered Q/K tensors of a rope_interleaved_qk checkpoint.
+int64_t stored_qk_index(const Checkpoint& ck, const Tensor& t, int64_t i);
+// Row r of t in HF order (dequantized, cols() floats); un-permutes pair-ordered Q/K tensors.
+void dequantize_hf_row(const Checkpoint& ck, const Tensor& t, int64_t r, float* out);
 
 // Loads a model directory (config.json + *.safetensors, HF or MLX-quantized) or a .gguf file.
 // Throws FileError with the path and reason on any inconsistency.
