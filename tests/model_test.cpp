@@ -419,3 +419,44 @@ TEST(PagedKv, PoolExhaustionThrowsAndLeavesStatesUnchanged) {
 }
 
 }  // namespace
+
+// MTP head (tests/golden/tiny/qwen3-mtp from scripts/make_mtp_model.py: tiny Qwen3 + random
+// Qwen3-Next-style mtp.* weights; reference = an independent numpy Qwen3 that reproduces
+// transformers' logits of the base model, then the head as vLLM's Qwen3NextMultiTokenPredictor).
+TEST(Mtp, HeadMatchesNumpyReference) {
+  const std::string dir = kTiny + "qwen3-mtp";
+  json g = read_json(dir + "/mtp_logits.json");
+  std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
+  const int64_t T = int64_t(toks.size());
+  auto m = make(dir, MatmulPath::Exact);
+  ASSERT_EQ(m->mtp_layers(), 1);
+  const int64_t H = m->config().hidden_size, V = m->config().vocab_size;
+  // Target hidden states (final-normed) for every position.
+  auto st = m->new_state(64);
+  std::vector<float> logits(static_cast<size_t>(V)), hidden(static_cast<size_t>(T * H));
+  BatchEntry e{toks.data(), T, st.get(), logits.data(), false, hidden.data()};
+  m->forward_batch(&e, 1);
+  for (int64_t t = 0; t < T; ++t)
+    EXPECT_LT(rel_err(hidden.data() + t * H, g["hidden"][t].get<std::vector<float>>()), 1e-5) << t;
+  // The head one row at a time (as when decoding): row i pairs (h_i, t_{i+1}) → logits for t_{i+2}.
+  auto pool = std::make_shared<cache::BlockPool>(m->mtp_block_shape(16), m->mtp_block_shape(16).block_bytes() * 4);
+  auto ms = m->new_mtp_state(pool, 64);
+  std::vector<float> out(static_cast<size_t>(V)), hout(static_cast<size_t>(H));
+  for (int64_t i = 0; i + 1 < T; ++i) {
+    MtpEntry me{&toks[size_t(i + 1)], hidden.data() + i * H, 1, ms.get(), out.data(), hout.data(), 0};
+    m->forward_mtp(&me, 1);
+    EXPECT_LT(rel_err(out.data(), g["mtp_logits"][i].get<std::vector<float>>()), 1e-5) << i;
+  }
+  EXPECT_EQ(ms->length(), T - 1);
+  // All rows in one call (catching up after a prefill) give the last row's logits too.
+  auto ms2 = m->new_mtp_state(pool, 64);
+  MtpEntry all{&toks[1], hidden.data(), T - 1, ms2.get(), out.data(), nullptr, 0};
+  m->forward_mtp(&all, 1);
+  EXPECT_LT(rel_err(out.data(), g["mtp_logits"][T - 2].get<std::vector<float>>()), 1e-5);
+  // A model without heads says so; a wrong layer index is refused.
+  auto plain = make(kTiny + "qwen3", MatmulPath::Exact);
+  EXPECT_EQ(plain->mtp_layers(), 0);
+  EXPECT_THROW(plain->mtp_block_shape(16), Error);
+  MtpEntry bad{&toks[1], hidden.data(), 1, ms2.get(), out.data(), nullptr, 3};
+  EXPECT_THROW(m->forward_mtp(&bad, 1), Error);
+}

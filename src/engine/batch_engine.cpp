@@ -18,6 +18,10 @@ struct BatchEngine::Sequence {
   std::unique_ptr<TokenEmitter> out;
   std::unique_ptr<PagedKvState> kv;  // null while waiting or preempted
   std::unique_ptr<PagedKvState> draft_kv;  // the draft model's KV (draft-model speculation)
+  std::unique_ptr<SequenceState> mtp_kv;   // the MTP heads' KV (MTP speculation)
+  std::vector<float> mtp_hidden;           // target hidden rows the heads have not seen yet,
+  int64_t mtp_hidden_pos = 0;              //   for positions mtp_hidden_pos, +1, ...
+  std::vector<float> step_hidden;          // this step's target hidden rows
   std::vector<int32_t> tokens;       // prompt + generated
   int64_t capacity = 0;
   bool admitted_once = false;
@@ -52,6 +56,12 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
                                                      opts_.draft_pool_bytes);
   } else if (opts_.spec.mode == SpecMode::Draft) {
     throw Error("--speculative draft needs --draft-model");
+  }
+  const bool has_mtp = model_->mtp_layers() > 0;
+  if (opts_.spec.mode == SpecMode::Mtp && !has_mtp) throw Error("--speculative mtp: the model has no MTP heads");
+  if (has_mtp && (opts_.spec.mode == SpecMode::Mtp || opts_.spec.mode == SpecMode::Auto)) {
+    mtp_pool_ = std::make_shared<cache::BlockPool>(model_->mtp_block_shape(opts_.kv.block_size), opts_.draft_pool_bytes);
+    draft_pool_.reset();  // the heads come with the model: prefer them to a separate draft model
   }
   thread_ = std::thread([this] { worker(); });
 }
@@ -202,6 +212,7 @@ void BatchEngine::finish(Sequence* s, GenerationEvent ev) {
 
 void BatchEngine::retire(Sequence* s) {
   s->draft_kv.reset();
+  s->mtp_kv.reset();
   if (s->kv) {
     kv_->remember(s->tokens, *s->kv);
     s->kv.reset();
@@ -217,6 +228,8 @@ void BatchEngine::preempt(Sequence* s) {
   kv_->remember(s->tokens, *s->kv);
   s->kv.reset();
   s->draft_kv.reset();
+  s->mtp_kv.reset();
+  s->mtp_hidden.clear();
   std::erase(running_, s);
   // Back to the front, ahead of later arrivals (no starvation).
   auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](Sequence* w) { return w->arrival > s->arrival; });
@@ -241,13 +254,13 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
     w.n = std::min(s->pending(), budget);
     if (w.n <= 0) continue;
     if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
-      if (!draft_pool_) s->spec.proposer.update(s->tokens);
+      if (!draft_pool_ && !mtp_pool_) s->spec.proposer.update(s->tokens);
       int k = spec_.depth(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
       // Never draft past the sequence's end or the step budget.
       const int64_t room = std::min<int64_t>(s->capacity - int64_t(s->tokens.size()) - 1,
                                              s->out->request().max_tokens - int64_t(s->out->generated().size()) - 1);
       k = int(std::clamp<int64_t>(std::min<int64_t>(k, room), 0, budget - w.n));
-      if (k > 0 && draft_pool_) w.draft_k = k;
+      if (k > 0 && (draft_pool_ || mtp_pool_)) w.draft_k = k;
       else if (k > 0) w.draft = s->spec.proposer.propose(s->tokens, k);
     }
     for (;;) {
@@ -322,6 +335,7 @@ void BatchEngine::step() {
   }
 
   if (draft_pool_) run_drafts(plan);
+  if (mtp_pool_) run_mtp_drafts(plan);
 
   std::vector<BatchEntry> entries;
   entries.reserve(plan.size());
@@ -339,6 +353,10 @@ void BatchEngine::step() {
     e.state = s->kv.get();
     e.logits = s->logits.data();
     e.all_logits = !w.draft.empty();
+    if (mtp_pool_) {
+      s->step_hidden.resize(w.input.size() * size_t(model_->config().hidden_size));
+      e.hidden = s->step_hidden.data();
+    }
     entries.push_back(e);
     total += e.n;
   }
@@ -423,11 +441,100 @@ void BatchEngine::run_drafts(std::vector<Work>& plan) {
     spec_.observe_draft_step(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / forwards);
 }
 
+// Appends this step's target hidden rows for positions [p0, p0 + rows) to what the MTP heads
+// still have to see (a gap — a prefix-cache hit, a preemption — restarts the buffer).
+void BatchEngine::keep_hidden(Sequence* s, int64_t p0, int64_t rows) {
+  const size_t H = size_t(model_->config().hidden_size);
+  if (rows <= 0) return;
+  if (s->mtp_hidden.empty() || s->mtp_hidden_pos + int64_t(s->mtp_hidden.size() / H) != p0) {
+    s->mtp_hidden.clear();
+    s->mtp_hidden_pos = p0;
+  }
+  s->mtp_hidden.insert(s->mtp_hidden.end(), s->step_hidden.begin(), s->step_hidden.begin() + size_t(rows) * H);
+}
+
+// MTP proposals: the heads first catch up on the positions they have not seen — row i pairs the
+// target's hidden state at i with token i+1 (positions without a known hidden state, e.g. a
+// cached prefix, get zeros: drafts are only guesses) — which yields the first guess; each further
+// guess feeds the head its own output and the previous guess. All sequences step together.
+void BatchEngine::run_mtp_drafts(std::vector<Work>& plan) {
+  const int64_t H = model_->config().hidden_size;
+  const int layers = model_->mtp_layers();
+  struct Job {
+    Work* w;
+    std::vector<int32_t> toks;
+    std::vector<float> hid;
+    std::vector<float> logits, hout;
+  };
+  std::vector<Job> jobs;
+  for (Work& w : plan) {
+    if (w.draft_k <= 0) continue;
+    Sequence* s = w.seq;
+    if (!s->mtp_kv) s->mtp_kv = model_->new_mtp_state(mtp_pool_, s->capacity);
+    const int64_t L = s->kv->length(), Lm = s->mtp_kv->length();
+    if (Lm >= L) { w.draft_k = 0; continue; }
+    Job j{&w};
+    j.toks.assign(s->tokens.begin() + Lm + 1, s->tokens.begin() + L + 1);
+    j.hid.assign(size_t((L - Lm) * H), 0.0f);
+    for (int64_t i = std::max(Lm, s->mtp_hidden_pos); i < L; ++i) {
+      const int64_t r = i - s->mtp_hidden_pos;
+      if (size_t((r + 1) * H) > s->mtp_hidden.size()) break;
+      std::copy_n(s->mtp_hidden.begin() + r * H, H, j.hid.begin() + (i - Lm) * H);
+    }
+    j.logits.resize(size_t(vocab_));
+    j.hout.resize(size_t(H));
+    jobs.push_back(std::move(j));
+  }
+  for (int step = 0; !jobs.empty(); ++step) {
+    std::vector<MtpEntry> es;
+    std::vector<Job*> in;
+    int64_t need = 0;
+    for (Job& j : jobs) {
+      Work& w = *j.w;
+      if (int(w.draft.size()) >= w.draft_k || j.toks.empty()) continue;
+      const int64_t b = static_cast<PagedKvState*>(w.seq->mtp_kv.get())->blocks_needed(int64_t(j.toks.size()));
+      if (need + b > int64_t(mtp_pool_->free_count())) {
+        w.seq->mtp_kv.reset();  // no room: no drafts for it this step
+        j.toks.clear();
+        continue;
+      }
+      need += b;
+      es.push_back(MtpEntry{j.toks.data(), j.hid.data(), int64_t(j.toks.size()), w.seq->mtp_kv.get(),
+                            j.logits.data(), j.hout.data(), step % layers});
+      in.push_back(&j);
+    }
+    if (es.empty()) break;
+    try {
+      model_->forward_mtp(es.data(), es.size());
+    } catch (const std::exception& e) {
+      log::warn(std::string("MTP forward failed; no drafts this step: ") + e.what());
+      for (Job& j : jobs) {
+        j.w->draft.clear();
+        j.w->seq->mtp_kv.reset();
+      }
+      break;
+    }
+    for (Job* j : in) {
+      const int32_t tok = int32_t(std::max_element(j->logits.begin(), j->logits.end()) - j->logits.begin());
+      j->w->draft.push_back(tok);
+      j->toks.assign(1, tok);
+      j->hid = j->hout;
+    }
+  }
+  for (Job& j : jobs) {
+    j.w->draft_k = 0;
+    j.w->seq->mtp_hidden.clear();  // consumed (the heads saw every position up to the target's)
+    j.w->seq->mtp_hidden_pos = j.w->seq->kv->length();
+  }
+}
+
 void BatchEngine::process(Work& w, double) {
   Sequence* s = w.seq;
   const bool complete = s->kv->length() - int64_t(w.draft.size()) == int64_t(s->tokens.size());
+  const int64_t p0 = s->kv->length() - int64_t(w.input.size());  // position of this step's first row
   if (!complete) {  // a prefill chunk; more of the prompt next step
     prefill_tokens_ += uint64_t(w.n);
+    if (mtp_pool_) keep_hidden(s, p0, int64_t(w.input.size()));
     return;
   }
   if (!s->prompt_done) {
@@ -476,6 +583,12 @@ void BatchEngine::process(Work& w, double) {
   // KV of rejected drafts is dropped; the newest token is computed next step.
   s->kv->truncate(std::min<int64_t>(s->kv->length(), int64_t(s->tokens.size()) - 1));
   if (s->draft_kv) s->draft_kv->truncate(std::min<int64_t>(s->draft_kv->length(), int64_t(s->tokens.size()) - 1));
+  if (mtp_pool_) {
+    // Head positions from p0 on were fed the heads' own guesses: recompute them from the
+    // target's hidden states of the accepted rows.
+    if (s->mtp_kv) s->mtp_kv->truncate(std::min(s->mtp_kv->length(), p0));
+    keep_hidden(s, p0, s->kv->length() - p0);
+  }
   if (done) {
     finish(s, std::move(merged));
     return;

@@ -39,7 +39,7 @@ struct BatchEngineOptions {
   // Draft-model speculation (--draft-model): a smaller model with the same vocabulary, batched
   // like the target, with its own KV pool (no prefix cache: drafts are cheap to recompute).
   std::shared_ptr<Model> draft_model;
-  uint64_t draft_pool_bytes = 256ull << 20;
+  uint64_t draft_pool_bytes = 256ull << 20;  // also the MTP heads' KV pool
 };
 
 struct BatchEngineStats {
@@ -79,6 +79,8 @@ class BatchEngine : public Engine {
   void retire(Sequence* s);
   void process(Work& w, double step_seconds);
   void run_drafts(std::vector<Work>& plan);
+  void run_mtp_drafts(std::vector<Work>& plan);
+  void keep_hidden(Sequence* s, int64_t p0, int64_t rows);
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
@@ -86,6 +88,7 @@ class BatchEngine : public Engine {
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
   std::shared_ptr<cache::BlockPool> draft_pool_;
+  std::shared_ptr<cache::BlockPool> mtp_pool_;  // the MTP heads' KV (MTP speculation)
   int64_t vocab_ = 0, context_ = 0;
 
   // Inbox, shared with the HTTP threads.

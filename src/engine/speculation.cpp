@@ -12,7 +12,8 @@ SpecMode parse_spec_mode(const std::string& s) {
   if (s == "auto") return SpecMode::Auto;
   if (s == "ngram") return SpecMode::Ngram;
   if (s == "draft") return SpecMode::Draft;
-  throw Error("speculative mode '" + s + "' is not one of auto, off, ngram, draft (mtp is not available)");
+  if (s == "mtp") return SpecMode::Mtp;
+  throw Error("speculative mode '" + s + "' is not one of auto, off, ngram, draft, mtp");
 }
 
 const char* spec_mode_name(SpecMode m) {
@@ -21,6 +22,7 @@ const char* spec_mode_name(SpecMode m) {
     case SpecMode::Auto: return "auto";
     case SpecMode::Ngram: return "ngram";
     case SpecMode::Draft: return "draft";
+    case SpecMode::Mtp: return "mtp";
   }
   return "?";
 }
@@ -41,7 +43,7 @@ double SpeculationController::cost_per_token_ratio() const {
 
 int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t tokens) const {
   if (!enabled()) return 0;
-  if (o_.mode == SpecMode::Ngram || o_.mode == SpecMode::Draft) return o_.max_draft;
+  if (o_.mode == SpecMode::Ngram || o_.mode == SpecMode::Draft || o_.mode == SpecMode::Mtp) return o_.max_draft;
   const double a = std::min(s.rate(), 0.995);
   double r = cost_per_token_ratio();
   const double per_draft = draft_step_s_ > 0 ? r * draft_step_s_ / std::max(1e-6, step_c1()) : 0.0;

@@ -17,9 +17,10 @@
 
 namespace rapid {
 
-enum class SpecMode { Off, Auto, Ngram, Draft };
-// "off" | "auto" | "ngram" | "draft"; throws Error otherwise. With a draft model, "auto" drafts with
-// it (depth by the expected-value rule); "draft" always drafts max_draft tokens with it.
+enum class SpecMode { Off, Auto, Ngram, Draft, Mtp };
+// "off" | "auto" | "ngram" | "draft" | "mtp"; throws Error otherwise. "auto" drafts with the model's
+// MTP heads if it has some, else a draft model if one is given, else prompt lookup (depth by the
+// expected-value rule); the named modes always draft max_draft tokens with that proposer.
 SpecMode parse_spec_mode(const std::string& s);
 const char* spec_mode_name(SpecMode m);
 

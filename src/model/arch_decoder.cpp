@@ -60,32 +60,22 @@ class DecoderModel final : public Model {
 
     layers_.resize(static_cast<size_t>(c.num_hidden_layers));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      Layer& L = layers_[i];
-      const std::string p = "model.layers." + std::to_string(i) + ".";
-      L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);
-      L.post_attn_norm = load_vector(ws, p + "post_attention_layernorm.weight", H_);
-      if (spec.sandwich_norms) {
-        L.pre_ffn_norm = load_vector(ws, p + "pre_feedforward_layernorm.weight", H_);
-        L.post_ffn_norm = load_vector(ws, p + "post_feedforward_layernorm.weight", H_);
+      load_layer(layers_[i], ws, "model.layers." + std::to_string(i) + ".");
+      layers_[i].sliding = i < static_cast<int64_t>(c.layer_is_sliding.size()) && c.layer_is_sliding[i] &&
+                           c.sliding_window > 0;
+    }
+    // MTP heads (Qwen3-Next / Qwen3.5 naming): fc over [norm(embedding), norm(hidden)], decoder
+    // layer(s) of the model's own kind with their own KV, a final norm, the shared lm_head.
+    if (ws.find("mtp.fc.weight")) {
+      mtp_fc_ = load_linear(ws, "mtp.fc", H_, 2 * H_);
+      mtp_norm_emb_ = load_vector(ws, "mtp.pre_fc_norm_embedding.weight", H_);
+      mtp_norm_hidden_ = load_vector(ws, "mtp.pre_fc_norm_hidden.weight", H_);
+      mtp_norm_ = load_vector(ws, "mtp.norm.weight", H_);
+      for (int i = 0; ws.find("mtp.layers." + std::to_string(i) + ".input_layernorm.weight"); ++i) {
+        mtp_layers_.emplace_back();
+        load_layer(mtp_layers_.back(), ws, "mtp.layers." + std::to_string(i) + ".");
       }
-      L.q = load_linear(ws, p + "self_attn.q_proj", nh_ * hd_, H_, spec.qkv_bias);
-      L.k = load_linear(ws, p + "self_attn.k_proj", nkv_ * hd_, H_, spec.qkv_bias);
-      L.v = load_linear(ws, p + "self_attn.v_proj", nkv_ * hd_, H_, spec.qkv_bias);
-      L.o = load_linear(ws, p + "self_attn.o_proj", H_, nh_ * hd_);
-      if (spec.qk_norm || ws.find(p + "self_attn.q_norm.weight")) {
-        L.q_norm = load_vector(ws, p + "self_attn.q_norm.weight", hd_);
-        L.k_norm = load_vector(ws, p + "self_attn.k_norm.weight", hd_);
-        // The norms scale each head dimension; move them to the pair order q/k are stored in.
-        if (pairs_) {
-          to_pair_order(L.q_norm);
-          to_pair_order(L.k_norm);
-        }
-      }
-      L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
-      L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
-      L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
-      L.sliding = i < static_cast<int64_t>(c.layer_is_sliding.size()) && c.layer_is_sliding[i] &&
-                  c.sliding_window > 0;
+      if (mtp_layers_.empty()) throw Error(ckpt_->path + ": mtp.fc.weight without any mtp.layers.N");
     }
 
     if (opts.matmul == MatmulPath::Exact) materialize_f32();
@@ -114,8 +104,89 @@ class DecoderModel final : public Model {
   }
 
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
+    return block_shape(static_cast<int32_t>(layers_.size()), block_size);
+  }
+
+  int mtp_layers() const override { return static_cast<int>(mtp_layers_.size()); }
+  cache::BlockShape mtp_block_shape(int32_t block_size) const override {
+    if (mtp_layers_.empty()) return Model::mtp_block_shape(block_size);
+    return block_shape(static_cast<int32_t>(mtp_layers_.size()), block_size);
+  }
+  std::unique_ptr<SequenceState> new_mtp_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
+    if (mtp_layers_.empty()) return Model::new_mtp_state(pool, max_tokens);
+    if (!pool) throw Error("new_mtp_state: no block pool");
+    check_shape(pool->shape(), mtp_block_shape(pool->shape().block_size));
+    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+  }
+
+  // The MTP head over several sequences: [norm(embed(token)), norm(hidden)] → fc → MTP layer
+  // (its own KV) → mtp.norm → shared lm_head, for the last row of each entry.
+  void forward_mtp(const MtpEntry* entries, size_t count) override {
+    if (mtp_layers_.empty()) return Model::forward_mtp(entries, count);
+    if (count == 0) return;
+    seqs_.resize(count);
+    int64_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const MtpEntry& e = entries[i];
+      auto* kv = dynamic_cast<PagedKvState*>(e.state);
+      if (!kv) throw Error("forward_mtp: state was not created by new_mtp_state");
+      if (e.n <= 0 || !e.tokens || !e.hidden || !e.logits) throw Error("forward_mtp: empty entry");
+      if (e.layer < 0 || e.layer >= mtp_layers()) throw Error("forward_mtp: no MTP layer " + std::to_string(e.layer));
+      check_shape(kv->pool().shape(), mtp_block_shape(kv->pool().shape().block_size));
+      for (size_t j = 0; j < i; ++j)
+        if (seqs_[j].kv == kv) throw Error("forward_mtp: the same state appears twice");
+      if (kv->length() + e.n > kv->capacity()) throw Error("forward_mtp: the MTP state is full");
+      for (int64_t t = 0; t < e.n; ++t)
+        if (e.tokens[t] < 0 || e.tokens[t] >= V_) throw Error("forward_mtp: token id outside the vocabulary");
+      if (kv->blocks_needed(e.n) > static_cast<int64_t>(kv->pool().free_count()))
+        throw Error("forward_mtp: MTP KV pool is full");
+      seqs_[i] = Seq{kv, kv->length(), total, e.n};
+      total += e.n;
+    }
+    for (size_t i = 0; i < count; ++i) seqs_[i].kv->append(entries[i].n);
+    reserve(total);
+    cat_.resize(static_cast<size_t>(total * 2 * H_));
+    const int64_t half = global_rope_.half();
+    const bool one = spec_.norm_add_one;
+    for (size_t i = 0; i < count; ++i) {
+      const Seq& s = seqs_[i];
+      for (int64_t t = 0; t < s.n; ++t) {
+        const int64_t r = s.row + t;
+        float* c = cat_.data() + r * 2 * H_;
+        dequantize_tensor_row(*embed_, entries[i].tokens[t], tmp_.data());
+        if (embed_scale_ != 1.0f) scale_inplace(tmp_.data(), embed_scale_, H_);
+        rms_norm(tmp_.data(), mtp_norm_emb_.data(), H_, eps_, one, c);
+        rms_norm(entries[i].hidden + t * H_, mtp_norm_hidden_.data(), H_, eps_, one, c + H_);
+        global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
+        local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
+      }
+    }
+    mtp_fc_(cat_.data(), total, x_.data(), ctx_);
+    segs_.resize(count);
+    // Entries of one call share a layer index in practice (one draft step); group if not.
+    for (size_t i = 1; i < count; ++i)
+      if (entries[i].layer != entries[0].layer) throw Error("forward_mtp: entries must use the same MTP layer");
+    run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], entries[0].layer, total);
+    for (size_t i = 0; i < count; ++i) {
+      const Seq& s = seqs_[i];
+      rms_norm(x_.data() + (s.row + s.n - 1) * H_, mtp_norm_.data(), H_, eps_, one, xn_.data() + i * H_);
+      if (entries[i].hidden_out) std::memcpy(entries[i].hidden_out, xn_.data() + i * H_, static_cast<size_t>(H_) * 4);
+    }
+    logits_buf_.resize(static_cast<size_t>(count * V_));
+    lm_head_(xn_.data(), static_cast<int64_t>(count), logits_buf_.data(), ctx_);
+    for (size_t i = 0; i < count; ++i) {
+      float* out = entries[i].logits;
+      std::memcpy(out, logits_buf_.data() + i * V_, static_cast<size_t>(V_) * 4);
+      if (cfg_.final_logit_softcapping > 0) {
+        float cap = static_cast<float>(cfg_.final_logit_softcapping);
+        for (int64_t j = 0; j < V_; ++j) out[j] = cap * std::tanh(out[j] / cap);
+      }
+    }
+  }
+
+  cache::BlockShape block_shape(int32_t num_layers, int32_t block_size) const {
     cache::BlockShape sh;
-    sh.num_layers = static_cast<int32_t>(layers_.size());
+    sh.num_layers = num_layers;
     sh.kv_heads = static_cast<int32_t>(nkv_);
     sh.head_dim = static_cast<int32_t>(hd_);
     sh.block_size = block_size;
@@ -211,6 +282,12 @@ class DecoderModel final : public Model {
     segs_.resize(count);
     for (size_t li = 0; li < layers_.size(); ++li) run_layer(layers_[li], static_cast<int32_t>(li), total);
 
+    // Final-normed hidden states for an MTP head (every row of the entries that ask).
+    for (size_t i = 0; i < count; ++i)
+      if (entries[i].hidden)
+        for (int64_t t = 0; t < seqs_[i].n; ++t)
+          rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
+                   entries[i].hidden + t * H_);
     // Final norm + lm_head only over the rows whose logits are wanted, packed together.
     int64_t rows = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -249,8 +326,33 @@ class DecoderModel final : public Model {
     int64_t pos0, row, n;
   };
 
-  void check_pool_shape(const cache::BlockShape& got) const {
-    cache::BlockShape want = kv_block_shape(got.block_size);
+  void load_layer(Layer& L, const WeightStore& ws, const std::string& p) {
+    L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);
+    L.post_attn_norm = load_vector(ws, p + "post_attention_layernorm.weight", H_);
+    if (spec_.sandwich_norms) {
+      L.pre_ffn_norm = load_vector(ws, p + "pre_feedforward_layernorm.weight", H_);
+      L.post_ffn_norm = load_vector(ws, p + "post_feedforward_layernorm.weight", H_);
+    }
+    L.q = load_linear(ws, p + "self_attn.q_proj", nh_ * hd_, H_, spec_.qkv_bias);
+    L.k = load_linear(ws, p + "self_attn.k_proj", nkv_ * hd_, H_, spec_.qkv_bias);
+    L.v = load_linear(ws, p + "self_attn.v_proj", nkv_ * hd_, H_, spec_.qkv_bias);
+    L.o = load_linear(ws, p + "self_attn.o_proj", H_, nh_ * hd_);
+    if (spec_.qk_norm || ws.find(p + "self_attn.q_norm.weight")) {
+      L.q_norm = load_vector(ws, p + "self_attn.q_norm.weight", hd_);
+      L.k_norm = load_vector(ws, p + "self_attn.k_norm.weight", hd_);
+      // The norms scale each head dimension; move them to the pair order q/k are stored in.
+      if (pairs_) {
+        to_pair_order(L.q_norm);
+        to_pair_order(L.k_norm);
+      }
+    }
+    L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
+    L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
+    L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
+  }
+
+  void check_pool_shape(const cache::BlockShape& got) const { check_shape(got, kv_block_shape(got.block_size)); }
+  void check_shape(const cache::BlockShape& got, const cache::BlockShape& want) const {
     if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
         got.dtype != want.dtype)
       throw Error("KV pool shape (" + std::to_string(got.num_layers) + " layers, " + std::to_string(got.kv_heads) +
@@ -288,8 +390,10 @@ class DecoderModel final : public Model {
       owned_.push_back(std::move(buf));
     };
     conv(lm_head_);
-    for (auto& L : layers_)
-      for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) conv(*l);
+    conv(mtp_fc_);
+    for (auto* group : {&layers_, &mtp_layers_})
+      for (auto& L : *group)
+        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) conv(*l);
   }
 
   void reserve(int64_t n) {
@@ -400,7 +504,10 @@ class DecoderModel final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_;
+  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_, cat_;
+  Linear mtp_fc_;
+  std::vector<float> mtp_norm_emb_, mtp_norm_hidden_, mtp_norm_;
+  std::vector<Layer> mtp_layers_;
   std::vector<Seq> seqs_;                // the current batch (valid during forward_batch)
   std::vector<AttentionSegment> segs_;
 };

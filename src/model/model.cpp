@@ -16,6 +16,13 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
               "' (supported: llama, mistral, qwen2, qwen3, gemma3)");
 }
 
+// Models without MTP heads: asking for them is a caller error.
+cache::BlockShape Model::mtp_block_shape(int32_t) const { throw Error("this model has no MTP heads"); }
+std::unique_ptr<SequenceState> Model::new_mtp_state(std::shared_ptr<cache::BlockPool>, int64_t) {
+  throw Error("this model has no MTP heads");
+}
+void Model::forward_mtp(const MtpEntry*, size_t) { throw Error("this model has no MTP heads"); }
+
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, int num_threads) {
   ModelOptions o;
   o.num_threads = num_threads;

@@ -25,6 +25,23 @@ struct BatchEntry {
   SequenceState* state = nullptr;
   float* logits = nullptr;   // vocab_size floats (last token) or n*vocab_size when all_logits
   bool all_logits = false;
+  // Optional: the final-normed hidden state of every token (n*hidden_size floats), the input an
+  // MTP head needs next to the following token.
+  float* hidden = nullptr;
+};
+
+// One sequence's share of an MTP-head forward (multi-token prediction, Qwen3-Next / Qwen3.5
+// `mtp.*` weights). Row i pairs hidden[i] (the target's final-normed hidden state at position
+// p = state->length() + i, or the head's own output when chaining drafts) with tokens[i] (the token
+// at p+1); the head predicts the token at p+2. The head keeps its own KV (state).
+struct MtpEntry {
+  const int32_t* tokens = nullptr;
+  const float* hidden = nullptr;   // n * hidden_size
+  int64_t n = 0;
+  SequenceState* state = nullptr;  // from new_mtp_state
+  float* logits = nullptr;         // vocab_size floats for the last row
+  float* hidden_out = nullptr;     // optional: the head's normed output for the last row (chaining)
+  int layer = 0;                   // which MTP layer (draft step % mtp_layers())
 };
 
 class Model {
@@ -51,6 +68,12 @@ class Model {
   // The states must be paged states of distinct sequences; the caller has made sure the pool
   // holds PagedKvState::blocks_needed(n) free blocks for each entry.
   virtual void forward_batch(const BatchEntry* entries, size_t count) = 0;
+
+  // MTP heads shipped with the weights (0 = none). Their KV pages have their own geometry.
+  virtual int mtp_layers() const { return 0; }
+  virtual cache::BlockShape mtp_block_shape(int32_t block_size) const;
+  virtual std::unique_ptr<SequenceState> new_mtp_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens);
+  virtual void forward_mtp(const MtpEntry* entries, size_t count);
 };
 
 // Builds the architecture named in the checkpoint's config over its weights.
