@@ -31,7 +31,7 @@ int usage() {
                "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
                "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
                "                       [--cache-dir DIR] [--cache-disk-limit SIZE]\n"
-               "                       [--speculative auto|off|ngram|draft] [--num-speculative-tokens N]\n"
+               "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH]\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
