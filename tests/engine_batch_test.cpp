@@ -20,6 +20,7 @@
 #include "engine/generator.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
+#include "smollm2_fixture.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,37 +28,10 @@ using namespace rapid;
 
 namespace {
 
-std::string gguf_path() {
-  if (const char* e = std::getenv("RAPID_SMOLLM2_GGUF")) return e;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") +
-         "/.cache/rapid-mlx/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+using Fixture = fixtures::SmolLM2;
+Fixture& fx() { return fixtures::smollm2(); }
+std::string gguf_path() { return fixtures::smollm2_gguf_path(); }
 
-struct Fixture {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const Tokenizer> tok;
-  std::shared_ptr<Checkpoint> ckpt;
-  json golden;
-};
-
-Fixture& fx() {
-  static Fixture f = [] {
-    Fixture x;
-    x.ckpt = load_checkpoint(gguf_path());
-    ModelOptions o;
-    o.num_threads = 2;
-    x.model = create_model(x.ckpt, o);
-    x.tok = load_tokenizer(gguf_path());
-    std::ifstream in(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1_greedy.json");
-    x.golden = json::parse(in);
-    return x;
-  }();
-  return f;
-}
-
-#define NEED_MODEL() \
-  if (!fs::exists(gguf_path())) GTEST_SKIP() << "model not downloaded: " << gguf_path()
 
 std::vector<int32_t> chat(const std::string& user, const std::string& system = "") {
   std::string p;
@@ -204,7 +178,7 @@ std::string scratch_dir(const std::string& name) {
 }  // namespace
 
 TEST(BatchEngine, SingleRequestMatchesTransformersGreedy) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngine e(fx().model, fx().tok, base_opts());
   Runner r(e);
   GenerationRequest q = greedy(fx().golden["cases"][0]["prompt_ids"].get<std::vector<int32_t>>(), 40);
@@ -218,7 +192,7 @@ TEST(BatchEngine, SingleRequestMatchesTransformersGreedy) {
 
 // 16 mixed requests joining a running batch at different steps give each the tokens it gets alone.
 TEST(BatchEngine, BatchInvarianceSixteenMixedRequests) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngine e(fx().model, fx().tok, base_opts());
   Runner r(e);
   auto reqs = request_mix(16, 24);
@@ -236,7 +210,7 @@ TEST(BatchEngine, BatchInvarianceSixteenMixedRequests) {
 
 // A second request sharing a prefix hits the cache and still produces the cold-run tokens.
 TEST(BatchEngine, PrefixCacheHitGivesColdRunTokens) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngine e(fx().model, fx().tok, base_opts());
   auto first = greedy(chat("What does the tool run do?", kLongSystem), 16);
   auto second = greedy(chat("Which tool writes a file?", kLongSystem), 16);
@@ -272,7 +246,7 @@ TEST(BatchEngine, PrefixCacheHitGivesColdRunTokens) {
 // A pool far too small for 16 concurrent requests: sequences are preempted and resumed, all
 // finish with their reference tokens, and the pool is whole again afterwards.
 TEST(BatchEngine, PreemptionUnderTinyPoolCompletesEverything) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngineOptions o = base_opts();
   cache::BlockShape shape = fx().model->kv_block_shape(o.kv.block_size);
   o.kv.pool_bytes = shape.block_bytes() * 24;  // 384 token slots for 16 requests of ~60-150
@@ -292,7 +266,7 @@ TEST(BatchEngine, PreemptionUnderTinyPoolCompletesEverything) {
 }
 
 TEST(BatchEngine, RequestLargerThanThePoolIsRefusedClearly) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngineOptions o = base_opts();
   o.kv.pool_bytes = fx().model->kv_block_shape(o.kv.block_size).block_bytes() * 2;
   o.max_step_tokens = 512;
@@ -309,7 +283,7 @@ TEST(BatchEngine, RequestLargerThanThePoolIsRefusedClearly) {
 }
 
 TEST(BatchEngine, CancelEndsTheRequestAndFreesItsBlocks) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   BatchEngine e(fx().model, fx().tok, base_opts());
   Runner r(e);
   GenerationRequest q = greedy(chat("Write a long story about a dragon."), 400);
@@ -328,7 +302,7 @@ TEST(BatchEngine, CancelEndsTheRequestAndFreesItsBlocks) {
 
 // Snapshots survive a restart; a corrupted file is detected, skipped and never served.
 TEST(BatchEngine, SnapshotsRestoreAfterRestartAndCorruptionIsSkipped) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   const std::string dir = scratch_dir("snap");
   BatchEngineOptions o = base_opts();
   o.kv.snapshot_dir = dir + "/model";
@@ -386,7 +360,7 @@ TEST(BatchEngine, SnapshotsRestoreAfterRestartAndCorruptionIsSkipped) {
 // Speculation (prompt lookup) changes nothing at temperature 0 — alone, in a batch, and across
 // prefix-cache hits — and on a copy task its drafts are accepted.
 TEST(BatchEngine, SpeculativeGreedyIsIdenticalToPlainDecoding) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   for (SpecMode mode : {SpecMode::Ngram, SpecMode::Auto}) {
     BatchEngine e(fx().model, fx().tok, base_opts(mode));
     auto reqs = request_mix(8, 40);
@@ -411,7 +385,7 @@ TEST(BatchEngine, SpeculativeGreedyIsIdenticalToPlainDecoding) {
 // differently rounded weights, so its guesses are mostly but not always right) drafts for the
 // Q4_1 model. Greedy output must equal plain decoding, alone and batched.
 TEST(BatchEngine, DraftModelSpeculationIsExact) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   const std::string draft_dir = fs::path(gguf_path()).parent_path().string() + "/mlx-q4";
   if (!fs::exists(draft_dir + "/model.safetensors")) GTEST_SKIP() << "no derived draft model at " << draft_dir;
   auto reqs = request_mix(6, 32);
@@ -438,7 +412,7 @@ TEST(BatchEngine, DraftModelSpeculationIsExact) {
 }
 
 TEST(BatchEngine, DraftModelWithAnotherVocabularyIsRefused) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   const std::string gemma = fs::path(gguf_path()).parent_path().parent_path().string() + "/gemma-3-270m";
   std::string file;
   if (fs::exists(gemma))

@@ -11,6 +11,7 @@
 #include "engine/generator.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
+#include "smollm2_fixture.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -18,33 +19,9 @@ using namespace rapid;
 
 namespace {
 
-std::string gguf_path() {
-  if (const char* e = std::getenv("RAPID_SMOLLM2_GGUF")) return e;
-  const char* home = std::getenv("HOME");
-  return std::string(home ? home : "") +
-         "/.cache/rapid-mlx/models/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
-struct Fixture {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tok;
-  json golden;
-};
-
-Fixture& fx() {
-  static Fixture f = [] {
-    Fixture x;
-    std::shared_ptr<Checkpoint> ck = load_checkpoint(gguf_path());
-    ModelOptions o;
-    o.num_threads = 2;
-    x.model = create_model(ck, o);
-    x.tok = load_tokenizer(gguf_path());
-    std::ifstream in(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1_greedy.json");
-    x.golden = json::parse(in);
-    return x;
-  }();
-  return f;
-}
+using Fixture = fixtures::SmolLM2;
+Fixture& fx() { return fixtures::smollm2(); }
+std::string gguf_path() { return fixtures::smollm2_gguf_path(); }
 
 struct GenRun {
   std::vector<int32_t> tokens;
@@ -88,13 +65,11 @@ std::vector<int32_t> golden_tokens(int n) {
   return t;
 }
 
-#define NEED_MODEL() \
-  if (!fs::exists(gguf_path())) GTEST_SKIP() << "model not downloaded: " << gguf_path()
 
 }  // namespace
 
 TEST(Generator, StopsAtEosWithTransformersTokens) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenRun r = run(capital_request());
   auto want = golden_tokens(64);
   auto eos = std::find(want.begin(), want.end(), 2);
@@ -107,7 +82,7 @@ TEST(Generator, StopsAtEosWithTransformersTokens) {
 }
 
 TEST(Generator, IgnoreEosAndMaxTokens) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenerationRequest q = capital_request();
   q.ignore_eos = true;
   q.max_tokens = 12;
@@ -117,7 +92,7 @@ TEST(Generator, IgnoreEosAndMaxTokens) {
 }
 
 TEST(Generator, MinTokensBlocksEos) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenerationRequest q = capital_request();
   q.min_tokens = 12;
   q.max_tokens = 14;
@@ -127,7 +102,7 @@ TEST(Generator, MinTokensBlocksEos) {
 }
 
 TEST(Generator, StopStringIsNotEmittedNorItsPrefixLeaked) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenerationRequest q = capital_request();
   q.stop = {"is Par"};  // spans tokens " is" and " Paris"
   GenRun r = run(q);
@@ -141,7 +116,7 @@ TEST(Generator, StopStringIsNotEmittedNorItsPrefixLeaked) {
 }
 
 TEST(Generator, StopTokenIdsFromRequest) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   auto want = golden_tokens(5);
   GenerationRequest q = capital_request();
   q.stop_token_ids = {want[3]};
@@ -152,7 +127,7 @@ TEST(Generator, StopTokenIdsFromRequest) {
 }
 
 TEST(Generator, ChunkedPrefillGivesSameTokens) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenerationRequest q = capital_request();
   q.max_tokens = 8;
   q.ignore_eos = true;
@@ -164,7 +139,7 @@ TEST(Generator, ChunkedPrefillGivesSameTokens) {
 }
 
 TEST(Generator, BadRequestsAreRefused) {
-  NEED_MODEL();
+  NEED_SMOLLM2();
   GenerationRequest q;
   EXPECT_THROW(Generator(*fx().model, *fx().tok, q), Error);  // empty prompt
   q.prompt = {1, 999999};
