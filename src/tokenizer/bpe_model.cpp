@@ -44,6 +44,16 @@ void MergeTable::insert(int32_t a, int32_t b, int32_t rank, int32_t id) {
   }
 }
 
+void MergeTable::shrink_to_fit() {
+  size_t cap = 16;
+  while (cap < count_ * 2) cap <<= 1;
+  if (cap >= slots_.size()) return;
+  auto old = std::move(slots_);
+  reserve(count_);
+  for (auto& s : old)
+    if (s.key != ~0ull) insert(static_cast<int32_t>(s.key >> 32), static_cast<int32_t>(s.key), s.rank, s.id);
+}
+
 bool MergeTable::find(int32_t a, int32_t b, int32_t& rank, int32_t& id) const {
   if (slots_.empty()) return false;
   uint64_t k = pair_key(a, b);
@@ -56,30 +66,27 @@ bool MergeTable::find(int32_t a, int32_t b, int32_t& rank, int32_t& id) const {
 
 BpeModel::BpeModel(Vocab vocab, MergeTable merges, BpeOptions opt)
     : vocab_(std::move(vocab)), merges_(std::move(merges)), opt_(std::move(opt)) {
+  vocab_.shrink_to_fit();
+  merges_.shrink_to_fit();
   if (!opt_.unk_token.empty()) {
-    auto it = vocab_.find(opt_.unk_token);
-    if (it == vocab_.end()) throw Error("BPE unk_token '" + opt_.unk_token + "' is not in the vocab");
-    unk_id_ = it->second;
+    unk_id_ = vocab_.find(opt_.unk_token);
+    if (unk_id_ < 0) throw Error("BPE unk_token '" + opt_.unk_token + "' is not in the vocab");
   }
   static const char* hex = "0123456789ABCDEF";
   for (int b = 0; b < 256; ++b) {
     std::string t = std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
-    auto it = vocab_.find(t);
-    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+    byte_ids_[b] = vocab_.find(t);
   }
   for (int c = 0; c < 128; ++c) {
     std::string t(1, static_cast<char>(c));
-    auto it = opt_.continuing_subword_prefix.empty() && opt_.end_of_word_suffix.empty()
-                  ? vocab_.find(t) : vocab_.end();
-    ascii_ids_[c] = it == vocab_.end() ? -1 : it->second;
+    ascii_ids_[c] = opt_.continuing_subword_prefix.empty() && opt_.end_of_word_suffix.empty() ? vocab_.find(t) : -1;
   }
 }
 
 void BpeModel::tokenize(std::string_view w, std::vector<int32_t>& out) const {
   if (w.empty()) return;
   if (opt_.ignore_merges) {
-    auto it = vocab_.find(std::string(w));
-    if (it != vocab_.end()) { out.push_back(it->second); return; }
+    if (int32_t id = vocab_.find(w); id >= 0) { out.push_back(id); return; }
   }
   if (w.size() > kMaxCachedLen) { merge_word(w, out); return; }
   Shard& sh = cache_[XXH3_64bits(w.data(), w.size()) % kShards];
@@ -103,6 +110,7 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
   std::vector<Sym> syms;
   syms.reserve(w.size());
   bool last_unk = false;
+  bool affixes = !opt_.continuing_subword_prefix.empty() || !opt_.end_of_word_suffix.empty();
   std::string buf;
   for (size_t i = 0; i < w.size();) {
     size_t b = i;
@@ -112,13 +120,14 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     int32_t id = -1;
     if (n == 1 && c0 < 128 && ascii_ids_[c0] >= 0) {
       id = ascii_ids_[c0];
+    } else if (!affixes) {
+      id = vocab_.find(w.substr(b, n));
     } else {
       buf.clear();
       if (b != 0) buf += opt_.continuing_subword_prefix;
       buf.append(w.substr(b, n));
       if (i == w.size()) buf += opt_.end_of_word_suffix;
-      auto it = vocab_.find(buf);
-      if (it != vocab_.end()) id = it->second;
+      id = vocab_.find(buf);
     }
     if (id >= 0) {
       syms.push_back({id, 0, 0, true});
@@ -185,9 +194,9 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
 
 WordPieceModel::WordPieceModel(Vocab vocab, WordPieceOptions opt)
     : vocab_(std::move(vocab)), opt_(std::move(opt)) {
-  auto it = vocab_.find(opt_.unk_token);
-  if (it == vocab_.end()) throw Error("WordPiece unk_token '" + opt_.unk_token + "' is not in the vocab");
-  unk_id_ = it->second;
+  vocab_.shrink_to_fit();
+  unk_id_ = vocab_.find(opt_.unk_token);
+  if (unk_id_ < 0) throw Error("WordPiece unk_token '" + opt_.unk_token + "' is not in the vocab");
 }
 
 void WordPieceModel::tokenize(std::string_view w, std::vector<int32_t>& out) const {
@@ -208,8 +217,7 @@ void WordPieceModel::tokenize(std::string_view w, std::vector<int32_t>& out) con
     for (; e > s; --e) {
       buf = s == 0 ? opt_.word_prefix : opt_.continuing_prefix;
       buf.append(w.substr(bounds[s], bounds[e] - bounds[s]));
-      auto it = vocab_.find(buf);
-      if (it != vocab_.end()) { found = it->second; break; }
+      if (int32_t id = vocab_.find(buf); id >= 0) { found = id; break; }
     }
     if (found < 0) { out.push_back(unk_id_); return; }
     res.push_back(found);

@@ -29,6 +29,13 @@ class Reader {
     p_ += len;
     return s;
   }
+  std::string_view view() {
+    uint64_t len = pod<uint64_t>();
+    need(len);
+    std::string_view s(reinterpret_cast<const char*>(d_ + p_), len);
+    p_ += len;
+    return s;
+  }
   size_t remaining() const { return n_ - p_; }
 
  private:
@@ -93,7 +100,7 @@ GgufValue read_value(Reader& r, uint32_t t, int depth) {
       if (count > r.remaining() / es) r.fail("array count " + std::to_string(count) + " exceeds file size");
       if (et == STR) {
         v.strs.reserve(count);
-        for (uint64_t k = 0; k < count; ++k) v.strs.push_back(r.str());
+        for (uint64_t k = 0; k < count; ++k) v.strs.push_back(r.view());
       } else {
         v.nums.reserve(count);
         for (uint64_t k = 0; k < count; ++k) v.nums.push_back(read_number(r, et));
@@ -127,8 +134,10 @@ GgufMetadata GgufMetadata::parse(const uint8_t* data, size_t size, const std::st
 }
 
 GgufMetadata GgufMetadata::read(const std::string& path) {
-  MappedFile f(path);
-  return parse(f.data(), f.size(), path);
+  auto f = std::make_shared<MappedFile>(path);
+  GgufMetadata m = parse(f->data(), f->size(), path);
+  m.backing = std::move(f);
+  return m;
 }
 
 const GgufValue* GgufMetadata::get(const std::string& key) const {
@@ -150,7 +159,7 @@ std::optional<bool> GgufMetadata::get_bool(const std::string& key) const {
   if (!v || (v->kind != GgufValue::Int && v->kind != GgufValue::Bool)) return std::nullopt;
   return v->i != 0;
 }
-const std::vector<std::string>* GgufMetadata::get_strings(const std::string& key) const {
+const std::vector<std::string_view>* GgufMetadata::get_strings(const std::string& key) const {
   auto* v = get(key);
   return v && v->kind == GgufValue::Array ? &v->strs : nullptr;
 }

@@ -36,11 +36,16 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
     auto type_of = [&](size_t i) { return types ? static_cast<int>((*types)[i]) : kNormal; };
     std::string pre = md.get_string("tokenizer.ggml.pre").value_or("default");
 
-    t->pieces = *tokens;
-    t->has_piece.assign(n, true);
+    size_t chars = 0;
+    for (auto tok : *tokens) chars += tok.size();
     Vocab vocab;
-    vocab.reserve(n);
-    for (size_t i = 0; i < n; ++i) vocab.emplace((*tokens)[i], static_cast<int32_t>(i));
+    vocab.reserve(n, chars);
+    t->pieces.resize(n);
+    t->pieces.reserve_chars(chars);
+    for (size_t i = 0; i < n; ++i) {
+      t->pieces.set(i, (*tokens)[i]);
+      vocab.emplace((*tokens)[i], static_cast<int32_t>(i));
+    }
     auto id_key = [&](const char* k) -> std::optional<int32_t> {
       auto v = md.get_int(k);
       if (!v || *v < 0 || static_cast<size_t>(*v) >= n) return std::nullopt;
@@ -55,13 +60,14 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       if (!jm) throw Error("no tokenizer.ggml.merges for a gpt2 tokenizer");
       merges.reserve(jm->size());
       int32_t rank = 0;
-      for (const auto& m : *jm) {
+      std::string joined;
+      for (std::string_view m : *jm) {
         size_t sp = m.find(' ', 1);
-        if (sp == std::string::npos) continue;
-        auto a = vocab.find(m.substr(0, sp)), b = vocab.find(m.substr(sp + 1));
-        auto c = vocab.find(m.substr(0, sp) + m.substr(sp + 1));
-        if (a == vocab.end() || b == vocab.end() || c == vocab.end()) continue;
-        merges.insert(a->second, b->second, rank++, c->second);
+        if (sp == std::string_view::npos) continue;
+        joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
+        int32_t a = vocab.find(m.substr(0, sp)), b = vocab.find(m.substr(sp + 1)), c = vocab.find(joined);
+        if (a < 0 || b < 0 || c < 0) continue;
+        merges.insert(a, b, rank++, c);
       }
       BpeOptions opt;
       opt.ignore_merges = gguf_pre_ignore_merges(pre);
@@ -82,22 +88,25 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       std::vector<double> distinct(scores->begin(), scores->end());
       std::sort(distinct.begin(), distinct.end(), std::greater<double>());
       distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      // Sized for the vocab and grown as needed (BpeModel trims it): reserving 4 slots per
+      // token up front held 33 MB for gemma-3's 262k vocab.
       MergeTable merges;
-      merges.reserve(n * 4);
+      merges.reserve(n);
       for (size_t i = 0; i < n; ++i) {
         if (type_of(i) != kNormal) continue;
-        const std::string& s = (*tokens)[i];
+        std::string_view s = (*tokens)[i];
+        if (s.empty()) continue;
         int32_t rank = static_cast<int32_t>(
             std::lower_bound(distinct.begin(), distinct.end(), (*scores)[i], std::greater<double>()) -
             distinct.begin());
         for (size_t k = uni::utf8_len(s[0]); k < s.size(); k += uni::utf8_len(s[k])) {
-          auto a = vocab.find(s.substr(0, k)), b = vocab.find(s.substr(k));
-          if (a != vocab.end() && b != vocab.end()) merges.insert(a->second, b->second, rank, static_cast<int32_t>(i));
+          int32_t a = vocab.find(s.substr(0, k)), b = vocab.find(s.substr(k));
+          if (a >= 0 && b >= 0) merges.insert(a, b, rank, static_cast<int32_t>(i));
         }
       }
       BpeOptions opt;
       opt.byte_fallback = true;
-      if (auto u = id_key("tokenizer.ggml.unknown_token_id")) opt.unk_token = (*tokens)[*u];
+      if (auto u = id_key("tokenizer.ggml.unknown_token_id")) opt.unk_token = std::string((*tokens)[*u]);
       bool space_prefix = md.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
       json norms = json::array();
       if (space_prefix) norms.push_back({{"type", "Prepend"}, {"prepend", "\u2581"}});
@@ -113,7 +122,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       opt.word_prefix = "\u2581";
       opt.continuing_prefix = "";
       auto u = id_key("tokenizer.ggml.unknown_token_id");
-      opt.unk_token = u ? (*tokens)[*u] : "[UNK]";
+      opt.unk_token = u ? std::string((*tokens)[*u]) : "[UNK]";
       t->normalizer = make_normalizer({{"type", "BertNormalizer"}, {"lowercase", true}});
       t->pre_tokenizer = make_pre_tokenizer({{"type", "BertPreTokenizer"}});
       t->decoder = make_decoder({{"type", "Sequence"},
@@ -127,10 +136,10 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
     }
 
     t->bos = id_key("tokenizer.ggml.bos_token_id");
-    if (t->bos) t->bos_text = (*tokens)[*t->bos];
+    if (t->bos) t->bos_text = std::string((*tokens)[*t->bos]);
     for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
       if (auto e = id_key(k); e && std::find(t->eos.begin(), t->eos.end(), *e) == t->eos.end()) t->eos.push_back(*e);
-    if (!t->eos.empty()) t->eos_text = (*tokens)[t->eos[0]];
+    if (!t->eos.empty()) t->eos_text = std::string((*tokens)[t->eos[0]]);
     add_bos = md.get_bool("tokenizer.ggml.add_bos_token").value_or(add_bos);
     add_eos = md.get_bool("tokenizer.ggml.add_eos_token").value_or(add_eos);
     if (*model != "bert") {
@@ -147,7 +156,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       if (ty != kControl && ty != kUserDefined && ty != kUnknown) continue;
       AddedToken a;
       a.id = static_cast<int32_t>(i);
-      a.content = (*tokens)[i];
+      a.content = std::string((*tokens)[i]);
       a.special = ty != kUserDefined;
       added.push_back(a);
     }

@@ -17,19 +17,21 @@ std::unique_ptr<Model> make_model(const json& m, ParsedTokenizerJson& pj, Pipeli
   Vocab vocab;
   if (type.empty()) type = pj.has_merges ? "BPE" : (m.contains("max_input_chars_per_word") ? "WordPiece" : "");
   if (!pj.has_vocab) throw Error("model.vocab must be an object for " + type);
-  vocab.reserve(pj.vocab.size());
   int64_t max_id = -1;
+  size_t chars = 0;
   for (auto& [piece, id] : pj.vocab) {
     if (id < 0 || id > (1 << 26)) throw Error("token id out of range for '" + piece + "'");
     max_id = std::max(max_id, id);
+    chars += piece.size();
   }
+  vocab.reserve(pj.vocab.size(), chars);
   t.pieces.resize(max_id + 1);
-  t.has_piece.resize(max_id + 1, false);
   for (auto& [piece, id] : pj.vocab) {
-    t.pieces[id] = piece;
-    t.has_piece[id] = true;
-    vocab.emplace(std::move(piece), static_cast<int32_t>(id));
+    t.pieces.set(id, piece);
+    vocab.emplace(piece, static_cast<int32_t>(id));
   }
+  // The parsed strings are copied into the compact stores: free them now, not at the end of load.
+  std::vector<std::pair<std::string, int64_t>>().swap(pj.vocab);
   auto str_or_empty = [&](const char* k) {
     auto it = m.find(k);
     return (it == m.end() || it->is_null()) ? std::string() : it->get<std::string>();
@@ -49,13 +51,14 @@ std::unique_ptr<Model> make_model(const json& m, ParsedTokenizerJson& pj, Pipeli
     int32_t rank = 0;
     size_t plen = opt.continuing_subword_prefix.size();
     for (const auto& [a, b] : pj.merges) {
-      auto ia = vocab.find(a), ib = vocab.find(b);
-      if (ia == vocab.end() || ib == vocab.end()) throw Error("merge token not in vocab: " + a + " " + b);
+      int32_t ia = vocab.find(a), ib = vocab.find(b);
+      if (ia < 0 || ib < 0) throw Error("merge token not in vocab: " + a + " " + b);
       std::string merged = a + (plen && b.compare(0, plen, opt.continuing_subword_prefix) == 0 ? b.substr(plen) : b);
-      auto im = vocab.find(merged);
-      if (im == vocab.end()) throw Error("merged token not in vocab: " + merged);
-      merges.insert(ia->second, ib->second, rank++, im->second);
+      int32_t im = vocab.find(merged);
+      if (im < 0) throw Error("merged token not in vocab: " + merged);
+      merges.insert(ia, ib, rank++, im);
     }
+    std::vector<std::pair<std::string, std::string>>().swap(pj.merges);
     return std::make_unique<BpeModel>(std::move(vocab), std::move(merges), opt);
   }
   if (type == "WordPiece") {
@@ -131,12 +134,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_json(const std::string& path,
       at.rstrip = a.value("rstrip", false);
       at.single_word = a.value("single_word", false);
       at.normalized = a.value("normalized", !at.special);
-      if (t->pieces.size() <= static_cast<size_t>(at.id)) {
-        t->pieces.resize(at.id + 1);
-        t->has_piece.resize(at.id + 1, false);
-      }
-      t->pieces[at.id] = at.content;
-      t->has_piece[at.id] = true;
+      t->pieces.set(at.id, at.content);
       by_content[at.content] = at.id;
       added.push_back(at);
     }
@@ -148,7 +146,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_json(const std::string& path,
         auto it = by_content.find(s);
         if (it != by_content.end()) return it->second;
         for (size_t i = 0; i < t->pieces.size(); ++i)
-          if (t->has_piece[i] && t->pieces[i] == s) return static_cast<int32_t>(i);
+          if (t->pieces.has(i) && t->pieces.get(i) == s) return static_cast<int32_t>(i);
         return std::nullopt;
       };
       if (c.contains("bos_token")) {
@@ -170,6 +168,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_json(const std::string& path,
     auto dir = std::filesystem::path(path).parent_path();
     auto jinja = dir / "chat_template.jinja";
     if (std::filesystem::exists(jinja)) t->chat_tmpl = read_file(jinja.string());
+    t->pieces.shrink_to_fit();
   } catch (const FileError&) {
     throw;
   } catch (const std::exception& e) {

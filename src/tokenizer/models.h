@@ -8,16 +8,16 @@
 #include <vector>
 
 #include "tokenizer/components.h"
+#include "tokenizer/vocab.h"
 
 namespace rapid::tok {
-
-using Vocab = std::unordered_map<std::string, int32_t>;
 
 // Open-addressing map (a, b) -> (rank, merged id): the hot lookup of BPE.
 class MergeTable {
  public:
   void reserve(size_t n);
   void insert(int32_t a, int32_t b, int32_t rank, int32_t id);  // keeps the first (lowest rank)
+  void shrink_to_fit();  // after loading: the smallest table at load factor <= 1/2
   bool find(int32_t a, int32_t b, int32_t& rank, int32_t& id) const;
   size_t size() const { return count_; }
 

@@ -49,17 +49,16 @@ std::vector<int32_t> PipelineTokenizer::encode(std::string_view input, bool add_
 }
 
 std::string PipelineTokenizer::id_to_piece(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= pieces.size()) return "";
-  return pieces[id];
+  return id < 0 ? std::string() : std::string(pieces.get(id));
 }
 
 std::string PipelineTokenizer::decode(const std::vector<int32_t>& ids, bool skip_special) const {
   std::vector<std::string> toks;
   toks.reserve(ids.size());
   for (int32_t id : ids) {
-    if (id < 0 || static_cast<size_t>(id) >= pieces.size() || !has_piece[id]) continue;
+    if (id < 0 || !pieces.has(id)) continue;
     if (skip_special && special_ids.count(id)) continue;
-    toks.push_back(pieces[id]);
+    toks.emplace_back(pieces.get(id));
   }
   if (!decoder) {
     std::string s;
@@ -76,8 +75,8 @@ std::string PipelineTokenizer::decode(const std::vector<int32_t>& ids, bool skip
 }
 
 std::string PipelineTokenizer::token_bytes(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= pieces.size() || !has_piece[id]) return "";
-  std::vector<std::string> toks{pieces[id]};
+  if (id < 0 || !pieces.has(id)) return "";
+  std::vector<std::string> toks{std::string(pieces.get(id))};
   if (decoder) decoder->decode_chain(toks, true);
   std::string s;
   for (auto& t : toks) s += t;

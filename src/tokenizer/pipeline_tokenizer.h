@@ -6,6 +6,7 @@
 #include "tokenizer/added_vocab.h"
 #include "tokenizer/components.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
 
 namespace rapid::tok {
 
@@ -32,8 +33,7 @@ class PipelineTokenizer : public rapid::Tokenizer {
   std::unique_ptr<Model> model;
   std::unique_ptr<Decoder> decoder;
   std::vector<int32_t> prefix_ids, suffix_ids;  // added around the ids when add_special
-  std::vector<std::string> pieces;               // id -> vocab string ("" for holes)
-  std::vector<bool> has_piece;
+  PieceTable pieces;                             // id -> vocab string, with holes
   std::unordered_set<int32_t> special_ids;
   std::optional<int32_t> bos;
   std::vector<int32_t> eos;
