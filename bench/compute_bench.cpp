@@ -25,7 +25,8 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
   return buf;
 }
 
-void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int threads, int64_t n) {
+void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int threads, int64_t n,
+             MatmulPath path = MatmulPath::Fast) {
   auto w = random_weights(t, rows, cols);
   Tensor tt;
   tt.name = "w";
@@ -38,7 +39,7 @@ void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int thre
   ThreadPool pool(threads);
   MatmulScratch s;
   for (auto _ : st) {
-    matmul(v, x.data(), n, y.data(), pool, s);
+    matmul(v, x.data(), n, y.data(), pool, s, path);
     benchmark::DoNotOptimize(y.data());
   }
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size()));
@@ -97,6 +98,16 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_big_1t, DType::Q8_0, 4096, 4096, 1, 1)->UseRealT
 BENCHMARK_CAPTURE(BM_Gemv, f16_big_1t, DType::F16, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_big_1t, DType::Q4_K, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q6_k_big_1t, DType::Q6_K, 4096, 4096, 1, 1)->UseRealTime();
+// Q5 formats: the int8-activation kernels (fast) against the dequantize-then-f32-dot fallback
+// they replace (exact path, which takes that same generic route for every format).
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fast, DType::Q5_0, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fallback, DType::Q5_0, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fast, DType::Q5_1, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fallback, DType::Q5_1, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fast, DType::Q5_K, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, DType::Q5_K, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, DType::Q5_0, 1536, 576, 1, 128, MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

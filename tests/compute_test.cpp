@@ -143,7 +143,8 @@ TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
 TEST(Kernels, IntegerDotsMatchDequantizedReference) {
   std::mt19937 rng(4);
   const int64_t cols = 768, nb = cols / 32;
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0, DType::Q5_1,
+                 DType::Q5_K}) {
     auto w = random_rows(t, 1, cols, rng);
     std::vector<float> wf(cols);
     dequantize_row_raw(t, w.data(), cols, wf.data());
@@ -167,13 +168,20 @@ TEST(Kernels, IntegerDotsMatchDequantizedReference) {
     for (Isa isa : isas()) {
       const Kernels& k = kernels_for(isa);
       auto fn = t == DType::Q4_0 ? k.dot_q4_0 : t == DType::Q4_1 ? k.dot_q4_1 : t == DType::Q8_0 ? k.dot_q8_0
-              : t == DType::Q4_K ? k.dot_q4_k : k.dot_q6_k;
+              : t == DType::Q4_K ? k.dot_q4_k : t == DType::Q6_K ? k.dot_q6_k
+              : t == DType::Q5_0 ? k.dot_q5_0 : t == DType::Q5_1 ? k.dot_q5_1 : k.dot_q5_k;
+      ASSERT_TRUE(fn) << dtype_name(t) << " " << isa_name(isa);
+      float one[4];  // each activation row alone (nt = 1)
+      for (int tt = 0; tt < 4; ++tt) fn(w.data(), xq.data() + tt * nb, nb, cols / block_elems(t), 1, one + tt);
       for (int nt = 1; nt <= 4; ++nt) {
         float out[4];
         fn(w.data(), xq.data(), nb, cols / block_elems(t), nt, out);
-        for (int tt = 0; tt < nt; ++tt)
+        for (int tt = 0; tt < nt; ++tt) {
           EXPECT_NEAR(out[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0))
               << dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
+          // A row's result never depends on how many rows share the tile (batch invariance).
+          EXPECT_EQ(out[tt], one[tt]) << dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
+        }
       }
     }
   }
@@ -361,6 +369,28 @@ TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
   }
 }
 
+// Pair order (GGUF Q/K rows): element 2i is rotate_half element i, 2i+1 is element i + half;
+// apply_pairs on the permuted vector gives exactly the permuted result of apply.
+TEST(Rope, PairOrderIsThePermutedRotateHalf) {
+  Rope r(8, 10000.0, RopeScaling{}, 100);
+  float c[4], s[4];
+  r.angles(5, c, s);
+  float x[16], p[16];
+  for (int i = 0; i < 16; ++i) x[i] = 0.1f * float(i * 7 % 11) - 0.4f;
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      p[h * 8 + 2 * i] = x[h * 8 + i];
+      p[h * 8 + 2 * i + 1] = x[h * 8 + i + 4];
+    }
+  r.apply(x, 2, 8, c, s);
+  r.apply_pairs(p, 2, 8, c, s);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(p[h * 8 + 2 * i], x[h * 8 + i]);
+      EXPECT_EQ(p[h * 8 + 2 * i + 1], x[h * 8 + i + 4]);
+    }
+}
+
 // Paged KV storage for the attention tests: blocks of `bs` slots laid out like cache::BlockPool
 // pages (per layer K[kv][bs][hd] then V), handed out in a scrambled order so that a kernel which
 // assumed contiguous pages would read the wrong keys.
@@ -518,4 +548,121 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
       }
     }
   }
+}
+
+// The 8-blocks-at-a-time kernels (QDotV) agree with the per-block ones and give every token the
+// same bits whatever tile (nt, position) it is computed in: batch invariance depends on it.
+TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
+  std::mt19937 rng(12);
+  for (Isa isa : isas()) {
+    const Kernels& k = kernels_for(isa);
+    for (DType t : {DType::Q4_1, DType::Q8_0}) {
+      auto qv = t == DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
+      auto qd = t == DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
+      if (!qv) continue;
+      for (int64_t nb : {1, 5, 8, 18, 48, 50}) {
+        const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3;
+        auto w = random_rows(t, 1, cols, rng);
+        std::vector<ActQ8> xq(n * nb);
+        for (int64_t tt = 0; tt < n; ++tt) {
+          auto x = random_vec(cols, rng);
+          k.quantize_act(x.data(), cols, xq.data() + tt * nb);
+        }
+        const int64_t g = (nb + 7) / 8 * n;
+        std::vector<int32_t> lq(g * 64), ls(g * 8);
+        std::vector<float> ld(g * 8), lds(g * 8);
+        pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data());
+        std::vector<float> ref(n), one(n);
+        for (int64_t tt = 0; tt < n; ++tt) {
+          qd(w.data(), xq.data() + tt * nb, nb, nb, 1, &ref[tt]);
+          ActLanes a{lq.data() + tt * 64, ld.data() + tt * 8, lds.data() + tt * 8, ls.data() + tt * 8, n};
+          qv(w.data(), a, nb, 1, &one[tt]);
+          EXPECT_NEAR(one[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0)) << dtype_name(t) << " nb " << nb;
+        }
+        for (int nt = 2; nt <= Kernels::kQDotVMaxNT; ++nt)
+          for (int64_t t0 = 0; t0 + nt <= n; ++t0) {
+            float out[Kernels::kQDotVMaxNT];
+            ActLanes a{lq.data() + t0 * 64, ld.data() + t0 * 8, lds.data() + t0 * 8, ls.data() + t0 * 8, n};
+            qv(w.data(), a, nb, nt, out);
+            for (int i = 0; i < nt; ++i)
+              ASSERT_EQ(std::memcmp(&out[i], &one[t0 + i], 4), 0)
+                  << dtype_name(t) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << t0 + i;
+          }
+      }
+    }
+  }
+}
+
+// Every ISA's chunked attention: near a naive softmax reference, and bitwise the same result for a
+// query whether its prefill is one call, chunks of 5 or single tokens (the latter take the paged
+// decode route on AVX-512), and whether or not another sequence shares the batch.
+TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
+  std::mt19937 rng(21);
+  ThreadPool pool(3);
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    set_active_isa(isa);
+    for (auto [nh, nkv, hd] : {std::tuple<int64_t, int64_t, int64_t>{9, 3, 64}, {4, 2, 40}}) {
+      for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
+        for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {23, 0.0f}, {0, 20.0f}}) {
+          const int64_t T = 150, n = 47, pos0 = T - n;
+          auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
+          TestPages pg(dt, T, nkv, hd, 4), other(dt, 40, nkv, hd, 3);
+          kv_store(pg.view, 0, T, nkv, hd, K.data(), Vv.data());
+          kv_store(other.view, 0, 40, nkv, hd, K.data(), Vv.data());
+          AttentionParams p;
+          p.n_heads = nh;
+          p.n_kv_heads = nkv;
+          p.head_dim = hd;
+          p.scale = 1.0f / std::sqrt((float)hd);
+          p.window = window;
+          p.softcap = softcap;
+          const int64_t qs = nh * hd;
+          std::vector<float> whole(n * qs), ones(n * qs), fives(n * qs), batched(n * qs), oq(5 * qs);
+          attention(Q.data(), n, pos0, pg.view, p, whole.data(), pool);
+          for (int64_t t = 0; t < n; ++t) attention(Q.data() + t * qs, 1, pos0 + t, pg.view, p, ones.data() + t * qs, pool);
+          for (int64_t t = 0; t < n; t += 5)
+            attention(Q.data() + t * qs, std::min<int64_t>(5, n - t), pos0 + t, pg.view, p, fives.data() + t * qs, pool);
+          AttentionSegment sg[2];
+          sg[0].q = Q.data();
+          sg[0].n = 5;
+          sg[0].pos0 = 35;
+          sg[0].kv = other.view;
+          sg[0].out = oq.data();
+          sg[1].q = Q.data();
+          sg[1].n = n;
+          sg[1].pos0 = pos0;
+          sg[1].kv = pg.view;
+          sg[1].out = batched.data();
+          attention_batch(sg, 2, p, pool);
+          const std::string what = std::string(isa_name(isa)) + " " + dtype_name(dt) + " hd " + std::to_string(hd) +
+                                   " window " + std::to_string(window) + " softcap " + std::to_string(softcap);
+          ASSERT_EQ(0, std::memcmp(whole.data(), ones.data(), whole.size() * 4)) << what;
+          ASSERT_EQ(0, std::memcmp(whole.data(), fives.data(), whole.size() * 4)) << what;
+          ASSERT_EQ(0, std::memcmp(whole.data(), batched.data(), whole.size() * 4)) << what;
+          auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
+          for (int64_t t = 0; t < n; t += 7)
+            for (int64_t h = 0; h < nh; ++h) {
+              const int64_t pos = pos0 + t, kvh = h / (nh / nkv), first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+              std::vector<double> sc;
+              double mx = -1e300, z = 0;
+              for (int64_t j = first; j <= pos; ++j) {
+                double s = 0;
+                for (int64_t d = 0; d < hd; ++d) s += (double)Q[t * qs + h * hd + d] * round(K[(j * nkv + kvh) * hd + d]);
+                s *= p.scale;
+                if (softcap > 0) s = softcap * std::tanh(s / softcap);
+                sc.push_back(s);
+                mx = std::max(mx, s);
+              }
+              for (auto& s : sc) z += s = std::exp(s - mx);
+              for (int64_t d = 0; d < hd; ++d) {
+                double o = 0;
+                for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);
+                ASSERT_NEAR(whole[t * qs + h * hd + d], o, 2e-5) << what;
+              }
+            }
+        }
+      }
+    }
+  }
+  set_active_isa(best_isa());
 }

@@ -70,7 +70,8 @@ TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
   off.mode = SpecMode::Off;
   EXPECT_EQ(SpeculationController(off).depth(good, 1, 1), 0);
   EXPECT_EQ(parse_spec_mode("draft"), SpecMode::Draft);
-  EXPECT_THROW(parse_spec_mode("mtp"), std::exception);
+  EXPECT_EQ(parse_spec_mode("mtp"), SpecMode::Mtp);
+  EXPECT_THROW(parse_spec_mode("medusa"), std::exception);
 }
 
 namespace {

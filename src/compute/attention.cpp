@@ -6,8 +6,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "compute/attention_impl.h"
+#include "compute/cpu_features.h"
 #include "compute/kernels.h"
-#include "compute/ops.h"
 
 namespace rapid {
 
@@ -41,48 +42,75 @@ void kv_store(const KvView& kv, int64_t pos0, int64_t n, int64_t n_kv_heads, int
 
 namespace {
 
-// One query token t of one head h of segment sg. Keys are visited in position order, one page run
-// at a time (a block's slots are contiguous), so the page is looked up once per block, not per key.
-void attend_one(const AttentionSegment& sg, int64_t t, int64_t h, const AttentionParams& p,
-                const Kernels& kr, std::vector<float>& scores) {
-  const KvView& kv = sg.kv;
-  const int64_t hd = p.head_dim, group = p.n_heads / p.n_kv_heads, kvh = h / group;
-  const int64_t q_stride = p.n_heads * hd;
-  const int64_t pos = sg.pos0 + t;
-  const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
-  const int64_t len = pos - first + 1;
-  const int64_t bs = kv.block_size();
-  const size_t head_off = static_cast<size_t>(kvh) * kv.head_stride;
-  scores.resize(static_cast<size_t>(len));
-  const float* qv = sg.q + t * q_stride + h * hd;
-  int64_t j = 0;
-  for (int64_t at = first; at <= pos;) {
-    const int64_t s0 = at & kv.slot_mask, cnt = std::min(bs - s0, pos - at + 1);
-    const uint8_t* kp = kv.blocks[at >> kv.block_shift] + kv.k_off + head_off + s0 * kv.slot_stride;
-    for (int64_t i = 0; i < cnt; ++i, kp += kv.slot_stride) {
-      float s = kv.dtype == DType::F16  ? kr.dot_f16(qv, reinterpret_cast<const uint16_t*>(kp), hd)
-              : kv.dtype == DType::BF16 ? kr.dot_bf16(qv, reinterpret_cast<const uint16_t*>(kp), hd)
-                                        : kr.dot_f32(qv, reinterpret_cast<const float*>(kp), hd);
-      s *= p.scale;
-      if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
-      scores[j++] = s;
+const attn::Fns& attn_fns() {
+  static const attn::Fns tables[3] = {
+      attn::fns_scalar(), best_isa() >= Isa::Avx2 ? attn::fns_avx2() : attn::fns_scalar(),
+      best_isa() >= Isa::Avx512 ? attn::fns_avx512()
+      : best_isa() >= Isa::Avx2 ? attn::fns_avx2()
+                                : attn::fns_scalar()};
+  return tables[static_cast<int>(active_isa())];
+}
+
+// First key position a query at `pos` sees.
+inline int64_t first_key(int64_t pos, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+}
+
+// Queries t0..t1-1 of segment sg against query heads h0..h1-1 of kv head kvh. The keys are walked
+// in f.chunk-position chunks from the tile's first visible key; each chunk's K/V are converted to
+// f32 once and shared by all the tile's (query, head) rows. A row only ever takes part in the
+// chunks that hold its own visible keys, with its own slot range, so its result is the same in
+// any tile.
+// Up to this many live rows per chunk read the pages directly instead of converting them first.
+constexpr int64_t kPagedRows = 3;
+
+void attend_tile(const AttentionSegment& sg, int64_t kvh, int64_t h0, int64_t h1, int64_t t0,
+                 int64_t t1, const AttentionParams& p, const attn::Fns& f) {
+  const int64_t C = f.chunk;
+  const int64_t hd = p.head_dim, hdp = (hd + f.lanes - 1) / f.lanes * f.lanes;
+  const int64_t q_stride = p.n_heads * hd, nhs = h1 - h0, nrows = (t1 - t0) * nhs;
+  thread_local std::vector<float> kt, vf, acc;
+  thread_local std::vector<attn::Row> rows;
+  kt.resize(static_cast<size_t>(hdp * C));
+  vf.resize(static_cast<size_t>(hdp * C));
+  acc.assign(static_cast<size_t>(nrows * hdp), 0.0f);
+  rows.resize(static_cast<size_t>(nrows));
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t h = h0; h < h1; ++h) {
+      attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + (h - h0))];
+      r.q = sg.q + t * q_stride + h * hd;
+      r.acc = acc.data() + ((t - t0) * nhs + (h - h0)) * hdp;
+      r.m = -INFINITY;
+      r.l = 0.0f;
     }
-    at += cnt;
-  }
-  softmax(scores.data(), len);
-  float* o = sg.out + t * q_stride + h * hd;
-  std::fill(o, o + hd, 0.0f);
-  j = 0;
-  for (int64_t at = first; at <= pos;) {
-    const int64_t s0 = at & kv.slot_mask, cnt = std::min(bs - s0, pos - at + 1);
-    const uint8_t* vp = kv.blocks[at >> kv.block_shift] + kv.v_off + head_off + s0 * kv.slot_stride;
-    for (int64_t i = 0; i < cnt; ++i, vp += kv.slot_stride, ++j) {
-      if (kv.dtype == DType::F16) kr.axpy_f16(scores[j], reinterpret_cast<const uint16_t*>(vp), o, hd);
-      else if (kv.dtype == DType::BF16) kr.axpy_bf16(scores[j], reinterpret_cast<const uint16_t*>(vp), o, hd);
-      else kr.axpy_f32(scores[j], reinterpret_cast<const float*>(vp), o, hd);
+  const int64_t lo = first_key(sg.pos0 + t0, p.window), hi = sg.pos0 + t1 - 1;
+  for (int64_t c0 = lo / C * C; c0 <= hi; c0 += C) {
+    // Queries are in position order, so the tile's visible slots of this chunk are one run.
+    const int jlo = static_cast<int>(std::max(lo, c0) - c0), jhi = static_cast<int>(std::min(hi, c0 + C - 1) - c0);
+    int live = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = sg.pos0 + t, a = std::max(first_key(pos, p.window), c0), b = std::min(pos, c0 + C - 1);
+      for (int64_t h = 0; h < nhs; ++h) {
+        attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + h)];
+        r.jlo = static_cast<int>(a - c0);
+        r.jhi = static_cast<int>(b - c0);
+      }
+      live += a <= b;
     }
-    at += cnt;
+    if (live == 0) continue;  // a window gap: no query of the tile sees this chunk
+    if (f.step_paged && live * nhs <= kPagedRows) {
+      f.step_paged(sg.kv, kvh, c0, jlo, jhi, hd, hdp, p.scale, p.softcap, rows.data(), static_cast<int>(nrows));
+    } else {
+      f.load(sg.kv, kvh, c0, jlo, jhi, hd, hdp, kt.data(), vf.data());
+      f.step(kt.data(), vf.data(), hd, hdp, p.scale, p.softcap, rows.data(), static_cast<int>(nrows));
+    }
   }
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t h = h0; h < h1; ++h) {
+      const attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + (h - h0))];
+      float* o = sg.out + t * q_stride + h * hd;
+      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
+    }
 }
 
 }  // namespace
@@ -90,23 +118,35 @@ void attend_one(const AttentionSegment& sg, int64_t t, int64_t h, const Attentio
 void attention_batch(const AttentionSegment* segs, size_t count, const AttentionParams& p,
                      ThreadPool& pool) {
   if (count == 0) return;
-  const Kernels& kr = kernels();
-  // Task ranges per segment: tasks [start[i], start[i+1]) are segment i's (token, head) pairs.
-  thread_local std::vector<int64_t> start;
-  start.assign(count + 1, 0);
+  const attn::Fns& f = attn_fns();
+  // Tiles of up to kTile queries of one segment and one kv head share each K/V conversion. When
+  // that leaves too few tasks to keep the threads busy (decode), the group's heads are split
+  // into separate tasks as well; either way every (query, head) result is computed the same way.
+  constexpr int64_t kTile = 16;
+  const int64_t group = p.n_heads / p.n_kv_heads;
+  int64_t tiles_total = 0;
   for (size_t i = 0; i < count; ++i) {
     if (segs[i].kv.dtype != DType::F32 && segs[i].kv.dtype != DType::F16 && segs[i].kv.dtype != DType::BF16)
       throw Error("attention: KV dtype must be f32, f16 or bf16");
-    start[i + 1] = start[i] + segs[i].n * p.n_heads;
+    tiles_total += (segs[i].n + kTile - 1) / kTile;
   }
+  const int64_t hs = tiles_total * p.n_kv_heads >= 2 * pool.size() ? group : 1;  // heads per task
+  const int64_t per_tile = p.n_kv_heads * (group / hs);
+  // Task ranges per segment: tasks [start[i], start[i+1]) are segment i's (tile, kv head, heads).
+  thread_local std::vector<int64_t> start;
+  start.assign(count + 1, 0);
+  for (size_t i = 0; i < count; ++i) start[i + 1] = start[i] + (segs[i].n + kTile - 1) / kTile * per_tile;
   const int64_t* st = start.data();
   pool.parallel_for(start[count], 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> scores;
     size_t s = static_cast<size_t>(std::upper_bound(st, st + count + 1, b) - st) - 1;
     for (int64_t task = b; task < e; ++task) {
       while (task >= st[s + 1]) ++s;
-      const int64_t local = task - st[s];
-      attend_one(segs[s], local / p.n_heads, local % p.n_heads, p, kr, scores);
+      const AttentionSegment& sg = segs[s];
+      const int64_t local = task - st[s], ntiles = (sg.n + kTile - 1) / kTile;
+      // Last tiles first: they see the most keys, so they should not be the ones left over.
+      const int64_t tile = ntiles - 1 - local / per_tile, sub = local % per_tile;
+      const int64_t kvh = sub / (group / hs), h0 = kvh * group + sub % (group / hs) * hs;
+      attend_tile(sg, kvh, h0, h0 + hs, tile * kTile, std::min(sg.n, (tile + 1) * kTile), p, f);
     }
   });
 }

@@ -50,8 +50,11 @@ struct AttentionSegment {
   float* out = nullptr;
 };
 
-// Every (segment, query, head) task of a batched forward in one parallel region. Each task does
-// the same arithmetic whatever the batch, so results do not depend on batching or chunking.
+// Every segment of a batched forward in one parallel region, as tasks of (tile of queries, kv
+// head): each K/V chunk is converted once per tile and shared by the group's query heads, with an
+// online softmax. Keys are taken in fixed-size chunks from position 0 (or the window
+// start), so a query's arithmetic is the same whatever the batch, the tiling, the chunking of the
+// prefill or the block size: results are bitwise independent of them.
 void attention_batch(const AttentionSegment* segs, size_t count, const AttentionParams& p,
                      ThreadPool& pool);
 

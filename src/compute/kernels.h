@@ -8,6 +8,15 @@
 
 namespace rapid {
 
+// Activations packed by pack_act_lanes, offset to the first row of a tile.
+struct ActLanes {
+  const int32_t* q;
+  const float* d;
+  const float* ds;
+  const int32_t* sum;
+  int64_t ld;  // rows in the packed buffer (the group stride, in rows)
+};
+
 struct Kernels {
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   float (*dot_f16)(const float* x, const uint16_t* w, int64_t n);
@@ -25,12 +34,26 @@ struct Kernels {
                         float* out);
   // For K-quants nb counts 256-element super-blocks (x still holds 32-element blocks).
   QDot dot_q4_0, dot_q4_1, dot_q8_0, dot_q4_k, dot_q6_k;
+  QDot dot_q5_0, dot_q5_1, dot_q5_k;
   // MLX affine rows (4 or 8 bits): w = packed row bytes, scales/biases = the row's groups as f32.
   // For 4 bits the activation blocks must be in "nibble order" (see permute_act_for_mlx4).
   using MlxDot = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
                           const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, float* out);
   MlxDot dot_mlx4, dot_mlx8;
+  // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
+  // packed by pack_act_lanes, a layout for kernels that work 8 blocks at a time: the int→float
+  // conversion and the scaling then happen once per 8 blocks instead of once per block.
+  using QDotV = void (*)(const void* w, const ActLanes& x, int64_t nb, int nt, float* out);
+  static constexpr int kQDotVMaxNT = 16;
+  QDotV dot_q4_1v, dot_q8_0v;
 };
+
+// n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major so that the
+// tokens of a tile sit at fixed offsets. For group g (blocks 8g..8g+7) and row t, with
+// i = g*ld + t: q[i*64 + 8m + k] = bytes 4m..4m+3 of block 8g+k; d[i*8 + k] = its scale,
+// ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum. Blocks past nb are zeros. ld = n.
+void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
+                    int32_t* sum);
 
 // MLX packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
 // activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.

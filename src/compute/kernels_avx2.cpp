@@ -179,6 +179,104 @@ void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
   for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
 }
 
+// Byte e = 0x10 where bit e of the block's 32-bit qh is set: the 5th bit of Q5_0/Q5_1 element e
+// (bytes 0..15 = low nibbles = elements 0..15, bytes 16..31 = high nibbles = elements 16..31).
+inline __m256i q5_high_bits(const uint8_t* qhb) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qhb, 4);
+  const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), pick);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// Q5_0: unsigned 5-bit values (0..31) against x, the -16 offset added exactly in integers.
+template <int NT>
+void q5_0_nt(const BlockQ5_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = _mm256_or_si256(nibbles(w[i].qs), q5_high_bits(w[i].qh));
+    float dw = h2f(w[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
+      p = _mm256_add_epi32(p, _mm256_setr_epi32(-16 * a.sum, 0, 0, 0, 0, 0, 0, 0));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+}
+
+// Q5_1: as Q4_1 with the 5th bit; the min contributes m·dx·Σx.
+template <int NT>
+void q5_1_nt(const BlockQ5_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float macc[NT];
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = _mm256_or_si256(nibbles(w[i].qs), q5_high_bits(w[i].qh));
+    float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+      macc[t] += mw * a.d * a.sum;
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
+}
+
+inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Bit j of every byte of h, moved to 0x10 (16-bit shifts never carry a foreign bit into bit 4
+// of a byte because the mask keeps only that bit).
+inline __m256i bit_j_to_16(__m256i h, int j) {
+  __m256i v = j <= 4 ? _mm256_slli_epi16(h, 4 - j) : _mm256_srli_epi16(h, j - 4);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// Q5_K: Q4_K's sub-blocks (6-bit scale and min each) with the 5th bit of sub-block j in bit j of qh.
+template <int NT>
+void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float off[NT];
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) scale_min_k4(j, w[i].scales, sc[j], mn[j]);
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
+    for (int k = 0; k < 4; ++k) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
+      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), bit_j_to_16(H, 2 * k));
+      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), bit_j_to_16(H, 2 * k + 1));
+      const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
+        const ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
+        __m256i p0 = dot_u8s8(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0.qs)));
+        __m256i p1 = dot_u8s8(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1.qs)));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(s0 * a0.d), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(s1 * a1.d), acc[t]);
+        off[t] -= dmin * (mn[2 * k] * a0.d * a0.sum + mn[2 * k + 1] * a1.d * a1.sum);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + off[t];
+}
+
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
   void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \
@@ -192,6 +290,9 @@ void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
 RAPID_DISPATCH_NT(q4_0, BlockQ4_0)
 RAPID_DISPATCH_NT(q4_1, BlockQ4_1)
 RAPID_DISPATCH_NT(q8_0, BlockQ8_0)
+RAPID_DISPATCH_NT(q5_0, BlockQ5_0)
+RAPID_DISPATCH_NT(q5_1, BlockQ5_1)
+RAPID_DISPATCH_NT(q5_k, BlockQ5_K)
 #undef RAPID_DISPATCH_NT
 
 }  // namespace
@@ -208,6 +309,9 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_q4_0 = q4_0;
   k.dot_q4_1 = q4_1;
   k.dot_q8_0 = q8_0;
+  k.dot_q5_0 = q5_0;
+  k.dot_q5_1 = q5_1;
+  k.dot_q5_k = q5_k;
 }
 
 }  // namespace rapid

@@ -3,6 +3,9 @@
 // bias removed with the activation block's integer sum.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstddef>
+
 #include "compute/kernels.h"
 
 namespace rapid {
@@ -309,6 +312,78 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const A
   }
 }
 
+// Q5_0 / Q5_1: the block's 32-bit qh is directly a byte mask (bit e ↔ element e, in the same
+// order as nibbles()), so the 5th bit is one masked set. Values stay unsigned 0..31.
+inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qhb, 4);
+  return _mm256_or_si256(nibbles(qs), _mm256_maskz_set1_epi8(static_cast<__mmask32>(qh), 0x10));
+}
+template <int NT>
+void q5_0_nt(const BlockQ5_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = q5_values(w[i].qs, w[i].qh);
+    float dw = h2f(w[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      // Lane 0 starts at -16·Σx: the weight offset cancels exactly in integers.
+      __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, -16 * a.sum), q, load_x(a));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+template <int NT>
+void q5_1_nt(const BlockQ5_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float off[NT];
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    __m256i q = q5_values(w[i].qs, w[i].qh);
+    float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    for (int t = 0; t < NT; ++t) {
+      const ActQ8& a = x[t * xs + i];
+      __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
+      off[t] += mw * a.d * a.sum;
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+}
+// Q5_K: Q4_K plus a 5th bit (bit j of qh[l] for sub-block j), turned into 0x10 by a byte test mask.
+template <int NT>
+void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  float off[NT];
+  const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(0x10);
+  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
+    int sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) scale_min_k4(j, w[i].scales, sc[j], mn[j]);
+    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
+    for (int k = 0; k < 4; ++k) {
+      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
+      __mmask32 h0 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k))));
+      __mmask32 h1 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))));
+      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_maskz_mov_epi8(h0, b16));
+      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_maskz_mov_epi8(h1, b16));
+      const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
+        const ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
+        __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load_x(a0));
+        __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi, load_x(a1));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(s0 * a0.d), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(s1 * a1.d), acc[t]);
+        off[t] -= dmin * (mn[2 * k] * a0.d * a0.sum + mn[2 * k + 1] * a1.d * a1.sum);
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+}
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
   void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \
@@ -324,7 +399,179 @@ RAPID_DISPATCH_NT(q4_1, BlockQ4_1)
 RAPID_DISPATCH_NT(q8_0, BlockQ8_0)
 RAPID_DISPATCH_NT(q4_k, BlockQ4_K)
 RAPID_DISPATCH_NT(q6_k, BlockQ6_K)
+RAPID_DISPATCH_NT(q5_0, BlockQ5_0)
+RAPID_DISPATCH_NT(q5_1, BlockQ5_1)
+RAPID_DISPATCH_NT(q5_k, BlockQ5_K)
 #undef RAPID_DISPATCH_NT
+
+// ---- Multi-token kernels (Kernels::QDotV) in "lane = block" order: for a group of 8 blocks,
+// vector m (0..7) holds in its int32 lane k the bytes 4m..4m+3 of block k, for the weights (built
+// here once per group, shared by all tokens of the tile) and for the activations (pack_act_lanes,
+// once per matmul; its group-major layout puts a tile's tokens at fixed offsets from one pointer).
+// Four 512-bit dpbusd then leave each block's whole integer dot in its own lane, with no
+// horizontal reduction; the int→float conversion and the scaling by dw·dx (and the Q4_1 offset
+// mw·dx·Σx) are one vector op per 8 blocks. Integer sums are exact, and one token's float
+// operations never depend on the other tokens, so a result never depends on nt (batch invariance).
+
+inline __mmask8 tail_mask8(int m) { return static_cast<__mmask8>((1u << m) - 1); }
+
+// In-lane 4×4 transpose of int32: out[d] = [y0[d] y1[d] y2[d] y3[d] | same for the high halves].
+inline void transpose4_lanes(const __m256i* y, __m256i* out) {
+  __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+  __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// 16 bytes at p + off of blocks k and k+4 (zero past the first m blocks) as [block k | block k+4].
+template <bool kFull, int kStride>
+inline __m256i pair16(const uint8_t* p, int off, int k, int m) {
+  __m128i lo = kFull || k < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k * kStride + off))
+                              : _mm_setzero_si128();
+  __m128i hi = kFull || k + 4 < m
+                   ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (k + 4) * kStride + off))
+                   : _mm_setzero_si128();
+  return _mm256_set_m128i(hi, lo);
+}
+
+// The first 32-bit word of each of m (≤ 8) consecutive blocks of kStride bytes (their f16 scales).
+template <int kStride, bool kFull>
+inline __m256i block_heads(const void* base, int m) {
+  const __m256i idx = _mm256_setr_epi32(0, kStride, 2 * kStride, 3 * kStride, 4 * kStride, 5 * kStride,
+                                        6 * kStride, 7 * kStride);
+  if (kFull) return _mm256_i32gather_epi32(static_cast<const int*>(base), idx, 1);
+  return _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), tail_mask8(m), idx, base, 1);
+}
+// The (d, m) words of the first m (≤ 8) Q4_1 blocks of a group (dword 5k; zero past m): two
+// 64-byte loads inside the group and one permute, cheaper than a gather (matters most at nt = 1).
+template <bool kFull>
+inline __m256i q4_1_heads(const uint8_t* p, int m) {
+  constexpr int kDw = sizeof(BlockQ4_1) / 4;  // 5 dwords per block
+  __m512i a, b;
+  if (kFull) {
+    a = _mm512_loadu_si512(p);
+    b = _mm512_loadu_si512(p + 4 * sizeof(BlockQ4_1));
+  } else {  // masked loads stay inside the m blocks (and never fault past them)
+    const int n = kDw * m;
+    a = _mm512_maskz_loadu_epi32(static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1), p);
+    const int nb = std::max(0, std::min(16, n - 4 * kDw));
+    b = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << nb) - 1), p + 4 * sizeof(BlockQ4_1));
+  }
+  const __m512i idx = _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutex2var_epi32(a, idx, b));
+}
+inline __m256 f16_lo(__m256i v) {
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(v, _mm256_set1_epi32(0xffff))));
+}
+inline __m256 f16_hi(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(v, 16))); }
+
+// W's 8 vectors as 4 zmm pairs [W[2j] | W[2j+1]]: a 512-bit vpdpbusd issues as fast as a 256-bit
+// one on the target cores (measured), so pairs halve the dot instructions per token.
+inline void pair_up(const __m256i* W, __m512i* W2) {
+  for (int j = 0; j < 4; ++j) W2[j] = _mm512_inserti64x4(_mm512_castsi256_si512(W[2 * j]), W[2 * j + 1], 1);
+}
+
+// Per-block integer dots of one token's activation group (8 vectors in lane order) with W2.
+inline __m256i lane_dots(const __m512i* W2, const int32_t* xg) {
+  // One dependency chain: the tokens of a tile give enough independent chains, and it saves an add.
+  __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W2[0], _mm512_loadu_si512(xg));
+  s0 = _mm512_dpbusd_epi32(s0, W2[1], _mm512_loadu_si512(xg + 16));
+  s0 = _mm512_dpbusd_epi32(s0, W2[2], _mm512_loadu_si512(xg + 32));
+  s0 = _mm512_dpbusd_epi32(s0, W2[3], _mm512_loadu_si512(xg + 48));
+  return _mm256_add_epi32(_mm512_castsi512_si256(s0), _mm512_extracti64x4_epi64(s0, 1));
+}
+
+// Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_1v_group(const BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m256i y[4], z[4], W[8];
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ4_1)>(p, offsetof(BlockQ4_1, qs), k, m);
+  transpose4_lanes(y, z);
+  // Byte j of a qs dword holds elements j (low nibble) and j + 16 (high nibble).
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int d = 0; d < 4; ++d) {
+    W[d] = _mm256_and_si256(z[d], m4);
+    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
+  }
+  __m512i W2[4];
+  pair_up(W, W2);
+  const __m256i dm = q4_1_heads<kFull>(p, m);
+  const __m256 dw = f16_lo(dm), mw = f16_hi(dm);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W2, xq + t * 64));
+    const __m256 dx = _mm256_loadu_ps(xd + t * 8), dsx = _mm256_loadu_ps(xds + t * 8);
+    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, dx), acc[t]);
+    acc[t] = _mm256_fmadd_ps(mw, dsx, acc[t]);
+  }
+}
+
+// Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q8_0v_group(const BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m256i y[4], W[8];
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ8_0)>(p, offsetof(BlockQ8_0, qs), k, m);
+  transpose4_lanes(y, W);
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ8_0)>(p, offsetof(BlockQ8_0, qs) + 16, k, m);
+  transpose4_lanes(y, W + 4);
+  // Lanes past m become 0x80 here; harmless, their activation bytes and Σx are zero.
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int d = 0; d < 8; ++d) W[d] = _mm256_xor_si256(W[d], bias);
+  __m512i W2[4];
+  pair_up(W, W2);
+  const __m256 dw = f16_lo(block_heads<sizeof(BlockQ8_0), kFull>(p, m));
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
+    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, 7));
+    const __m256 dx = _mm256_loadu_ps(xd + t * 8);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[t]);
+  }
+}
+
+#define RAPID_QDOTV(fn, B)                                                                       \
+  template <int NT>                                                                              \
+  void fn##_nt(const B* w, const ActLanes& x, int64_t nb, float* out) {                          \
+    __m256 acc[NT];                                                                              \
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();                                   \
+    const int64_t full = nb / 8;                                                                 \
+    for (int64_t g = 0; g < full; ++g) fn##_group<NT, true>(w, x, g, 8, acc);                   \
+    if (8 * full < nb) fn##_group<NT, false>(w, x, full, static_cast<int>(nb - 8 * full), acc);  \
+    for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);                                       \
+  }                                                                                              \
+  void fn(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {                    \
+    auto* wb = static_cast<const B*>(w);                                                         \
+    switch (nt) {                                                                                \
+      case 1: fn##_nt<1>(wb, x, nb, out); break;                                                 \
+      case 2: fn##_nt<2>(wb, x, nb, out); break;                                                 \
+      case 3: fn##_nt<3>(wb, x, nb, out); break;                                                 \
+      case 4: fn##_nt<4>(wb, x, nb, out); break;                                                 \
+      case 5: fn##_nt<5>(wb, x, nb, out); break;                                                 \
+      case 6: fn##_nt<6>(wb, x, nb, out); break;                                                 \
+      case 7: fn##_nt<7>(wb, x, nb, out); break;                                                 \
+      case 8: fn##_nt<8>(wb, x, nb, out); break;                                                 \
+      case 9: fn##_nt<9>(wb, x, nb, out); break;                                                 \
+      case 10: fn##_nt<10>(wb, x, nb, out); break;                                               \
+      case 11: fn##_nt<11>(wb, x, nb, out); break;                                               \
+      case 12: fn##_nt<12>(wb, x, nb, out); break;                                               \
+      case 13: fn##_nt<13>(wb, x, nb, out); break;                                               \
+      case 14: fn##_nt<14>(wb, x, nb, out); break;                                               \
+      case 15: fn##_nt<15>(wb, x, nb, out); break;                                               \
+      default: fn##_nt<16>(wb, x, nb, out); break;                                               \
+    }                                                                                            \
+  }
+RAPID_QDOTV(q4_1v, BlockQ4_1)
+RAPID_QDOTV(q8_0v, BlockQ8_0)
+#undef RAPID_QDOTV
 
 }  // namespace
 
@@ -343,8 +590,13 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0 = q8_0;
   k.dot_q4_k = q4_k;
   k.dot_q6_k = q6_k;
+  k.dot_q5_0 = q5_0;
+  k.dot_q5_1 = q5_1;
+  k.dot_q5_k = q5_k;
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
+  k.dot_q4_1v = q4_1v;
+  k.dot_q8_0v = q8_0v;
 }
 
 }  // namespace rapid

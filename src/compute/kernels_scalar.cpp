@@ -153,6 +153,63 @@ void dot_q6_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, fl
   }
 }
 
+// Q5_0 / Q5_1: the 5th bit of element e is bit e of qh (low nibbles hold elements 0..15, high
+// nibbles 16..31). Values stay unsigned (0..31) so the integer sum is u·x; Q5_0's -16 offset and
+// Q5_1's min come back through the activation sum, as for Q4_0 / Q4_1.
+inline int q5_sum(const uint8_t* qs, const uint8_t* qhb, const int8_t* xq) {
+  uint32_t qh;
+  std::memcpy(&qh, qhb, 4);
+  int s = 0;
+  for (int j = 0; j < 16; ++j)
+    s += ((qs[j] & 0x0f) | (((qh >> j) & 1) << 4)) * xq[j] + ((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) * xq[j + 16];
+  return s;
+}
+
+void dot_q5_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ5_0*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ActQ8& a = x[t * xs + i];
+      acc += f16_to_f32(w[i].d) * a.d * (q5_sum(w[i].qs, w[i].qh, a.qs) - 16 * a.sum);
+    }
+    out[t] = acc;
+  }
+}
+
+void dot_q5_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ5_1*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      const ActQ8& a = x[t * xs + i];
+      acc += f16_to_f32(w[i].d) * a.d * q5_sum(w[i].qs, w[i].qh, a.qs) + f16_to_f32(w[i].m) * a.d * a.sum;
+    }
+    out[t] = acc;
+  }
+}
+
+// Q5_K: Q4_K's layout (sub-block j = nibble half j&1 of qs[32*(j/2)..]) plus a 5th bit, bit j of qh[l].
+void dot_q5_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  auto* w = static_cast<const BlockQ5_K*>(wv);
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t i = 0; i < nb; ++i) {
+      float d = f16_to_f32(w[i].d), dmin = f16_to_f32(w[i].dmin);
+      for (int j = 0; j < 8; ++j) {
+        const ActQ8& a = x[t * xs + i * 8 + j];
+        const uint8_t* q = w[i].qs + 32 * (j / 2);
+        int sc, mn, s = 0;
+        scale_min_k4(j, w[i].scales, sc, mn);
+        for (int l = 0; l < 32; ++l)
+          s += (((j & 1) ? (q[l] >> 4) : (q[l] & 0x0f)) | (((w[i].qh[l] >> j) & 1) << 4)) * a.qs[l];
+        acc += d * sc * a.d * s - dmin * mn * a.d * a.sum;
+      }
+    }
+    out[t] = acc;
+  }
+}
+
 // Scalar MLX dots work on the natural element order for 8 bits and on nibble order for 4 bits
 // (the same activation layout the SIMD kernels get).
 void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
@@ -215,6 +272,9 @@ void fill_kernels_scalar(Kernels& k) {
   k.dot_q8_0 = dot_q8_0;
   k.dot_q4_k = dot_q4_k;
   k.dot_q6_k = dot_q6_k;
+  k.dot_q5_0 = dot_q5_0;
+  k.dot_q5_1 = dot_q5_1;
+  k.dot_q5_k = dot_q5_k;
   k.dot_mlx4 = dot_mlx4;
   k.dot_mlx8 = dot_mlx8;
 }

@@ -1,6 +1,7 @@
 #include "compute/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -62,6 +63,18 @@ Kernels::QDot int_kernel(const Kernels& k, DType t) {
     case DType::Q8_0: return k.dot_q8_0;
     case DType::Q4_K: return k.dot_q4_k;
     case DType::Q6_K: return k.dot_q6_k;
+    case DType::Q5_0: return k.dot_q5_0;
+    case DType::Q5_1: return k.dot_q5_1;
+    case DType::Q5_K: return k.dot_q5_k;
+    default: return nullptr;
+  }
+}
+
+// Multi-token variant (vector activation scales), used for every n so results never depend on n.
+Kernels::QDotV int_kernel_v(const Kernels& k, DType t) {
+  switch (t) {
+    case DType::Q4_1: return k.dot_q4_1v;
+    case DType::Q8_0: return k.dot_q8_0v;
     default: return nullptr;
   }
 }
@@ -91,8 +104,8 @@ float group_f32(const void* p, DType dt, int64_t i) {
 }
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const ActQ8* xq,
-              const ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, const Kernels& k,
-              MatmulPath path) {
+              const ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, Kernels::QDotV qv,
+              const ActLanes& xl, const Kernels& k, MatmulPath path) {
   const int64_t rows = w.rows, cols = w.cols;
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (mlx_fast(w, path)) {
@@ -115,14 +128,36 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     }
     return;
   }
+  if (qv) {
+    const int64_t nbw = cols / block_elems(w.dtype);
+    constexpr int kMax = Kernels::kQDotVMaxNT;
+    float tmp[kMax];
+    // As below, rows outer. A tile's tokens share each unpacked weight group, so tiles are as
+    // large as allowed and balanced (n = 9: one tile of 9, n = 17: 9 + 8, not 16 + 1).
+    const int64_t tiles = (n + kMax - 1) / kMax, tile = (n + tiles - 1) / tiles;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = base + r * w.row_stride;
+      for (int64_t t = 0; t < n; t += tile) {
+        int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
+        ActLanes xt{xl.q + t * 64, xl.d + t * 8, xl.ds + t * 8, xl.sum + t * 8, xl.ld};
+        qv(row, xt, nbw, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      }
+    }
+    return;
+  }
   if (qdot) {
     const int64_t nb = cols / kQK;                    // activation blocks per row
     const int64_t nbw = cols / block_elems(w.dtype);  // weight blocks per row
     float tmp[4];
-    for (int64_t t = 0; t < n; t += 4) {
-      int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-      for (int64_t r = r0; r < r1; ++r) {
-        qdot(base + r * w.row_stride, xq + t * nb, nb, nbw, nt, tmp);
+    // Rows outer: a weight row (a few hundred bytes) stays in L1 while every token tile uses it,
+    // so the weights stream from memory once per call whatever n is (batched decode and prefill
+    // are weight-bandwidth bound on small models); the activations stay in L2.
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = base + r * w.row_stride;
+      for (int64_t t = 0; t < n; t += 4) {
+        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
+        qdot(row, xq + t * nb, nb, nbw, nt, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     }
@@ -151,6 +186,27 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
 
 }  // namespace
 
+void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
+                    int32_t* sum) {
+  const int64_t ng = (nb + 7) / 8;
+  for (int64_t g = 0; g < ng; ++g)
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t i = g * n + t;
+      for (int k = 0; k < 8; ++k) {
+        const int64_t b = 8 * g + k;
+        const ActQ8* a = b < nb ? &x[t * nb + b] : nullptr;
+        for (int m = 0; m < 8; ++m) {
+          int32_t v = 0;
+          if (a) std::memcpy(&v, a->qs + 4 * m, 4);
+          q[i * 64 + 8 * m + k] = v;
+        }
+        d[i * 8 + k] = a ? a->d : 0.0f;
+        ds[i * 8 + k] = a ? a->d * static_cast<float>(a->sum) : 0.0f;
+        sum[i * 8 + k] = a ? a->sum : 0;
+      }
+    }
+}
+
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatmulScratch& scratch, MatmulPath path) {
   MatmulOut o{&w, y};
@@ -163,13 +219,16 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
   const Kernels& k = kernels();
   const int64_t cols = outs[0].w->cols;
   Kernels::QDot qd[8];
+  Kernels::QDotV qv[8];
   int64_t start[9];
   start[0] = 0;
-  bool need_q = false, need_q4 = false;
+  bool need_q = false, need_q4 = false, need_v = false;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
     if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
     qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
+    qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
+    need_v |= qv[i] != nullptr;
     need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path);
     need_q4 |= mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4;
     start[i + 1] = start[i] + outs[i].w->rows;
@@ -181,6 +240,18 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
     xq = scratch.xq.data();
   }
+  ActLanes xl{nullptr, nullptr, nullptr, nullptr, n};
+  if (need_v) {
+    const int64_t groups = (cols / kQK + 7) / 8 * n;
+    // +16 words so the packed values can start on a 64-byte line (the kernels load 64 bytes).
+    scratch.lq.resize(static_cast<size_t>(groups * 64 + 16));
+    auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(scratch.lq.data()) + 63) & ~uintptr_t{63});
+    scratch.ld.resize(static_cast<size_t>(groups * 8));
+    scratch.lds.resize(static_cast<size_t>(groups * 8));
+    scratch.lsum.resize(static_cast<size_t>(groups * 8));
+    pack_act_lanes(xq, cols / kQK, n, lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data());
+    xl = {lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data(), n};
+  }
   const ActQ8* xq4 = nullptr;
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;
@@ -191,7 +262,8 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
   pool.parallel_for(start[count], row_grain(*outs[0].w, n), [&](int64_t b, int64_t e) {
     for (int i = 0; i < count && b < e; ++i) {
       int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], x, xq, xq4, n, outs[i].y, qd[i], k, path);
+      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], x, xq, xq4, n, outs[i].y, qd[i], qv[i], xl,
+                        k, path);
     }
   });
 }

@@ -1,5 +1,6 @@
 // y = x · Wᵀ for a weight W [rows, cols] in any supported format and n activation rows.
-// Decode (n = 1) is a GEMV, prefill (n > 1) a GEMM that reuses each weight row for 4 tokens.
+// Decode (n = 1) is a GEMV, prefill (n > 1) a GEMM that reuses each weight row for a tile of
+// tokens (4, or up to 16 with the Kernels::QDotV kernels).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -33,6 +34,8 @@ struct WeightView {
 struct MatmulScratch {
   std::vector<ActQ8> xq;
   std::vector<ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
+  std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
+  std::vector<float> ld, lds;
 };
 
 // y[t*rows + r] = Σ_c W[r, c] · x[t*cols + c] for t < n.
