@@ -127,3 +127,21 @@ def server(tmp_path_factory):
     srv = launch(["--cache-dir", str(d / "kv")], str(d / "serve.log"))
     yield srv
     stop(srv)
+
+
+@pytest.fixture(scope="session")
+def golden():
+    with open(GOLDEN) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="session")
+def oai(server):
+    import openai
+    return openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def ant(server):
+    import anthropic
+    return anthropic.Anthropic(base_url=server.base, api_key=API_KEY, max_retries=0, timeout=120)
