@@ -333,6 +333,17 @@ void StreamParser::finish_call(const std::string& body, bool terminated, ParseDe
 // every released byte is final). Held back: bytes that may still be a marker, trailing whitespace
 // and backticks (a closing fence), an incomplete UTF-8 sequence.
 
+// A call whose arguments are built as a JSON object from named parameters (XML/invoke formats):
+// the name goes out with "{", parameters follow from `pos`.
+void StreamParser::open_object_call(const std::string& name, size_t pos, ParseDelta& out) {
+  args_commit(name, "", pos, out);
+  as_.name = name;
+  as_.pos = pos;
+  as_.x_first = true;
+  as_.x_value = false;
+  args_append("{", out);
+}
+
 void StreamParser::args_commit(const std::string& name, const std::string& id, size_t args_from, ParseDelta& out) {
   int index = calls_++;
   ToolCallDelta d;
@@ -895,12 +906,7 @@ bool StreamParser::xml_next(std::string_view body, bool final, ParseDelta& out) 
     args_invalid(q);
     return false;
   }
-  args_commit(name, "", gt + 1, out);
-  as_.name = name;
-  as_.pos = gt + 1;
-  as_.x_first = true;
-  as_.x_value = false;
-  args_append("{", out);
+  open_object_call(name, gt + 1, out);
   return true;
 }
 
@@ -1087,12 +1093,8 @@ bool StreamParser::glm_next(std::string_view body, bool final, ParseDelta& out) 
     args_invalid(0);
     return false;
   }
-  args_commit(name, "", e, out);
-  as_.name = name;
-  as_.pos = as_.scan = e;
-  as_.x_first = true;
-  as_.x_value = false;
-  args_append("{", out);
+  open_object_call(name, e, out);
+  as_.scan = e;
   return true;
 }
 
@@ -1150,12 +1152,7 @@ bool StreamParser::inv_next(std::string_view body, bool final, ParseDelta& out) 
     args_invalid(q);
     return false;
   }
-  args_commit(name, "", gt + 1, out);
-  as_.name = name;
-  as_.pos = gt + 1;
-  as_.x_first = true;
-  as_.x_value = false;
-  args_append("{", out);
+  open_object_call(name, gt + 1, out);
   return true;
 }
 

@@ -32,6 +32,7 @@ class StreamParser : public OutputParser {
   bool mistral_args(std::string_view body, bool final, ParseDelta& out);
   void args_release(std::string_view body, size_t lim, ParseDelta& out);
   void args_commit(const std::string& name, const std::string& id, size_t args_from, ParseDelta& out);
+  void open_object_call(const std::string& name, size_t pos, ParseDelta& out);
   void args_close(const std::string& text, ParseDelta& out);
   void args_invalid(size_t at);
   // JSON-call bodies ({"name": .., "arguments": {..}}): see stream_parser.cpp.
