@@ -237,6 +237,10 @@ void BatchEngine::preempt(Sequence* s) {
   ++preemptions_;
 }
 
+int64_t BatchEngine::prefill_cap(int64_t budget) const {
+  return decoding_ ? std::min(budget, std::max<int64_t>(1, opts_.prefill_chunk_while_decoding)) : budget;
+}
+
 bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved) {
   bool preempted = false;
   // Decoding sequences first (one token each, plus drafts), then unfinished prefills with what
@@ -248,10 +252,11 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
   for (Sequence* s : running_)
     if (s->pending() > 1) order.push_back(s);
   std::vector<Sequence*> planned;
+  decoding_ = decoding > 0;
   for (Sequence* s : order) {
     if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;  // preempted
     Work w{s};
-    w.n = std::min(s->pending(), budget);
+    w.n = std::min(s->pending(), prefill_cap(budget));
     if (w.n <= 0) continue;
     if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
       if (!draft_pool_ && !mtp_pool_) s->spec.proposer.update(s->tokens);
@@ -298,7 +303,7 @@ void BatchEngine::plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t
       }
     }
     Work w{s};
-    w.n = std::min(s->pending(), budget);
+    w.n = std::min(s->pending(), prefill_cap(budget));
     int64_t need = s->kv->blocks_needed(w.n);
     if (!kv_->make_free(reserved + need)) {
       if (plan.empty() && running_.empty() && need > kv_->total_blocks()) {
@@ -537,15 +542,10 @@ void BatchEngine::process(Work& w, double) {
     if (mtp_pool_) keep_hidden(s, p0, int64_t(w.input.size()));
     return;
   }
-  if (!s->prompt_done) {
-    prefill_tokens_ += uint64_t(w.n);
-    s->prompt_done = true;
-    // The prompt's KV: shared with concurrent requests at once, and persisted for restarts.
-    kv_->remember(s->tokens, *s->kv);
-    kv_->persist(s->tokens, *s->kv);
-  } else {
-    decode_tokens_ += 1;
-  }
+  const bool first_complete = !s->prompt_done;
+  s->prompt_done = true;
+  if (first_complete) prefill_tokens_ += uint64_t(w.n);
+  else decode_tokens_ += 1;
   GenerationEvent merged;
   bool done = false;
   int accepted = 0;
@@ -588,6 +588,12 @@ void BatchEngine::process(Work& w, double) {
     // target's hidden states of the accepted rows.
     if (s->mtp_kv) s->mtp_kv->truncate(std::min(s->mtp_kv->length(), p0));
     keep_hidden(s, p0, s->kv->length() - p0);
+  }
+  if (first_complete) {
+    // The prompt's KV (plus any accepted drafts): shared with concurrent requests at once, and
+    // persisted for restarts. After the rollback above, so only verified positions are kept.
+    kv_->remember(s->tokens, *s->kv);
+    kv_->persist(s->tokens, *s->kv);
   }
   if (done) {
     finish(s, std::move(merged));

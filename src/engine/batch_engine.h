@@ -33,6 +33,9 @@ namespace rapid {
 struct BatchEngineOptions {
   int64_t max_num_seqs = 16;      // sequences in the running batch
   int64_t max_step_tokens = 512;  // tokens per forward step (decode + drafts + prefill chunks)
+  // While sequences are decoding, prefill chunks are capped at this many tokens per step, so a new
+  // long prompt delays running streams by one short step, not one long one (inter-token latency).
+  int64_t prefill_chunk_while_decoding = 128;
   int64_t context_length = 0;     // per-sequence limit; 0 = the model's
   KvCacheOptions kv;
   SpeculationOptions spec;
@@ -81,6 +84,7 @@ class BatchEngine : public Engine {
   void run_drafts(std::vector<Work>& plan);
   void run_mtp_drafts(std::vector<Work>& plan);
   void keep_hidden(Sequence* s, int64_t p0, int64_t rows);
+  int64_t prefill_cap(int64_t budget) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
@@ -106,6 +110,7 @@ class BatchEngine : public Engine {
   std::deque<Sequence*> waiting_;               // FCFS; preempted ones go back to the front
   uint64_t arrivals_ = 0;
   int64_t last_step_tokens_ = 1;
+  bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};

@@ -69,12 +69,13 @@ bool KvCacheManager::make_free(int64_t n) {
 
 void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
   if (!radix_ || kv.length() == 0) return;
+  if (kv.length() > int64_t(tokens.size())) return;  // unverified drafts in the KV: never cache them
   std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
   radix_->insert(prefix, kv.table().blocks());
 }
 
 void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
-  if (!store_ || kv.length() < opts_.snapshot_min_tokens) return;
+  if (!store_ || kv.length() < opts_.snapshot_min_tokens || kv.length() > int64_t(tokens.size())) return;
   std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
   if (store_->contains(prefix)) return;
   cache::SnapshotEntry e;
