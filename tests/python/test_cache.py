@@ -84,17 +84,18 @@ def test_cache_endpoint_reports_and_purges(server):
 
 def test_sixteen_concurrent_requests_through_a_tiny_pool(tmp_path):
     need_server()
-    # ~17 blocks of 16 tokens for 16 requests of ~40-60 tokens: they cannot all fit at once.
-    srv = launch(["--kv-cache-memory", "6MiB", "--no-persist-cache", "--max-num-seqs", "16"],
+    # ~11 blocks of 16 tokens for 16 requests of ~40-70 tokens: they cannot all fit at once, and
+    # admitted ones outgrow what is left while decoding.
+    srv = launch(["--kv-cache-memory", "4MiB", "--no-persist-cache", "--max-num-seqs", "16"],
                  str(tmp_path / "serve.log"))
     try:
         questions = [f"Give me one word that rhymes with {w}." for w in
                      ["cat", "dog", "sun", "tree", "car", "book", "rain", "light", "stone", "river",
                       "cloud", "bread", "chair", "green", "blue", "night"]]
         with concurrent.futures.ThreadPoolExecutor(16) as ex:
-            together = list(ex.map(lambda q: ask(srv, q, "Be brief.", 24)[0], questions))
+            together = list(ex.map(lambda q: ask(srv, q, "Be brief.", 40)[0], questions))
         assert cache_info(srv)["preemptions"] > 0
-        alone = [ask(srv, q, "Be brief.", 24)[0] for q in questions]
+        alone = [ask(srv, q, "Be brief.", 40)[0] for q in questions]
         assert together == alone
         assert srv.delete("/v1/cache")[0] == 200
         info = cache_info(srv)
