@@ -380,7 +380,7 @@ void BatchEngine::step() {
   spec_.observe_step(total, secs);
   last_step_tokens_ = total;
   ++steps_;
-  for (Work& w : plan) process(w, secs);
+  for (Work& w : plan) process(w);
 }
 
 // Draft-model proposals: the draft model first catches up on each sequence's tokens it has not
@@ -533,7 +533,7 @@ void BatchEngine::run_mtp_drafts(std::vector<Work>& plan) {
   }
 }
 
-void BatchEngine::process(Work& w, double) {
+void BatchEngine::process(Work& w) {
   Sequence* s = w.seq;
   const bool complete = s->kv->length() - int64_t(w.draft.size()) == int64_t(s->tokens.size());
   const int64_t p0 = s->kv->length() - int64_t(w.input.size());  // position of this step's first row

@@ -80,7 +80,7 @@ class BatchEngine : public Engine {
   void preempt(Sequence* s);
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
-  void process(Work& w, double step_seconds);
+  void process(Work& w);
   void run_drafts(std::vector<Work>& plan);
   void run_mtp_drafts(std::vector<Work>& plan);
   void keep_hidden(Sequence* s, int64_t p0, int64_t rows);

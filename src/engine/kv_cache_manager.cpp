@@ -34,8 +34,7 @@ std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& t
   const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
   cache::PrefixMatch m = radix_->match_prefix(tokens);
   if (store_ && std::min<int64_t>(m.matched, usable) + opts_.block_size <= usable) {
-    restore_from_disk(tokens, m.matched);
-    m = radix_->match_prefix(tokens);
+    if (restore_from_disk(tokens, m.matched)) m = radix_->match_prefix(tokens);
   }
   int64_t take = std::min<int64_t>(m.matched, usable);
   if (take <= 0) return kv;
@@ -45,21 +44,22 @@ std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& t
   return kv;
 }
 
-void KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64_t have) {
+bool KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64_t have) {
   size_t common = 0;
   std::optional<cache::SnapshotEntry> e = store_->lookup(tokens, size_t(have) + 1, &common);
-  if (!e) return;
+  if (!e) return false;
   // Keep the shared part only (whole blocks up to the one holding its last token).
   const size_t bb = pool_->shape().block_bytes(), bs = size_t(opts_.block_size);
   e->tokens.resize(common);
   e->pages.resize(std::min(e->pages.size(), (common + bs - 1) / bs * bb));
-  if (!make_free(int64_t(e->pages.size() / bb))) return;
+  if (!make_free(int64_t(e->pages.size() / bb))) return false;
   std::optional<std::vector<cache::BlockId>> blocks = cache::scatter_pages(*pool_, e->pages);
-  if (!blocks) return;
+  if (!blocks) return false;
   radix_->insert(e->tokens, *blocks);
   for (cache::BlockId b : *blocks) pool_->decref(b);  // the tree holds them now
   ++restored_entries_;
   restored_tokens_ += e->tokens.size();
+  return true;
 }
 
 bool KvCacheManager::make_free(int64_t n) {

@@ -64,7 +64,7 @@ class KvCacheManager {
   cache::BlockPool& pool() { return *pool_; }
 
  private:
-  void restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);
+  bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
 
   KvCacheOptions opts_;
   std::shared_ptr<cache::BlockPool> pool_;

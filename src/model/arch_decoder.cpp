@@ -132,6 +132,8 @@ class DecoderModel final : public Model {
       if (!kv) throw Error("forward_mtp: state was not created by new_mtp_state");
       if (e.n <= 0 || !e.tokens || !e.hidden || !e.logits) throw Error("forward_mtp: empty entry");
       if (e.layer < 0 || e.layer >= mtp_layers()) throw Error("forward_mtp: no MTP layer " + std::to_string(e.layer));
+      // One call runs one layer (one draft step), so its entries share the layer index.
+      if (e.layer != entries[0].layer) throw Error("forward_mtp: entries must use the same MTP layer");
       check_shape(kv->pool().shape(), mtp_block_shape(kv->pool().shape().block_size));
       for (size_t j = 0; j < i; ++j)
         if (seqs_[j].kv == kv) throw Error("forward_mtp: the same state appears twice");
@@ -163,9 +165,6 @@ class DecoderModel final : public Model {
     }
     mtp_fc_(cat_.data(), total, x_.data(), ctx_);
     segs_.resize(count);
-    // Entries of one call share a layer index in practice (one draft step); group if not.
-    for (size_t i = 1; i < count; ++i)
-      if (entries[i].layer != entries[0].layer) throw Error("forward_mtp: entries must use the same MTP layer");
     run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], entries[0].layer, total);
     for (size_t i = 0; i < count; ++i) {
       const Seq& s = seqs_[i];
