@@ -9,6 +9,9 @@
 #include <filesystem>
 #include <random>
 
+#include "cache/block_pool.h"
+#include "compute/attention.h"
+#include "compute/fp16.h"
 #include "compute/matmul.h"
 #include "compute/quant_formats.h"
 #include "model/arch.h"
@@ -84,6 +87,87 @@ void BM_SmolLM2(benchmark::State& st, bool prefill) {
   st.counters["tok/s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
 }
 
+// Attention over f16 paged KV with SmolLM2's heads (9 query, 3 kv, head_dim 64): `segs` sequences of
+// `n` new queries each, the first at position `ctx`. GFLOP/s counts q·k and p·v (4·hd per key).
+void BM_Attention(benchmark::State& st, int segs, int64_t n, int64_t ctx, int threads) {
+  constexpr int64_t kHeads = 9, kKv = 3, kHd = 64, kBlock = 16;
+  const int64_t len = ctx + n, nblocks = (len + kBlock - 1) / kBlock;
+  const size_t plane = kKv * kBlock * kHd * 2;  // one layer's K (or V) per block, f16
+  std::vector<std::vector<uint16_t>> pages(segs * nblocks, std::vector<uint16_t>(plane));  // K then V: 2 * plane bytes
+  std::vector<uint8_t*> ptrs;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto& pg : pages) {
+    for (auto& e : pg) e = f32_to_f16(u(rng));
+    ptrs.push_back(reinterpret_cast<uint8_t*>(pg.data()));
+  }
+  std::vector<float> q(segs * n * kHeads * kHd), out(q.size());
+  for (auto& e : q) e = u(rng);
+  std::vector<AttentionSegment> sg(segs);
+  for (int i = 0; i < segs; ++i) {
+    KvView kv;
+    kv.dtype = DType::F16;
+    kv.blocks = ptrs.data() + i * nblocks;
+    kv.k_off = 0;
+    kv.v_off = plane;  // bytes: V plane follows K plane
+    kv.head_stride = kBlock * kHd * 2;
+    kv.slot_stride = kHd * 2;
+    sg[i].q = q.data() + i * n * kHeads * kHd;
+    sg[i].out = out.data() + i * n * kHeads * kHd;
+    sg[i].n = n;
+    sg[i].pos0 = ctx;
+    sg[i].kv = kv;
+  }
+  AttentionParams p;
+  p.n_heads = kHeads;
+  p.n_kv_heads = kKv;
+  p.head_dim = kHd;
+  p.scale = 0.125f;
+  ThreadPool pool(threads);
+  for (auto _ : st) {
+    attention_batch(sg.data(), sg.size(), p, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double keys = double(segs) * (n * ctx + n * (n + 1) / 2.0);
+  st.counters["GFLOP/s"] = benchmark::Counter(keys * kHeads * 4 * kHd * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+// Batched decode: B sequences with C-token prompts (args B, C), then 32 steps of one token each in one
+// forward_batch. Reports aggregate tok/s and ms per step (what the engine's step costs).
+void BM_SmolLM2Batch(benchmark::State& st) {
+  if (!std::filesystem::exists(smollm2())) {
+    st.SkipWithError("SmolLM2 GGUF not found");
+    return;
+  }
+  const int B = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
+  std::shared_ptr<Checkpoint> ck = load_checkpoint(smollm2());
+  ModelOptions o;
+  o.num_threads = 2;
+  auto m = create_model(ck, o);
+  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), uint64_t(B) * (C + 56) * 30 * 2 * 3 * 64 * 2 + (64 << 20));
+  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::vector<float>> logits(B, std::vector<float>(m->config().vocab_size));
+  std::vector<int32_t> prompt(C), tok(B, 5);
+  for (int b = 0; b < B; ++b) {
+    for (int i = 0; i < C; ++i) prompt[i] = 100 + i + 7 * b;
+    states.push_back(m->new_paged_state(pool, C + 40));
+    m->forward(prompt.data(), C, *states.back(), logits[b].data());
+  }
+  std::vector<BatchEntry> es(B);
+  int64_t steps = 0;
+  for (auto _ : st) {
+    for (int b = 0; b < B; ++b) states[b]->truncate(C);
+    for (int i = 0; i < 32; ++i) {
+      for (int b = 0; b < B; ++b) es[b] = BatchEntry{&tok[b], 1, states[b].get(), logits[b].data()};
+      m->forward_batch(es.data(), es.size());
+      ++steps;
+    }
+  }
+  st.counters["tok/s"] = benchmark::Counter(double(steps) * B, benchmark::Counter::kIsRate);
+  st.counters["ms/step"] = benchmark::Counter(double(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+}
+
 }  // namespace
 
 // SmolLM2 shapes: hidden 576, ffn 1536, vocab 49152 (tied Q8_0 output).
@@ -108,8 +192,17 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fast, DType::Q5_K, 4096, 4096, 1, 1)->Use
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, DType::Q5_K, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, DType::Q5_0, 1536, 576, 1, 128, MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, DType::Q4_1, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
+BENCHMARK(BM_SmolLM2Batch)->Args({1, 128})->Args({8, 128})->Args({8, 16})->Args({1, 1024})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_Attention, prefill170_ctx2000_2t, 1, 170, 2000, 2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, prefill512_ctx0_2t, 1, 512, 0, 2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, decode1_ctx2000_2t, 1, 1, 2000, 2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, decode8_ctx200_2t, 8, 1, 200, 2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, verify8x4_ctx200_2t, 8, 4, 200, 2)->UseRealTime();
 BENCHMARK_MAIN();

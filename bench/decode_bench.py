@@ -2,13 +2,16 @@
 """Decode / prefill tok/s of llama.cpp (llama-cpp-python) on a GGUF, for comparison with
 `rapid-mlx run` / bench/decode.sh. Same shape as bench/decode.sh: 128-token prompt, 64 decode steps.
 
-usage: .venv-oracle/bin/python bench/decode_bench.py GGUF THREADS
+usage: .venv-oracle/bin/python bench/decode_bench.py GGUF THREADS [--json]
+  --json: one JSON object {"threads", "prefill", "decode", "prefill_cpu", "decode_cpu"} instead
+          of the text line (bench/core_table.sh reads it).
 """
-import sys, time
+import json, sys, time
 import numpy as np
 from llama_cpp import Llama
 
 path, threads = sys.argv[1], int(sys.argv[2])
+as_json = "--json" in sys.argv[3:]
 llm = Llama(model_path=path, n_ctx=1024, n_batch=512, n_threads=threads, n_threads_batch=threads,
             verbose=False)
 prompt = [100 + i for i in range(128)]
@@ -28,5 +31,9 @@ for rep in range(3):
     best["d"] = max(best["d"], 64 / (t2 - t1))
     best["pc"] = max(best["pc"], 128 / max(c1 - c0, 1e-9))
     best["dc"] = max(best["dc"], 64 / max(c2 - c1, 1e-9))
+if as_json:
+    print(json.dumps({"threads": threads, "prefill": best["p"], "decode": best["d"],
+                      "prefill_cpu": best["pc"], "decode_cpu": best["dc"]}))
+    sys.exit(0)
 print(f"llama.cpp threads={threads}: prefill {best['p']:.1f} tok/s  decode {best['d']:.1f} tok/s  "
       f"(per CPU-second: prefill {best['pc']:.1f}  decode {best['dc']:.1f})")

@@ -509,6 +509,45 @@ TEST(Attention, BatchedAndChunkedAreBitwiseIdentical) {
     ASSERT_EQ(0, std::memcmp(solo[i].data(), batched[i].data(), solo[i].size() * 4)) << "sequence " << i;
 }
 
+// Decode batches large enough to be split per sequence (all kv heads in one task) give each
+// query bitwise the result it gets alone (one task per head) or inside a prefill.
+TEST(Attention, DecodeBatchesMatchSoloBitwise) {
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  const int64_t nh = 9, nkv = 3, hd = 64, qs = nh * hd;
+  AttentionParams p;
+  p.n_heads = nh;
+  p.n_kv_heads = nkv;
+  p.head_dim = hd;
+  p.scale = 0.125f;
+  for (int64_t per : {1, 2, 3}) {  // query tokens per sequence (decode, short verification)
+    std::vector<std::unique_ptr<TestPages>> pages;
+    std::vector<std::vector<float>> qv, solo, batched;
+    std::vector<AttentionSegment> segs;
+    for (int i = 0; i < 8; ++i) {
+      const int64_t T = 20 + 37 * i;
+      auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng);
+      pages.push_back(std::make_unique<TestPages>(DType::F16, T, nkv, hd, 4));
+      kv_store(pages.back()->view, 0, T, nkv, hd, K.data(), Vv.data());
+      qv.push_back(random_vec(per * qs, rng));
+      solo.emplace_back(per * qs);
+      batched.emplace_back(per * qs);
+      for (int64_t t = 0; t < per; ++t)  // one token at a time: each alone in its call
+        attention(qv[i].data() + t * qs, 1, T - per + t, pages[i]->view, p, solo[i].data() + t * qs, pool);
+      AttentionSegment sg;
+      sg.q = qv[i].data();
+      sg.n = per;
+      sg.pos0 = T - per;
+      sg.kv = pages[i]->view;
+      sg.out = batched[i].data();
+      segs.push_back(sg);
+    }
+    attention_batch(segs.data(), segs.size(), p, pool);
+    for (int i = 0; i < 8; ++i)
+      ASSERT_EQ(0, std::memcmp(solo[i].data(), batched[i].data(), solo[i].size() * 4)) << "seq " << i << " per " << per;
+  }
+}
+
 TEST(Ops, RmsNormSoftmaxActivations) {
   std::mt19937 rng(9);
   auto x = random_vec(96, rng), w = random_vec(96, rng);

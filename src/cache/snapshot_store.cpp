@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -267,6 +269,10 @@ void SnapshotStore::flush() {
 }
 
 void SnapshotStore::writer_loop() {
+  // Background work only: compressing and checksumming tens of MB must not take a core from the
+  // model's threads (on 2 cores it would stall every parallel region of the next request).
+  sched_param sp{};
+  if (::pthread_setschedparam(::pthread_self(), SCHED_IDLE, &sp) != 0) (void)::nice(19);
   std::unique_lock lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });

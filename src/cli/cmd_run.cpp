@@ -1,5 +1,7 @@
 // `rapid-mlx run`: one prompt through the chat template, the answer streamed to stdout and the
 // prefill / decode speeds to stderr.
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -126,12 +128,16 @@ int run(const std::vector<std::string>& argv) {
   }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<Checkpoint> ck = load_checkpoint(a.model);
+  // The tokenizer first, then give its (and the metadata parser's) transient heap back to the
+  // kernel before the model touches its weights: peak RSS = weights + KV + what stays live, not
+  // weights + every load-time peak left behind in malloc's free lists.
+  auto tok = load_tokenizer(ck->tokenizer_path.empty() ? a.model : ck->tokenizer_path);
+  ::malloc_trim(0);
   ModelOptions mo;
   mo.num_threads = a.threads;
   mo.kv_dtype = a.kv;
   mo.matmul = a.exact ? MatmulPath::Exact : MatmulPath::Fast;
   auto model = create_model(ck, mo);
-  auto tok = load_tokenizer(ck->tokenizer_path.empty() ? a.model : ck->tokenizer_path);
   double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   GenerationRequest req;

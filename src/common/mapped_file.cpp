@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -54,6 +55,16 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     o.size_ = 0;
   }
   return *this;
+}
+
+void MappedFile::drop_pages(size_t offset, size_t len) const {
+  if (!data_ || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t lo = (base + offset + page - 1) / page * page, hi = (base + offset + len) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 void MappedFile::release() {

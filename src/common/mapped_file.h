@@ -20,6 +20,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [offset, offset + len) from this process's resident set (the
+  // bytes stay valid: touching them again reads them back from the page cache). For parts of the
+  // file that have been parsed into other structures and are not read again, e.g. GGUF metadata.
+  void drop_pages(size_t offset, size_t len) const;
 
  private:
   void release();

@@ -64,25 +64,30 @@ inline int64_t first_key(int64_t pos, int64_t window) {
 // Up to this many live rows per chunk read the pages directly instead of converting them first.
 constexpr int64_t kPagedRows = 3;
 
-void attend_tile(const AttentionSegment& sg, int64_t kvh, int64_t h0, int64_t h1, int64_t t0,
+// Queries t0..t1-1 of segment sg against kv heads kv0..kv1-1, with hs query heads each (the first
+// hs heads of each kv head's group starting at head offset hoff). Rows are ordered kv head, token,
+// head, so each kv head's rows are one run for the inner loops. For every chunk the kv heads are
+// taken in turn, so a decode task covering all of a sequence's kv heads walks each block's K (then
+// V) plane in address order (one task per sequence when a batch has enough of them).
+void attend_tile(const AttentionSegment& sg, int64_t kv0, int64_t kv1, int64_t hoff, int64_t hs, int64_t t0,
                  int64_t t1, const AttentionParams& p, const attn::Fns& f) {
-  const int64_t C = f.chunk;
+  const int64_t C = f.chunk, group = p.n_heads / p.n_kv_heads;
   const int64_t hd = p.head_dim, hdp = (hd + f.lanes - 1) / f.lanes * f.lanes;
-  const int64_t q_stride = p.n_heads * hd, nhs = h1 - h0, nrows = (t1 - t0) * nhs;
+  const int64_t q_stride = p.n_heads * hd, per_kv = (t1 - t0) * hs, nrows = per_kv * (kv1 - kv0);
   thread_local std::vector<float> kt, vf, acc;
   thread_local std::vector<attn::Row> rows;
   kt.resize(static_cast<size_t>(hdp * C));
   vf.resize(static_cast<size_t>(hdp * C));
   acc.assign(static_cast<size_t>(nrows * hdp), 0.0f);
   rows.resize(static_cast<size_t>(nrows));
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t h = h0; h < h1; ++h) {
-      attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + (h - h0))];
-      r.q = sg.q + t * q_stride + h * hd;
-      r.acc = acc.data() + ((t - t0) * nhs + (h - h0)) * hdp;
-      r.m = -INFINITY;
-      r.l = 0.0f;
-    }
+  for (int64_t i = 0; i < nrows; ++i) {
+    const int64_t kvh = kv0 + i / per_kv, t = t0 + i % per_kv / hs, h = kvh * group + hoff + i % hs;
+    attn::Row& r = rows[static_cast<size_t>(i)];
+    r.q = sg.q + t * q_stride + h * hd;
+    r.acc = acc.data() + i * hdp;
+    r.m = -INFINITY;
+    r.l = 0.0f;
+  }
   const int64_t lo = first_key(sg.pos0 + t0, p.window), hi = sg.pos0 + t1 - 1;
   for (int64_t c0 = lo / C * C; c0 <= hi; c0 += C) {
     // Queries are in position order, so the tile's visible slots of this chunk are one run.
@@ -90,27 +95,31 @@ void attend_tile(const AttentionSegment& sg, int64_t kvh, int64_t h0, int64_t h1
     int live = 0;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pos = sg.pos0 + t, a = std::max(first_key(pos, p.window), c0), b = std::min(pos, c0 + C - 1);
-      for (int64_t h = 0; h < nhs; ++h) {
-        attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + h)];
-        r.jlo = static_cast<int>(a - c0);
-        r.jhi = static_cast<int>(b - c0);
-      }
+      for (int64_t k = 0; k < kv1 - kv0; ++k)
+        for (int64_t h = 0; h < hs; ++h) {
+          attn::Row& r = rows[static_cast<size_t>(k * per_kv + (t - t0) * hs + h)];
+          r.jlo = static_cast<int>(a - c0);
+          r.jhi = static_cast<int>(b - c0);
+        }
       live += a <= b;
     }
     if (live == 0) continue;  // a window gap: no query of the tile sees this chunk
-    if (f.step_paged && live * nhs <= kPagedRows) {
-      f.step_paged(sg.kv, kvh, c0, jlo, jhi, hd, hdp, p.scale, p.softcap, rows.data(), static_cast<int>(nrows));
-    } else {
-      f.load(sg.kv, kvh, c0, jlo, jhi, hd, hdp, kt.data(), vf.data());
-      f.step(kt.data(), vf.data(), hd, hdp, p.scale, p.softcap, rows.data(), static_cast<int>(nrows));
+    for (int64_t kvh = kv0; kvh < kv1; ++kvh) {
+      attn::Row* kr = rows.data() + (kvh - kv0) * per_kv;
+      if (f.step_paged && live * hs <= kPagedRows) {
+        f.step_paged(sg.kv, kvh, c0, jlo, jhi, hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
+      } else {
+        f.load(sg.kv, kvh, c0, jlo, jhi, hd, hdp, kt.data(), vf.data());
+        f.step(kt.data(), vf.data(), hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
+      }
     }
   }
-  for (int64_t t = t0; t < t1; ++t)
-    for (int64_t h = h0; h < h1; ++h) {
-      const attn::Row& r = rows[static_cast<size_t>((t - t0) * nhs + (h - h0))];
-      float* o = sg.out + t * q_stride + h * hd;
-      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
-    }
+  for (int64_t i = 0; i < nrows; ++i) {
+    const int64_t kvh = kv0 + i / per_kv, t = t0 + i % per_kv / hs, h = kvh * group + hoff + i % hs;
+    const attn::Row& r = rows[static_cast<size_t>(i)];
+    float* o = sg.out + t * q_stride + h * hd;
+    for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
+  }
 }
 
 }  // namespace
@@ -122,17 +131,21 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
   // Tiles of up to kTile queries of one segment and one kv head share each K/V conversion. When
   // that leaves too few tasks to keep the threads busy (decode), the group's heads are split
   // into separate tasks as well; either way every (query, head) result is computed the same way.
-  constexpr int64_t kTile = 16;
+  constexpr int64_t kTile = 32;
   const int64_t group = p.n_heads / p.n_kv_heads;
-  int64_t tiles_total = 0;
+  int64_t tiles_total = 0, max_n = 0;
   for (size_t i = 0; i < count; ++i) {
     if (segs[i].kv.dtype != DType::F32 && segs[i].kv.dtype != DType::F16 && segs[i].kv.dtype != DType::BF16)
       throw Error("attention: KV dtype must be f32, f16 or bf16");
     tiles_total += (segs[i].n + kTile - 1) / kTile;
+    max_n = std::max(max_n, segs[i].n);
   }
-  const int64_t hs = tiles_total * p.n_kv_heads >= 2 * pool.size() ? group : 1;  // heads per task
-  const int64_t per_tile = p.n_kv_heads * (group / hs);
-  // Task ranges per segment: tasks [start[i], start[i+1]) are segment i's (tile, kv head, heads).
+  const int64_t threads = pool.size();
+  const int64_t hs = tiles_total * p.n_kv_heads >= 2 * threads ? group : 1;  // query heads per task
+  // Decode-sized tiles with enough sequences to go round: one task per tile over all kv heads.
+  const int64_t kvt = max_n <= kPagedRows && tiles_total >= 2 * threads ? p.n_kv_heads : 1;
+  const int64_t per_tile = p.n_kv_heads / kvt * (group / hs);
+  // Task ranges per segment: tasks [start[i], start[i+1]) are segment i's (tile, kv heads, heads).
   thread_local std::vector<int64_t> start;
   start.assign(count + 1, 0);
   for (size_t i = 0; i < count; ++i) start[i + 1] = start[i] + (segs[i].n + kTile - 1) / kTile * per_tile;
@@ -145,8 +158,8 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
       const int64_t local = task - st[s], ntiles = (sg.n + kTile - 1) / kTile;
       // Last tiles first: they see the most keys, so they should not be the ones left over.
       const int64_t tile = ntiles - 1 - local / per_tile, sub = local % per_tile;
-      const int64_t kvh = sub / (group / hs), h0 = kvh * group + sub % (group / hs) * hs;
-      attend_tile(sg, kvh, h0, h0 + hs, tile * kTile, std::min(sg.n, (tile + 1) * kTile), p, f);
+      const int64_t kv0 = sub / (group / hs) * kvt, hoff = sub % (group / hs) * hs;
+      attend_tile(sg, kv0, kv0 + kvt, hoff, hs, tile * kTile, std::min(sg.n, (tile + 1) * kTile), p, f);
     }
   });
 }

@@ -436,14 +436,6 @@ inline __m256i pair16(const uint8_t* p, int off, int k, int m) {
   return _mm256_set_m128i(hi, lo);
 }
 
-// The first 32-bit word of each of m (≤ 8) consecutive blocks of kStride bytes (their f16 scales).
-template <int kStride, bool kFull>
-inline __m256i block_heads(const void* base, int m) {
-  const __m256i idx = _mm256_setr_epi32(0, kStride, 2 * kStride, 3 * kStride, 4 * kStride, 5 * kStride,
-                                        6 * kStride, 7 * kStride);
-  if (kFull) return _mm256_i32gather_epi32(static_cast<const int*>(base), idx, 1);
-  return _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), tail_mask8(m), idx, base, 1);
-}
 // The (d, m) words of the first m (≤ 8) Q4_1 blocks of a group (dword 5k; zero past m): two
 // 64-byte loads inside the group and one permute, cheaper than a gather (matters most at nt = 1).
 template <bool kFull>
@@ -461,6 +453,28 @@ inline __m256i q4_1_heads(const uint8_t* p, int m) {
   }
   const __m512i idx = _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_castsi512_si256(_mm512_permutex2var_epi32(a, idx, b));
+}
+// The f16 scales of the first m (≤ 8) Q8_0 blocks of a group (34-byte blocks: word 17k) as
+// floats (zero past m): four 64-byte loads inside the group and two word permutes, much cheaper
+// than a gather on these cores.
+template <bool kFull>
+inline __m256 q8_0_scales(const uint8_t* p, int m) {
+  __m512i v[4];
+  for (int i = 0; i < 4; ++i) {
+    if (kFull) {
+      v[i] = _mm512_loadu_si512(p + 64 * i);
+    } else {  // masked to the m blocks' bytes: never reads (or faults) past them
+      const int lo = 64 * i, hi = std::min(34 * m, lo + 64);
+      const __mmask64 mk = hi <= lo ? 0 : hi - lo >= 64 ? ~__mmask64(0) : (__mmask64(1) << (hi - lo)) - 1;
+      v[i] = _mm512_maskz_loadu_epi8(mk, p + lo);
+    }
+  }
+  // Word indices (pairs per dword): blocks 0-3 from words 0..63 of v0:v1, blocks 4-7 from v2:v3.
+  const __m512i i01 = _mm512_setr_epi32(0 | 17 << 16, 34 | 51 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i i23 = _mm512_setr_epi32(0, 0, 4 | 21 << 16, 38 | 55 << 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i r = _mm512_mask_blend_epi16(0xf0, _mm512_permutex2var_epi16(v[0], i01, v[1]),
+                                            _mm512_permutex2var_epi16(v[2], i23, v[3]));
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(r));
 }
 inline __m256 f16_lo(__m256i v) {
   return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(v, _mm256_set1_epi32(0xffff))));
@@ -525,7 +539,7 @@ template <int NT, bool kFull>
   for (int d = 0; d < 8; ++d) W[d] = _mm256_xor_si256(W[d], bias);
   __m512i W2[4];
   pair_up(W, W2);
-  const __m256 dw = f16_lo(block_heads<sizeof(BlockQ8_0), kFull>(p, m));
+  const __m256 dw = q8_0_scales<kFull>(p, m);
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;

@@ -381,6 +381,11 @@ void BatchEngine::step() {
   last_step_tokens_ = total;
   ++steps_;
   for (Work& w : plan) process(w);
+  if (log::level() == log::Level::Debug)  // `--log-level debug`: where a step's time goes
+    log::debug("step " + std::to_string(steps_) + ": " + std::to_string(plan.size()) + " seqs, " +
+               std::to_string(total) + " tokens, forward " + std::to_string(secs * 1e3) + " ms, step " +
+               std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3) +
+               " ms");
 }
 
 // Draft-model proposals: the draft model first catches up on each sequence's tokens it has not
@@ -589,21 +594,21 @@ void BatchEngine::process(Work& w) {
     if (s->mtp_kv) s->mtp_kv->truncate(std::min(s->mtp_kv->length(), p0));
     keep_hidden(s, p0, s->kv->length() - p0);
   }
+  // The client gets its token before the bookkeeping below (persisting copies the prompt's pages).
+  if (!done) {
+    try {
+      s->cb(merged);
+    } catch (const std::exception& e) {
+      log::warn(std::string("event callback failed: ") + e.what());
+    }
+  }
   if (first_complete) {
     // The prompt's KV (plus any accepted drafts): shared with concurrent requests at once, and
     // persisted for restarts. After the rollback above, so only verified positions are kept.
     kv_->remember(s->tokens, *s->kv);
     kv_->persist(s->tokens, *s->kv);
   }
-  if (done) {
-    finish(s, std::move(merged));
-    return;
-  }
-  try {
-    s->cb(merged);
-  } catch (const std::exception& e) {
-    log::warn(std::string("event callback failed: ") + e.what());
-  }
+  if (done) finish(s, std::move(merged));
 }
 
 }  // namespace rapid

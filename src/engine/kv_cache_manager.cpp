@@ -92,6 +92,7 @@ void KvCacheManager::purge() {
 
 void KvCacheManager::flush() {
   if (store_) store_->flush();
+  publish();  // the stats a caller reads next include what was just written
 }
 
 void KvCacheManager::publish() {

@@ -1,5 +1,6 @@
 #include "model/gguf.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
@@ -234,6 +235,10 @@ GgufFile read_gguf(const std::string& path) {
                                 std::to_string(infos[i].nbytes) + ") extends past end of file");
     t.data = g.file->data() + g.data_offset + infos[i].offset;
   }
+  // Everything before the tensor data (metadata: the tokenizer's token and merge arrays, the chat
+  // template, tensor infos) now lives in `metadata` / `tensors`: drop those pages from the resident
+  // set instead of holding them twice for the life of the model.
+  g.file->drop_pages(0, std::min<uint64_t>(g.data_offset, fsize));
   return g;
 }
 

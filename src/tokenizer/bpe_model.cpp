@@ -8,9 +8,7 @@
 
 namespace rapid::tok {
 
-static inline uint64_t pair_key(int32_t a, int32_t b) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-}
+static inline uint64_t pair_key(int32_t a, int32_t b) { return MergeTable::key(a, b); }
 static inline size_t mix(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;
@@ -66,8 +64,70 @@ bool MergeTable::find(int32_t a, int32_t b, int32_t& rank, int32_t& id) const {
 
 BpeModel::BpeModel(Vocab vocab, MergeTable merges, BpeOptions opt)
     : vocab_(std::move(vocab)), merges_(std::move(merges)), opt_(std::move(opt)) {
-  vocab_.shrink_to_fit();
   merges_.shrink_to_fit();
+  init();
+}
+
+BpeModel::BpeModel(Vocab vocab, PieceMerges merges, BpeOptions opt)
+    : vocab_(std::move(vocab)), merges_(std::move(merges.extra)), by_piece_(true), pm_(std::move(merges)),
+      opt_(std::move(opt)) {
+  merges_.shrink_to_fit();
+  pm_.rank.shrink_to_fit();
+  pm_.split.shrink_to_fit();
+  if (!pm_.split.empty() && pm_.split.size() != pm_.rank.size()) throw Error("BPE: merge splits and ranks differ in size");
+  // id -> vocab entry; none needed when entry e is id e for every id (a vocab without repeats).
+  bool identity = vocab_.size() == pm_.rank.size();
+  for (size_t e = 0; identity && e < vocab_.size(); ++e) identity = vocab_.entry_id(e) == static_cast<int32_t>(e);
+  n_ids_ = pm_.rank.size();
+  if (!identity) {
+    piece_entry_.assign(n_ids_, ~0u);
+    for (size_t e = 0; e < vocab_.size(); ++e) {
+      int32_t id = vocab_.entry_id(e);
+      if (id >= 0 && static_cast<size_t>(id) < n_ids_) piece_entry_[id] = static_cast<uint32_t>(e);
+    }
+  }
+  init();
+}
+
+bool BpeModel::find_merge(int32_t a, int32_t b, int32_t& rank, int32_t& id, std::string& buf) const {
+  if (!by_piece_) return merges_.find(a, b, rank, id);
+  const size_t n = n_ids_;
+  if (a < 0 || b < 0 || static_cast<size_t>(a) >= n || static_cast<size_t>(b) >= n) return false;
+  const uint32_t ea = piece_entry_.empty() ? static_cast<uint32_t>(a) : piece_entry_[a];
+  const uint32_t eb = piece_entry_.empty() ? static_cast<uint32_t>(b) : piece_entry_[b];
+  if (ea == ~0u || eb == ~0u) return false;
+  std::string_view pa = vocab_.entry_piece(ea), pb = vocab_.entry_piece(eb);
+  if (pa.empty() || pb.empty()) return false;
+  const bool spm = pm_.split.empty();
+  if (spm) {
+    // The vocab split each token only at character boundaries, stepping from its first byte.
+    size_t k = uni::utf8_len(pa[0]);
+    while (k < pa.size()) k += uni::utf8_len(pa[k]);
+    if (k != pa.size()) return false;
+  }
+  buf.assign(pa).append(pb);
+  int32_t c = vocab_.find(buf);
+  if (c < 0 || static_cast<size_t>(c) >= n) return false;
+  if (!spm) {
+    if (pm_.rank[c] >= 0 && pm_.split[c] == pa.size()) {
+      rank = pm_.rank[c];
+      id = c;
+      return true;
+    }
+    return merges_.size() != 0 && merges_.find(a, b, rank, id);
+  }
+  if (pm_.rank[c] < 0) {
+    auto it = pm_.alias.find(c);
+    if (it == pm_.alias.end()) return false;
+    c = it->second;
+  }
+  rank = pm_.rank[c];
+  id = c;
+  return rank >= 0;
+}
+
+void BpeModel::init() {
+  vocab_.shrink_to_fit();
   if (!opt_.unk_token.empty()) {
     unk_id_ = vocab_.find(opt_.unk_token);
     if (unk_id_ < 0) throw Error("BPE unk_token '" + opt_.unk_token + "' is not in the vocab");
@@ -161,9 +221,10 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     };
     std::vector<Cand> heap;
     heap.reserve(n);
+    std::string jbuf;  // find_merge's scratch (SentencePiece: the joined piece)
     int32_t r, id;
     for (int32_t k = 0; k + 1 < n; ++k)
-      if (merges_.find(syms[k].id, syms[k + 1].id, r, id)) heap.push_back({r, k, id});
+      if (find_merge(syms[k].id, syms[k + 1].id, r, id, jbuf)) heap.push_back({r, k, id});
     std::make_heap(heap.begin(), heap.end(), cmp);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end(), cmp);
@@ -173,16 +234,16 @@ void BpeModel::merge_word(std::string_view w, std::vector<int32_t>& out) const {
       if (!left.alive || left.next < 0) continue;
       Sym& right = syms[left.next];
       int32_t cr, cid;
-      if (!merges_.find(left.id, right.id, cr, cid) || cid != c.id) continue;
+      if (!find_merge(left.id, right.id, cr, cid, jbuf) || cid != c.id) continue;
       left.id = c.id;
       right.alive = false;
       left.next = right.next;
       if (right.next >= 0) syms[right.next].prev = c.pos;
-      if (left.prev >= 0 && merges_.find(syms[left.prev].id, left.id, r, id)) {
+      if (left.prev >= 0 && find_merge(syms[left.prev].id, left.id, r, id, jbuf)) {
         heap.push_back({r, left.prev, id});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }
-      if (left.next >= 0 && merges_.find(left.id, syms[left.next].id, r, id)) {
+      if (left.next >= 0 && find_merge(left.id, syms[left.next].id, r, id, jbuf)) {
         heap.push_back({r, c.pos, id});
         std::push_heap(heap.begin(), heap.end(), cmp);
       }

@@ -3,6 +3,7 @@
 // with byte fallback; bert -> WordPiece with "▁"-marked word starts.
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "common/error.h"
 #include "tokenizer/factories.h"
@@ -55,10 +56,12 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
     bool add_bos = false, add_eos = false;
     std::vector<int32_t> prefix, suffix;
     if (*model == "gpt2") {
-      MergeTable merges;
+      // Merges keyed by their result (PieceMerges): a merge of "x y" yields the token "xy".
+      PieceMerges merges;
       const auto* jm = md.get_strings("tokenizer.ggml.merges");
       if (!jm) throw Error("no tokenizer.ggml.merges for a gpt2 tokenizer");
-      merges.reserve(jm->size());
+      merges.rank.assign(n, -1);
+      merges.split.assign(n, 0);
       int32_t rank = 0;
       std::string joined;
       for (std::string_view m : *jm) {
@@ -67,7 +70,14 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
         joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
         int32_t a = vocab.find(m.substr(0, sp)), b = vocab.find(m.substr(sp + 1)), c = vocab.find(joined);
         if (a < 0 || b < 0 || c < 0) continue;
-        merges.insert(a, b, rank++, c);
+        if (merges.rank[c] < 0 && sp <= UINT16_MAX) {
+          merges.rank[c] = rank;
+          merges.split[c] = static_cast<uint16_t>(sp);
+        } else if (merges.rank[c] < 0 || merges.split[c] != sp) {
+          if (merges.extra.size() == 0) merges.extra.reserve(16);
+          merges.extra.insert(a, b, rank, c);  // keeps the first (lowest rank) of a repeated pair
+        }
+        ++rank;
       }
       BpeOptions opt;
       opt.ignore_merges = gguf_pre_ignore_merges(pre);
@@ -88,21 +98,25 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       std::vector<double> distinct(scores->begin(), scores->end());
       std::sort(distinct.begin(), distinct.end(), std::greater<double>());
       distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-      // Sized for the vocab and grown as needed (BpeModel trims it): reserving 4 slots per
-      // token up front held 33 MB for gemma-3's 262k vocab.
-      MergeTable merges;
-      merges.reserve(n);
+      // No table of merges: BpeModel derives the pair (a, b) -> piece(a) + piece(b) from the
+      // vocab (as llama.cpp's SentencePiece tokenizer does), with each normal token's rank here.
+      // A table of every split of every token held 16 MB (and 25 MB while growing) for gemma-3.
+      PieceMerges merges;
+      std::vector<int32_t>& merge_rank = merges.rank;
+      merge_rank.assign(n, -1);
       for (size_t i = 0; i < n; ++i) {
-        if (type_of(i) != kNormal) continue;
-        std::string_view s = (*tokens)[i];
-        if (s.empty()) continue;
-        int32_t rank = static_cast<int32_t>(
+        if (type_of(i) != kNormal || (*tokens)[i].empty()) continue;
+        merge_rank[i] = static_cast<int32_t>(
             std::lower_bound(distinct.begin(), distinct.end(), (*scores)[i], std::greater<double>()) -
             distinct.begin());
-        for (size_t k = uni::utf8_len(s[0]); k < s.size(); k += uni::utf8_len(s[k])) {
-          int32_t a = vocab.find(s.substr(0, k)), b = vocab.find(s.substr(k));
-          if (a >= 0 && b >= 0) merges.insert(a, b, rank, static_cast<int32_t>(i));
-        }
+      }
+      // A piece listed twice: lookups find its first id; if only a later one can be a merge
+      // result, merges go to the first such (the table kept the first insertion).
+      std::unordered_map<int32_t, int32_t>& alias = merges.alias;
+      for (size_t i = 0; i < n; ++i) {
+        if (merge_rank[i] < 0) continue;
+        int32_t first = vocab.find((*tokens)[i]);
+        if (first >= 0 && first != static_cast<int32_t>(i) && merge_rank[first] < 0) alias.emplace(first, static_cast<int32_t>(i));
       }
       BpeOptions opt;
       opt.byte_fallback = true;

@@ -13,7 +13,7 @@ static inline uint64_t hash_piece(std::string_view s) { return XXH3_64bits(s.dat
 // Power-of-two capacity keeping the load factor at most 3/4 (linear probing stays short).
 static size_t capacity_for(size_t n) {
   size_t cap = 16;
-  while (cap * 3 < n * 4 + 4) cap <<= 1;
+  while (cap * 3 < n * 4) cap <<= 1;
   return cap;
 }
 

@@ -17,6 +17,9 @@ class Vocab {
   int32_t find(std::string_view piece) const;        // -1 if absent
   size_t size() const { return entries_.size(); }
   void shrink_to_fit();  // drops growth slack once loading is done
+  // Entries in insertion order, one per distinct piece (for models that need id -> piece).
+  std::string_view entry_piece(size_t e) const { return std::string_view(chars_).substr(entries_[e].off, entries_[e].len); }
+  int32_t entry_id(size_t e) const { return entries_[e].id; }
 
  private:
   struct Entry { uint32_t off, len; int32_t id; };

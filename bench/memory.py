@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Peak resident memory of `rapid-mlx run` against issue #3's bar: RSS <= (weights + KV) x 1.1.
+
+For each model (a GGUF file, or a directory of *.safetensors + config.json):
+  weights = the GGUF file's size, or the sum of the directory's *.safetensors sizes;
+  KV      = tokens x layers x (key_length + value_length) x kv_heads x 2 bytes (f16, the default
+            --kv-dtype), tokens = prompt + generated, from the run's last stderr line;
+  peak    = ru_maxrss of the child (os.wait4): the whole process, shared libraries included.
+Prints a Markdown table; exits 1 if a model misses the bar. Standard library only.
+MB = 10^6 bytes throughout (ru_maxrss is KiB and is converted).
+
+usage: bench/memory.py [--bin build/rapid-mlx] [--max-tokens 64] [--margin 0.10] [--json OUT] [MODEL...]
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+SMOL = os.path.join(CACHE, "smollm2-135m-instruct")
+DEFAULT_MODELS = [
+    os.path.join(SMOL, "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    os.path.join(SMOL, "SmolLM2-135M-Instruct.Q8_0.gguf"),
+    os.path.join(SMOL, "mlx-q4"),
+    os.path.join(SMOL, "mlx-q8"),
+    os.path.join(CACHE, "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf"),
+]
+PROMPT = "What is the capital of France?"
+LAST_LINE = re.compile(r"prompt (\d+) tokens: prefill ([\d.]+) tok/s \| (\d+) tokens generated: decode ([\d.]+) tok/s")
+
+
+# ---- GGUF metadata (header only; arrays skipped without keeping them) ----
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_metadata(path):
+    """{key: value} of a GGUF file's metadata; arrays of numbers kept, arrays of strings skipped."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        version, = struct.unpack("<I", f.read(4))
+        if version not in (2, 3):
+            raise ValueError(f"{path}: GGUF version {version}")
+        _, n_kv = struct.unpack("<QQ", f.read(16))
+
+        def rd(fmt):
+            return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+        def string():
+            return f.read(rd("<Q")).decode("utf-8", "replace")
+
+        def value(t):
+            if t in _SCALAR:
+                return rd(_SCALAR[t])
+            if t == 8:
+                return string()
+            if t == 9:
+                et, n = rd("<I"), rd("<Q")
+                if et == 8:  # strings (the tokenizer's): skip
+                    for _ in range(n):
+                        f.seek(rd("<Q"), 1)
+                    return None
+                if et in _SCALAR:
+                    fmt = _SCALAR[et]
+                    data = f.read(struct.calcsize(fmt) * n)
+                    return list(struct.unpack("<%d%s" % (n, fmt[1]), data)) if n <= 4096 else None
+                return [value(et) for _ in range(n)]
+            raise ValueError(f"{path}: unknown GGUF value type {t}")
+
+        md = {}
+        for _ in range(n_kv):
+            key = string()
+            md[key] = value(rd("<I"))
+        return md
+
+
+def kv_bytes_per_token(model):
+    """Bytes of f16 K and V per token over all layers."""
+    if os.path.isdir(model) and os.path.exists(os.path.join(model, "config.json")):
+        with open(os.path.join(model, "config.json")) as f:
+            c = json.load(f)
+        c = c.get("text_config", c)
+        heads = c["num_attention_heads"]
+        kv = c.get("num_key_value_heads") or heads
+        hd = c.get("head_dim") or c["hidden_size"] // heads
+        return c["num_hidden_layers"] * 2 * kv * hd * 2
+    path = model if os.path.isfile(model) else gguf_in_dir(model)
+    md = gguf_metadata(path)
+    arch = md["general.architecture"]
+    layers = md[f"{arch}.block_count"]
+    heads = md[f"{arch}.attention.head_count"]
+    kv = md.get(f"{arch}.attention.head_count_kv", heads)
+    if isinstance(heads, list):
+        heads = max(heads)
+    kv_per_layer = kv if isinstance(kv, list) else [kv] * layers
+    k_len = md.get(f"{arch}.attention.key_length") or md[f"{arch}.embedding_length"] // heads
+    v_len = md.get(f"{arch}.attention.value_length") or k_len
+    return sum(kv_per_layer) * (k_len + v_len) * 2
+
+
+def gguf_in_dir(d):
+    ggufs = [p for p in glob.glob(os.path.join(d, "*.gguf")) if os.path.basename(p) != "tokenizer.gguf"]
+    if len(ggufs) != 1:
+        raise ValueError(f"{d}: no config.json and not exactly one .gguf")
+    return ggufs[0]
+
+
+def weights_bytes(model):
+    if os.path.isfile(model):
+        return os.path.getsize(model)
+    st = glob.glob(os.path.join(model, "*.safetensors"))
+    if st:
+        return sum(os.path.getsize(p) for p in st)
+    return os.path.getsize(gguf_in_dir(model))
+
+
+def measure(binary, model, max_tokens, prompt, threads):
+    """(peak RSS bytes, prompt tokens, generated tokens, prefill tok/s, decode tok/s)."""
+    cmd = [binary, "run", "--model", model, "--max-tokens", str(max_tokens)]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    cmd.append(prompt)
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {p.returncode}:\n{text[-2000:]}")
+    m = None
+    for m in LAST_LINE.finditer(text):
+        pass
+    if not m:
+        raise RuntimeError(f"no speed line in the output of {' '.join(cmd)}:\n{text[-2000:]}")
+    return ru.ru_maxrss * 1024, int(m.group(1)), int(m.group(3)), float(m.group(2)), float(m.group(4))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="*", help="GGUF files or model directories (default: SmolLM2 Q4_1/Q8_0/MLX q4/q8, Gemma-3-270m)")
+    ap.add_argument("--bin", default=os.environ.get("RAPID_MLX_BIN", os.path.join(ROOT, "build", "rapid-mlx")))
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--prompt", default=PROMPT)
+    ap.add_argument("--threads", type=int, default=0, help="--threads of rapid-mlx run (default: its own)")
+    ap.add_argument("--margin", type=float, default=0.10, help="allowed excess over weights + KV (0.10 = 10%%)")
+    ap.add_argument("--json", help="also write the rows as JSON to this file")
+    a = ap.parse_args(argv)
+    models = a.models or [m for m in DEFAULT_MODELS if os.path.exists(m)]
+    if not models:
+        print("no models found (give paths, or fetch them: scripts/fetch_models.sh)", file=sys.stderr)
+        return 2
+    rows, ok = [], True
+    for model in models:
+        rss, n_prompt, n_gen, pf, dc = measure(a.bin, model, a.max_tokens, a.prompt, a.threads)
+        w = weights_bytes(model)
+        kv = kv_bytes_per_token(model) * (n_prompt + n_gen)
+        bar = (w + kv) * (1 + a.margin)
+        row = {"model": model, "weights_bytes": w, "kv_bytes": kv, "tokens": n_prompt + n_gen,
+               "bar_bytes": int(bar), "peak_rss_bytes": rss, "ratio": rss / (w + kv), "pass": rss <= bar,
+               "prefill_tok_s": pf, "decode_tok_s": dc}
+        ok &= row["pass"]
+        rows.append(row)
+    home = os.path.expanduser("~")
+    print(f"Peak RSS of `{os.path.relpath(a.bin, ROOT) if a.bin.startswith(ROOT) else a.bin} run --max-tokens {a.max_tokens}`"
+          f" vs (weights + KV) x {1 + a.margin:.2f}; MB = 10^6 bytes\n")
+    print("| model | weights MB | KV MB (tokens) | bar MB | peak RSS MB | RSS / (weights+KV) | |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        name = r["model"].replace(CACHE + "/", "").replace(home, "~")
+        print(f"| {name} | {r['weights_bytes'] / 1e6:.1f} | {r['kv_bytes'] / 1e6:.2f} ({r['tokens']}) | "
+              f"{r['bar_bytes'] / 1e6:.1f} | {r['peak_rss_bytes'] / 1e6:.1f} | {r['ratio']:.3f} | "
+              f"{'pass' if r['pass'] else '**FAIL**'} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
