@@ -5,9 +5,10 @@ For each model (a GGUF file, or a directory of *.safetensors + config.json):
   weights = the GGUF file's size, or the sum of the directory's *.safetensors sizes;
   KV      = tokens x layers x (key_length + value_length) x kv_heads x 2 bytes (f16, the default
             --kv-dtype), tokens = prompt + generated, from the run's last stderr line;
-  peak    = ru_maxrss of the child (os.wait4): the whole process, shared libraries included.
+  peak    = the VmHWM `rapid-mlx run` reports on its last line (the whole process from its exec,
+            shared libraries included); ru_maxrss of the child if the line lacks it.
 Prints a Markdown table; exits 1 if a model misses the bar. Standard library only.
-MB = 10^6 bytes throughout (ru_maxrss is KiB and is converted).
+MB = 10^6 bytes throughout.
 
 usage: bench/memory.py [--bin build/rapid-mlx] [--max-tokens 64] [--margin 0.10] [--json OUT] [MODEL...]
 """
@@ -32,6 +33,7 @@ DEFAULT_MODELS = [
     os.path.join(CACHE, "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf"),
 ]
 PROMPT = "What is the capital of France?"
+PEAK_RSS = re.compile(r"peak RSS ([\d.]+) MB")
 LAST_LINE = re.compile(r"prompt (\d+) tokens: prefill ([\d.]+) tok/s \| (\d+) tokens generated: decode ([\d.]+) tok/s")
 
 
@@ -139,7 +141,11 @@ def measure(binary, model, max_tokens, prompt, threads):
         pass
     if not m:
         raise RuntimeError(f"no speed line in the output of {' '.join(cmd)}:\n{text[-2000:]}")
-    return ru.ru_maxrss * 1024, int(m.group(1)), int(m.group(3)), float(m.group(2)), float(m.group(4))
+    # The binary's own VmHWM (from its exec on); ru_maxrss of a child also counts the parent's
+    # footprint it was forked from (a pytest process: +60 MB), so it is only the fallback.
+    hwm = PEAK_RSS.search(text)
+    peak = round(float(hwm.group(1)) * 1e6) if hwm else ru.ru_maxrss * 1024
+    return peak, int(m.group(1)), int(m.group(3)), float(m.group(2)), float(m.group(4))
 
 
 def main(argv=None):

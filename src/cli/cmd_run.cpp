@@ -119,6 +119,19 @@ std::vector<int32_t> build_prompt(const Args& a, const Tokenizer& tok) {
   return tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/true);
 }
 
+// This process's peak resident set (VmHWM, KiB). Unlike the parent's ru_maxrss of a child, it
+// starts at exec: a child forked from a large process would otherwise inherit its footprint.
+long peak_rss_kib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib;
+}
+
 int run(const std::vector<std::string>& argv) {
   Args a = parse(argv);
   if (!a.have_prompt) {
@@ -172,9 +185,9 @@ int run(const std::vector<std::string>& argv) {
   const int64_t np = static_cast<int64_t>(req.prompt.size()), nd = gen.decode_steps();
   std::fprintf(stderr,
                "\n[load %.2f s] prompt %ld tokens: prefill %.1f tok/s | %zu tokens generated: "
-               "decode %.1f tok/s | finish: %s\n",
+               "decode %.1f tok/s | finish: %s | peak RSS %.1f MB\n",
                load_s, static_cast<long>(np), pf > 0 ? np / pf : 0.0, gen.generated().size(),
-               dc > 0 ? nd / dc : 0.0, why == FinishReason::Stop ? "stop" : "length");
+               dc > 0 ? nd / dc : 0.0, why == FinishReason::Stop ? "stop" : "length", peak_rss_kib() * 1024 / 1e6);
   return 0;
 }
 

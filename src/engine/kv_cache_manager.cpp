@@ -113,8 +113,13 @@ void KvCacheManager::publish() {
 }
 
 KvCacheStats KvCacheManager::stats() const {
-  std::lock_guard lk(stats_mu_);
-  return stats_;
+  KvCacheStats s;
+  {
+    std::lock_guard lk(stats_mu_);
+    s = stats_;
+  }
+  if (store_) s.disk = store_->stats();  // live: the background writer moves on between steps
+  return s;
 }
 
 }  // namespace rapid
