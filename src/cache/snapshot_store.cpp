@@ -9,6 +9,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -280,6 +281,9 @@ void SnapshotStore::writer_loop() {
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
+    // Wait for a pause in the owner's computation (bounded: a crash loses at most a few seconds).
+    for (int ms = 0; ms < kMaxDeferMs && fg_busy_.load(std::memory_order_relaxed); ms += 5)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     try {
       write_one(e);
     } catch (const std::exception& ex) {

@@ -10,6 +10,7 @@
 // token ids (the index); pages are read and checksummed on the first hit. A corrupt, truncated or
 // foreign entry is logged, deleted and never served. A disk cap evicts least recently used files.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -74,6 +75,10 @@ class SnapshotStore {
   // Whether an entry for exactly these tokens is on disk or queued (avoids rewriting it).
   bool contains(const std::vector<int32_t>& tokens) const;
   void purge();  // drop the queue and delete every entry
+  // The owner is computing (a model step is running or due): the writer holds an entry back while
+  // this is set, at most kMaxDeferMs, so compressing and checksumming do not take a core from it.
+  void set_foreground_busy(bool busy) { fg_busy_.store(busy, std::memory_order_relaxed); }
+  static constexpr int kMaxDeferMs = 2000;
   SnapshotStats stats() const;
   const std::string& dir() const { return opt_.dir; }
 
@@ -103,6 +108,7 @@ class SnapshotStore {
   std::condition_variable cv_, idle_cv_;
   std::deque<SnapshotEntry> queue_;
   bool busy_ = false, stop_ = false;
+  std::atomic<bool> fg_busy_{false};
   std::map<std::string, IndexEntry> index_;
   uint64_t clock_ = 0;
   SnapshotStats st_;

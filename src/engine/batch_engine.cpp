@@ -155,7 +155,11 @@ void BatchEngine::worker() {
       kv_->flush();  // snapshot writes reach the disk before the process ends
       return;
     }
-    if (!running_.empty() || !waiting_.empty()) step();
+    if (!running_.empty() || !waiting_.empty()) {
+      kv_->set_busy(true);
+      step();
+    }
+    kv_->set_busy(!running_.empty() || !waiting_.empty());
     kv_->publish();
     n_running_ = int64_t(running_.size());
     n_queued_ = int64_t(waiting_.size());

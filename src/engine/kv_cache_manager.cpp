@@ -91,7 +91,10 @@ void KvCacheManager::purge() {
 }
 
 void KvCacheManager::flush() {
-  if (store_) store_->flush();
+  if (store_) {
+    store_->set_foreground_busy(false);  // the engine waits here: nothing to give way to
+    store_->flush();
+  }
   publish();  // the stats a caller reads next include what was just written
 }
 

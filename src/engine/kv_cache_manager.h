@@ -59,6 +59,10 @@ class KvCacheManager {
   void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
   void purge();  // drops every unused cached prefix and every disk entry
   void flush();  // waits for queued disk writes
+  // Whether model steps are running: background snapshot writes wait for a pause (bounded).
+  void set_busy(bool busy) {
+    if (store_) store_->set_foreground_busy(busy);
+  }
   KvCacheStats stats() const;  // thread-safe copy, refreshed by publish()
   void publish();              // engine thread: refresh the copy stats() returns
   cache::BlockPool& pool() { return *pool_; }
