@@ -1,10 +1,9 @@
-// AVX-512 inner loops of the chunked attention: one FMA accumulator per key of the chunk, reduced
-// to a vector of the chunk's 16 scores (lane j = key j) for the masked online-softmax update.
+// AVX-512 inner loops of the chunked attention. Scores come 16 keys at a time as one vector (lane
+// j = key j) for the masked online-softmax update: from transposed f32 keys in prefill tiles, from
+// the f16/bf16 pages in place for decode rows; both with the same per-key summation (see below).
 #include <immintrin.h>
 
 #include <cmath>
-#include <cstring>
-#include <vector>
 
 #include "compute/attention_impl.h"
 
