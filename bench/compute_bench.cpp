@@ -118,11 +118,7 @@ void BM_Attention(benchmark::State& st, int segs, int64_t n, int64_t ctx, int th
     sg[i].pos0 = ctx;
     sg[i].kv = kv;
   }
-  AttentionParams p;
-  p.n_heads = kHeads;
-  p.n_kv_heads = kKv;
-  p.head_dim = kHd;
-  p.scale = 0.125f;
+  const AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
   ThreadPool pool(threads);
   for (auto _ : st) {
     attention_batch(sg.data(), sg.size(), p, pool);

@@ -430,12 +430,8 @@ TEST(Attention, MatchesNaiveReference) {
         TestPages pg(dt, T, nkv, hd, 4);
         const KvView& kv = pg.view;
         kv_store(kv, 0, T, nkv, hd, K.data(), Vv.data());
-        AttentionParams p;
-        p.n_heads = nh;
-        p.n_kv_heads = nkv;
-        p.head_dim = hd;
-        p.scale = 1.0f / std::sqrt((float)hd);
-        p.window = window;
+        const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                                .scale = 1.0f / std::sqrt((float)hd), .window = window};
         std::vector<float> out(n * nh * hd);
         attention(Q.data(), n, pos0, kv, p, out.data(), pool);
         auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
@@ -470,12 +466,7 @@ TEST(Attention, BatchedAndChunkedAreBitwiseIdentical) {
   std::mt19937 rng(11);
   ThreadPool pool(3);
   const int64_t nh = 4, nkv = 2, hd = 32;
-  AttentionParams p;
-  p.n_heads = nh;
-  p.n_kv_heads = nkv;
-  p.head_dim = hd;
-  p.scale = 0.17f;
-  p.softcap = 30.0f;
+  const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .scale = 0.17f, .softcap = 30.0f};
   const int64_t lens[3] = {19, 40, 3}, news[3] = {7, 1, 3};
   std::vector<std::unique_ptr<TestPages>> pages;
   std::vector<std::vector<float>> qs, solo(3), batched(3);
@@ -515,11 +506,7 @@ TEST(Attention, DecodeBatchesMatchSoloBitwise) {
   std::mt19937 rng(17);
   ThreadPool pool(2);
   const int64_t nh = 9, nkv = 3, hd = 64, qs = nh * hd;
-  AttentionParams p;
-  p.n_heads = nh;
-  p.n_kv_heads = nkv;
-  p.head_dim = hd;
-  p.scale = 0.125f;
+  const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .scale = 0.125f};
   for (int64_t per : {1, 2, 3}) {  // query tokens per sequence (decode, short verification)
     std::vector<std::unique_ptr<TestPages>> pages;
     std::vector<std::vector<float>> qv, solo, batched;
@@ -648,13 +635,8 @@ TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
           TestPages pg(dt, T, nkv, hd, 4), other(dt, 40, nkv, hd, 3);
           kv_store(pg.view, 0, T, nkv, hd, K.data(), Vv.data());
           kv_store(other.view, 0, 40, nkv, hd, K.data(), Vv.data());
-          AttentionParams p;
-          p.n_heads = nh;
-          p.n_kv_heads = nkv;
-          p.head_dim = hd;
-          p.scale = 1.0f / std::sqrt((float)hd);
-          p.window = window;
-          p.softcap = softcap;
+          const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
+                                  .scale = 1.0f / std::sqrt((float)hd), .window = window, .softcap = softcap};
           const int64_t qs = nh * hd;
           std::vector<float> whole(n * qs), ones(n * qs), fives(n * qs), batched(n * qs), oq(5 * qs);
           attention(Q.data(), n, pos0, pg.view, p, whole.data(), pool);

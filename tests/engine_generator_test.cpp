@@ -21,7 +21,6 @@ namespace {
 
 using Fixture = fixtures::SmolLM2;
 Fixture& fx() { return fixtures::smollm2(); }
-std::string gguf_path() { return fixtures::smollm2_gguf_path(); }
 
 struct GenRun {
   std::vector<int32_t> tokens;

@@ -61,8 +61,6 @@ double rel_err(const float* a, const std::vector<float>& b) {
   return d / m;
 }
 
-int argmax(const float* x, int64_t n) { return static_cast<int>(std::max_element(x, x + n) - x); }
-
 struct TinyCase {
   const char* model;
   const char* golden;

@@ -56,19 +56,17 @@ inline int64_t first_key(int64_t pos, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
 }
 
-// Queries t0..t1-1 of segment sg against query heads h0..h1-1 of kv head kvh. The keys are walked
-// in f.chunk-position chunks from the tile's first visible key; each chunk's K/V are converted to
-// f32 once and shared by all the tile's (query, head) rows. A row only ever takes part in the
-// chunks that hold its own visible keys, with its own slot range, so its result is the same in
-// any tile.
 // Up to this many live rows per chunk read the pages directly instead of converting them first.
 constexpr int64_t kPagedRows = 3;
 
 // Queries t0..t1-1 of segment sg against kv heads kv0..kv1-1, with hs query heads each (the first
 // hs heads of each kv head's group starting at head offset hoff). Rows are ordered kv head, token,
-// head, so each kv head's rows are one run for the inner loops. For every chunk the kv heads are
-// taken in turn, so a decode task covering all of a sequence's kv heads walks each block's K (then
-// V) plane in address order (one task per sequence when a batch has enough of them).
+// head, so each kv head's rows are one run for the inner loops. The keys are walked in
+// f.chunk-position chunks from the tile's first visible key; per chunk and kv head the K/V are
+// converted to f32 once and shared by that kv head's rows (or read in place for a few rows). A row
+// only ever takes part in the chunks that hold its own visible keys, with its own slot range, so
+// its result is the same in any tile. Taking the kv heads in turn per chunk, a decode task that
+// covers all of a sequence's kv heads walks each block's K (then V) plane in address order.
 void attend_tile(const AttentionSegment& sg, int64_t kv0, int64_t kv1, int64_t hoff, int64_t hs, int64_t t0,
                  int64_t t1, const AttentionParams& p, const attn::Fns& f) {
   const int64_t C = f.chunk, group = p.n_heads / p.n_kv_heads;

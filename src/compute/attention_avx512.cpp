@@ -19,6 +19,12 @@ inline __m512 load16(DType dt, const uint8_t* p, __mmask16 m) {
   return _mm512_maskz_loadu_ps(m, p);
 }
 
+// Lanes of head dimensions d..d+15 that exist (d < hd); none when d >= hd.
+inline __mmask16 dims_mask(int64_t hd, int64_t d) {
+  const int64_t rem = hd - d;
+  return rem >= 16 ? __mmask16(0xffff) : rem > 0 ? __mmask16((1u << rem) - 1) : __mmask16(0);
+}
+
 // Chunks of 64 keys (4 vectors of 16 scores): the serial part of the online softmax (max, rescale,
 // lane sums) then happens once per 64 keys, which is what bounds a single decode row.
 constexpr int C = 64;
@@ -64,8 +70,7 @@ void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd,
     const uint8_t* kp[16];
     for (int j = 0; j < 16; ++j) kp[j] = j0 + j >= jlo && j0 + j <= jhi ? kv.key_at(c0 + j0 + j, h) : zeros;
     for (int64_t d = 0; d < hdp; d += 16) {
-      const int64_t rem = hd - d;
-      const __mmask16 m = rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1);
+      const __mmask16 m = dims_mask(hd, d);
       __m512 r[16];
       for (int j = 0; j < 16; ++j) r[j] = load16(kv.dtype, kp[j] + d * es, m);
       transpose16(r);
@@ -76,8 +81,7 @@ void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd,
     const uint8_t* v = kv.value_at(c0 + j, h);
     float* vr = vf + j * hdp;
     for (int64_t d = 0; d < hdp; d += 16) {
-      const int64_t rem = hd - d;
-      const __mmask16 m = rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1);
+      const __mmask16 m = dims_mask(hd, d);
       _mm512_storeu_ps(vr + d, load16(kv.dtype, v + d * es, m));
     }
   }
@@ -148,7 +152,7 @@ inline void scores_rows(const Src& src, Row* const* rows, int vi, int64_t hd, in
     for (int g = 0; g < G; ++g)
       for (int j = 0; j < 8; ++j) acc[g][j] = _mm512_setzero_ps();
     for (int64_t d = 0; d < hdp; d += 16) {
-      const __mmask16 dm = hd - d >= 16 ? __mmask16(0xffff) : __mmask16((1u << (hd - d)) - 1);
+      const __mmask16 dm = dims_mask(hd, d);
       __m512 qv[G];
       for (int g = 0; g < G; ++g) qv[g] = _mm512_maskz_loadu_ps(dm, rows[g]->q + d);
       for (int j = 0; j < 8; ++j) {
@@ -243,8 +247,7 @@ void step_group(Scores&& scores, const VSrc& src, int64_t hd, int64_t hdp, float
     // entirely (never loaded or stored), lanes in hd..hdp read V as zero.
     __mmask16 dm[NV], am[NV];
     for (int i = 0; i < NV; ++i) {
-      const int64_t rem = hd - e - 16 * i;
-      dm[i] = rem >= 16 ? __mmask16(0xffff) : rem > 0 ? __mmask16((1u << rem) - 1) : __mmask16(0);
+      dm[i] = dims_mask(hd, e + 16 * i);
       am[i] = e + 16 * i < hdp ? __mmask16(0xffff) : __mmask16(0);
     }
     __m512 ce[G][NV], co[G][NV];

@@ -113,17 +113,6 @@ void deq_q3_k(const BlockQ3_K* b, int64_t nb, float* y) {
   }
 }
 
-// The 12-byte packing of eight 6-bit (scale, min) pairs shared by Q4_K and Q5_K.
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 void deq_q4_k(const BlockQ4_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = h2f(b[i].d), mn = h2f(b[i].dmin);

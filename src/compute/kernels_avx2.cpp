@@ -126,42 +126,6 @@ inline __m256i nibbles(const uint8_t* qs) {
 }
 
 template <int NT>
-void q4_1_nt(const BlockQ4_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float macc[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = nibbles(w[i].qs);
-    float dw = h2f(w[i].d), mw = h2f(w[i].m);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-      macc[t] += mw * a.d * a.sum;
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
-}
-
-template <int NT>
-void q4_0_nt(const BlockQ4_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float macc[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = nibbles(w[i].qs);
-    float dw = h2f(w[i].d);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-      p = _mm256_add_epi32(p, _mm256_setr_epi32(-8 * a.sum, 0, 0, 0, 0, 0, 0, 0));  // exact offset
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
-}
-
-template <int NT>
 void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -192,52 +156,61 @@ inline __m256i q5_high_bits(const uint8_t* qhb) {
   return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-// Q5_0: unsigned 5-bit values (0..31) against x, the -16 offset added exactly in integers.
-template <int NT>
-void q5_0_nt(const BlockQ5_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = _mm256_or_si256(nibbles(w[i].qs), q5_high_bits(w[i].qh));
-    float dw = h2f(w[i].d);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-      p = _mm256_add_epi32(p, _mm256_setr_epi32(-16 * a.sum, 0, 0, 0, 0, 0, 0, 0));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
-}
-
-// Q5_1: as Q4_1 with the 5th bit; the min contributes m·dx·Σx.
-template <int NT>
-void q5_1_nt(const BlockQ5_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 share one kernel: per block 32 unsigned weight bytes (Fmt::values),
+// the scale d, and either a min (Fmt::kMin: + m·dx·Σx, kept apart in float) or a signed-offset
+// correction (Fmt::kOffset·Σx added to lane 0, exactly, in integers).
+template <int NT, class Fmt, class B>
+void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   float macc[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
   for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = _mm256_or_si256(nibbles(w[i].qs), q5_high_bits(w[i].qh));
-    float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    const __m256i q = Fmt::values(w[i]);
+    const float dw = h2f(w[i].d);
+    float mw = 0;
+    if constexpr (Fmt::kMin) mw = h2f(w[i].m);
     for (int t = 0; t < NT; ++t) {
       const ActQ8& a = x[t * xs + i];
       __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
+      if constexpr (Fmt::kOffset != 0)
+        p = _mm256_add_epi32(p, _mm256_setr_epi32(Fmt::kOffset * a.sum, 0, 0, 0, 0, 0, 0, 0));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-      macc[t] += mw * a.d * a.sum;
+      if constexpr (Fmt::kMin) macc[t] += mw * a.d * a.sum;
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + macc[t];
+  for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum(acc[t]) + macc[t] : hsum(acc[t]);
 }
 
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+struct FmtQ4_0 {
+  static __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
+  static constexpr int kOffset = -8;
+  static constexpr bool kMin = false;
+};
+struct FmtQ4_1 {
+  static __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+};
+struct FmtQ5_0 {
+  static __m256i values(const BlockQ5_0& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+  static constexpr int kOffset = -16;
+  static constexpr bool kMin = false;
+};
+struct FmtQ5_1 {
+  static __m256i values(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+};
+#define RAPID_LEGACY_NT(fn, B, Fmt)                                             \
+  template <int NT>                                                             \
+  void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
+    legacy_nt<NT, Fmt>(w, x, xs, nb, out);                                      \
   }
-}
+RAPID_LEGACY_NT(q4_0, BlockQ4_0, FmtQ4_0)
+RAPID_LEGACY_NT(q4_1, BlockQ4_1, FmtQ4_1)
+RAPID_LEGACY_NT(q5_0, BlockQ5_0, FmtQ5_0)
+RAPID_LEGACY_NT(q5_1, BlockQ5_1, FmtQ5_1)
+#undef RAPID_LEGACY_NT
 
 // Bit j of every byte of h, moved to 0x10 (16-bit shifts never carry a foreign bit into bit 4
 // of a byte because the mask keeps only that bit).

@@ -150,78 +150,85 @@ inline __m256i load_x(const ActQ8& a) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
 }
 
-// Per block: acc += dw*dx * Σ q·x (as 8 lanes) and off += c(dw, mw)*dx*Σx for the weight offset.
-template <int NT>
-void q4_1_nt(const BlockQ4_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+// The legacy 32-element formats share one kernel: per block 32 unsigned weight bytes
+// (Fmt::values), the scale d, and either a min (Fmt::kMin: + m·dx·Σx, kept apart in float) or a
+// signed-offset correction (Fmt::kOffset: lane 0 starts at kOffset·Σx, so it cancels exactly in
+// integers). acc += dw·dx · Σ q·x as 8 lanes.
+template <int NT, class Fmt, class B>
+void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   float off[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
   for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = nibbles(w[i].qs);
-    float dw = h2f(w[i].d), mw = h2f(w[i].m);
+    const __m256i q = Fmt::values(w[i]);
+    const float dw = h2f(w[i].d);
+    float mw = 0;
+    if constexpr (Fmt::kMin) mw = h2f(w[i].m);
     for (int t = 0; t < NT; ++t) {
       const ActQ8& a = x[t * xs + i];
-      __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
+      __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, Fmt::kOffset * a.sum), q, load_x(a));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-      off[t] += mw * a.d * a.sum;
+      if constexpr (Fmt::kMin) off[t] += mw * a.d * a.sum;
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+  for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum256(acc[t]) + off[t] : hsum256(acc[t]);
 }
 
-template <int NT>
-void q4_0_nt(const BlockQ4_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+// Q5_0 / Q5_1: the block's 32-bit qh is directly a byte mask (bit e ↔ element e, in the same
+// order as nibbles()), so the 5th bit is one masked set. Values stay unsigned 0..31.
+inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qhb, 4);
+  return _mm256_or_si256(nibbles(qs), _mm256_maskz_set1_epi8(static_cast<__mmask32>(qh), 0x10));
+}
+
+struct FmtQ4_0 {
+  static __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
+  static constexpr int kOffset = -8;
+  static constexpr bool kMin = false;
+};
+struct FmtQ4_1 {
+  static __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+};
+struct FmtQ5_0 {
+  static __m256i values(const BlockQ5_0& b) { return q5_values(b.qs, b.qh); }
+  static constexpr int kOffset = -16;
+  static constexpr bool kMin = false;
+};
+struct FmtQ5_1 {
+  static __m256i values(const BlockQ5_1& b) { return q5_values(b.qs, b.qh); }
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true;
+};
+struct FmtQ8_0 {  // signed bytes biased to unsigned (+128); the bias comes off as -128·Σx
+  static __m256i values(const BlockQ8_0& b) {
+    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+  }
+  static constexpr int kOffset = -128;
+  static constexpr bool kMin = false;
+};
+#define RAPID_LEGACY_NT(fn, B, Fmt)                                             \
+  template <int NT>                                                             \
+  void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
+    legacy_nt<NT, Fmt>(w, x, xs, nb, out);                                      \
+  }
+RAPID_LEGACY_NT(q4_0, BlockQ4_0, FmtQ4_0)
+RAPID_LEGACY_NT(q4_1, BlockQ4_1, FmtQ4_1)
+RAPID_LEGACY_NT(q5_0, BlockQ5_0, FmtQ5_0)
+RAPID_LEGACY_NT(q5_1, BlockQ5_1, FmtQ5_1)
+RAPID_LEGACY_NT(q8_0, BlockQ8_0, FmtQ8_0)
+#undef RAPID_LEGACY_NT
+
+// Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scale/min; sub-block j pairs with activation
+// block j. Q5_K adds a 5th bit (bit j of qh[l] for sub-block j), turned into 0x10 by a byte test mask.
+template <int NT, class B, bool kFifthBit>
+void k4_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   float off[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = nibbles(w[i].qs);
-    float dw = h2f(w[i].d);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      // Start lane 0 at -8·Σx so the weight offset cancels exactly in integers.
-      __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, -8 * a.sum), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
-}
-
-template <int NT>
-void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float off[NT];
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs)), bias);
-    float dw = h2f(w[i].d);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, -128 * a.sum), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
-}
-
-
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-// Q4_K: 8 sub-blocks of 32 with 6-bit scale/min; sub-block j pairs with activation block j.
-template <int NT>
-void q4_k_nt(const BlockQ4_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float off[NT];
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(0x10);
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
   for (int64_t i = 0; i < nb; ++i) {
     const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
@@ -230,6 +237,13 @@ void q4_k_nt(const BlockQ4_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
     for (int k = 0; k < 4; ++k) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFifthBit) {
+        const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
+        __mmask32 h0 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k))));
+        __mmask32 h1 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))));
+        lo = _mm256_or_si256(lo, _mm256_maskz_mov_epi8(h0, b16));
+        hi = _mm256_or_si256(hi, _mm256_maskz_mov_epi8(h1, b16));
+      }
       const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
       for (int t = 0; t < NT; ++t) {
         const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
@@ -243,6 +257,14 @@ void q4_k_nt(const BlockQ4_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+}
+template <int NT>
+void q4_k_nt(const BlockQ4_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT, BlockQ4_K, false>(w, x, xs, nb, out);
+}
+template <int NT>
+void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT, BlockQ5_K, true>(w, x, xs, nb, out);
 }
 
 // Q6_K: 6-bit values (0..63, offset 32) with an int8 scale per 16; the 8 dpbusd lanes of a
@@ -312,78 +334,6 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const A
   }
 }
 
-// Q5_0 / Q5_1: the block's 32-bit qh is directly a byte mask (bit e ↔ element e, in the same
-// order as nibbles()), so the 5th bit is one masked set. Values stay unsigned 0..31.
-inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
-  uint32_t qh;
-  __builtin_memcpy(&qh, qhb, 4);
-  return _mm256_or_si256(nibbles(qs), _mm256_maskz_set1_epi8(static_cast<__mmask32>(qh), 0x10));
-}
-template <int NT>
-void q5_0_nt(const BlockQ5_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = q5_values(w[i].qs, w[i].qh);
-    float dw = h2f(w[i].d);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      // Lane 0 starts at -16·Σx: the weight offset cancels exactly in integers.
-      __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, -16 * a.sum), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
-}
-template <int NT>
-void q5_1_nt(const BlockQ5_1* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float off[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    __m256i q = q5_values(w[i].qs, w[i].qh);
-    float dw = h2f(w[i].d), mw = h2f(w[i].m);
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
-      __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
-      off[t] += mw * a.d * a.sum;
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
-}
-// Q5_K: Q4_K plus a 5th bit (bit j of qh[l] for sub-block j), turned into 0x10 by a byte test mask.
-template <int NT>
-void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  __m256 acc[NT];
-  float off[NT];
-  const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(0x10);
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
-    int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, w[i].scales, sc[j], mn[j]);
-    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
-    for (int k = 0; k < 4; ++k) {
-      __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
-      __mmask32 h0 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k))));
-      __mmask32 h1 = _mm256_test_epi8_mask(H, _mm256_set1_epi8(static_cast<char>(1 << (2 * k + 1))));
-      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_maskz_mov_epi8(h0, b16));
-      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), _mm256_maskz_mov_epi8(h1, b16));
-      const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
-      for (int t = 0; t < NT; ++t) {
-        const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
-        const ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
-        __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load_x(a0));
-        __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi, load_x(a1));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(s0 * a0.d), acc[t]);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(s1 * a1.d), acc[t]);
-        off[t] -= dmin * (mn[2 * k] * a0.d * a0.sum + mn[2 * k + 1] * a1.d * a1.sum);
-      }
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
-}
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
   void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \

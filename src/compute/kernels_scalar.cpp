@@ -55,102 +55,82 @@ void quantize_act(const float* x, int64_t n, ActQ8* out) {
   }
 }
 
-void dot_q4_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ4_0*>(wv);
+// The loop every scalar GGML dot shares: for each of the nt activation rows, add one weight
+// block's contribution at a time (`add(acc, block, activations)`, the block's kPer activation
+// blocks starting at `activations`), in block order.
+template <class B, int kPer = 1, class Add>
+void dot_rows(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out, Add add) {
+  auto* w = static_cast<const B*>(wv);
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const ActQ8& a = x[t * xs + i];
-      int s = 0;
-      for (int j = 0; j < 16; ++j)
-        s += ((w[i].qs[j] & 0x0f) - 8) * a.qs[j] + ((w[i].qs[j] >> 4) - 8) * a.qs[j + 16];
-      acc += f16_to_f32(w[i].d) * a.d * s;
-    }
+    for (int64_t i = 0; i < nb; ++i) add(acc, w[i], x + t * xs + i * kPer);
     out[t] = acc;
   }
+}
+
+void dot_q4_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<BlockQ4_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ4_0& w, const ActQ8* a) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += ((w.qs[j] & 0x0f) - 8) * a->qs[j] + ((w.qs[j] >> 4) - 8) * a->qs[j + 16];
+    acc += f16_to_f32(w.d) * a->d * s;
+  });
 }
 
 void dot_q4_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ4_1*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const ActQ8& a = x[t * xs + i];
-      int s = 0;
-      for (int j = 0; j < 16; ++j) s += (w[i].qs[j] & 0x0f) * a.qs[j] + (w[i].qs[j] >> 4) * a.qs[j + 16];
-      acc += f16_to_f32(w[i].d) * a.d * s + f16_to_f32(w[i].m) * a.d * a.sum;
-    }
-    out[t] = acc;
-  }
+  dot_rows<BlockQ4_1>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ4_1& w, const ActQ8* a) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += (w.qs[j] & 0x0f) * a->qs[j] + (w.qs[j] >> 4) * a->qs[j + 16];
+    acc += f16_to_f32(w.d) * a->d * s + f16_to_f32(w.m) * a->d * a->sum;
+  });
 }
 
 void dot_q8_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ8_0*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const ActQ8& a = x[t * xs + i];
-      int s = 0;
-      for (int j = 0; j < 32; ++j) s += w[i].qs[j] * a.qs[j];
-      acc += f16_to_f32(w[i].d) * a.d * s;
-    }
-    out[t] = acc;
-  }
+  dot_rows<BlockQ8_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ8_0& w, const ActQ8* a) {
+    int s = 0;
+    for (int j = 0; j < 32; ++j) s += w.qs[j] * a->qs[j];
+    acc += f16_to_f32(w.d) * a->d * s;
+  });
 }
 
-inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-void dot_q4_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ4_K*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      float d = f16_to_f32(w[i].d), dmin = f16_to_f32(w[i].dmin);
-      for (int j = 0; j < 8; ++j) {
-        const ActQ8& a = x[t * xs + i * 8 + j];
-        const uint8_t* q = w[i].qs + 32 * (j / 2);
-        int sc, mn, s = 0;
-        scale_min_k4(j, w[i].scales, sc, mn);
-        for (int l = 0; l < 32; ++l) s += ((j & 1) ? (q[l] >> 4) : (q[l] & 0x0f)) * a.qs[l];
-        acc += d * sc * a.d * s - dmin * mn * a.d * a.sum;
+// Q4_K and Q5_K: sub-block j = nibble half j&1 of qs[32*(j/2)..]; Q5_K adds a 5th bit, bit j of qh[l].
+template <class B, bool kFifthBit>
+void dot_k4(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<B, 8>(wv, x, xs, nb, nt, out, [](float& acc, const B& w, const ActQ8* a8) {
+    float d = f16_to_f32(w.d), dmin = f16_to_f32(w.dmin);
+    for (int j = 0; j < 8; ++j) {
+      const ActQ8& a = a8[j];
+      const uint8_t* q = w.qs + 32 * (j / 2);
+      int sc, mn, s = 0;
+      scale_min_k4(j, w.scales, sc, mn);
+      for (int l = 0; l < 32; ++l) {
+        int v = (j & 1) ? (q[l] >> 4) : (q[l] & 0x0f);
+        if constexpr (kFifthBit) v |= ((w.qh[l] >> j) & 1) << 4;
+        s += v * a.qs[l];
       }
+      acc += d * sc * a.d * s - dmin * mn * a.d * a.sum;
     }
-    out[t] = acc;
-  }
+  });
 }
 
 void dot_q6_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ6_K*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      float d = f16_to_f32(w[i].d);
-      for (int half = 0; half < 2; ++half) {
-        const uint8_t* ql = w[i].ql + 64 * half;
-        const uint8_t* qh = w[i].qh + 32 * half;
-        const int8_t* sc = w[i].scales + 8 * half;
-        for (int b = 0; b < 4; ++b) {  // 32-element block b of this half
-          const ActQ8& a = x[t * xs + i * 8 + half * 4 + b];
-          int s0 = 0, s1 = 0;
-          for (int l = 0; l < 32; ++l) {
-            int lo = (b & 1) ? ql[l + 32] : ql[l];
-            int v = ((b & 2) ? (lo >> 4) : (lo & 0x0f)) | (((qh[l] >> (2 * b)) & 3) << 4);
-            (l < 16 ? s0 : s1) += (v - 32) * a.qs[l];
-          }
-          acc += d * a.d * (sc[2 * b] * s0 + sc[2 * b + 1] * s1);
+  dot_rows<BlockQ6_K, 8>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ6_K& w, const ActQ8* a8) {
+    float d = f16_to_f32(w.d);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w.ql + 64 * half;
+      const uint8_t* qh = w.qh + 32 * half;
+      const int8_t* sc = w.scales + 8 * half;
+      for (int b = 0; b < 4; ++b) {  // 32-element block b of this half
+        const ActQ8& a = a8[half * 4 + b];
+        int s0 = 0, s1 = 0;
+        for (int l = 0; l < 32; ++l) {
+          int lo = (b & 1) ? ql[l + 32] : ql[l];
+          int v = ((b & 2) ? (lo >> 4) : (lo & 0x0f)) | (((qh[l] >> (2 * b)) & 3) << 4);
+          (l < 16 ? s0 : s1) += (v - 32) * a.qs[l];
         }
+        acc += d * a.d * (sc[2 * b] * s0 + sc[2 * b + 1] * s1);
       }
     }
-    out[t] = acc;
-  }
+  });
 }
 
 // Q5_0 / Q5_1: the 5th bit of element e is bit e of qh (low nibbles hold elements 0..15, high
@@ -166,48 +146,15 @@ inline int q5_sum(const uint8_t* qs, const uint8_t* qhb, const int8_t* xq) {
 }
 
 void dot_q5_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ5_0*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const ActQ8& a = x[t * xs + i];
-      acc += f16_to_f32(w[i].d) * a.d * (q5_sum(w[i].qs, w[i].qh, a.qs) - 16 * a.sum);
-    }
-    out[t] = acc;
-  }
+  dot_rows<BlockQ5_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ5_0& w, const ActQ8* a) {
+    acc += f16_to_f32(w.d) * a->d * (q5_sum(w.qs, w.qh, a->qs) - 16 * a->sum);
+  });
 }
 
 void dot_q5_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ5_1*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      const ActQ8& a = x[t * xs + i];
-      acc += f16_to_f32(w[i].d) * a.d * q5_sum(w[i].qs, w[i].qh, a.qs) + f16_to_f32(w[i].m) * a.d * a.sum;
-    }
-    out[t] = acc;
-  }
-}
-
-// Q5_K: Q4_K's layout (sub-block j = nibble half j&1 of qs[32*(j/2)..]) plus a 5th bit, bit j of qh[l].
-void dot_q5_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  auto* w = static_cast<const BlockQ5_K*>(wv);
-  for (int t = 0; t < nt; ++t) {
-    float acc = 0;
-    for (int64_t i = 0; i < nb; ++i) {
-      float d = f16_to_f32(w[i].d), dmin = f16_to_f32(w[i].dmin);
-      for (int j = 0; j < 8; ++j) {
-        const ActQ8& a = x[t * xs + i * 8 + j];
-        const uint8_t* q = w[i].qs + 32 * (j / 2);
-        int sc, mn, s = 0;
-        scale_min_k4(j, w[i].scales, sc, mn);
-        for (int l = 0; l < 32; ++l)
-          s += (((j & 1) ? (q[l] >> 4) : (q[l] & 0x0f)) | (((w[i].qh[l] >> j) & 1) << 4)) * a.qs[l];
-        acc += d * sc * a.d * s - dmin * mn * a.d * a.sum;
-      }
-    }
-    out[t] = acc;
-  }
+  dot_rows<BlockQ5_1>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ5_1& w, const ActQ8* a) {
+    acc += f16_to_f32(w.d) * a->d * q5_sum(w.qs, w.qh, a->qs) + f16_to_f32(w.m) * a->d * a->sum;
+  });
 }
 
 // Scalar MLX dots work on the natural element order for 8 bits and on nibble order for 4 bits
@@ -270,11 +217,11 @@ void fill_kernels_scalar(Kernels& k) {
   k.dot_q4_0 = dot_q4_0;
   k.dot_q4_1 = dot_q4_1;
   k.dot_q8_0 = dot_q8_0;
-  k.dot_q4_k = dot_q4_k;
+  k.dot_q4_k = dot_k4<BlockQ4_K, false>;
   k.dot_q6_k = dot_q6_k;
   k.dot_q5_0 = dot_q5_0;
   k.dot_q5_1 = dot_q5_1;
-  k.dot_q5_k = dot_q5_k;
+  k.dot_q5_k = dot_k4<BlockQ5_K, true>;
   k.dot_mlx4 = dot_mlx4;
   k.dot_mlx8 = dot_mlx8;
 }

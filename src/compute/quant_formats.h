@@ -39,6 +39,19 @@ struct alignas(8) ActQ8 {
 };
 static_assert(sizeof(ActQ8) == 40);
 
+// Pair j (0..7) of the eight 6-bit (scale, min) pairs packed in the 12 `scales` bytes of a Q4_K /
+// Q5_K super-block. `static` on purpose: the SIMD kernel files include this header with their own
+// ISA flags, and an inline function with external linkage could be merged across them.
+static inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    mn = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Elements per block and bytes per block of a block format (1 and the element size for F32/F16/BF16).
 int64_t block_elems(DType t);
 size_t block_bytes(DType t);

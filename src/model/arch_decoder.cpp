@@ -455,13 +455,9 @@ class DecoderModel final : public Model {
       sg.pos0 = s.pos0;
       kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
     }
-    AttentionParams ap;
-    ap.n_heads = nh_;
-    ap.n_kv_heads = nkv_;
-    ap.head_dim = hd_;
-    ap.scale = attn_scale_;
-    ap.window = L.sliding ? cfg_.sliding_window : 0;
-    ap.softcap = static_cast<float>(cfg_.attn_logit_softcapping);
+    const AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
+                             .window = L.sliding ? cfg_.sliding_window : 0,
+                             .softcap = static_cast<float>(cfg_.attn_logit_softcapping)};
     attention_batch(segs_.data(), segs_.size(), ap, pool_);
     L.o(att_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)

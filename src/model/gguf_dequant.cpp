@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "compute/fp16.h"
+#include "compute/quant_formats.h"
 
 namespace rapid::ggml {
 namespace {
@@ -101,17 +102,6 @@ void q3_k(const uint8_t* b, float* y) {
         }
       }
     }
-  }
-}
-
-// 6-bit scale/min pairs packed in 12 bytes (Q4_K, Q5_K): 8 sub-blocks.
-void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
-  if (j < 4) {
-    sc = q[j] & 63;
-    mn = q[j + 4] & 63;
-  } else {
-    sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 
