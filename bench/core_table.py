@@ -14,9 +14,10 @@ usage: bench/core_table.sh [--bin build/rapid-mlx] [--threads 1,2] [--reps 3] [-
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
+
+import run_stats
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
@@ -34,7 +35,6 @@ PROMPT = ("The old lighthouse keeper climbed the spiral stairs every evening, co
           "had arrived that morning, sealed with red wax, and of the stranger who had delivered it without a "
           "word before walking back toward the village under the pale light of a rising moon, while gulls "
           "cried over the harbour.")
-LAST_LINE = re.compile(r"prompt (\d+) tokens: prefill ([\d.]+) tok/s \| (\d+) tokens generated: decode ([\d.]+) tok/s")
 
 
 def build_probe(out_dir):
@@ -53,18 +53,10 @@ def bandwidth(probe, mib, max_threads):
 def rapid(binary, model, threads, max_tokens, reps):
     best = {"prefill": 0.0, "decode": 0.0, "prompt": 0, "generated": 0}
     for _ in range(reps):
-        r = subprocess.run([binary, "run", "--model", model, "--raw", "--threads", str(threads),
-                            "--max-tokens", str(max_tokens), PROMPT], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"rapid-mlx run failed on {model}:\n{r.stderr[-2000:]}")
-        m = None
-        for m in LAST_LINE.finditer(r.stderr):
-            pass
-        if not m:
-            raise RuntimeError(f"no speed line from rapid-mlx run on {model}:\n{r.stderr[-2000:]}")
-        best["prompt"], best["generated"] = int(m.group(1)), int(m.group(3))
-        best["prefill"] = max(best["prefill"], float(m.group(2)))
-        best["decode"] = max(best["decode"], float(m.group(4)))
+        r = run_stats.run(binary, model, "--raw", "--threads", threads, "--max-tokens", max_tokens, PROMPT)
+        best["prompt"], best["generated"] = r["prompt"], r["generated"]
+        best["prefill"] = max(best["prefill"], r["prefill"])
+        best["decode"] = max(best["decode"], r["decode"])
     return best
 
 

@@ -6,7 +6,7 @@ For each model (a GGUF file, or a directory of *.safetensors + config.json):
   KV      = tokens x layers x (key_length + value_length) x kv_heads x 2 bytes (f16, the default
             --kv-dtype), tokens = prompt + generated, from the run's last stderr line;
   peak    = the VmHWM `rapid-mlx run` reports on its last line (the whole process from its exec,
-            shared libraries included); ru_maxrss of the child if the line lacks it.
+            shared libraries included; bench/run_stats.py).
 Prints a Markdown table; exits 1 if a model misses the bar. Standard library only.
 MB = 10^6 bytes throughout.
 
@@ -16,11 +16,10 @@ import argparse
 import glob
 import json
 import os
-import re
 import struct
-import subprocess
 import sys
-import tempfile
+
+import run_stats
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
@@ -33,8 +32,6 @@ DEFAULT_MODELS = [
     os.path.join(CACHE, "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf"),
 ]
 PROMPT = "What is the capital of France?"
-PEAK_RSS = re.compile(r"peak RSS ([\d.]+) MB")
-LAST_LINE = re.compile(r"prompt (\d+) tokens: prefill ([\d.]+) tok/s \| (\d+) tokens generated: decode ([\d.]+) tok/s")
 
 
 # ---- GGUF metadata (header only; arrays skipped without keeping them) ----
@@ -122,32 +119,6 @@ def weights_bytes(model):
     return os.path.getsize(gguf_in_dir(model))
 
 
-def measure(binary, model, max_tokens, prompt, threads):
-    """(peak RSS bytes, prompt tokens, generated tokens, prefill tok/s, decode tok/s)."""
-    cmd = [binary, "run", "--model", model, "--max-tokens", str(max_tokens)]
-    if threads:
-        cmd += ["--threads", str(threads)]
-    cmd.append(prompt)
-    with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, ru = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        text = err.read().decode("utf-8", "replace")
-    if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {p.returncode}:\n{text[-2000:]}")
-    m = None
-    for m in LAST_LINE.finditer(text):
-        pass
-    if not m:
-        raise RuntimeError(f"no speed line in the output of {' '.join(cmd)}:\n{text[-2000:]}")
-    # The binary's own VmHWM (from its exec on); ru_maxrss of a child also counts the parent's
-    # footprint it was forked from (a pytest process: +60 MB), so it is only the fallback.
-    hwm = PEAK_RSS.search(text)
-    peak = round(float(hwm.group(1)) * 1e6) if hwm else ru.ru_maxrss * 1024
-    return peak, int(m.group(1)), int(m.group(3)), float(m.group(2)), float(m.group(4))
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="*", help="GGUF files or model directories (default: SmolLM2 Q4_1/Q8_0/MLX q4/q8, Gemma-3-270m)")
@@ -164,7 +135,9 @@ def main(argv=None):
         return 2
     rows, ok = [], True
     for model in models:
-        rss, n_prompt, n_gen, pf, dc = measure(a.bin, model, a.max_tokens, a.prompt, a.threads)
+        r = run_stats.run(a.bin, model, "--max-tokens", a.max_tokens,
+                          *(["--threads", a.threads] if a.threads else []), a.prompt)
+        rss, n_prompt, n_gen, pf, dc = r["peak_rss_bytes"], r["prompt"], r["generated"], r["prefill"], r["decode"]
         w = weights_bytes(model)
         kv = kv_bytes_per_token(model) * (n_prompt + n_gen)
         bar = (w + kv) * (1 + a.margin)

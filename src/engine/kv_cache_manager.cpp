@@ -95,7 +95,6 @@ void KvCacheManager::flush() {
     store_->set_foreground_busy(false);  // the engine waits here: nothing to give way to
     store_->flush();
   }
-  publish();  // the stats a caller reads next include what was just written
 }
 
 void KvCacheManager::publish() {
@@ -105,10 +104,7 @@ void KvCacheManager::publish() {
   s.prefix_cache = radix_ != nullptr;
   if (radix_) s.radix = radix_->stats();
   s.persistent = store_ != nullptr;
-  if (store_) {
-    s.snapshot_dir = store_->dir();
-    s.disk = store_->stats();
-  }
+  if (store_) s.snapshot_dir = store_->dir();  // disk stats are read live by stats()
   s.restored_entries = restored_entries_;
   s.restored_tokens = restored_tokens_;
   std::lock_guard lk(stats_mu_);

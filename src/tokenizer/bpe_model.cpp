@@ -8,7 +8,9 @@
 
 namespace rapid::tok {
 
-static inline uint64_t pair_key(int32_t a, int32_t b) { return MergeTable::key(a, b); }
+static inline uint64_t pair_key(int32_t a, int32_t b) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+}
 static inline size_t mix(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;

@@ -20,9 +20,6 @@ class MergeTable {
   void shrink_to_fit();  // after loading: the smallest table at load factor <= 1/2
   bool find(int32_t a, int32_t b, int32_t& rank, int32_t& id) const;
   size_t size() const { return count_; }
-  static uint64_t key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
 
  private:
   struct Slot { uint64_t key = ~0ull; int32_t rank = 0, id = 0; };

@@ -1,6 +1,6 @@
 """Issue #3's memory bar, end to end: the peak resident set of the whole `rapid-mlx run` process
 (shared libraries included) on SmolLM2-135M Q4_1 stays within (weights + KV) x 1.1, as measured by
-bench/memory.py (ru_maxrss of the child). Resident memory, not speed: the bar holds on any machine
+bench/memory.py (the VmHWM `run` reports). Resident memory, not speed: the bar holds on any machine
 that loads the same libraries; threads are pinned so per-thread scratch does not scale with cores.
 Skips only when the binary or the model file is absent."""
 import json
