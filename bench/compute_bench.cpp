@@ -129,6 +129,49 @@ void BM_Attention(benchmark::State& st, int segs, int64_t n, int64_t ctx, int th
                                               benchmark::Counter::kIs1000);
 }
 
+// The same over a whole model's layers laid out as the block pool does (block = every layer's K and
+// V planes, blocks of concurrent sequences interleaved), SmolLM2 shapes: at long contexts the 30
+// layers' KV (23 KB per token) exceed the caches, so the pages come from DRAM as in the model.
+void BM_AttentionLayers(benchmark::State& st, int segs, int64_t ctx) {
+  constexpr int64_t kLayers = 30, kHeads = 9, kKv = 3, kHd = 64, kBlock = 16;
+  const int64_t len = ctx + 1, nblocks = (len + kBlock - 1) / kBlock;
+  const size_t plane = kKv * kBlock * kHd * 2, block = kLayers * 2 * plane;
+  std::vector<uint16_t> arena(segs * nblocks * block / 2);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (auto& e : arena) e = f32_to_f16(u(rng));
+  std::vector<uint8_t*> ptrs(segs * nblocks);
+  for (int64_t b = 0; b < nblocks; ++b)
+    for (int i = 0; i < segs; ++i)
+      ptrs[i * nblocks + b] = reinterpret_cast<uint8_t*>(arena.data()) + (b * segs + i) * block;
+  std::vector<float> q(segs * kHeads * kHd), out(q.size());
+  for (auto& e : q) e = u(rng);
+  const AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
+  ThreadPool pool(2);
+  std::vector<AttentionSegment> sg(segs);
+  for (auto _ : st) {
+    for (int64_t l = 0; l < kLayers; ++l) {
+      for (int i = 0; i < segs; ++i) {
+        sg[i] = AttentionSegment{};
+        sg[i].q = q.data() + i * kHeads * kHd;
+        sg[i].out = out.data() + i * kHeads * kHd;
+        sg[i].n = 1;
+        sg[i].pos0 = ctx;
+        sg[i].kv.dtype = DType::F16;
+        sg[i].kv.blocks = ptrs.data() + i * nblocks;
+        sg[i].kv.k_off = l * 2 * plane;
+        sg[i].kv.v_off = sg[i].kv.k_off + plane;
+        sg[i].kv.head_stride = kBlock * kHd * 2;
+        sg[i].kv.slot_stride = kHd * 2;
+      }
+      attention_batch(sg.data(), sg.size(), p, pool);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["GB/s"] = benchmark::Counter(double(segs) * len * kLayers * 2 * kKv * kHd * 2 * st.iterations(),
+                                           benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 // Batched decode: B sequences with C-token prompts (args B, C), then 32 steps of one token each in one
 // forward_batch. Reports aggregate tok/s and ms per step (what the engine's step costs).
 void BM_SmolLM2Batch(benchmark::State& st) {
@@ -164,6 +207,32 @@ void BM_SmolLM2Batch(benchmark::State& st) {
   st.counters["ms/step"] = benchmark::Counter(double(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
 }
 
+// An agent turn: n new tokens appended to a cached context of c (one sequence, paged KV), the
+// prefill a warm request does; against a cold prefill of c + n it is the agent TTFT ratio.
+void BM_SmolLM2Turn(benchmark::State& st) {
+  if (!std::filesystem::exists(smollm2())) {
+    st.SkipWithError("SmolLM2 GGUF not found");
+    return;
+  }
+  const int N = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
+  std::shared_ptr<Checkpoint> ck = load_checkpoint(smollm2());
+  ModelOptions o;
+  o.num_threads = 2;
+  auto m = create_model(ck, o);
+  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16),
+                                                 uint64_t(C + N + 16) * 30 * 2 * 3 * 64 * 2 + (64 << 20));
+  auto state = m->new_paged_state(pool, C + N);
+  std::vector<float> logits(m->config().vocab_size);
+  std::vector<int32_t> toks(C + N);
+  for (int i = 0; i < C + N; ++i) toks[i] = 100 + (i * 37) % 20000;
+  if (C > 0) m->forward(toks.data(), C, *state, logits.data());
+  for (auto _ : st) {
+    state->truncate(C);
+    m->forward(toks.data() + C, N, *state, logits.data());
+  }
+  st.counters["tok/s"] = benchmark::Counter(double(st.iterations()) * N, benchmark::Counter::kIsRate);
+}
+
 }  // namespace
 
 // SmolLM2 shapes: hidden 576, ffn 1536, vocab 49152 (tied Q8_0 output).
@@ -196,6 +265,9 @@ BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kM
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 
 BENCHMARK(BM_SmolLM2Batch)->Args({1, 128})->Args({8, 128})->Args({8, 16})->Args({1, 1024})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK(BM_SmolLM2Turn)->Args({170, 2000})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_AttentionLayers, decode1_ctx2000, 1, 2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_AttentionLayers, decode8_ctx150, 8, 150)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Attention, prefill170_ctx2000_2t, 1, 170, 2000, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, prefill512_ctx0_2t, 1, 512, 0, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, decode1_ctx2000_2t, 1, 1, 2000, 2)->UseRealTime();

@@ -8,7 +8,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "cache/page_io.h"
 #include "cache/radix_cache.h"
@@ -293,4 +295,69 @@ TEST(CacheSnapshot, PagesRestoreIntoAFreshPoolAndTree) {
   EXPECT_FALSE(scatter_pages(pool, std::vector<uint8_t>(sh.block_bytes() * 6)));  // only 5 free
   EXPECT_FALSE(scatter_pages(pool, std::vector<uint8_t>(sh.block_bytes() + 1)));
   EXPECT_EQ(pool.free_count(), 5u);
+}
+
+// Pages handed over as a PageSource are gathered by the writer (not the caller), land on disk
+// byte for byte, and the source is released exactly once whether the entry is written, refused
+// by a full queue, or dropped by purge() — what lets the engine pin pool blocks for the writer.
+TEST(CacheSnapshot, DeferredPagesAreGatheredByTheWriterAndReleasedOnce) {
+  TempDir td;
+  std::mt19937 rng(11);
+  auto o = opts(td.path);
+  o.queue_limit = 1;
+  SnapshotStore s(o);
+  std::atomic<int> gathered{0}, released[3] = {0, 0, 0};
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> gathered_on_caller{false};
+  auto source = [&](const std::vector<uint8_t>& pages, int i) {
+    PageSource src;
+    src.gather = [&, pages] {
+      if (std::this_thread::get_id() == caller) gathered_on_caller = true;
+      ++gathered;
+      return pages;
+    };
+    src.release = [&, i] { ++released[i]; };
+    return src;
+  };
+  SnapshotEntry a = make_entry(rng, 8, 4096, 0), b = make_entry(rng, 9, 4096, 0), c = make_entry(rng, 10, 4096, 0);
+  const std::vector<uint8_t> a_pages = a.pages;
+  a.pages.clear();
+  // Hold the writer back (as while the engine steps), so the queue really fills.
+  s.set_foreground_busy(true);
+  ASSERT_TRUE(s.put(a, source(a_pages, 0)));
+  // The writer may already have taken `a` (it then waits, busy): fill the one queue slot with b.
+  while (!s.put(b, source(b.pages, 1))) {
+    EXPECT_EQ(released[1].load(), 1);  // refused: released at once
+    released[1] = 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_FALSE(s.put(c, source(c.pages, 2)));  // queue full
+  EXPECT_EQ(released[2].load(), 1);
+  s.set_foreground_busy(false);
+  s.flush();
+  EXPECT_FALSE(gathered_on_caller.load());
+  EXPECT_EQ(released[0].load(), 1);
+  EXPECT_EQ(released[1].load(), 1);
+  auto got = s.lookup(a.tokens);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->pages, a_pages);
+  // purge() drops what is still queued: released without being gathered.
+  s.set_foreground_busy(true);
+  const int before = gathered.load();
+  SnapshotEntry d = make_entry(rng, 11, 4096, 0), e = make_entry(rng, 12, 4096, 0);
+  std::atomic<int> rd{0}, re{0};
+  PageSource sd, se;
+  sd.gather = [&] { ++gathered; return d.pages; };
+  sd.release = [&] { ++rd; };
+  se.gather = [&] { ++gathered; return e.pages; };
+  se.release = [&] { ++re; };
+  s.put(d, sd);
+  s.put(e, se);
+  s.purge();  // waits for an entry the writer already holds, deleting everything
+  EXPECT_EQ(rd.load(), 1);
+  EXPECT_EQ(re.load(), 1);
+  EXPECT_LE(gathered.load(), before + 1);  // at most the one the writer had taken
+  s.set_foreground_busy(false);
+  s.flush();
+  EXPECT_EQ(s.stats().entries, 0u);
 }

@@ -4,9 +4,11 @@
 
 namespace rapid::cache {
 
-std::vector<uint8_t> gather_pages(const BlockPool& pool, const std::vector<BlockId>& blocks) {
+std::vector<uint8_t> gather_pages(const BlockPool& pool, const std::vector<BlockId>& blocks, size_t reserve_extra) {
   size_t bb = pool.shape().block_bytes();
-  std::vector<uint8_t> out(blocks.size() * bb);
+  std::vector<uint8_t> out;
+  out.reserve(blocks.size() * bb + reserve_extra);
+  out.resize(blocks.size() * bb);
   for (size_t i = 0; i < blocks.size(); ++i) std::memcpy(out.data() + i * bb, pool.data(blocks[i]), bb);
   return out;
 }

@@ -253,14 +253,25 @@ void SnapshotStore::scan() {
   enforce_cap_locked("");
 }
 
-bool SnapshotStore::put(SnapshotEntry e) {
+void SnapshotStore::release(Queued& q) {
+  if (q.src.release) q.src.release();
+  q.src = {};
+}
+
+bool SnapshotStore::put(SnapshotEntry e, PageSource src) {
+  Queued q{std::move(e), std::move(src)};
   {
     std::unique_lock lk(mu_);
-    if (queue_.size() >= opt_.queue_limit) { ++st_.dropped; return false; }
-    queue_.push_back(std::move(e));
+    if (queue_.size() < opt_.queue_limit) {
+      queue_.push_back(std::move(q));
+      lk.unlock();
+      cv_.notify_one();
+      return true;
+    }
+    ++st_.dropped;
   }
-  cv_.notify_one();
-  return true;
+  release(q);
+  return false;
 }
 
 void SnapshotStore::flush() {
@@ -277,7 +288,7 @@ void SnapshotStore::writer_loop() {
   for (;;) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) { if (stop_) return; continue; }
-    SnapshotEntry e = std::move(queue_.front());
+    Queued q = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
@@ -285,8 +296,11 @@ void SnapshotStore::writer_loop() {
     for (int ms = 0; ms < kMaxDeferMs && fg_busy_.load(std::memory_order_relaxed); ms += 5)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     try {
-      write_one(e);
+      if (q.src.gather) q.e.pages = q.src.gather();
+      release(q);
+      write_one(q.e);
     } catch (const std::exception& ex) {
+      release(q);
       log::warn(std::string("kv snapshot write failed: ") + ex.what());
     }
     lk.lock();
@@ -353,7 +367,7 @@ bool SnapshotStore::contains(const std::vector<int32_t>& tokens) const {
   auto it = index_.find(file_name(tokens));
   if (it != index_.end() && it->second.tokens == tokens) return true;
   for (const auto& q : queue_)
-    if (q.tokens == tokens) return true;
+    if (q.e.tokens == tokens) return true;
   return false;
 }
 
@@ -413,7 +427,11 @@ std::optional<SnapshotEntry> SnapshotStore::lookup(const std::vector<int32_t>& t
 
 void SnapshotStore::purge() {
   std::unique_lock lk(mu_);
+  std::deque<Queued> dropped = std::move(queue_);
   queue_.clear();
+  lk.unlock();
+  for (Queued& q : dropped) release(q);
+  lk.lock();
   idle_cv_.wait(lk, [&] { return !busy_; });
   while (!index_.empty()) drop_locked(index_.begin()->first, nullptr);
   st_.disk_bytes = 0;

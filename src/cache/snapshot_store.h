@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,15 @@ struct SnapshotEntry {
   bool operator==(const SnapshotEntry&) const = default;
 };
 
+// Pages of a queued entry that still live in memory the caller owns (pinned KV blocks), taken
+// when the writer gets to the entry: the caller's thread never copies a whole prefix (tens of MB,
+// ~20 ms for a 2k-token prompt) inside a request. `release` runs exactly once: after `gather`, or
+// when the entry is dropped unwritten (queue full, purge), on whichever thread that happens.
+struct PageSource {
+  std::function<std::vector<uint8_t>()> gather;
+  std::function<void()> release;
+};
+
 struct SnapshotStoreOptions {
   std::string dir;               // the model's directory (root + "/" + model_key); created 0700
   std::string model_key;         // from model_identity_key()
@@ -62,8 +72,9 @@ class SnapshotStore {
   SnapshotStore(const SnapshotStore&) = delete;
   SnapshotStore& operator=(const SnapshotStore&) = delete;
 
-  // Queue an entry for writing; false (and counted as dropped) if the queue is full.
-  bool put(SnapshotEntry e);
+  // Queue an entry for writing; false (and counted as dropped) if the queue is full. With `src`,
+  // e.pages is filled from it by the writer.
+  bool put(SnapshotEntry e, PageSource src = {});
   void flush();  // returns once every queued entry is on disk (or failed with a log line)
   // The stored entry with the longest token list that is a prefix of `tokens`, read and
   // verified now; corrupt candidates are deleted and the next best one is tried.
@@ -98,6 +109,11 @@ class SnapshotStore {
   };
   void scan();
   void writer_loop();
+  struct Queued {
+    SnapshotEntry e;
+    PageSource src;
+  };
+  static void release(Queued& q);
   void write_one(const SnapshotEntry& e);
   void enforce_cap_locked(const std::string& keep);
   void drop_locked(const std::string& name, const char* why);
@@ -106,7 +122,7 @@ class SnapshotStore {
   uint64_t model_hash_;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  std::deque<SnapshotEntry> queue_;
+  std::deque<Queued> queue_;
   bool busy_ = false, stop_ = false;
   std::atomic<bool> fg_busy_{false};
   std::map<std::string, IndexEntry> index_;

@@ -127,8 +127,8 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
   if (count == 0) return;
   const attn::Fns& f = attn_fns();
   // Tiles of up to kTile queries of one segment and one kv head share each K/V conversion. When
-  // that leaves too few tasks to keep the threads busy (decode), the group's heads are split
-  // into separate tasks as well; either way every (query, head) result is computed the same way.
+  // that leaves fewer tasks than threads (one short sequence), the group's heads are split into
+  // separate tasks as well; either way every (query, head) result is computed the same way.
   constexpr int64_t kTile = 32;
   const int64_t group = p.n_heads / p.n_kv_heads;
   int64_t tiles_total = 0, max_n = 0;
@@ -139,7 +139,9 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
     max_n = std::max(max_n, segs[i].n);
   }
   const int64_t threads = pool.size();
-  const int64_t hs = tiles_total * p.n_kv_heads >= 2 * threads ? group : 1;  // query heads per task
+  // Query heads per task: a whole group whenever that leaves a task per thread, since the group's
+  // rows then share every K/V read (a long-context decode is bound by those reads).
+  const int64_t hs = tiles_total * p.n_kv_heads >= threads ? group : 1;
   // Decode-sized tiles with enough sequences to go round: one task per tile over all kv heads.
   const int64_t kvt = max_n <= kPagedRows && tiles_total >= 2 * threads ? p.n_kv_heads : 1;
   const int64_t per_tile = p.n_kv_heads / kvt * (group / hs);

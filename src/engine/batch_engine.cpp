@@ -48,6 +48,13 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
+  kv_->set_wakeup([this] {  // pinned snapshot pages were copied: publish() unpins them
+    {
+      std::lock_guard lk(mu_);
+      tasks_.push_back([] {});
+    }
+    cv_.notify_one();
+  });
   if (opts_.draft_model) {
     if (opts_.draft_model->config().vocab_size != vocab_)
       throw Error("the draft model's vocabulary (" + std::to_string(opts_.draft_model->config().vocab_size) +
@@ -73,6 +80,7 @@ BatchEngine::~BatchEngine() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  kv_.reset();  // its snapshot writer may still call the wakeup set above: while mu_ and cv_ exist
 }
 
 uint64_t BatchEngine::submit(GenerationRequest req, EventCallback on_event) {

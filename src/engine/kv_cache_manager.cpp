@@ -23,18 +23,23 @@ KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::m
 
 KvCacheManager::~KvCacheManager() {
   store_.reset();  // drains queued writes
+  reclaim();
   radix_.reset();  // returns the tree's references before the pool goes
 }
 
 std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                    int64_t* cached) {
+  reclaim();
   auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
   *cached = 0;
   if (!radix_ || tokens.size() < 2) return kv;
   const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
   cache::PrefixMatch m = radix_->match_prefix(tokens);
   if (store_ && std::min<int64_t>(m.matched, usable) + opts_.block_size <= usable) {
-    if (restore_from_disk(tokens, m.matched)) m = radix_->match_prefix(tokens);
+    // Matched again either way: making room for the restored pages may have evicted cached
+    // prefixes, the matched one included.
+    restore_from_disk(tokens, m.matched);
+    m = radix_->match_prefix(tokens);
   }
   int64_t take = std::min<int64_t>(m.matched, usable);
   if (take <= 0) return kv;
@@ -63,8 +68,23 @@ bool KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64
 }
 
 bool KvCacheManager::make_free(int64_t n) {
+  reclaim();
   if (int64_t(pool_->free_count()) >= n) return true;
+  if (radix_ && radix_->ensure_free(size_t(n))) return true;
+  if (pinned_ == 0) return false;
+  // Pages still waiting for the snapshot writer: let it finish so their blocks can go too.
+  flush();
   return radix_ && radix_->ensure_free(size_t(n));
+}
+
+void KvCacheManager::reclaim() {
+  std::vector<cache::BlockId> done;
+  {
+    std::lock_guard lk(unpin_mu_);
+    done.swap(unpin_);
+  }
+  for (cache::BlockId b : done) pool_->decref(b);
+  pinned_ -= int64_t(done.size());
 }
 
 void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
@@ -80,13 +100,40 @@ void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvSt
   if (store_->contains(prefix)) return;
   cache::SnapshotEntry e;
   e.tokens = std::move(prefix);
-  e.pages = cache::gather_pages(*pool_, kv.table().blocks());
-  if (!store_->put(std::move(e))) log::debug("kv snapshot queue full: entry dropped");
+  // Full blocks are never written again (a sequence only appends past its length), so the writer
+  // copies them later from the pool, pinned until then; a partly filled last block is still being
+  // appended to and is copied now (one block).
+  const std::vector<cache::BlockId>& blocks = kv.table().blocks();
+  const size_t bs = size_t(opts_.block_size), full = size_t(kv.length()) / bs;
+  const size_t used = std::min(blocks.size(), (size_t(kv.length()) + bs - 1) / bs);
+  std::vector<cache::BlockId> pinned(blocks.begin(), blocks.begin() + full);
+  std::vector<uint8_t> tail =
+      cache::gather_pages(*pool_, std::vector<cache::BlockId>(blocks.begin() + full, blocks.begin() + used));
+  for (cache::BlockId b : pinned) pool_->incref(b);
+  pinned_ += int64_t(pinned.size());
+  const cache::BlockPool* pool = pool_.get();
+  cache::PageSource src;
+  src.gather = [pool, pinned, tail = std::move(tail)] {
+    std::vector<uint8_t> pages = cache::gather_pages(*pool, pinned, tail.size());
+    pages.insert(pages.end(), tail.begin(), tail.end());
+    return pages;
+  };
+  src.release = [this, pinned] {
+    std::function<void()> wake;
+    {
+      std::lock_guard lk(unpin_mu_);
+      unpin_.insert(unpin_.end(), pinned.begin(), pinned.end());
+      wake = wakeup_;
+    }
+    if (wake) wake();
+  };
+  if (!store_->put(std::move(e), std::move(src))) log::debug("kv snapshot queue full: entry dropped");
 }
 
 void KvCacheManager::purge() {
-  if (radix_) radix_->evict(pool_->total_blocks());
   if (store_) store_->purge();
+  reclaim();
+  if (radix_) radix_->evict(pool_->total_blocks());
   publish();
 }
 
@@ -95,9 +142,11 @@ void KvCacheManager::flush() {
     store_->set_foreground_busy(false);  // the engine waits here: nothing to give way to
     store_->flush();
   }
+  reclaim();
 }
 
 void KvCacheManager::publish() {
+  reclaim();
   KvCacheStats s;
   s.pool = pool_->stats();
   s.block_size = opts_.block_size;

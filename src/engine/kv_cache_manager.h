@@ -5,6 +5,7 @@
 // except stats() which any thread may read.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -66,15 +67,28 @@ class KvCacheManager {
   KvCacheStats stats() const;  // thread-safe copy, refreshed by publish()
   void publish();              // engine thread: refresh the copy stats() returns
   cache::BlockPool& pool() { return *pool_; }
+  // Called (from the snapshot writer's thread) when pinned blocks can be unpinned: the owner
+  // wakes its thread, which unpins them in its next publish() even when no request is running.
+  void set_wakeup(std::function<void()> fn) {
+    std::lock_guard lk(unpin_mu_);
+    wakeup_ = std::move(fn);
+  }
 
  private:
   bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
+  void reclaim();  // drops the pins of snapshot pages the writer has copied (engine thread)
 
   KvCacheOptions opts_;
   std::shared_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::RadixCache> radix_;
   std::unique_ptr<cache::SnapshotStore> store_;
   uint64_t restored_entries_ = 0, restored_tokens_ = 0;
+  // Blocks pinned for queued snapshots: the engine thread pins, the writer thread hands them back
+  // here once copied, the engine thread unpins (the pool is single-threaded).
+  int64_t pinned_ = 0;
+  std::mutex unpin_mu_;
+  std::vector<cache::BlockId> unpin_;
+  std::function<void()> wakeup_;
   mutable std::mutex stats_mu_;
   KvCacheStats stats_;
 };
