@@ -243,7 +243,7 @@ void step_group(Scores&& scores, const VSrc& src, int64_t hd, int64_t hdp, float
   }
   // Per dimension: acc + (sum over even keys) + (sum over odd keys), two FMA chains in key order;
   // how dimensions are blocked does not change that, so NV is free per G.
-  constexpr int NV = G == 1 ? 4 : 2;
+  constexpr int NV = G <= 3 ? 4 : 2;
   for (int64_t e = 0; e < hdp; e += 16 * NV) {
     // Compile-time NV keeps the accumulators in registers; vectors past hdp are masked out
     // entirely (never loaded or stored), lanes in hd..hdp read V as zero.
