@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #include <nlohmann/json.hpp>
 #include <memory>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -137,6 +138,40 @@ TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
   // The int8 values really reconstruct x: |x - d q| <= d/2.
   for (int b = 0; b < 32; ++b)
     for (int j = 0; j < 32; ++j) EXPECT_LE(std::fabs(x[b * 32 + j] - ref[b].d * ref[b].qs[j]), ref[b].d * 0.5f + 1e-7f);
+}
+
+// Greedy sampling's argmax is std::max_element's answer on every ISA: first index among ties,
+// NaNs never chosen (except x[0], which max_element returns), -inf-only vectors, every tail length.
+TEST(Kernels, ArgmaxIsMaxElementOnEveryIsa) {
+  std::mt19937 rng(17);
+  std::uniform_int_distribution<int> coarse(-4, 4);  // few distinct values: many ties
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> cases;
+  for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 1000, 49152, 49155}) {
+    std::vector<float> a(n), b(n);
+    for (auto& e : a) e = std::uniform_real_distribution<float>(-30.f, 30.f)(rng);
+    for (auto& e : b) e = float(coarse(rng));
+    cases.push_back(a);
+    cases.push_back(b);
+    std::vector<float> c = b;  // NaNs sprinkled everywhere but x[0], -inf too
+    for (int64_t i = 1; i < n; i += 3) c[i] = nan;
+    for (int64_t i = 2; i < n; i += 5) c[i] = -inf;
+    cases.push_back(c);
+    cases.push_back(std::vector<float>(n, -inf));
+    std::vector<float> d(n, -inf);  // NaN first: max_element returns 0
+    d[0] = nan;
+    if (n > 1) d[n - 1] = 1.0f;
+    cases.push_back(d);
+    std::vector<float> e = b;  // the max only in the scalar tail
+    e[n - 1] = 100.0f;
+    cases.push_back(e);
+  }
+  for (Isa isa : isas())
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const auto& x = cases[c];
+      EXPECT_EQ(kernels_for(isa).argmax_f32(x.data(), int64_t(x.size())), std::max_element(x.begin(), x.end()) - x.begin())
+          << isa_name(isa) << " case " << c << " n " << x.size();
+    }
 }
 
 // Integer dots == dequantized weights · dequantized int8 activations (exact math in double).

@@ -26,6 +26,9 @@ struct Kernels {
   void (*axpy_bf16)(float a, const uint16_t* v, float* y, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f32_to_bf16)(const float* x, uint16_t* y, int64_t n);
+  // Index of the first largest element, exactly std::max_element's (NaNs never win unless x[0] is
+  // one): greedy sampling over a vocabulary of logits. n >= 1.
+  int64_t (*argmax_f32)(const float* x, int64_t n);
   // x (n a multiple of 32) → n/32 int8 blocks, round-to-nearest-even of x/d, d = max|x|/127.
   void (*quantize_act)(const float* x, int64_t n, ActQ8* out);
   // One weight row of `nb` blocks against `nt` (1..4) activation rows; activation row t starts at

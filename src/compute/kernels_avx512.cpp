@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "compute/kernels.h"
@@ -539,7 +540,32 @@ RAPID_QDOTV(q8_0v, BlockQ8_0)
 
 }  // namespace
 
+// 16 running (max, first index) lanes, then the largest lane value with the smallest index; the
+// tail by scalar compares. A lane never takes a NaN (ordered compares) and starts at -inf where
+// x[l] is NaN; x[0] = NaN is std::max_element's special case (it returns 0) and goes scalar.
+static int64_t argmax_f32(const float* x, int64_t n) {
+  if (n < 32 || x[0] != x[0]) return std::max_element(x, x + n) - x;
+  __m512 v = _mm512_loadu_ps(x);
+  __m512 best = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+  __m512i bi = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), idx = bi;
+  const __m512i step = _mm512_set1_epi32(16);
+  int64_t i = 16;
+  for (; i + 16 <= n; i += 16) {
+    idx = _mm512_add_epi32(idx, step);
+    v = _mm512_loadu_ps(x + i);
+    const __mmask16 gt = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ);
+    best = _mm512_mask_mov_ps(best, gt, v);
+    bi = _mm512_mask_mov_epi32(bi, gt, idx);
+  }
+  float mx = _mm512_reduce_max_ps(best);
+  int64_t at = _mm512_mask_reduce_min_epi32(_mm512_cmp_ps_mask(best, _mm512_set1_ps(mx), _CMP_EQ_OQ), bi);
+  for (; i < n; ++i)
+    if (x[i] > mx) { mx = x[i]; at = i; }
+  return at;
+}
+
 void fill_kernels_avx512(Kernels& k) {
+  k.argmax_f32 = argmax_f32;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;

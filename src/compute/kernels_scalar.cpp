@@ -1,4 +1,5 @@
 // Portable reference kernels; also the semantics every SIMD kernel must reproduce.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -204,7 +205,10 @@ void permute_act_for_mlx4(ActQ8* blocks, int64_t n) {
   }
 }
 
+static int64_t argmax_f32(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
+
 void fill_kernels_scalar(Kernels& k) {
+  k.argmax_f32 = argmax_f32;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;
