@@ -175,6 +175,24 @@ std::string scratch_dir(const std::string& name) {
   return p.string();
 }
 
+// Snapshot settings for a test directory (entries from 16 tokens up).
+BatchEngineOptions with_snapshots(BatchEngineOptions o, const std::string& dir) {
+  o.kv.snapshot_dir = dir + "/model";
+  o.kv.model_key = "test-model";
+  o.kv.snapshot_min_tokens = 16;
+  return o;
+}
+
+// One request on a fresh engine (a process start), snapshot writes flushed before it ends.
+std::pair<Result, BatchEngineStats> run_fresh(const BatchEngineOptions& o, const GenerationRequest& q) {
+  BatchEngine e(fx().model, fx().tok, o);
+  Runner r(e);
+  r.submit(q);
+  Result got = r.wait_all()[0];
+  e.flush_cache();
+  return {got, e.stats()};
+}
+
 }  // namespace
 
 TEST(BatchEngine, SingleRequestMatchesTransformersGreedy) {
@@ -271,12 +289,8 @@ TEST(BatchEngine, PreemptionUnderTinyPoolCompletesEverything) {
 TEST(BatchEngine, PreemptionUnderTinyPoolWithSnapshotsPinsAndUnpins) {
   NEED_SMOLLM2();
   const std::string dir = scratch_dir("snap-tiny");
-  BatchEngineOptions o = base_opts();
-  cache::BlockShape shape = fx().model->kv_block_shape(o.kv.block_size);
-  o.kv.pool_bytes = shape.block_bytes() * 24;
-  o.kv.snapshot_dir = dir + "/model";
-  o.kv.model_key = "test-model";
-  o.kv.snapshot_min_tokens = 16;
+  BatchEngineOptions o = with_snapshots(base_opts(), dir);
+  o.kv.pool_bytes = fx().model->kv_block_shape(o.kv.block_size).block_bytes() * 24;
   auto reqs = request_mix(16, 20);
   for (auto& q : reqs) reference(q);
   {
@@ -286,31 +300,19 @@ TEST(BatchEngine, PreemptionUnderTinyPoolWithSnapshotsPinsAndUnpins) {
     auto got = r.wait_all();
     for (size_t i = 0; i < reqs.size(); ++i) expect_same(got[i], reference(reqs[i]), "request " + std::to_string(i));
     e.flush_cache();
-    BatchEngineStats st = e.stats();
-    EXPECT_GT(st.kv.disk.writes, 0u);
+    EXPECT_GT(e.stats().kv.disk.writes, 0u);
     e.purge_cache();
-    st = e.stats();
+    BatchEngineStats st = e.stats();
     EXPECT_EQ(st.kv.pool.free_blocks, st.kv.pool.total_blocks);  // every pin returned
   }
   // What is written restores to the same tokens (purge above deleted the files: write again).
   const GenerationRequest& longest = *std::max_element(reqs.begin(), reqs.end(), [](auto& a, auto& b) {
     return a.prompt.size() < b.prompt.size();
   });
-  {
-    BatchEngine e(fx().model, fx().tok, o);
-    Runner r(e);
-    r.submit(longest);
-    expect_same(r.wait_all()[0], reference(longest), "write");
-    e.flush_cache();
-  }
-  {
-    BatchEngine e(fx().model, fx().tok, o);
-    Runner r(e);
-    r.submit(longest);
-    Result got = r.wait_all()[0];
-    expect_same(got, reference(longest), "restored");
-    EXPECT_GT(got.cached, 64);
-  }
+  expect_same(run_fresh(o, longest).first, reference(longest), "write");
+  Result got = run_fresh(o, longest).first;
+  expect_same(got, reference(longest), "restored");
+  EXPECT_GT(got.cached, 64);
   fs::remove_all(dir);
 }
 
@@ -353,31 +355,18 @@ TEST(BatchEngine, CancelEndsTheRequestAndFreesItsBlocks) {
 TEST(BatchEngine, SnapshotsRestoreAfterRestartAndCorruptionIsSkipped) {
   NEED_SMOLLM2();
   const std::string dir = scratch_dir("snap");
-  BatchEngineOptions o = base_opts();
-  o.kv.snapshot_dir = dir + "/model";
-  o.kv.model_key = "test-model";
-  o.kv.snapshot_min_tokens = 16;
+  const BatchEngineOptions o = with_snapshots(base_opts(), dir);
   auto q1 = greedy(chat("What does the tool run do?", kLongSystem), 12);
   auto q2 = greedy(chat("Which tool writes a file?", kLongSystem), 12);
   reference(q1);
   reference(q2);
-  {
-    BatchEngine e(fx().model, fx().tok, o);
-    Runner r(e);
-    r.submit(q1);
-    expect_same(r.wait_all()[0], reference(q1), "before restart");
-    e.flush_cache();
-    EXPECT_EQ(e.stats().kv.disk.writes, 1u);
-  }
-  {
-    BatchEngine e(fx().model, fx().tok, o);  // "restart": empty memory, same directory
-    Runner r(e);
-    r.submit(q2);
-    Result got = r.wait_all()[0];
-    expect_same(got, reference(q2), "after restart");
-    EXPECT_GT(got.cached, 32);
-    EXPECT_EQ(e.stats().kv.restored_entries, 1u);
-  }
+  auto [before, st1] = run_fresh(o, q1);
+  expect_same(before, reference(q1), "before restart");
+  EXPECT_EQ(st1.kv.disk.writes, 1u);
+  auto [after, st2] = run_fresh(o, q2);  // "restart": empty memory, same directory
+  expect_same(after, reference(q2), "after restart");
+  EXPECT_GT(after.cached, 32);
+  EXPECT_EQ(st2.kv.restored_entries, 1u);
   // Flip one byte in the pages of every stored entry.
   int flipped = 0;
   for (auto& f : fs::directory_iterator(o.kv.snapshot_dir)) {
@@ -392,17 +381,11 @@ TEST(BatchEngine, SnapshotsRestoreAfterRestartAndCorruptionIsSkipped) {
     ++flipped;
   }
   ASSERT_GE(flipped, 1);
-  {
-    BatchEngine e(fx().model, fx().tok, o);
-    Runner r(e);
-    r.submit(q2);
-    Result got = r.wait_all()[0];
-    expect_same(got, reference(q2), "after corruption");
-    EXPECT_EQ(got.cached, 0);
-    BatchEngineStats st = e.stats();
-    EXPECT_EQ(st.kv.restored_entries, 0u);
-    EXPECT_GE(st.kv.disk.corrupt_skipped, 1u);
-  }
+  auto [got, st] = run_fresh(o, q2);
+  expect_same(got, reference(q2), "after corruption");
+  EXPECT_EQ(got.cached, 0);
+  EXPECT_EQ(st.kv.restored_entries, 0u);
+  EXPECT_GE(st.kv.disk.corrupt_skipped, 1u);
   fs::remove_all(dir);
 }
 
