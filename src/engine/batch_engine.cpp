@@ -393,11 +393,16 @@ void BatchEngine::step() {
   last_step_tokens_ = total;
   ++steps_;
   for (Work& w : plan) process(w);
-  if (log::level() == log::Level::Debug)  // `--log-level debug`: where a step's time goes
+  if (log::level() == log::Level::Debug) {  // `--log-level debug`: where a step's time goes
+    const auto now = std::chrono::steady_clock::now();
+    // gap: from the previous step's end to this forward (scheduling, drafts, the worker loop).
+    const double gap = steps_ > 1 ? std::chrono::duration<double>(t0 - last_step_end_).count() * 1e3 : 0.0;
     log::debug("step " + std::to_string(steps_) + ": " + std::to_string(plan.size()) + " seqs, " +
                std::to_string(total) + " tokens, forward " + std::to_string(secs * 1e3) + " ms, step " +
-               std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e3) +
-               " ms");
+               std::to_string(std::chrono::duration<double>(now - t0).count() * 1e3) + " ms, gap " +
+               std::to_string(gap) + " ms");
+    last_step_end_ = now;
+  }
 }
 
 // Draft-model proposals: the draft model first catches up on each sequence's tokens it has not

@@ -12,6 +12,7 @@
 // forward is batch-invariant and every sequence has its own sampler.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -110,6 +111,7 @@ class BatchEngine : public Engine {
   std::deque<Sequence*> waiting_;               // FCFS; preempted ones go back to the front
   uint64_t arrivals_ = 0;
   int64_t last_step_tokens_ = 1;
+  std::chrono::steady_clock::time_point last_step_end_;  // debug log only
   bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
