@@ -1,7 +1,8 @@
 """The engine's own ratios (issues 6 and 7), all measured in one run on one machine with rapid-mlx:
 
   batching     aggregate decode tok/s of 8 concurrent streams / 1 stream (speculation off, so
-               only batching is measured; also with the default `auto`)
+               only batching is measured; also with the default `auto`), medians of 5
+               alternating 1-stream / 8-stream rounds
   agent        10-turn coding-agent loop (~2k-token system prompt + growing history): TTFT of
                turns 2-10 with the prefix cache / TTFT of the same prompt cold (cache purged)
   restart      TTFT on a persisted prefix right after a restart / cold TTFT of that prompt
@@ -65,12 +66,20 @@ def streams(srv, n, gen_tokens, words, fixed=True):
     return toks / (last - first) if last > first else None
 
 
+def paired(srv, P, rounds, fixed=True):
+    """Medians of 1-stream and 8-stream rates measured in alternation (1, 8, 1, 8, ...), so the
+    machine's drift over the run (+-20 % within minutes on the dev VM) weighs on both alike."""
+    ones, eights = [], []
+    for _ in range(rounds):
+        ones.append(streams(srv, 1, P["gen"], 32, fixed=fixed))
+        eights.append(streams(srv, 8, P["gen"], 32, fixed=fixed))
+    return statistics.median(ones), statistics.median(eights)
+
+
 def batching(srv, P):
-    one = statistics.median([streams(srv, 1, P["gen"], 32) for _ in range(2)])
-    eight = statistics.median([streams(srv, 8, P["gen"], 32) for _ in range(2)])
+    one, eight = paired(srv, P, P["rounds"])
     # The same with natural ends (streams that stop early thin the batch): reported, not the target.
-    one_n = statistics.median([streams(srv, 1, P["gen"], 32, fixed=False) for _ in range(2)])
-    eight_n = statistics.median([streams(srv, 8, P["gen"], 32, fixed=False) for _ in range(2)])
+    one_n, eight_n = paired(srv, P, 2, fixed=False)
     return {"one_stream_tok_s": one, "eight_streams_tok_s": eight, "ratio": eight / one,
             "natural_end": {"one_stream_tok_s": one_n, "eight_streams_tok_s": eight_n, "ratio": eight_n / one_n}}
 
@@ -149,9 +158,9 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, asserts nothing")
     a = ap.parse_args()
-    P = ({"gen": 16, "system_words": 200, "turns": 3, "agent_gen": 4, "code_lines": 20, "code_gen": 64,
+    P = ({"gen": 16, "rounds": 1, "system_words": 200, "turns": 3, "agent_gen": 4, "code_lines": 20, "code_gen": 64,
           "chat_gen": 32, "repeats": 1} if a.quick else
-         {"gen": 96, "system_words": 1500, "turns": 10, "agent_gen": 16, "code_lines": 150, "code_gen": 600,
+         {"gen": 96, "rounds": 5, "system_words": 1500, "turns": 10, "agent_gen": 16, "code_lines": 150, "code_gen": 600,
           "chat_gen": 256, "repeats": 3})
     out_dir = a.out or os.path.join(ROOT, "bench", "results", time.strftime("engine-%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)

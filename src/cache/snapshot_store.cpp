@@ -292,13 +292,14 @@ void SnapshotStore::writer_loop() {
     queue_.pop_front();
     busy_ = true;
     lk.unlock();
-    // Wait for a pause in the owner's computation (bounded: a crash loses at most a few seconds).
-    for (int ms = 0; ms < kMaxDeferMs && fg_busy_.load(std::memory_order_relaxed); ms += 5)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Every piece of work waits for a pause in the owner's computation, all of it bounded by one
+    // deadline per entry (a crash loses at most a few seconds).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kMaxDeferMs);
     try {
+      give_way(deadline);
       if (q.src.gather) q.e.pages = q.src.gather();
       release(q);
-      write_one(q.e);
+      write_one(q.e, deadline);
     } catch (const std::exception& ex) {
       release(q);
       log::warn(std::string("kv snapshot write failed: ") + ex.what());
@@ -309,14 +310,29 @@ void SnapshotStore::writer_loop() {
   }
 }
 
-void SnapshotStore::write_one(const SnapshotEntry& e) {
+void SnapshotStore::give_way(std::chrono::steady_clock::time_point deadline) const {
+  while (fg_busy_.load(std::memory_order_relaxed) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+void SnapshotStore::write_one(const SnapshotEntry& e, std::chrono::steady_clock::time_point deadline) {
+  give_way(deadline);
   std::vector<uint8_t> bytes = encode(e, model_hash_, opt_.compress, opt_.zstd_level);
   std::string name = file_name(e.tokens);
   std::string path = opt_.dir + "/" + name;
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) throw FileError(tmp, std::strerror(errno));
-  bool ok = write_all(fd, bytes.data(), bytes.size()) && ::fsync(fd) == 0;
+  // In slices, each after a pause in the owner's steps: copying tens of MB into the page cache
+  // in one go took a core from a request's prefill for tens of ms.
+  constexpr size_t kSlice = 4u << 20;
+  bool ok = true;
+  for (size_t off = 0; ok && off < bytes.size(); off += kSlice) {
+    give_way(deadline);
+    ok = write_all(fd, bytes.data() + off, std::min(kSlice, bytes.size() - off));
+  }
+  give_way(deadline);
+  ok = ok && ::fsync(fd) == 0;
   ok = (::close(fd) == 0) && ok;
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string err = std::strerror(errno);

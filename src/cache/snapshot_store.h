@@ -11,6 +11,7 @@
 // foreign entry is logged, deleted and never served. A disk cap evicts least recently used files.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -86,8 +87,10 @@ class SnapshotStore {
   // Whether an entry for exactly these tokens is on disk or queued (avoids rewriting it).
   bool contains(const std::vector<int32_t>& tokens) const;
   void purge();  // drop the queue and delete every entry
-  // The owner is computing (a model step is running or due): the writer holds an entry back while
-  // this is set, at most kMaxDeferMs, so compressing and checksumming do not take a core from it.
+  // The owner is computing (a model step is running or due): the writer does each piece of an
+  // entry's work (copying its pages, encoding, each 4 MB written, fsync) only while this is clear,
+  // or once the entry has waited kMaxDeferMs, so its copies and checksums do not take a core from
+  // the model.
   void set_foreground_busy(bool busy) { fg_busy_.store(busy, std::memory_order_relaxed); }
   static constexpr int kMaxDeferMs = 2000;
   SnapshotStats stats() const;
@@ -114,7 +117,9 @@ class SnapshotStore {
     PageSource src;
   };
   static void release(Queued& q);
-  void write_one(const SnapshotEntry& e);
+  void write_one(const SnapshotEntry& e, std::chrono::steady_clock::time_point deadline);
+  // Sleeps while the owner computes (set_foreground_busy), until `deadline`.
+  void give_way(std::chrono::steady_clock::time_point deadline) const;
   void enforce_cap_locked(const std::string& keep);
   void drop_locked(const std::string& name, const char* why);
 
