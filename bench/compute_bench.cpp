@@ -174,17 +174,25 @@ void BM_AttentionLayers(benchmark::State& st, int segs, int64_t ctx) {
 
 // Batched decode: B sequences with C-token prompts (args B, C), then 32 steps of one token each in one
 // forward_batch. Reports aggregate tok/s and ms per step (what the engine's step costs).
-void BM_SmolLM2Batch(benchmark::State& st) {
+// SmolLM2 on 2 threads with a paged-KV pool for `tokens` tokens; nullptr (benchmark skipped)
+// when the model is not cached.
+std::shared_ptr<Model> smollm2_paged(benchmark::State& st, uint64_t tokens, std::shared_ptr<cache::BlockPool>* pool) {
   if (!std::filesystem::exists(smollm2())) {
     st.SkipWithError("SmolLM2 GGUF not found");
-    return;
+    return nullptr;
   }
-  const int B = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
-  std::shared_ptr<Checkpoint> ck = load_checkpoint(smollm2());
   ModelOptions o;
   o.num_threads = 2;
-  auto m = create_model(ck, o);
-  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), uint64_t(B) * (C + 56) * 30 * 2 * 3 * 64 * 2 + (64 << 20));
+  std::shared_ptr<Model> m = create_model(load_checkpoint(smollm2()), o);
+  *pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), tokens * 30 * 2 * 3 * 64 * 2 + (64 << 20));
+  return m;
+}
+
+void BM_SmolLM2Batch(benchmark::State& st) {
+  const int B = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
+  std::shared_ptr<cache::BlockPool> pool;
+  auto m = smollm2_paged(st, uint64_t(B) * (C + 56), &pool);
+  if (!m) return;
   std::vector<std::unique_ptr<SequenceState>> states;
   std::vector<std::vector<float>> logits(B, std::vector<float>(m->config().vocab_size));
   std::vector<int32_t> prompt(C), tok(B, 5);
@@ -210,17 +218,10 @@ void BM_SmolLM2Batch(benchmark::State& st) {
 // An agent turn: n new tokens appended to a cached context of c (one sequence, paged KV), the
 // prefill a warm request does; against a cold prefill of c + n it is the agent TTFT ratio.
 void BM_SmolLM2Turn(benchmark::State& st) {
-  if (!std::filesystem::exists(smollm2())) {
-    st.SkipWithError("SmolLM2 GGUF not found");
-    return;
-  }
   const int N = static_cast<int>(st.range(0)), C = static_cast<int>(st.range(1));
-  std::shared_ptr<Checkpoint> ck = load_checkpoint(smollm2());
-  ModelOptions o;
-  o.num_threads = 2;
-  auto m = create_model(ck, o);
-  auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16),
-                                                 uint64_t(C + N + 16) * 30 * 2 * 3 * 64 * 2 + (64 << 20));
+  std::shared_ptr<cache::BlockPool> pool;
+  auto m = smollm2_paged(st, uint64_t(C + N + 16), &pool);
+  if (!m) return;
   auto state = m->new_paged_state(pool, C + N);
   std::vector<float> logits(m->config().vocab_size);
   std::vector<int32_t> toks(C + N);
