@@ -156,16 +156,23 @@ inline __m256i q5_high_bits(const uint8_t* qhb) {
   return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 share one kernel: per block 32 unsigned weight bytes (Fmt::values),
-// the scale d, and either a min (Fmt::kMin: + m·dx·Σx, kept apart in float) or a signed-offset
-// correction (Fmt::kOffset·Σx added to lane 0, exactly, in integers).
-template <int NT, class Fmt, class B>
+// Unsigned weight values of one block, in nibbles() order.
+inline __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
+inline __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i values(const BlockQ5_0& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+inline __m256i values(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 share one kernel: per block 32 unsigned weight bytes (values()),
+// the scale d, and either a min (kMin: + m·dx·Σx, kept apart in float) or a signed-offset
+// correction (kOffset·Σx added to lane 0, exactly, in integers); see LegacyFormat.
+template <int NT, class B>
 void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  using Fmt = LegacyFormat<B>;
   __m256 acc[NT];
   float macc[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = Fmt::values(w[i]);
+    const __m256i q = values(w[i]);
     const float dw = h2f(w[i].d);
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
@@ -181,35 +188,15 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum(acc[t]) + macc[t] : hsum(acc[t]);
 }
 
-struct FmtQ4_0 {
-  static __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
-  static constexpr int kOffset = -8;
-  static constexpr bool kMin = false;
-};
-struct FmtQ4_1 {
-  static __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-};
-struct FmtQ5_0 {
-  static __m256i values(const BlockQ5_0& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
-  static constexpr int kOffset = -16;
-  static constexpr bool kMin = false;
-};
-struct FmtQ5_1 {
-  static __m256i values(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-};
-#define RAPID_LEGACY_NT(fn, B, Fmt)                                             \
+#define RAPID_LEGACY_NT(fn, B)                                                  \
   template <int NT>                                                             \
   void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
-    legacy_nt<NT, Fmt>(w, x, xs, nb, out);                                      \
+    legacy_nt<NT>(w, x, xs, nb, out);                                           \
   }
-RAPID_LEGACY_NT(q4_0, BlockQ4_0, FmtQ4_0)
-RAPID_LEGACY_NT(q4_1, BlockQ4_1, FmtQ4_1)
-RAPID_LEGACY_NT(q5_0, BlockQ5_0, FmtQ5_0)
-RAPID_LEGACY_NT(q5_1, BlockQ5_1, FmtQ5_1)
+RAPID_LEGACY_NT(q4_0, BlockQ4_0)
+RAPID_LEGACY_NT(q4_1, BlockQ4_1)
+RAPID_LEGACY_NT(q5_0, BlockQ5_0)
+RAPID_LEGACY_NT(q5_1, BlockQ5_1)
 #undef RAPID_LEGACY_NT
 
 // Bit j of every byte of h, moved to 0x10 (16-bit shifts never carry a foreign bit into bit 4

@@ -151,17 +151,37 @@ inline __m256i load_x(const ActQ8& a) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
 }
 
+// Q5_0 / Q5_1: the block's 32-bit qh is directly a byte mask (bit e ↔ element e, in the same
+// order as nibbles()), so the 5th bit is one masked set. Values stay unsigned 0..31.
+inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
+  uint32_t qh;
+  __builtin_memcpy(&qh, qhb, 4);
+  return _mm256_or_si256(nibbles(qs), _mm256_maskz_set1_epi8(static_cast<__mmask32>(qh), 0x10));
+}
+
+// Unsigned weight values of one block, in nibbles() order; Q8_0's signed bytes biased by +128
+// (LegacyFormat's -128·Σx takes the bias off).
+inline __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
+inline __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i values(const BlockQ5_0& b) { return q5_values(b.qs, b.qh); }
+inline __m256i values(const BlockQ5_1& b) { return q5_values(b.qs, b.qh); }
+inline __m256i values(const BlockQ8_0& b) {
+  return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)),
+                          _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+
 // The legacy 32-element formats share one kernel: per block 32 unsigned weight bytes
-// (Fmt::values), the scale d, and either a min (Fmt::kMin: + m·dx·Σx, kept apart in float) or a
-// signed-offset correction (Fmt::kOffset: lane 0 starts at kOffset·Σx, so it cancels exactly in
-// integers). acc += dw·dx · Σ q·x as 8 lanes.
-template <int NT, class Fmt, class B>
+// (values()), the scale d, and either a min (kMin: + m·dx·Σx, kept apart in float) or a
+// signed-offset correction (kOffset: lane 0 starts at kOffset·Σx, so it cancels exactly in
+// integers); see LegacyFormat. acc += dw·dx · Σ q·x as 8 lanes.
+template <int NT, class B>
 void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  using Fmt = LegacyFormat<B>;
   __m256 acc[NT];
   float off[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
   for (int64_t i = 0; i < nb; ++i) {
-    const __m256i q = Fmt::values(w[i]);
+    const __m256i q = values(w[i]);
     const float dw = h2f(w[i].d);
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
@@ -175,52 +195,16 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum256(acc[t]) + off[t] : hsum256(acc[t]);
 }
 
-// Q5_0 / Q5_1: the block's 32-bit qh is directly a byte mask (bit e ↔ element e, in the same
-// order as nibbles()), so the 5th bit is one masked set. Values stay unsigned 0..31.
-inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
-  uint32_t qh;
-  __builtin_memcpy(&qh, qhb, 4);
-  return _mm256_or_si256(nibbles(qs), _mm256_maskz_set1_epi8(static_cast<__mmask32>(qh), 0x10));
-}
-
-struct FmtQ4_0 {
-  static __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
-  static constexpr int kOffset = -8;
-  static constexpr bool kMin = false;
-};
-struct FmtQ4_1 {
-  static __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-};
-struct FmtQ5_0 {
-  static __m256i values(const BlockQ5_0& b) { return q5_values(b.qs, b.qh); }
-  static constexpr int kOffset = -16;
-  static constexpr bool kMin = false;
-};
-struct FmtQ5_1 {
-  static __m256i values(const BlockQ5_1& b) { return q5_values(b.qs, b.qh); }
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = true;
-};
-struct FmtQ8_0 {  // signed bytes biased to unsigned (+128); the bias comes off as -128·Σx
-  static __m256i values(const BlockQ8_0& b) {
-    return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)),
-                            _mm256_set1_epi8(static_cast<char>(0x80)));
-  }
-  static constexpr int kOffset = -128;
-  static constexpr bool kMin = false;
-};
-#define RAPID_LEGACY_NT(fn, B, Fmt)                                             \
+#define RAPID_LEGACY_NT(fn, B)                                                  \
   template <int NT>                                                             \
   void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
-    legacy_nt<NT, Fmt>(w, x, xs, nb, out);                                      \
+    legacy_nt<NT>(w, x, xs, nb, out);                                           \
   }
-RAPID_LEGACY_NT(q4_0, BlockQ4_0, FmtQ4_0)
-RAPID_LEGACY_NT(q4_1, BlockQ4_1, FmtQ4_1)
-RAPID_LEGACY_NT(q5_0, BlockQ5_0, FmtQ5_0)
-RAPID_LEGACY_NT(q5_1, BlockQ5_1, FmtQ5_1)
-RAPID_LEGACY_NT(q8_0, BlockQ8_0, FmtQ8_0)
+RAPID_LEGACY_NT(q4_0, BlockQ4_0)
+RAPID_LEGACY_NT(q4_1, BlockQ4_1)
+RAPID_LEGACY_NT(q5_0, BlockQ5_0)
+RAPID_LEGACY_NT(q5_1, BlockQ5_1)
+RAPID_LEGACY_NT(q8_0, BlockQ8_0)
 #undef RAPID_LEGACY_NT
 
 // Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scale/min; sub-block j pairs with activation

@@ -39,6 +39,23 @@ struct alignas(8) ActQ8 {
 };
 static_assert(sizeof(ActQ8) == 40);
 
+// What the integer kernels of the 32-element formats need besides each block's unsigned values
+// (which every ISA unpacks its own way): a signed offset taken off exactly in integers as
+// kOffset·Σx (Q4_0 stores q + 8, Q5_0 q + 16; Q8_0 only in kernels that bias its signed bytes by
+// +128), or a per-block min m added as m·dx·Σx (Q4_1, Q5_1).
+template <class B>
+struct LegacyFormat;
+template <>
+struct LegacyFormat<BlockQ4_0> { static constexpr int kOffset = -8; static constexpr bool kMin = false; };
+template <>
+struct LegacyFormat<BlockQ4_1> { static constexpr int kOffset = 0; static constexpr bool kMin = true; };
+template <>
+struct LegacyFormat<BlockQ5_0> { static constexpr int kOffset = -16; static constexpr bool kMin = false; };
+template <>
+struct LegacyFormat<BlockQ5_1> { static constexpr int kOffset = 0; static constexpr bool kMin = true; };
+template <>
+struct LegacyFormat<BlockQ8_0> { static constexpr int kOffset = -128; static constexpr bool kMin = false; };
+
 // Pair j (0..7) of the eight 6-bit (scale, min) pairs packed in the 12 `scales` bytes of a Q4_K /
 // Q5_K super-block. `static` on purpose: the SIMD kernel files include this header with their own
 // ISA flags, and an inline function with external linkage could be merged across them.
