@@ -29,7 +29,6 @@ KvCacheManager::~KvCacheManager() {
 
 std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                    int64_t* cached) {
-  reclaim();
   auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
   *cached = 0;
   if (!radix_ || tokens.size() < 2) return kv;
@@ -68,7 +67,8 @@ bool KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64
 }
 
 bool KvCacheManager::make_free(int64_t n) {
-  reclaim();
+  if (int64_t(pool_->free_count()) >= n) return true;
+  reclaim();  // publish() does it once per step; here only when short of blocks
   if (int64_t(pool_->free_count()) >= n) return true;
   if (radix_ && radix_->ensure_free(size_t(n))) return true;
   if (pinned_ == 0) return false;
