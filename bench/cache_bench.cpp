@@ -70,14 +70,17 @@ static void BM_RadixMatchPrefix100k(benchmark::State& state) {
 }
 BENCHMARK(BM_RadixMatchPrefix100k);
 
+// Arg: 0 raw pages, 1 zstd, 2 encrypted (authentication is always on).
 static void BM_SnapshotWrite(benchmark::State& state) {
-  bool compress = state.range(0) != 0;
+  bool compress = state.range(0) == 1;
   char tmpl[] = "/tmp/rapid_cache_bench_XXXXXX";
   std::filesystem::path dir = ::mkdtemp(tmpl);
   SnapshotStoreOptions o;
   o.dir = (dir / "m").string();
   o.model_key = "m";
   o.compress = compress;
+  o.encrypt = state.range(0) == 2;
+  o.key.bytes.fill(7);
   SnapshotStore s(o);
   SnapshotEntry e;
   e.pages = kv_pages(8 << 20, 3);
@@ -92,16 +95,18 @@ static void BM_SnapshotWrite(benchmark::State& state) {
   state.counters["disk_ratio"] = double(st.bytes_written) / double(st.writes * e.pages.size());
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_SnapshotWrite)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SnapshotWrite)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 static void BM_SnapshotRead(benchmark::State& state) {
-  bool compress = state.range(0) != 0;
+  bool compress = state.range(0) == 1;
   char tmpl[] = "/tmp/rapid_cache_bench_XXXXXX";
   std::filesystem::path dir = ::mkdtemp(tmpl);
   SnapshotStoreOptions o;
   o.dir = (dir / "m").string();
   o.model_key = "m";
   o.compress = compress;
+  o.encrypt = state.range(0) == 2;
+  o.key.bytes.fill(7);
   SnapshotEntry e;
   e.tokens = {1, 2, 3};
   e.pages = kv_pages(8 << 20, 4);
@@ -115,6 +120,6 @@ static void BM_SnapshotRead(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(e.pages.size()));
   std::filesystem::remove_all(dir);
 }
-BENCHMARK(BM_SnapshotRead)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_SnapshotRead)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -180,6 +180,7 @@ BatchEngineOptions with_snapshots(BatchEngineOptions o, const std::string& dir) 
   o.kv.snapshot_dir = dir + "/model";
   o.kv.model_key = "test-model";
   o.kv.snapshot_min_tokens = 16;
+  o.kv.snapshot_key_file = dir + "/kv.key";  // never the user's ~/.config
   return o;
 }
 

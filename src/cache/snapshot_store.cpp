@@ -1,12 +1,9 @@
 #include "cache/snapshot_store.h"
 
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,26 +19,6 @@ namespace rapid::cache {
 
 namespace {
 
-constexpr char kMagic[8] = {'R', 'M', 'L', 'X', 'K', 'V', 'S', '1'};
-constexpr uint32_t kFlagZstd = 1, kFlagState = 2;
-constexpr const char* kExt = ".kvs";
-
-#pragma pack(push, 1)
-struct Header {
-  char magic[8];
-  uint32_t version;
-  uint32_t flags;
-  uint64_t model_hash;
-  uint64_t n_tokens;
-  uint64_t pages_raw;
-  uint64_t pages_stored;
-  uint64_t state_bytes;
-  uint64_t payload_hash;
-  uint64_t header_hash;  // xxh64 of every byte above
-};
-#pragma pack(pop)
-static_assert(sizeof(Header) == 72);
-
 std::string hex64(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)v);
@@ -50,23 +27,6 @@ std::string hex64(uint64_t v) {
 
 bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
-// Validates the fixed header against the file size; returns an error text or "".
-std::string check_header(const Header& h, uint64_t file_size, uint64_t model_hash) {
-  if (std::memcmp(h.magic, kMagic, 8) != 0) return "bad magic";
-  if (XXH64(&h, offsetof(Header, header_hash), 0) != h.header_hash) return "header checksum mismatch";
-  if (h.version != kSnapshotFormatVersion) return "unsupported version " + std::to_string(h.version);
-  if (h.model_hash != model_hash) return "written for a different model key";
-  if ((h.flags & ~(kFlagZstd | kFlagState)) != 0) return "unknown flags";
-  uint64_t limit = file_size;
-  if (h.n_tokens > limit / 4 || h.pages_stored > limit || h.state_bytes > limit)
-    return "sizes exceed the file";
-  if (sizeof(Header) + h.n_tokens * 4 + h.pages_stored + h.state_bytes != file_size)
-    return "truncated or oversized (size does not match header)";
-  if (!(h.flags & kFlagZstd) && h.pages_raw != h.pages_stored) return "inconsistent page sizes";
-  if (h.pages_raw > (uint64_t(1) << 40)) return "implausible page size";
-  return "";
 }
 
 bool read_all(int fd, void* buf, size_t n, off_t off) {
@@ -88,16 +48,6 @@ bool write_all(int fd, const uint8_t* p, size_t n) {
   return true;
 }
 
-void mkdirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      std::string d = dir.substr(0, i);
-      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST)
-        throw FileError(d, std::string("cannot create cache directory: ") + std::strerror(errno));
-    }
-  }
-}
-
 }  // namespace
 
 std::string model_identity_key(const std::string& weights_hash, const std::string& tokenizer_hash,
@@ -117,85 +67,11 @@ std::string default_cache_root() {
   return std::string(home && *home ? home : "/tmp") + "/.cache/rapid-mlx/kv";
 }
 
-std::string SnapshotStore::file_name(const std::vector<int32_t>& tokens) {
-  return hex64(XXH64(tokens.data(), tokens.size() * sizeof(int32_t), 0)) + "-" +
-         std::to_string(tokens.size()) + kExt;
-}
-
-uint64_t SnapshotStore::model_key_hash(const std::string& k) { return XXH64(k.data(), k.size(), 0); }
-
-std::vector<uint8_t> SnapshotStore::encode(const SnapshotEntry& e, uint64_t model_hash, bool compress,
-                                           int level) {
-  std::vector<uint8_t> pages;
-  const std::vector<uint8_t>* stored = &e.pages;
-  uint32_t flags = e.state.empty() ? 0 : kFlagState;
-  if (compress && !e.pages.empty()) {
-    pages.resize(ZSTD_compressBound(e.pages.size()));
-    size_t n = ZSTD_compress(pages.data(), pages.size(), e.pages.data(), e.pages.size(), level);
-    if (!ZSTD_isError(n) && n < e.pages.size()) {  // keep raw pages when zstd does not shrink them
-      pages.resize(n);
-      stored = &pages;
-      flags |= kFlagZstd;
-    }
-  }
-  Header h{};
-  std::memcpy(h.magic, kMagic, 8);
-  h.version = kSnapshotFormatVersion;
-  h.flags = flags;
-  h.model_hash = model_hash;
-  h.n_tokens = e.tokens.size();
-  h.pages_raw = e.pages.size();
-  h.pages_stored = stored->size();
-  h.state_bytes = e.state.size();
-  std::vector<uint8_t> out(sizeof(Header) + e.tokens.size() * 4 + stored->size() + e.state.size());
-  uint8_t* p = out.data() + sizeof(Header);
-  if (!e.tokens.empty()) std::memcpy(p, e.tokens.data(), e.tokens.size() * 4);
-  p += e.tokens.size() * 4;
-  if (!stored->empty()) std::memcpy(p, stored->data(), stored->size());
-  p += stored->size();
-  if (!e.state.empty()) std::memcpy(p, e.state.data(), e.state.size());
-  h.payload_hash = XXH64(out.data() + sizeof(Header), out.size() - sizeof(Header), 0);
-  h.header_hash = XXH64(&h, offsetof(Header, header_hash), 0);
-  std::memcpy(out.data(), &h, sizeof h);
-  return out;
-}
-
-std::optional<SnapshotEntry> SnapshotStore::decode(const uint8_t* data, size_t size, uint64_t model_hash,
-                                                   std::string* why) {
-  auto fail = [&](std::string w) -> std::optional<SnapshotEntry> {
-    if (why) *why = std::move(w);
-    return std::nullopt;
-  };
-  if (size < sizeof(Header)) return fail("shorter than the header");
-  Header h;
-  std::memcpy(&h, data, sizeof h);
-  if (std::string e = check_header(h, size, model_hash); !e.empty()) return fail(e);
-  if (XXH64(data + sizeof(Header), size - sizeof(Header), 0) != h.payload_hash)
-    return fail("payload checksum mismatch");
-  SnapshotEntry e;
-  const uint8_t* p = data + sizeof(Header);
-  e.tokens.resize(h.n_tokens);
-  if (h.n_tokens) std::memcpy(e.tokens.data(), p, h.n_tokens * 4);
-  p += h.n_tokens * 4;
-  if (h.flags & kFlagZstd) {
-    unsigned long long content = ZSTD_getFrameContentSize(p, h.pages_stored);
-    if (content != h.pages_raw) return fail("compressed pages do not match the header size");
-    e.pages.resize(h.pages_raw);
-    size_t n = ZSTD_decompress(e.pages.data(), e.pages.size(), p, h.pages_stored);
-    if (ZSTD_isError(n) || n != h.pages_raw) return fail("zstd pages do not decompress");
-  } else {
-    e.pages.assign(p, p + h.pages_stored);
-  }
-  p += h.pages_stored;
-  e.state.assign(p, p + h.state_bytes);
-  return e;
-}
-
 SnapshotStore::SnapshotStore(SnapshotStoreOptions opt) : opt_(std::move(opt)) {
-  if (opt_.dir.empty()) throw Error("snapshot store: empty directory");
   if (opt_.model_key.empty()) throw Error("snapshot store: empty model key");
-  model_hash_ = model_key_hash(opt_.model_key);
-  mkdirs(opt_.dir);
+  if (opt_.max_disk_bytes && !opt_.limits.max_file_bytes) opt_.limits.max_file_bytes = opt_.max_disk_bytes;
+  dir_ = std::make_unique<SnapshotDir>(opt_.dir, opt_.owner_uid >= 0 ? uid_t(opt_.owner_uid) : ::geteuid());
+  codec_ = std::make_unique<SnapshotCodec>(opt_.key, opt_.model_key, opt_.limits);
   scan();
   writer_ = std::thread([this] { writer_loop(); });
 }
@@ -209,46 +85,63 @@ SnapshotStore::~SnapshotStore() {
   writer_.join();
 }
 
+// One file's index entry: the header checked against the model before anything is allocated
+// from it, then the tokens read and authenticated (first AEAD section).
+std::string SnapshotStore::index_one(const std::string& name, IndexEntry& ie, bool* old_format) {
+  struct stat sb{};
+  std::string why;
+  int fd = dir_->open_read(name, &sb, &why);
+  if (fd < 0) return why;
+  uint8_t hdr[SnapshotCodec::kHeaderBytes];
+  if (uint64_t(sb.st_size) < sizeof hdr || !read_all(fd, hdr, sizeof hdr, 0)) {
+    why = "shorter than the header";
+  } else if (auto c = codec_->check_header(hdr, uint64_t(sb.st_size), &why); c == SnapshotCodec::HeaderCheck::Ok) {
+    std::vector<uint8_t> prefix(SnapshotCodec::index_bytes(hdr));
+    if (!read_all(fd, prefix.data(), prefix.size(), 0)) why = "unreadable tokens";
+    else if (auto t = codec_->index_tokens(prefix, &why)) {
+      if (codec_->file_name(*t) != name) why = "file name does not match its tokens";
+      else ie.tokens = std::move(*t);
+    }
+  } else {
+    *old_format = c == SnapshotCodec::HeaderCheck::OldFormat;
+  }
+  ::close(fd);
+  ie.size = uint64_t(sb.st_size);
+  ie.last_access = uint64_t(sb.st_mtim.tv_sec) * 1000000000ull + uint64_t(sb.st_mtim.tv_nsec);
+  return why;
+}
+
 // Start-up index: headers and token ids only; pages stay on disk until a hit.
 void SnapshotStore::scan() {
-  DIR* d = ::opendir(opt_.dir.c_str());
-  if (!d) throw FileError(opt_.dir, std::string("cannot open cache directory: ") + std::strerror(errno));
-  std::vector<std::string> names;
-  while (dirent* ent = ::readdir(d)) names.emplace_back(ent->d_name);
-  ::closedir(d);
-  for (const std::string& name : names) {
-    std::string path = opt_.dir + "/" + name;
+  uint64_t old = 0;
+  for (const std::string& name : dir_->list()) {
     if (name.find(".tmp") != std::string::npos) {  // an interrupted write: never complete
-      ::unlink(path.c_str());
+      dir_->remove(name);
       continue;
     }
-    if (!ends_with(name, kExt)) continue;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    struct stat sb{};
-    Header h{};
-    std::string why;
+    if (!ends_with(name, ".kvs")) continue;
     IndexEntry ie;
-    if (::fstat(fd, &sb) != 0 || uint64_t(sb.st_size) < sizeof(Header)) why = "shorter than the header";
-    else if (!read_all(fd, &h, sizeof h, 0)) why = "unreadable header";
-    else why = check_header(h, uint64_t(sb.st_size), model_hash_);
-    if (why.empty()) {
-      ie.tokens.resize(h.n_tokens);
-      if (!read_all(fd, ie.tokens.data(), h.n_tokens * 4, sizeof(Header))) why = "unreadable tokens";
-      else if (file_name(ie.tokens) != name) why = "file name does not match its tokens";
+    bool old_format = false;
+    std::string why = index_one(name, ie, &old_format);
+    if (old_format) {
+      ++old;
+      dir_->remove(name);
+      continue;
     }
-    ::close(fd);
     if (!why.empty()) {
-      log::warn("kv snapshot " + path + ": " + why + "; deleted");
-      ::unlink(path.c_str());
+      log::warn("kv snapshot " + opt_.dir + "/" + name + ": " + why + "; deleted");
+      dir_->remove(name);
       ++st_.corrupt_skipped;
       continue;
     }
-    ie.size = uint64_t(sb.st_size);
-    ie.last_access = uint64_t(sb.st_mtim.tv_sec) * 1000000000ull + uint64_t(sb.st_mtim.tv_nsec);
     clock_ = std::max(clock_, ie.last_access);
     st_.disk_bytes += ie.size;
     index_[name] = std::move(ie);
+  }
+  if (old) {
+    log::warn("kv snapshots in " + opt_.dir + ": deleted " + std::to_string(old) +
+              " entries of the old unauthenticated format (version 1); they are rebuilt as prompts recur");
+    st_.old_format_purged = old;
   }
   enforce_cap_locked("");
 }
@@ -317,12 +210,14 @@ void SnapshotStore::give_way(std::chrono::steady_clock::time_point deadline) con
 
 void SnapshotStore::write_one(const SnapshotEntry& e, std::chrono::steady_clock::time_point deadline) {
   give_way(deadline);
-  std::vector<uint8_t> bytes = encode(e, model_hash_, opt_.compress, opt_.zstd_level);
+  std::vector<uint8_t> bytes = codec_->encode(e, opt_.compress, opt_.zstd_level, opt_.encrypt);
+  if (opt_.limits.max_file_bytes && bytes.size() > opt_.limits.max_file_bytes) {
+    log::debug("kv snapshot of " + std::to_string(e.tokens.size()) + " tokens exceeds the disk limit: not written");
+    return;  // it would be refused at the next start anyway
+  }
   std::string name = file_name(e.tokens);
-  std::string path = opt_.dir + "/" + name;
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw FileError(tmp, std::strerror(errno));
+  std::string tmp = name + ".tmp." + std::to_string(::getpid());
+  int fd = dir_->create(tmp);
   // In slices, each after a pause in the owner's steps: copying tens of MB into the page cache
   // in one go took a core from a request's prefill for tens of ms.
   constexpr size_t kSlice = 4u << 20;
@@ -334,15 +229,12 @@ void SnapshotStore::write_one(const SnapshotEntry& e, std::chrono::steady_clock:
   give_way(deadline);
   ok = ok && ::fsync(fd) == 0;
   ok = (::close(fd) == 0) && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!ok || !dir_->rename(tmp, name)) {
     std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw FileError(path, err);
+    dir_->remove(tmp);
+    throw FileError(opt_.dir + "/" + name, err);
   }
-  if (int dfd = ::open(opt_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-    ::fsync(dfd);  // make the rename itself durable
-    ::close(dfd);
-  }
+  dir_->sync();  // make the rename itself durable
   std::unique_lock lk(mu_);
   auto it = index_.find(name);
   if (it != index_.end()) st_.disk_bytes -= it->second.size;
@@ -360,7 +252,7 @@ void SnapshotStore::drop_locked(const std::string& name, const char* why) {
   auto it = index_.find(name);
   if (it == index_.end()) return;
   if (why) log::warn("kv snapshot " + opt_.dir + "/" + name + ": " + why + "; deleted");
-  ::unlink((opt_.dir + "/" + name).c_str());
+  dir_->remove(name);
   st_.disk_bytes -= it->second.size;
   index_.erase(it);
 }
@@ -414,31 +306,38 @@ std::optional<SnapshotEntry> SnapshotStore::lookup(const std::vector<int32_t>& t
     }
     if (common) *common = best_len;
     if (best.empty()) { ++st_.misses; return std::nullopt; }
-    std::string path = opt_.dir + "/" + best;
     std::string why;
-    std::optional<SnapshotEntry> e;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    struct stat sb{};
-    if (fd < 0 || ::fstat(fd, &sb) != 0) {
-      why = "cannot open";
-    } else {
-      std::vector<uint8_t> buf(size_t(sb.st_size));
-      if (!read_all(fd, buf.data(), buf.size(), 0)) why = "short read";
-      else e = decode(buf.data(), buf.size(), model_hash_, &why);
-      if (e && e->tokens != index_[best].tokens) { e.reset(); why = "tokens changed on disk"; }
-      if (e) st_.bytes_read += buf.size();
-    }
-    if (fd >= 0) ::close(fd);
+    std::optional<SnapshotEntry> e = read_entry(best, &why);
+    if (e && e->tokens != index_[best].tokens) { e.reset(); why = "tokens changed on disk"; }
     if (!e) {
       ++st_.corrupt_skipped;
       drop_locked(best, why.c_str());
       continue;  // try the next best candidate
     }
     index_[best].last_access = ++clock_;
-    ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // persist recency for the next start-up
+    dir_->touch(best);  // persist recency for the next start-up
     ++st_.hits;
     return e;
   }
+}
+
+// The whole file, read only after its header's sizes were checked against the model (a planted
+// 3 GB file with a valid-looking header is refused before anything is allocated), then verified.
+std::optional<SnapshotEntry> SnapshotStore::read_entry(const std::string& name, std::string* why) {
+  struct stat sb{};
+  int fd = dir_->open_read(name, &sb, why);
+  if (fd < 0) return std::nullopt;
+  std::optional<SnapshotEntry> e;
+  uint8_t hdr[SnapshotCodec::kHeaderBytes];
+  if (uint64_t(sb.st_size) < sizeof hdr || !read_all(fd, hdr, sizeof hdr, 0)) {
+    *why = "shorter than the header";
+  } else if (codec_->check_header(hdr, uint64_t(sb.st_size), why) == SnapshotCodec::HeaderCheck::Ok) {
+    std::vector<uint8_t> buf(size_t(sb.st_size));
+    if (!read_all(fd, buf.data(), buf.size(), 0)) *why = "short read";
+    else if ((e = codec_->decode(buf, why))) st_.bytes_read += buf.size();
+  }
+  ::close(fd);
+  return e;
 }
 
 void SnapshotStore::purge() {

@@ -1,14 +1,15 @@
 // Disk store for prefix-cache entries so a restart does not lose the KV of long, shared prompts
 // (system prompts, agent tool schemas). One file per entry under
-//   <root>/<model-key>/<xxh64(tokens)>.kvs     (root default: $XDG_CACHE_HOME or ~/.cache /rapid-mlx/kv)
-// File layout (little-endian, see docs/cache.md): a 72-byte header {magic "RMLXKVS1", version,
-// flags (zstd, has-state), xxh64(model key), n_tokens, raw/stored page bytes, state bytes,
-// xxh64(payload), xxh64(header)} then int32 tokens, the KV pages (optionally zstd) and the
-// recurrent state bytes.
-// Writes are atomic (0600 temp file in the same dir, fsync, rename, fsync dir) and done by a
-// background thread from a bounded queue; flush() waits for it. Start-up reads only headers and
-// token ids (the index); pages are read and checksummed on the first hit. A corrupt, truncated or
-// foreign entry is logged, deleted and never served. A disk cap evicts least recently used files.
+//   <root>/<model-key>/<keyed hash of the tokens>-<n>.kvs  (root default: $XDG_CACHE_HOME or ~/.cache /rapid-mlx/kv)
+// in the authenticated (optionally encrypted) format of snapshot_format.h.
+// Trust: the directory must belong to this user and not be writable by group/others, and one
+// store holds its lock (snapshot_dir.h); anything else is refused (the caller then runs without
+// persistence). Every file is opened relative to the checked directory, never through a symlink.
+// Writes are atomic (exclusive 0600 temp file in the same dir, fsync, rename, fsync dir) and done
+// by a background thread from a bounded queue; flush() waits for it. Start-up reads only headers
+// and token ids (the index, already authenticated); pages are read and verified on the first hit,
+// after the header's sizes were checked against the model. A corrupt, forged, oversized, foreign
+// or old-format entry is logged, deleted and never served. A disk cap evicts least recently used files.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,23 +26,21 @@
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/cache_key.h"
+#include "cache/snapshot_dir.h"
+#include "cache/snapshot_format.h"
 
 namespace rapid::cache {
 
-inline constexpr uint32_t kSnapshotFormatVersion = 1;
+// Version of what a directory's KV bytes mean (the page layout), part of its name. The file
+// format's own version is in each header: a directory's older-format files are purged on start-up.
+inline constexpr uint32_t kSnapshotDirVersion = 1;
 
 // Hex key naming the directory of one model's snapshots: KV from different weights, tokenizer,
-// KV dtype or file format must never be mixed.
+// KV dtype or page layout must never be mixed.
 std::string model_identity_key(const std::string& weights_hash, const std::string& tokenizer_hash,
-                               KvDType kv_dtype, uint32_t format_version = kSnapshotFormatVersion);
+                               KvDType kv_dtype, uint32_t format_version = kSnapshotDirVersion);
 std::string default_cache_root();  // $XDG_CACHE_HOME/rapid-mlx/kv or ~/.cache/rapid-mlx/kv
-
-struct SnapshotEntry {
-  std::vector<int32_t> tokens;  // the prefix
-  std::vector<uint8_t> pages;   // KV pages of that prefix, in BlockPool block layout
-  std::vector<uint8_t> state;   // optional recurrent-state snapshot valid after tokens.size()
-  bool operator==(const SnapshotEntry&) const = default;
-};
 
 // Pages of a queued entry that still live in memory the caller owns (pinned KV blocks), taken
 // when the writer gets to the entry: the caller's thread never copies a whole prefix (tens of MB,
@@ -54,6 +54,10 @@ struct PageSource {
 struct SnapshotStoreOptions {
   std::string dir;               // the model's directory (root + "/" + model_key); created 0700
   std::string model_key;         // from model_identity_key()
+  CacheKey key;                  // from load_or_create_cache_key(): authenticates every file
+  bool encrypt = false;          // tokens and pages as ciphertext on disk
+  SnapshotLimits limits;         // what a header may claim (the model's context and KV shape)
+  int64_t owner_uid = -1;        // who must own the directory; -1: this process's effective uid
   uint64_t max_disk_bytes = 0;   // 0 = unlimited
   bool compress = false;         // zstd the pages (see bench/cache_bench.cpp for whether it pays)
   int zstd_level = 1;
@@ -63,11 +67,12 @@ struct SnapshotStoreOptions {
 struct SnapshotStats {
   size_t entries = 0, pending = 0;
   uint64_t disk_bytes = 0, writes = 0, bytes_written = 0, hits = 0, misses = 0, bytes_read = 0;
-  uint64_t corrupt_skipped = 0, evictions = 0, dropped = 0;
+  uint64_t corrupt_skipped = 0, evictions = 0, dropped = 0, old_format_purged = 0;
 };
 
 class SnapshotStore {
  public:
+  // Throws FileError (path and reason) when the directory cannot be trusted or is in use.
   explicit SnapshotStore(SnapshotStoreOptions opt);
   ~SnapshotStore();  // drains the queue, then stops the writer
   SnapshotStore(const SnapshotStore&) = delete;
@@ -96,13 +101,8 @@ class SnapshotStore {
   SnapshotStats stats() const;
   const std::string& dir() const { return opt_.dir; }
 
-  static std::string file_name(const std::vector<int32_t>& tokens);
-  static uint64_t model_key_hash(const std::string& model_key);  // stored in every header
-  // Parse and verify a whole file image; nullopt with `why` set when it must not be served.
-  static std::optional<SnapshotEntry> decode(const uint8_t* data, size_t size, uint64_t model_hash,
-                                             std::string* why);
-  static std::vector<uint8_t> encode(const SnapshotEntry& e, uint64_t model_hash, bool compress,
-                                     int level);
+  std::string file_name(const std::vector<int32_t>& tokens) const { return codec_->file_name(tokens); }
+  const SnapshotCodec& codec() const { return *codec_; }
 
  private:
   struct IndexEntry {
@@ -111,6 +111,9 @@ class SnapshotStore {
     uint64_t last_access = 0;
   };
   void scan();
+  // The entry's authenticated tokens from its header and first section; "" or why it is refused.
+  std::string index_one(const std::string& name, IndexEntry& ie, bool* old_format);
+  std::optional<SnapshotEntry> read_entry(const std::string& name, std::string* why);
   void writer_loop();
   struct Queued {
     SnapshotEntry e;
@@ -124,7 +127,8 @@ class SnapshotStore {
   void drop_locked(const std::string& name, const char* why);
 
   SnapshotStoreOptions opt_;
-  uint64_t model_hash_;
+  std::unique_ptr<SnapshotDir> dir_;
+  std::unique_ptr<SnapshotCodec> codec_;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<Queued> queue_;

@@ -30,7 +30,8 @@ int usage() {
                "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
                "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
                "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
-               "                       [--cache-dir DIR] [--cache-disk-limit SIZE]\n"
+               "                       [--cache-dir DIR] [--cache-disk-limit SIZE] [--cache-key-file PATH]\n"
+               "                       [--encrypt-cache]\n"
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH]\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
@@ -106,6 +107,8 @@ int run_serve(const std::vector<std::string>& args) {
     else if (a == "--no-persist-cache") persist = false;
     else if (a == "--cache-dir") ok = value(cache_dir);
     else if (a == "--cache-disk-limit") ok = value(disk_limit);
+    else if (a == "--cache-key-file") ok = value(eo.kv.snapshot_key_file);
+    else if (a == "--encrypt-cache") eo.kv.snapshot_encrypt = true;
     else if (a == "--speculative") {
       std::string m;
       ok = value(m);
@@ -159,6 +162,7 @@ int run_serve(const std::vector<std::string>& args) {
     eo.kv.snapshot_dir = (cache_dir.empty() ? rapid::cache::default_cache_root() : cache_dir) + "/" + key;
     eo.kv.model_key = key;
     eo.kv.snapshot_max_disk_bytes = rapid::cache::parse_memory_size(disk_limit, ram);
+    eo.kv.snapshot_max_tokens = bo.context_length;
   }
   if (!draft_path.empty()) {
     std::shared_ptr<rapid::Checkpoint> dck = rapid::load_checkpoint(draft_path);
@@ -175,7 +179,8 @@ int run_serve(const std::vector<std::string>& args) {
     rapid::log::info("kv cache: " + std::to_string(st.kv.pool.total_blocks) + " blocks of " +
                      std::to_string(shape.block_size) + " tokens (" +
                      std::to_string(st.kv.pool.arena_bytes >> 20) + " MiB); snapshots " +
-                     (eo.kv.snapshot_dir.empty() ? std::string("off") : eo.kv.snapshot_dir) + "; speculative " +
+                     (st.kv.persistent ? st.kv.snapshot_dir + (eo.kv.snapshot_encrypt ? " (encrypted)" : "")
+                                       : std::string("off")) + "; speculative " +
                      rapid::spec_mode_name(eo.spec.mode));
   }
   rapid::server::ModelBackend backend(tok, std::move(engine), bo);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cache/page_io.h"
+#include "common/error.h"
 #include "common/log.h"
 
 namespace rapid {
@@ -11,14 +12,28 @@ KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::m
   cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
   pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
   if (opts_.prefix_cache) radix_ = std::make_unique<cache::RadixCache>(*pool_);
-  if (opts_.prefix_cache && !opts_.snapshot_dir.empty()) {
+  if (opts_.prefix_cache && !opts_.snapshot_dir.empty()) open_store(shape);
+  publish();
+}
+
+// An unusable snapshot directory or key must not stop the server: it runs without persistence.
+void KvCacheManager::open_store(const cache::BlockShape& shape) {
+  try {
     cache::SnapshotStoreOptions so;
     so.dir = opts_.snapshot_dir;
     so.model_key = opts_.model_key;
     so.max_disk_bytes = opts_.snapshot_max_disk_bytes;
-    store_ = std::make_unique<cache::SnapshotStore>(so);
+    so.encrypt = opts_.snapshot_encrypt;
+    so.limits.block_tokens = uint64_t(shape.block_size);
+    so.limits.block_bytes = shape.block_bytes();
+    if (opts_.snapshot_max_tokens > 0) so.limits.max_tokens = uint64_t(opts_.snapshot_max_tokens);
+    so.key = cache::load_or_create_cache_key(opts_.snapshot_key_file.empty() ? cache::default_cache_key_path()
+                                                                              : opts_.snapshot_key_file);
+    store_ = std::make_unique<cache::SnapshotStore>(std::move(so));
+  } catch (const Error& e) {
+    persist_disabled_ = e.what();
+    log::warn(std::string("kv snapshots disabled (the server runs without them): ") + e.what());
   }
-  publish();
 }
 
 KvCacheManager::~KvCacheManager() {
@@ -154,6 +169,7 @@ void KvCacheManager::publish() {
   if (radix_) s.radix = radix_->stats();
   s.persistent = store_ != nullptr;
   if (store_) s.snapshot_dir = store_->dir();  // disk stats are read live by stats()
+  s.persist_disabled = persist_disabled_;
   s.restored_entries = restored_entries_;
   s.restored_tokens = restored_tokens_;
   std::lock_guard lk(stats_mu_);

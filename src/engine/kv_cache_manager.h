@@ -28,6 +28,9 @@ struct KvCacheOptions {
   std::string model_key;
   uint64_t snapshot_max_disk_bytes = 8ull << 30;
   int64_t snapshot_min_tokens = 64;  // shorter prompts are cheap to recompute: not persisted
+  int64_t snapshot_max_tokens = 0;   // the context: longer headers are refused (0: no model bound)
+  std::string snapshot_key_file;     // the install's key (cache::default_cache_key_path() if empty)
+  bool snapshot_encrypt = false;     // prompts' tokens and KV as ciphertext on disk
 };
 
 struct KvCacheStats {
@@ -36,6 +39,7 @@ struct KvCacheStats {
   bool prefix_cache = false;
   bool persistent = false;
   std::string snapshot_dir;
+  std::string persist_disabled;  // why persistence was asked for but is off (untrusted dir, ...)
   cache::SnapshotStats disk;
   uint64_t restored_entries = 0, restored_tokens = 0;
   int32_t block_size = 0;
@@ -77,11 +81,13 @@ class KvCacheManager {
  private:
   bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
   void reclaim();  // drops the pins of snapshot pages the writer has copied (engine thread)
+  void open_store(const cache::BlockShape& shape);  // persistence, or one warning why not
 
   KvCacheOptions opts_;
   std::shared_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::RadixCache> radix_;
   std::unique_ptr<cache::SnapshotStore> store_;
+  std::string persist_disabled_;
   uint64_t restored_entries_ = 0, restored_tokens_ = 0;
   // Blocks pinned for queued snapshots: the engine thread pins, the writer thread hands them back
   // here once copied, the engine thread unpins (the pool is single-threaded).

@@ -1,5 +1,6 @@
 #include "server/anthropic_format.h"
 
+#include "server/json_limits.h"
 #include "server/sse.h"
 
 namespace rapid::server {
@@ -18,7 +19,7 @@ json anthropic_stop_sequence(const std::string& stop_sequence) {
 }
 
 json tool_input_object(const std::string& arguments) {
-  json j = json::parse(arguments, nullptr, false);
+  json j = parse_output_json(arguments);
   return j.is_object() ? j : json::object();
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "server/json_limits.h"
 #include "server/sse.h"
 
 namespace rapid::server {
@@ -36,11 +37,7 @@ void HandlerContext::fit_context(GenerationRequest& gen, std::vector<int32_t> pr
 }
 
 nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
-  if (req.body.empty()) throw bad_request("the request body is empty; expected a JSON object");
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(req.body, nullptr, false);
-  if (j.is_discarded()) throw bad_request("the request body is not valid JSON");
-  if (!j.is_object()) throw bad_request("the request body must be a JSON object");
-  return j;
+  return parse_request_json(req.body);
 }
 
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {

@@ -166,6 +166,7 @@ ojson ModelBackend::cache_info() const {
                   {"hit_rate", k.radix.hit_rate()},
                   {"evicted_blocks", k.radix.evicted_blocks}};
   ojson disk = {{"enabled", k.persistent}};
+  if (!k.persist_disabled.empty()) disk["disabled_reason"] = k.persist_disabled;
   if (k.persistent) {
     disk["dir"] = k.snapshot_dir;
     disk["entries"] = k.disk.entries;
@@ -177,6 +178,7 @@ ojson ModelBackend::cache_info() const {
     disk["misses"] = k.disk.misses;
     disk["bytes_read"] = k.disk.bytes_read;
     disk["corrupt_skipped"] = k.disk.corrupt_skipped;
+    disk["old_format_purged"] = k.disk.old_format_purged;
     disk["evictions"] = k.disk.evictions;
     disk["dropped"] = k.disk.dropped;
     disk["restored_entries"] = k.restored_entries;

@@ -1,6 +1,7 @@
 #include "server/openai_request.h"
 
 #include "server/api_error.h"
+#include "server/json_limits.h"
 
 namespace rapid::server {
 
@@ -68,8 +69,8 @@ json normalize_openai_messages(const json& messages, const std::string& param) {
           json args = json::object();
           if (const json* a = field(*f, "arguments")) {
             if (a->is_string()) {
-              json parsed = json::parse(a->get<std::string>(), nullptr, false);
-              args = parsed.is_discarded() ? *a : parsed;
+              auto parsed = parse_nested_json(a->get<std::string>(), cp + ".function.arguments");
+              args = parsed ? std::move(*parsed) : *a;
             } else if (a->is_object()) {
               args = *a;
             } else {

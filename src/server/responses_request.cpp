@@ -1,6 +1,7 @@
 #include "server/responses_request.h"
 
 #include "server/api_error.h"
+#include "server/json_limits.h"
 
 namespace rapid::server {
 
@@ -58,9 +59,9 @@ static json convert_input(const json& input) {
       std::string call_id = req_string(it, "call_id", p);
       std::string name = req_string(it, "name", p);
       std::string args = opt_string(it, "arguments", p).value_or("{}");
-      json parsed = json::parse(args, nullptr, false);
+      auto parsed = parse_nested_json(args, p + ".arguments");
       json call = {{"id", call_id}, {"type", "function"},
-                   {"function", {{"name", name}, {"arguments", parsed.is_discarded() ? json(args) : parsed}}}};
+                   {"function", {{"name", name}, {"arguments", parsed ? std::move(*parsed) : json(args)}}}};
       if (out.empty() || out.back()["role"] != "assistant") {
         json m = {{"role", "assistant"}, {"content", ""}};
         if (!pending_reasoning.empty()) m["reasoning_content"] = pending_reasoning;

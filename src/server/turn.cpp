@@ -3,6 +3,7 @@
 #include <random>
 
 #include "common/log.h"
+#include "server/json_limits.h"
 
 namespace rapid::server {
 
@@ -68,7 +69,7 @@ void Turn::add_call_text(TurnDelta& d, const std::string& text) {
 // that, the only offered tool gets the raw text as its arguments.
 void Turn::finish_required(TurnDelta& d) {
   if (saw_call_) return;
-  auto parsed = nlohmann::ordered_json::parse(held_, nullptr, false);
+  auto parsed = parse_output_json(held_);
   std::vector<nlohmann::ordered_json> calls;
   if (parsed.is_object()) calls.push_back(parsed);
   if (parsed.is_array())

@@ -264,8 +264,15 @@ std::string to_str(const Value& v) {
   }
 }
 
+// Deeper JSON is refused rather than recursed into: values nest as shared_ptr chains whose
+// conversion, printing and destruction all recurse (a 30k-deep request killed the server).
+constexpr int kMaxJsonDepth = 512;
+
 template <class J>
-static Value from_json_impl(const J& j) {
+static Value from_json_impl(const J& j, int depth) {
+  if (depth > kMaxJsonDepth)
+    throw TemplateError(TemplateError::Kind::Limit,
+                        "JSON value nested more than " + std::to_string(kMaxJsonDepth) + " levels deep");
   switch (j.type()) {
     case nlohmann::json::value_t::null: return Value::none();
     case nlohmann::json::value_t::boolean: return Value::boolean(j.template get<bool>());
@@ -280,22 +287,22 @@ static Value from_json_impl(const J& j) {
     case nlohmann::json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (auto& e : j) items.push_back(from_json_impl(e));
+      for (auto& e : j) items.push_back(from_json_impl(e, depth + 1));
       return Value::new_list(std::move(items));
     }
     case nlohmann::json::value_t::object: {
       Value d = Value::new_dict();
       d.dict->items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.dict->items.emplace_back(Value::string(it.key()), from_json_impl(it.value()));
+        d.dict->items.emplace_back(Value::string(it.key()), from_json_impl(it.value(), depth + 1));
       return d;
     }
     default: return Value::none();
   }
 }
 
-Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
-Value from_json(const nlohmann::json& j) { return from_json_impl(j); }
+Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j, 1); }
+Value from_json(const nlohmann::json& j) { return from_json_impl(j, 1); }
 
 static void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out.push_back('"');

@@ -180,6 +180,7 @@ std::string repr(const Value& v);
 std::string float_repr(double d);
 std::string string_repr(const std::string& s);
 
+// Throws TemplateError (Limit) on JSON nested more than 512 levels deep instead of recursing on.
 Value from_json(const nlohmann::ordered_json& j);
 Value from_json(const nlohmann::json& j);
 

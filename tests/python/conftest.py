@@ -124,7 +124,7 @@ def server(tmp_path_factory):
     need_server()
     d = tmp_path_factory.mktemp("serve")
     # Snapshots go to a scratch folder: tests never touch the user's ~/.cache.
-    srv = launch(["--cache-dir", str(d / "kv")], str(d / "serve.log"))
+    srv = launch(["--cache-dir", str(d / "kv"), "--cache-key-file", str(d / "kv.key")], str(d / "serve.log"))
     yield srv
     stop(srv)
 
