@@ -15,19 +15,13 @@
 #include "cache/page_io.h"
 #include "cache/radix_cache.h"
 #include "cache/snapshot_store.h"
+#include "cache_temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace rapid::cache;
 
 namespace {
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/rapid_cache_test_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = CacheTempDir;
 
 SnapshotEntry make_entry(std::mt19937& rng, size_t n_tokens, size_t page_bytes, size_t state_bytes,
                          bool compressible = false) {

@@ -14,21 +14,14 @@
 
 #include "cache/cache_key.h"
 #include "cache/snapshot_store.h"
+#include "cache_temp_dir.h"
 #include "common/error.h"
 
 namespace fs = std::filesystem;
 using namespace rapid::cache;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/rapid_trust_test_XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using TempDir = CacheTempDir;
 
 CacheKey key_of(uint8_t fill) {
   CacheKey k;
