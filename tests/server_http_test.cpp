@@ -537,6 +537,14 @@ std::vector<int> statuses(const std::string& s) {
   return out;
 }
 
+// Everything the server sends until it closes the connection (a failure if it has not in 5 s).
+std::string until_closed(Raw& r) {
+  bool closed = false;
+  std::string got = r.read_all(5000, &closed);
+  EXPECT_TRUE(closed) << got;
+  return got;
+}
+
 std::string post_text(const std::string& path, const std::string& body, const std::string& extra = "") {
   return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
@@ -548,9 +556,7 @@ TEST_F(ServerTest, PipelinedRequestsAreAllAnsweredInOrder) {
   ASSERT_TRUE(r.send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + post_text("/v1/chat/completions", chat) +
                      "GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n" +
                      "GET /v1/models/fake-model HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
-  bool closed = false;
-  std::string got = r.read_all(5000, &closed);
-  EXPECT_TRUE(closed);
+  std::string got = until_closed(r);
   EXPECT_EQ(statuses(got), (std::vector<int>{200, 200, 404, 200})) << got;
   size_t chat_at = got.find("\"chat.completion\""), model_at = got.find("\"object\":\"model\"");
   ASSERT_NE(chat_at, std::string::npos);
@@ -563,9 +569,7 @@ TEST_F(ServerTest, ConflictingContentLengthIs400AndCloses) {
   Raw r(port_);
   ASSERT_TRUE(r.send("POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\n"
                      "hello GET /health HTTP/1.1\r\n\r\n"));
-  bool closed = false;
-  std::string got = r.read_all(5000, &closed);
-  EXPECT_TRUE(closed);
+  std::string got = until_closed(r);
   EXPECT_EQ(statuses(got), std::vector<int>{400}) << got;  // the smuggled request is never answered
   EXPECT_NE(got.find("Connection: close"), std::string::npos);
   EXPECT_NE(got.find("invalid_request_error"), std::string::npos);
@@ -574,9 +578,7 @@ TEST_F(ServerTest, ConflictingContentLengthIs400AndCloses) {
 TEST_F(ServerTest, MalformedRequestIsAnsweredThenClosed) {
   Raw r(port_);
   ASSERT_TRUE(r.send("HELLO THERE\r\n\r\nGET /health HTTP/1.1\r\n\r\n"));
-  bool closed = false;
-  std::string got = r.read_all(5000, &closed);
-  EXPECT_TRUE(closed);
+  std::string got = until_closed(r);
   EXPECT_EQ(statuses(got), std::vector<int>{400}) << got;
 }
 
@@ -590,9 +592,7 @@ TEST_F(ServerTest, ChunkedBodyOverTheLimitIs413) {
     std::string chunk = "400\r\n" + std::string(1024, 'x') + "\r\n";
     int sent = 0;
     while (sent < 64 && r.send(chunk)) ++sent;  // 64 KiB offered; the server stops after 4
-    bool closed = false;
-    std::string got = r.read_all(5000, &closed);
-    EXPECT_TRUE(closed);
+    std::string got = until_closed(r);
     ASSERT_EQ(statuses(got), std::vector<int>{413}) << got;
     EXPECT_NE(got.find(std::string(path) == "/v1/messages" ? "request_too_large" : "invalid_request_error"),
               std::string::npos);
@@ -604,9 +604,7 @@ TEST_F(ServerTest, HeaderFloodIs431) {
   std::string head = "GET /health HTTP/1.1\r\nHost: t\r\n";
   for (int i = 0; i < 200; ++i) head += "X-Pad-" + std::to_string(i) + ": " + std::string(1000, 'p') + "\r\n";
   r.send(head + "\r\n");
-  bool closed = false;
-  std::string got = r.read_all(5000, &closed);
-  EXPECT_TRUE(closed);
+  std::string got = until_closed(r);
   EXPECT_EQ(statuses(got), std::vector<int>{431}) << got;
 }
 
@@ -630,10 +628,7 @@ TEST_F(ServerTest, SlowAndIdleClientsDoNotBlockOthers) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   // The slow ones get 408 once their header deadline passes, and are closed.
-  bool closed = false;
-  std::string got = slow.front()->read_all(5000, &closed);
-  EXPECT_TRUE(closed);
-  EXPECT_EQ(statuses(got), std::vector<int>{408}) << got;
+  EXPECT_EQ(statuses(until_closed(*slow.front())), std::vector<int>{408});
 }
 
 TEST_F(ServerTest, QueueBoundGives429Or529ThenFreesSlots) {
