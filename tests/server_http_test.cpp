@@ -8,6 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/error.h"
 #include "server/http_server.h"
 #include "server_fake_backend.h"
 
@@ -457,7 +464,7 @@ TEST_F(ServerTest, MetricsCountRequestsAndTokens) {
   auto r = client().Get("/metrics");
   ASSERT_EQ(r->status, 200);
   const std::string& m = r->body;
-  EXPECT_NE(m.find("rapid_requests_total{model_name=\"fake-model\",endpoint=\"/v1/chat/completions\",status=\"200\"} 1"),
+  EXPECT_NE(m.find("rapid_requests_total{model_name=\"fake-model\",endpoint=\"/v1/chat/completions\",status=\"2xx\"} 1"),
             std::string::npos) << m;
   EXPECT_NE(m.find("rapid_prompt_tokens_total{model_name=\"fake-model\"} 20"), std::string::npos);
   EXPECT_NE(m.find("rapid_generation_tokens_total{model_name=\"fake-model\"} 12"), std::string::npos);
@@ -465,6 +472,280 @@ TEST_F(ServerTest, MetricsCountRequestsAndTokens) {
   EXPECT_NE(m.find("rapid_inter_token_latency_seconds_count{model_name=\"fake-model\"} 11"), std::string::npos);
   EXPECT_NE(m.find("rapid_num_requests_waiting"), std::string::npos);
   EXPECT_NE(m.find("rapid_kv_cache_usage_perc"), std::string::npos);
+}
+
+
+// ---- Hostile clients (issue #15): raw bytes over real sockets ----
+
+// A raw TCP client, so tests can send exactly what a hostile one would.
+class Raw {
+ public:
+  explicit Raw(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Raw() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool send(const std::string& s) {
+    for (size_t off = 0; off < s.size();) {
+      ssize_t w = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      off += size_t(w);
+    }
+    return true;
+  }
+  // What one read returns (waiting up to `ms` for it).
+  std::string read_some(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    char buf[4096];
+    if (::poll(&p, 1, ms) <= 0) return "";
+    ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+    return r > 0 ? std::string(buf, size_t(r)) : "";
+  }
+  // Reads until the server closes (closed = true) or `ms` pass without data.
+  std::string read_all(int ms, bool* closed = nullptr) {
+    std::string out;
+    char buf[65536];
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, ms) <= 0) break;
+      ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+      if (r <= 0) {
+        if (closed) *closed = true;
+        return out;
+      }
+      out.append(buf, size_t(r));
+    }
+    if (closed) *closed = false;
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+// Status codes of the responses in a byte stream, in order.
+std::vector<int> statuses(const std::string& s) {
+  std::vector<int> out;
+  for (size_t p = s.find("HTTP/1.1 "); p != std::string::npos; p = s.find("HTTP/1.1 ", p + 1))
+    out.push_back(std::atoi(s.c_str() + p + 9));
+  return out;
+}
+
+// Everything the server sends until it closes the connection (a failure if it has not in 5 s).
+std::string until_closed(Raw& r) {
+  bool closed = false;
+  std::string got = r.read_all(5000, &closed);
+  EXPECT_TRUE(closed) << got;
+  return got;
+}
+
+std::string post_text(const std::string& path, const std::string& body, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
+}
+
+TEST_F(ServerTest, PipelinedRequestsAreAllAnsweredInOrder) {
+  Raw r(port_);
+  std::string chat = chat_body({{"max_tokens", 5}}).dump();
+  ASSERT_TRUE(r.send("GET /health HTTP/1.1\r\nHost: t\r\n\r\n" + post_text("/v1/chat/completions", chat) +
+                     "GET /v1/nothing HTTP/1.1\r\nHost: t\r\n\r\n" +
+                     "GET /v1/models/fake-model HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"));
+  std::string got = until_closed(r);
+  EXPECT_EQ(statuses(got), (std::vector<int>{200, 200, 404, 200})) << got;
+  size_t chat_at = got.find("\"chat.completion\""), model_at = got.find("\"object\":\"model\"");
+  ASSERT_NE(chat_at, std::string::npos);
+  EXPECT_NE(got.find("\"content\":\"Hello\""), std::string::npos);
+  EXPECT_LT(got.find("\"status\":\"ok\""), chat_at);
+  EXPECT_LT(chat_at, model_at);
+}
+
+TEST_F(ServerTest, ConflictingContentLengthIs400AndCloses) {
+  Raw r(port_);
+  ASSERT_TRUE(r.send("POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\n"
+                     "hello GET /health HTTP/1.1\r\n\r\n"));
+  std::string got = until_closed(r);
+  EXPECT_EQ(statuses(got), std::vector<int>{400}) << got;  // the smuggled request is never answered
+  EXPECT_NE(got.find("Connection: close"), std::string::npos);
+  EXPECT_NE(got.find("invalid_request_error"), std::string::npos);
+}
+
+TEST_F(ServerTest, MalformedRequestIsAnsweredThenClosed) {
+  Raw r(port_);
+  ASSERT_TRUE(r.send("HELLO THERE\r\n\r\nGET /health HTTP/1.1\r\n\r\n"));
+  std::string got = until_closed(r);
+  EXPECT_EQ(statuses(got), std::vector<int>{400}) << got;
+}
+
+TEST_F(ServerTest, ChunkedBodyOverTheLimitIs413) {
+  rapid::server::ServerOptions o;
+  o.max_body_bytes = 4096;
+  start(o);
+  for (const char* path : {"/v1/chat/completions", "/v1/messages"}) {
+    Raw r(port_);
+    ASSERT_TRUE(r.send(std::string("POST ") + path + " HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
+    std::string chunk = "400\r\n" + std::string(1024, 'x') + "\r\n";
+    int sent = 0;
+    while (sent < 64 && r.send(chunk)) ++sent;  // 64 KiB offered; the server stops after 4
+    std::string got = until_closed(r);
+    ASSERT_EQ(statuses(got), std::vector<int>{413}) << got;
+    EXPECT_NE(got.find(std::string(path) == "/v1/messages" ? "request_too_large" : "invalid_request_error"),
+              std::string::npos);
+  }
+}
+
+TEST_F(ServerTest, HeaderFloodIs431) {
+  Raw r(port_);
+  std::string head = "GET /health HTTP/1.1\r\nHost: t\r\n";
+  for (int i = 0; i < 200; ++i) head += "X-Pad-" + std::to_string(i) + ": " + std::string(1000, 'p') + "\r\n";
+  r.send(head + "\r\n");
+  std::string got = until_closed(r);
+  EXPECT_EQ(statuses(got), std::vector<int>{431}) << got;
+}
+
+TEST_F(ServerTest, SlowAndIdleClientsDoNotBlockOthers) {
+  rapid::server::ServerOptions o;
+  o.header_timeout_ms = 1500;
+  start(o);
+  // 300 connections that never finish their headers, more than the 16 worker threads.
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 300; ++i) {
+    slow.push_back(std::make_unique<Raw>(port_));
+    ASSERT_TRUE(slow.back()->connected());
+    slow.back()->send("POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nX-Slow: ");
+  }
+  auto c = client();
+  c.set_read_timeout(3, 0);
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h) << "no /health answer while 300 clients dribble headers";
+  EXPECT_EQ(h->status, 200);
+  auto r = post("/v1/chat/completions", chat_body());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // The slow ones get 408 once their header deadline passes, and are closed.
+  EXPECT_EQ(statuses(until_closed(*slow.front())), std::vector<int>{408});
+}
+
+TEST_F(ServerTest, QueueBoundGives429Or529ThenFreesSlots) {
+  rapid::server::ServerOptions o;
+  o.max_running = 1;
+  o.max_queued_requests = 1;
+  start(o);
+  backend_.script.endless = true;
+  backend_.script.delay = std::chrono::milliseconds(5);
+  std::string stream = chat_body({{"stream", true}, {"max_tokens", 100000}}).dump();
+  auto a = std::make_unique<Raw>(port_), b = std::make_unique<Raw>(port_);
+  a->send(post_text("/v1/chat/completions", stream));
+  b->send(post_text("/v1/chat/completions", stream));
+  EXPECT_EQ(a->read_some(2000).rfind("HTTP/1.1 200 ", 0), 0u);
+  EXPECT_EQ(b->read_some(2000).rfind("HTTP/1.1 200 ", 0), 0u);  // admitted, waiting in the engine queue
+
+  auto r = post("/v1/chat/completions", chat_body());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 429);
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "rate_limit_error");
+  json msg = {{"model", "fake-model"}, {"max_tokens", 4}, {"messages", {{{"role", "user"}, {"content", "x"}}}}};
+  r = post("/v1/messages", msg);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 529);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "overloaded_error");
+  EXPECT_EQ(r->get_header_value("Retry-After"), "1");
+  auto m = client().Get("/metrics");
+  EXPECT_NE(m->body.find("rapid_requests_rejected_total{model_name=\"fake-model\"} 2"), std::string::npos) << m->body;
+  EXPECT_NE(m->body.find("rapid_http_requests_admitted{model_name=\"fake-model\"} 2"), std::string::npos);
+
+  // The clients leave: their generations are cancelled and their slots come back.
+  a.reset();
+  b.reset();
+  backend_.script.endless = false;
+  backend_.script.delay = std::chrono::milliseconds(0);
+  int status = 0;
+  for (int i = 0; i < 100 && status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    status = post("/v1/chat/completions", chat_body())->status;
+  }
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(ServerTest, MetricsLabelsComeFromAFixedSet) {
+  rapid::server::ServerOptions o;
+  o.api_key = "k";
+  start(o);
+  std::string before = client().Get("/metrics")->body;
+  // Unauthenticated requests on 500 distinct paths, some shaped to break out of a label value.
+  Raw r(port_);
+  std::string burst;
+  for (int i = 0; i < 500; ++i)
+    burst += "GET /v1/x" + std::to_string(i) + "\"}evil_metric{a=\"" + std::to_string(i) + " HTTP/1.1\r\nHost: t\r\n\r\n";
+  r.send(burst + "GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(statuses(r.read_all(5000)).size(), 501u);
+  std::string after = client().Get("/metrics")->body;
+  EXPECT_EQ(after.find("evil"), std::string::npos);
+  EXPECT_LT(after.size(), before.size() + 200);  // one new series (endpoint="other", 4xx), not 500
+  EXPECT_NE(after.find("endpoint=\"other\",status=\"4xx\"} 501"), std::string::npos) << after;
+}
+
+TEST_F(ServerTest, UnprefixedRoutesRequestIdsAndAuthChallenge) {
+  rapid::server::ServerOptions o;
+  o.api_key = "k";
+  start(o);
+  httplib::Headers key = {{"Authorization", "Bearer k"}};
+  auto r = post("/chat/completions", chat_body(), key);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"], "Hello there!");
+  EXPECT_EQ(client().Get("/models", key)->status, 200);
+  std::string rid = r->get_header_value("x-request-id");
+  EXPECT_EQ(rid.rfind("req_", 0), 0u);
+  EXPECT_EQ(r->get_header_value("request-id"), rid);
+  r = post("/v1/chat/completions", chat_body(), {{"Authorization", "Bearer k"}, {"x-request-id", "trace-42"}});
+  EXPECT_EQ(r->get_header_value("x-request-id"), "trace-42");
+  r = post("/v1/chat/completions", chat_body(), {{"Authorization", "Bearer k"}, {"x-request-id", "bad id"}});
+  EXPECT_EQ(r->get_header_value("x-request-id").rfind("req_", 0), 0u);
+  r = post("/v1/chat/completions", chat_body());
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Bearer realm=\"rapid-mlx\"");
+  EXPECT_EQ(client().Get("/v1/chat/completions", key)->status, 405);
+}
+
+TEST_F(ServerTest, CorsIsOffByDefaultAndPreflightNeedsNoKey) {
+  auto c = client();
+  httplib::Headers pre = {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "POST"},
+                          {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto r = c.Options("/v1/chat/completions", pre);
+  EXPECT_EQ(r->status, 403);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  EXPECT_FALSE(c.Get("/health", {{"Origin", "http://localhost:3000"}})->has_header("Access-Control-Allow-Origin"));
+
+  rapid::server::ServerOptions o;
+  o.api_key = "k";
+  o.allowed_origins = {"http://localhost:3000"};
+  start(o);
+  auto c2 = client();
+  r = c2.Options("/v1/chat/completions", pre);
+  EXPECT_EQ(r->status, 204);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+  EXPECT_NE(r->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Headers"), "authorization, content-type");
+  r = c2.Options("/v1/chat/completions", {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(r->status, 403);
+  EXPECT_FALSE(r->has_header("Access-Control-Allow-Origin"));
+  r = c2.Get("/v1/models", {{"Origin", "http://localhost:3000"}, {"Authorization", "Bearer k"}});
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
+}
+
+TEST_F(ServerTest, SecondServerOnTheSamePortIsRefused) {
+  rapid::server::ServerOptions o;
+  o.port = port_;
+  rapid::server::HttpServer second(backend_, o);
+  EXPECT_THROW(second.bind(), rapid::Error);
+  EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
 }  // namespace

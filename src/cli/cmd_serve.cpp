@@ -1,7 +1,12 @@
 // `rapid-mlx serve`: loads a model and serves the OpenAI- and Anthropic-compatible HTTP APIs.
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -24,7 +29,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: rapid-mlx serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+               "usage: rapid-mlx serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file FILE]\n"
                "                       [--served-model-name NAME] [--tool-call-parser NAME|none]\n"
                "                       [--reasoning-parser NAME|none] [--max-body-bytes N] [--threads N]\n"
                "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
@@ -33,11 +38,13 @@ int usage() {
                "                       [--cache-dir DIR] [--cache-disk-limit SIZE] [--cache-key-file PATH]\n"
                "                       [--encrypt-cache]\n"
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
-               "                       [--draft-model PATH]\n"
+               "                       [--draft-model PATH] [--max-queued-requests N] [--max-connections N]\n"
+               "                       [--allowed-origins ORIGIN,...|*] [--api-key KEY]\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
                "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
-               "The API key may also come from the RAPID_API_KEY environment variable.\n");
+               "The API key: --api-key-file (first line) or the RAPID_API_KEY environment variable; --api-key\n"
+               "works too but any local user can read it in /proc/PID/cmdline.\n");
   return 2;
 }
 
@@ -47,6 +54,22 @@ bool parse_int(const std::string& s, long long lo, long long hi, long long& out)
   if (s.empty() || *end || v < lo || v > hi) return false;
   out = v;
   return true;
+}
+
+// The first line of `path` (trailing whitespace dropped) as the API key; false (with a message)
+// when unreadable or empty.
+bool read_key_file(const std::string& path, std::string& key) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) {
+    std::fprintf(stderr, "rapid-mlx serve: cannot read --api-key-file %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  char buf[4096];
+  key = std::fgets(buf, sizeof buf, f) ? buf : "";
+  std::fclose(f);
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
+  if (key.empty()) std::fprintf(stderr, "rapid-mlx serve: --api-key-file %s is empty\n", path.c_str());
+  return !key.empty();
 }
 
 rapid::server::HttpServer* g_server = nullptr;
@@ -84,7 +107,29 @@ int run_serve(const std::vector<std::string>& args) {
     if (a == "--model") ok = value(model_path);
     else if (a == "--host") ok = value(so.host);
     else if (a == "--port") { ok = number(0, 65535, n); so.port = int(n); }
-    else if (a == "--api-key") ok = value(so.api_key);
+    else if (a == "--api-key") {
+      ok = value(so.api_key);
+      rapid::log::warn("--api-key is readable by every local user in /proc/" + std::to_string(::getpid()) +
+                       "/cmdline; prefer --api-key-file or RAPID_API_KEY");
+    } else if (a == "--api-key-file") {
+      std::string path;
+      ok = value(path);
+      if (ok && !read_key_file(path, so.api_key)) return 2;
+    }
+    else if (a == "--max-queued-requests") { ok = number(0, 1 << 20, n); so.max_queued_requests = int(n); }
+    else if (a == "--max-connections") { ok = number(16, 1 << 20, n); so.max_connections = size_t(n); }
+    else if (a == "--allowed-origins") {
+      std::string list;
+      ok = value(list);
+      for (size_t p = 0; ok && p <= list.size();) {
+        size_t c = std::min(list.find(',', p), list.size());
+        std::string o = list.substr(p, c - p);
+        while (!o.empty() && o.front() == ' ') o.erase(0, 1);
+        while (!o.empty() && o.back() == ' ') o.pop_back();
+        if (!o.empty()) so.allowed_origins.push_back(o);
+        p = c + 1;
+      }
+    }
     else if (a == "--served-model-name") ok = value(bo.served_name);
     else if (a == "--tool-call-parser") ok = value(bo.tool_parser);
     else if (a == "--reasoning-parser") ok = value(bo.reasoning_parser);
@@ -137,6 +182,7 @@ int run_serve(const std::vector<std::string>& args) {
     if (!ok) return usage();
   }
   if (model_path.empty()) return usage();
+  so.max_running = int(eo.max_num_seqs);
 
   std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(model_path);
   mo.num_threads = int(threads);

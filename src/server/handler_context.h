@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -19,7 +20,14 @@ struct ServerOptions {
   int port = 8000;
   std::string api_key;                    // empty: no auth
   size_t max_body_bytes = 16u << 20;
-  int http_threads = 192;                 // each keep-alive connection holds one while open
+  int http_threads = 192;                 // worker threads for generation requests
+  size_t max_connections = 1024;          // open sockets; idle and slow ones make room for new ones
+  int max_running = 16;                   // the engine's --max-num-seqs
+  int max_queued_requests = 128;          // generation requests waiting beyond max_running: then 429/529
+  std::vector<std::string> allowed_origins;  // CORS; empty: off, "*": any origin
+  int header_timeout_ms = 10000;          // a request's headers must arrive within this
+  int body_timeout_ms = 60000;            // and its body within this after them
+  int idle_timeout_ms = 60000;            // keep-alive connections idle longer are closed
   int64_t default_max_tokens = 0;         // 0: whatever the context leaves
 };
 

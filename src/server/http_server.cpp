@@ -2,134 +2,253 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <chrono>
+#include <regex>
+
 #include "common/error.h"
 #include "common/log.h"
 #include "server/anthropic_handlers.h"
-#include "server/cache_handlers.h"
 #include "server/auth.h"
+#include "server/cache_handlers.h"
+#include "server/cors.h"
 #include "server/openai_handlers.h"
 #include "server/openapi.h"
 #include "server/responses_handlers.h"
 #include "server/sse.h"
+#include "server/turn.h"
 
 namespace rapid::server {
 
-using json = nlohmann::ordered_json;
+using Fn = void (*)(HandlerContext&, const httplib::Request&, httplib::Response&);
+
+struct Route {
+  const char* method;
+  const char* path;   // without the /v1 prefix; "/models/" matches "/models/{id}"
+  const char* label;  // the metrics label (a template, never the client's path)
+  Fn fn;
+  Lane lane;
+  bool generation;    // goes through admission control
+};
+
+static const Route kRoutes[] = {
+    {"POST", "/chat/completions", "/v1/chat/completions", handle_chat_completions, Lane::Slow, true},
+    {"POST", "/completions", "/v1/completions", handle_completions, Lane::Slow, true},
+    {"POST", "/messages", "/v1/messages", handle_messages, Lane::Slow, true},
+    {"POST", "/messages/count_tokens", "/v1/messages/count_tokens", handle_count_tokens, Lane::Slow, false},
+    {"POST", "/responses", "/v1/responses", handle_responses, Lane::Slow, true},
+    {"GET", "/models", "/v1/models", handle_list_models, Lane::Fast, false},
+    {"GET", "/models/", "/v1/models/{id}", handle_get_model, Lane::Fast, false},
+    {"GET", "/cache", "/v1/cache", handle_cache_info, Lane::Fast, false},
+    {"DELETE", "/cache", "/v1/cache", handle_cache_purge, Lane::Slow, false},
+};
+
+// The route path of a request path: "/v1/x" and "/x" are the same route (clients differ on
+// whether a base URL includes /v1).
+static std::string api_path(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 ? path.substr(3) : path;
+}
+
+static bool path_matches(const Route& r, const std::string& p) {
+  std::string_view rp = r.path;
+  if (rp.back() == '/') return p.size() > rp.size() && p.rfind(rp, 0) == 0;
+  return p == rp;
+}
 
 static ApiFlavor flavor_of(const std::string& path) {
-  return path.rfind("/v1/messages", 0) == 0 ? ApiFlavor::Anthropic : ApiFlavor::OpenAI;
+  return api_path(path).rfind("/messages", 0) == 0 ? ApiFlavor::Anthropic : ApiFlavor::OpenAI;
+}
+
+static const char* label_of(const std::string& path) {
+  std::string p = api_path(path);
+  for (const Route& r : kRoutes)
+    if (path_matches(r, p)) return r.label;
+  for (const char* open : {"/health", "/metrics", "/openapi.json"})
+    if (path == open) return open;
+  return "other";
 }
 
 static void send_error(httplib::Response& res, ApiFlavor f, const ApiError& e) {
   send_json(res, e.status(), error_body(f, e));
 }
 
+// Echoes a client's x-request-id when it is a plain token (it goes back into a header), else
+// makes one up.
+static std::string request_id(const httplib::Request& req) {
+  std::string id = req.get_header_value("x-request-id");
+  bool ok = !id.empty() && id.size() <= 128 && std::all_of(id.begin(), id.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("-_.:/+=@").find(c) != std::string_view::npos;
+  });
+  return ok ? id : random_id("req_", 24);
+}
+
 HttpServer::HttpServer(Backend& backend, ServerOptions opts)
-    : backend_(backend), opts_(std::move(opts)), ctx_{backend_, metrics_, opts_},
-      http_(std::make_unique<httplib::Server>()) {
-  routes();
+    : backend_(backend), opts_(std::move(opts)), ctx_{backend_, metrics_, opts_} {
+  FrontendOptions fo;
+  fo.host = opts_.host;
+  fo.port = opts_.port;
+  fo.limits.max_body = opts_.max_body_bytes;
+  fo.header_timeout_ms = opts_.header_timeout_ms;
+  fo.body_timeout_ms = opts_.body_timeout_ms;
+  fo.idle_timeout_ms = opts_.idle_timeout_ms;
+  fo.workers = std::max(4, opts_.http_threads);
+  fo.max_connections = std::max<size_t>(16, opts_.max_connections);
+  fo.max_buffered_body = std::max<size_t>(256u << 20, 2 * opts_.max_body_bytes);
+  front_ = std::make_unique<HttpFrontend>(
+      fo, [this](const httplib::Request& req, httplib::Response& res) { return route(req, res); },
+      [this](int status, const std::string& msg, const std::string& path, httplib::Response& res) {
+        protocol_error(status, msg, path, res);
+      });
 }
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::routes() {
-  httplib::Server& s = *http_;
-  size_t threads = size_t(std::max(4, opts_.http_threads));
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_payload_max_length(opts_.max_body_bytes);
-  s.set_keep_alive_max_count(100000);
-  s.set_keep_alive_timeout(60);
-  s.set_read_timeout(60, 0);
-  s.set_write_timeout(60, 0);
-  s.set_tcp_nodelay(true);
+void HttpServer::protocol_error(int status, const std::string& msg, const std::string& path, httplib::Response& res) {
+  send_error(res, flavor_of(path), ApiError(status, msg));
+  std::string rid = random_id("req_", 24);
+  res.set_header("x-request-id", rid);
+  res.set_header("request-id", rid);
+  metrics_.count_request(label_of(path), status);
+}
 
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
-    if (authorized(opts_.api_key, req.get_header_value("Authorization"), req.get_header_value("x-api-key")))
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, flavor_of(req.path), ApiError(401, "invalid or missing API key", "", "invalid_api_key"));
-    metrics_.count_request(req.path, 401);
-    return httplib::Server::HandlerResponse::Handled;
-  });
-  // Errors httplib raises itself (unknown route, body over the limit, bad request line) get
-  // the calling API's error body too.
-  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-    std::string msg = res.status == 404   ? "no route for " + req.method + " " + req.path
-                      : res.status == 413 ? "the request body is larger than the server's limit"
-                      : res.status == 405 ? "method not allowed"
-                                          : "the request could not be processed (HTTP " + std::to_string(res.status) + ")";
-    send_json(res, res.status, error_body(flavor_of(req.path), ApiError(res.status, msg)));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  s.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string msg = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      msg = e.what();
-    } catch (...) {
-    }
-    log::error("unhandled error on " + req.path + ": " + msg);
-    send_json(res, 500, error_body(flavor_of(req.path), ApiError(500, msg)));
-  });
-
-  using Fn = void (*)(HandlerContext&, const httplib::Request&, httplib::Response&);
-  auto wrap = [this](const char* endpoint, Fn fn) {
-    return [this, endpoint, fn](const httplib::Request& req, httplib::Response& res) {
-      ApiFlavor f = flavor_of(req.path);
-      try {
-        fn(ctx_, req, res);
-      } catch (const ApiError& e) {
-        send_error(res, f, e);
-      } catch (const rapid::Error& e) {
-        // Refusals from the tokenizer/template layers are about the input.
-        send_error(res, f, ApiError(400, e.what()));
-      } catch (const std::bad_alloc&) {
-        send_error(res, f, ApiError(413, "the request needs more memory than the server can give it"));
-      } catch (const std::exception& e) {
-        log::error(std::string(endpoint) + ": " + e.what());
-        send_error(res, f, ApiError(500, e.what()));
-      }
-      metrics_.count_request(endpoint, res.status);
-    };
-  };
-  s.Post("/v1/chat/completions", wrap("/v1/chat/completions", handle_chat_completions));
-  s.Post("/v1/completions", wrap("/v1/completions", handle_completions));
-  s.Post("/v1/messages", wrap("/v1/messages", handle_messages));
-  s.Post("/v1/messages/count_tokens", wrap("/v1/messages/count_tokens", handle_count_tokens));
-  s.Post("/v1/responses", wrap("/v1/responses", handle_responses));
-  s.Get("/v1/models", wrap("/v1/models", handle_list_models));
-  s.Get(R"(/v1/models/(.+))", wrap("/v1/models/{id}", handle_get_model));
-  s.Get("/v1/cache", wrap("/v1/cache", handle_cache_info));
-  s.Delete("/v1/cache", wrap("/v1/cache", handle_cache_purge));
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+Dispatch HttpServer::open_route(const std::string& path, httplib::Response& res) {
+  if (path == "/health") {  // answered on the event thread itself: nothing can queue in front of it
     send_json(res, 200, {{"status", "ok"}, {"model", backend_.model_id()}});
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(backend_.model_id(), backend_.engine_stats()), "text/plain; version=0.0.4");
-  });
-  s.Get("/openapi.json", [this](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, openapi_spec(backend_.model_id()));
-  });
+    return {};
+  }
+  Dispatch d;
+  d.lane = Lane::Fast;
+  if (path == "/metrics") {
+    d.work = [this](httplib::Request&, httplib::Response& res) {
+      HttpGauges h;
+      const FrontendStats& f = front_->stats();
+      h.connections_open = f.open.load();
+      h.connections_accepted = f.accepted.load();
+      h.connections_evicted = f.evicted.load();
+      h.timeouts = f.timeouts.load();
+      h.protocol_errors = f.protocol_errors.load();
+      EngineStats es = backend_.engine_stats();
+      h.admitted = admitted_.load();
+      h.queued = std::max<int64_t>(0, h.admitted - es.running);
+      res.status = 200;
+      res.set_content(metrics_.render(backend_.model_id(), es, h), "text/plain; version=0.0.4");
+    };
+  } else {
+    d.work = [this](httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, openapi_spec(backend_.model_id()));
+    };
+  }
+  return d;
+}
+
+// Admission control: generation requests beyond the running batch wait in a bounded queue; past
+// it the client is told to come back (429, or Anthropic's 529 overloaded) instead of waiting
+// behind hundreds of others.
+bool HttpServer::admit(const Route& r, const std::string& path, httplib::Response& res) {
+  int64_t limit = int64_t(opts_.max_running) + int64_t(opts_.max_queued_requests);
+  int64_t n = admitted_.fetch_add(1) + 1;
+  if (n <= limit) return true;
+  admitted_.fetch_sub(1);
+  metrics_.count_rejected();
+  ApiFlavor f = flavor_of(path);
+  send_error(res, f, ApiError(f == ApiFlavor::Anthropic ? 529 : 429,
+                              "the server is at capacity (" + std::to_string(limit) +
+                                  " generation requests in progress or queued); retry shortly",
+                              "", "server_overloaded"));
+  res.set_header("Retry-After", "1");
+  metrics_.count_request(r.label, res.status);
+  return false;
+}
+
+Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) {
+  std::string rid = request_id(req);
+  res.set_header("x-request-id", rid);
+  res.set_header("request-id", rid);
+  std::string origin = req.get_header_value("Origin");
+  add_cors_headers(opts_.allowed_origins, origin, res);
+  const std::string& path = req.path;
+  if (req.method == "OPTIONS") {  // CORS preflight: browsers send it without credentials
+    answer_preflight(opts_.allowed_origins, req, res);
+    metrics_.count_request(label_of(path), res.status);
+    return {};
+  }
+  if (req.method == "GET" && (path == "/health" || path == "/metrics" || path == "/openapi.json"))
+    return open_route(path, res);
+
+  ApiFlavor flavor = flavor_of(path);
+  if (!authorized(opts_.api_key, req.get_header_value("Authorization"), req.get_header_value("x-api-key"))) {
+    send_error(res, flavor, ApiError(401, "invalid or missing API key", "", "invalid_api_key"));
+    res.set_header("WWW-Authenticate", "Bearer realm=\"rapid-mlx\"");
+    metrics_.count_request(label_of(path), 401);
+    return {};
+  }
+  std::string p = api_path(path);
+  const Route* route = nullptr;
+  bool other_method = false;
+  for (const Route& r : kRoutes) {
+    if (!path_matches(r, p)) continue;
+    if (req.method == r.method) route = &r;
+    else other_method = true;
+  }
+  if (!route) {
+    int status = other_method ? 405 : 404;
+    send_error(res, flavor, ApiError(status, other_method ? "method " + req.method + " is not allowed on " + path
+                                                          : "no route for " + req.method + " " + path));
+    metrics_.count_request(label_of(path), status);
+    return {};
+  }
+  if (route->generation && !admit(*route, path, res)) return {};
+
+  Dispatch d;
+  d.lane = route->lane;
+  d.work = [this, route, flavor](httplib::Request& rq, httplib::Response& rs) {
+    // Releases the admission slot when the response is over: for a stream that is when its
+    // content provider is destroyed, after the last frame (or the client's departure).
+    std::shared_ptr<void> slot;
+    if (route->generation) slot = std::shared_ptr<void>(nullptr, [this](void*) { admitted_.fetch_sub(1); });
+    if (std::string_view(route->path) == "/models/") {
+      static const std::regex re(R"((?:/v1)?/models/(.+))");
+      std::regex_match(rq.path, rq.matches, re);
+    }
+    try {
+      route->fn(ctx_, rq, rs);
+    } catch (const ApiError& e) {
+      send_error(rs, flavor, e);
+    } catch (const rapid::Error& e) {
+      // Refusals from the tokenizer/template layers are about the input.
+      send_error(rs, flavor, ApiError(400, e.what()));
+    } catch (const std::bad_alloc&) {
+      send_error(rs, flavor, ApiError(413, "the request needs more memory than the server can give it"));
+    } catch (const std::exception& e) {
+      log::error(std::string(route->label) + ": " + e.what());
+      send_error(rs, flavor, ApiError(500, e.what()));
+    }
+    metrics_.count_request(route->label, rs.status);
+    if (route->generation && rs.is_chunked_content_provider_) {
+      auto inner = rs.content_provider_resource_releaser_;
+      rs.content_provider_resource_releaser_ = [inner, slot](bool ok) {
+        if (inner) inner(ok);
+      };
+    }
+  };
+  return d;
 }
 
 int HttpServer::bind() {
-  int port = opts_.port == 0 ? http_->bind_to_any_port(opts_.host) : (http_->bind_to_port(opts_.host, opts_.port) ? opts_.port : -1);
-  if (port <= 0) throw Error("cannot listen on " + opts_.host + ":" + std::to_string(opts_.port));
+  int port = front_->bind();
   opts_.port = port;
   return port;
 }
 
-void HttpServer::serve() { http_->listen_after_bind(); }
+void HttpServer::serve() { front_->run(); }
 
 void HttpServer::start() {
   thread_ = std::thread([this] { serve(); });
-  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!front_->running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void HttpServer::stop() {
-  if (http_) http_->stop();
+  if (front_) front_->stop();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -1,37 +1,43 @@
-// The HTTP front: routes, auth, error shapes, limits, around a Backend.
+// The HTTP API around a Backend: routes (with and without the /v1 prefix), API key, CORS,
+// request ids, admission control and error shapes, over the epoll front end (http_frontend.h).
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "server/backend.h"
 #include "server/handler_context.h"
+#include "server/http_frontend.h"
 #include "server/metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace rapid::server {
+
+struct Route;
 
 class HttpServer {
  public:
   HttpServer(Backend& backend, ServerOptions opts);
   ~HttpServer();
-  // Binds host:port (port 0 picks a free one); returns the bound port. Throws rapid::Error.
+  // Binds host:port (port 0 picks a free one); returns the bound port. Throws rapid::Error,
+  // also when another process already listens there.
   int bind();
   void serve();   // blocks until stop()
   void start();   // serve() on a background thread
-  void stop();
+  void stop();    // async-signal-safe when serve() runs on another thread than the caller's
   Metrics& metrics() { return metrics_; }
 
  private:
-  void routes();
+  Dispatch route(const httplib::Request& req, httplib::Response& res);
+  Dispatch open_route(const std::string& path, httplib::Response& res);
+  bool admit(const Route& r, const std::string& path, httplib::Response& res);
+  void protocol_error(int status, const std::string& message, const std::string& path, httplib::Response& res);
   Backend& backend_;
   ServerOptions opts_;
   Metrics metrics_;
   HandlerContext ctx_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpFrontend> front_;
+  std::atomic<int64_t> admitted_{0};  // generation requests between admission and their last byte
   std::thread thread_;
 };
 

@@ -52,8 +52,16 @@ void Histogram::render(std::string& out, const std::string& name, const std::str
 
 Metrics::Metrics() = default;
 
+static const char* const kEndpoints[] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
+    "/v1/models", "/v1/models/{id}", "/v1/cache", "/health", "/metrics", "/openapi.json", "other"};
+
 void Metrics::count_request(const std::string& endpoint, int status) {
-  std::string key = endpoint + "\t" + std::to_string(status);
+  const char* label = "other";
+  for (const char* e : kEndpoints)
+    if (endpoint == e) label = e;
+  std::string cls = status >= 100 && status <= 599 ? std::to_string(status / 100) + "xx" : "5xx";
+  std::string key = std::string(label) + "\t" + cls;
   std::lock_guard lk(mu_);
   for (auto& [k, n] : requests_)
     if (k == key) { ++n; return; }
@@ -66,7 +74,7 @@ void Metrics::add_tokens(int64_t prompt, int64_t cached, int64_t generated) {
   generated_tokens_ += uint64_t(generated);
 }
 
-std::string Metrics::render(const std::string& model, const EngineStats& s) const {
+std::string Metrics::render(const std::string& model, const EngineStats& s, const HttpGauges& h) const {
   std::string m = "model_name=\"" + escape_label(model) + "\"";
   std::string out;
   auto counter = [&](const char* name, const char* help, uint64_t v) {
@@ -77,7 +85,7 @@ std::string Metrics::render(const std::string& model, const EngineStats& s) cons
     out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + "{" +
            m + "} " + num(v) + "\n";
   };
-  out += "# HELP rapid_requests_total HTTP API requests by endpoint and status.\n"
+  out += "# HELP rapid_requests_total HTTP API requests by endpoint (route template) and status class.\n"
          "# TYPE rapid_requests_total counter\n";
   {
     std::lock_guard lk(mu_);
@@ -87,6 +95,17 @@ std::string Metrics::render(const std::string& model, const EngineStats& s) cons
              "\",status=\"" + k.substr(tab + 1) + "\"} " + std::to_string(n) + "\n";
     }
   }
+  counter("rapid_requests_rejected_total", "Generation requests refused because the queue was full (429/529).",
+          rejected_.load());
+  gauge("rapid_http_requests_admitted", "Generation requests admitted and not finished.", double(h.admitted));
+  gauge("rapid_http_queue_depth", "Admitted generation requests beyond the running batch.", double(h.queued));
+  gauge("rapid_http_connections_open", "Open client connections.", double(h.connections_open));
+  counter("rapid_http_connections_total", "Client connections accepted.", h.connections_accepted);
+  counter("rapid_http_connections_evicted_total", "Connections closed to make room at --max-connections.",
+          h.connections_evicted);
+  counter("rapid_http_timeouts_total", "Requests whose headers or body did not arrive in time (408).", h.timeouts);
+  counter("rapid_http_protocol_errors_total", "Malformed or oversized requests refused by the HTTP parser.",
+          h.protocol_errors);
   counter("rapid_prompt_tokens_total", "Prompt tokens processed.", prompt_tokens_.load());
   counter("rapid_prompt_cached_tokens_total", "Prompt tokens served from the prefix cache.",
           cached_tokens_.load());

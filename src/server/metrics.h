@@ -25,20 +25,31 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// The HTTP front end's figures, rendered with the rest.
+struct HttpGauges {
+  uint64_t connections_open = 0, connections_accepted = 0, connections_evicted = 0;
+  uint64_t timeouts = 0, protocol_errors = 0;
+  int64_t admitted = 0;  // generation requests admitted and not finished
+  int64_t queued = 0;    // of those, beyond the engine's running batch
+};
+
 class Metrics {
  public:
   Metrics();
+  // Labels come from a fixed set whatever the client sends: `endpoint` must be a route template
+  // (anything else counts as "other"), and the status is kept as its class ("2xx" ... "5xx").
   void count_request(const std::string& endpoint, int status);
+  void count_rejected() { rejected_++; }
   void add_tokens(int64_t prompt, int64_t cached, int64_t generated);
   Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram itl{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}};
   Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
-  std::string render(const std::string& model, const EngineStats& s) const;
+  std::string render(const std::string& model, const EngineStats& s, const HttpGauges& h = {}) const;
 
  private:
   mutable std::mutex mu_;
-  std::vector<std::pair<std::string, uint64_t>> requests_;  // "endpoint\tstatus" → count
-  std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0};
+  std::vector<std::pair<std::string, uint64_t>> requests_;  // "endpoint\tstatus class" → count
+  std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, rejected_{0};
 };
 
 }  // namespace rapid::server
