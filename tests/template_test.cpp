@@ -135,20 +135,26 @@ TEST(ChatTemplateSelect, FollowsTransformers) {
   EXPECT_EQ(rapid::select_chat_template(cfg, true), cfg["chat_template"].get<std::string>());
 }
 
-// What transformers does to messages before rendering: null keys dropped, reasoning aliased
-// ({"thinking": r, **message, "reasoning_content": r}), tools/documents none when absent.
+// What transformers' render_jinja_template does to messages: null stays None (not a missing key),
+// reasoning aliased ({"thinking": r, **message, "reasoning_content": r}), tools/documents none
+// when absent.
 TEST(ChatTemplateRender, NormalisesMessagesLikeTransformers) {
   rapid::ChatTemplate t(
       "{% for m in messages %}{{ m|tojson }}\n{% endfor %}{{ tools is none }} {{ documents is none }} "
-      "{{ add_generation_prompt }}");
+      "{{ add_generation_prompt }} {{ messages[1].content is none }} {{ messages[1].content is defined }}");
   ordered_json ctx = {{"messages", ordered_json::array({{{"role", "assistant"}, {"content", "x"}, {"tool_calls", nullptr},
                                                          {"reasoning", "r"}},
                                                         {{"role", "user"}, {"content", nullptr}}})}};
-  // Expected strings: transformers.utils.chat_template_utils._normalize_chat_messages +
-  // _alias_reasoning_fields on the same input, dumped with json.dumps.
+  // Expected: transformers 5.24 render_jinja_template (jinja2 3.1.6) on the same input and template.
   EXPECT_EQ(t.render(ctx),
-            "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"reasoning\": \"r\", "
-            "\"reasoning_content\": \"r\"}\n{\"role\": \"user\"}\nTrue True False");
+            "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": null, "
+            "\"reasoning\": \"r\", \"reasoning_content\": \"r\"}\n{\"role\": \"user\", \"content\": null}\n"
+            "True True False True True");
+  // A null reasoning field is not aliased.
+  ordered_json ctx2 = {{"messages", ordered_json::array({{{"role", "assistant"}, {"content", "x"},
+                                                          {"reasoning_content", nullptr}, {"reasoning", "r2"}}})}};
+  rapid::ChatTemplate t2("{{ messages[0].thinking }}|{{ messages[0].reasoning_content }}");
+  EXPECT_EQ(t2.render(ctx2), "r2|r2");
 }
 
 }  // namespace
