@@ -8,14 +8,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "server/api_error.h"
 #include "server/generic_tools.h"
 #include "server/openai_request.h"
 #include "server/responses_request.h"
 #include "template/chat_template.h"
+#include "template_goldens.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -24,26 +23,10 @@ using namespace rapid::server;
 
 namespace {
 
-const fs::path kGolden = fs::path(RAPID_SOURCE_DIR) / "tests/golden/template";
-const fs::path kFixtures = RAPID_FIXTURES_DIR;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::tm golden_now() {  // FIXED_NOW of scripts/gen_template_goldens.py
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mday = 15;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 14;
-  return t;
-}
+using rapid::fixtures::golden_now;
+using rapid::fixtures::kFixtures;
+using rapid::fixtures::slurp;
+const fs::path kGolden = rapid::fixtures::kTemplateGolden;
 
 // The .jinja fixtures (the tokenizer_config ones are covered by template_golden_test).
 std::vector<std::string> template_names() {

@@ -5,40 +5,23 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "template/chat_template.h"
+#include "template_goldens.h"
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::tm fixed_now() {  // 2026-01-15 10:30:00, as the golden scripts pin it
-  std::tm t{};
-  t.tm_year = 126;
-  t.tm_mday = 15;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 14;
-  return t;
-}
+using rapid::fixtures::slurp;
 
 // Renders a snippet without the chat conventions (no implicit tools/documents), as jinja2's
 // Template.render(**context) does.
 std::string render_plain(const std::string& src, const ordered_json& ctx) {
   rapid::ChatTemplate t(src);
   rapid::RenderOptions o;
-  o.now = fixed_now();
+  o.now = rapid::fixtures::golden_now();
   return t.render(ctx, o);
 }
 

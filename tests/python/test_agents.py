@@ -134,17 +134,6 @@ def test_anthropic_sdk_messages_tool_loop(ant, stream):
 
 # ---------------------------------------------------------------- agent frameworks (.venv-agents)
 
-def _run_client(server, script, timeout=600):
-    py = _venv(AGENTS_PY, "tests/python/requirements-agents.txt")
-    env = dict(os.environ, RAPID_BASE=server.base, RAPID_KEY=API_KEY, RAPID_MODEL=MODEL_NAME,
-               PYTHONPATH=AGENTS_DIR, OPENAI_API_KEY=API_KEY, ANTHROPIC_API_KEY=API_KEY)
-    p = subprocess.run([py, os.path.join(AGENTS_DIR, script)], capture_output=True, text=True, timeout=timeout,
-                       env=env, cwd=AGENTS_DIR)
-    lines = [l.split("RAPID_RESULT ", 1)[1] for l in p.stdout.splitlines() if "RAPID_RESULT " in l]
-    assert p.returncode == 0 and lines, f"{script} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-    return json.loads(lines[-1])
-
-
 CLIENTS = {
     "openai_agents_loop.py": ["chat", "chat_stream", "responses", "responses_stream"],
     "pydantic_ai_loop.py": ["chat", "chat_stream", "responses", "responses_stream", "anthropic", "anthropic_stream"],
@@ -155,9 +144,29 @@ CLIENTS = {
 }
 
 
+@pytest.fixture(scope="module")
+def client_runs(server):
+    """Every framework script started at once against the one server (agents share a server,
+    and it keeps CI short); each test below waits for its own."""
+    py = _venv(AGENTS_PY, "tests/python/requirements-agents.txt")
+    env = dict(os.environ, RAPID_BASE=server.base, RAPID_KEY=API_KEY, RAPID_MODEL=MODEL_NAME,
+               PYTHONPATH=AGENTS_DIR, OPENAI_API_KEY=API_KEY, ANTHROPIC_API_KEY=API_KEY)
+    procs = {s: subprocess.Popen([py, os.path.join(AGENTS_DIR, s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env=env, cwd=AGENTS_DIR) for s in CLIENTS}
+    yield procs
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.parametrize("script", list(CLIENTS))
-def test_agent_framework_tool_loops(server, script):
-    results = _run_client(server, script)
+def test_agent_framework_tool_loops(server, client_runs, script):
+    p = client_runs[script]
+    out, err = p.communicate(timeout=900)
+    lines = [l.split("RAPID_RESULT ", 1)[1] for l in out.splitlines() if "RAPID_RESULT " in l]
+    assert p.returncode == 0 and lines, f"{script} exited {p.returncode}\n{out[-3000:]}\n{err[-3000:]}"
+    results = json.loads(lines[-1])
     assert sorted(results) == sorted(CLIENTS[script])
     failed = {k: v["error"] for k, v in results.items() if not v["ok"]}
     assert not failed, "\n\n".join(f"== {k}\n{e}" for k, e in failed.items())
@@ -180,7 +189,7 @@ def test_mini_swe_agent_round_trips(server, tmp_path):
     cfg = ["-c", "mini.yaml", "-c", f"model.model_kwargs.api_base={server.base}/v1",
            "-c", f"model.model_kwargs.api_key={API_KEY}", "-c", "model.model_kwargs.temperature=0",
            "-c", "model.model_kwargs.max_tokens=40", "-c", "model.model_kwargs.tool_choice=required",
-           "-c", "agent.step_limit=3"]
+           "-c", "agent.step_limit=2"]
     p = subprocess.run([mini, "-m", "openai/" + MODEL_NAME, "-t", "Print hello with echo.", "--yolo",
                         "--exit-immediately", "--environment-class", "mini_env.RecordingEnvironment",
                         "-o", str(traj)] + cfg, capture_output=True, text=True, timeout=600, env=env,
@@ -189,7 +198,7 @@ def test_mini_swe_agent_round_trips(server, tmp_path):
     t = json.loads(traj.read_text())
     assert t["info"]["exit_status"] in ("LimitsExceeded", "Submitted"), t["info"]
     msgs = t["messages"]
-    # Three model turns, each a parsed bash call whose observation went back as a tool message.
+    # Two model turns, each a parsed bash call whose observation went back as a tool message.
     assistant = [m for m in msgs if m["role"] == "assistant"]
     tool = [m for m in msgs if m["role"] == "tool"]
     assert len(assistant) >= 2 and len(tool) >= 2, [m["role"] for m in msgs]
