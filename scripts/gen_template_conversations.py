@@ -50,5 +50,58 @@ convs = {
    {"role": "user", "content": "  héllo 世界 — \"quoted\" 'single' \\ back\ttab\nnew line  "}]),
  "developer_effort": c([{"role": "developer", "content": "Follow the style guide."}, {"role": "user", "content": "Write a haiku."}], reasoning_effort="high"),
  "no_gen_prompt_tools": c([{"role": "user", "content": "ping"}], agp=False, tools=[W]),
+ # Tool loops as agent clients send them back (issue #14): OpenAI's null or absent assistant content
+ # beside tool_calls (transformers drops null keys, so templates see no content), tool results as
+ # content parts, `name` fields, the developer role, reasoning from the earlier turn.
+ "loop_null_content": c([{"role": "system", "content": "Use tools."}, {"role": "user", "content": "Weather in Paris?"},
+   {"role": "assistant", "content": None, "tool_calls": [call("call_abc123", "get_weather", "{\"city\": \"Paris\"}")]},
+   {"role": "tool", "tool_call_id": "call_abc123", "content": "18C, cloudy"}], tools=[W, S]),
+ "loop_absent_content": c([{"role": "user", "content": "Weather in Paris?"},
+   {"role": "assistant", "tool_calls": [call("call_abc123", "get_weather", {"city": "Paris"})]},
+   {"role": "tool", "tool_call_id": "call_abc123", "name": "get_weather", "content": "18C, cloudy"}], tools=[W]),
+ "loop_empty_content_final": c([{"role": "user", "content": "Weather in Paris?"},
+   {"role": "assistant", "content": "", "tool_calls": [call("call_abc123", "get_weather", {"city": "Paris"})]},
+   {"role": "tool", "tool_call_id": "call_abc123", "content": "18C, cloudy"},
+   {"role": "assistant", "content": "It is 18C and cloudy."}, {"role": "user", "content": "And Tokyo?"}], tools=[W]),
+ "loop_tool_parts": c([{"role": "user", "content": [{"type": "text", "text": "Search llamas"}]},
+   {"role": "assistant", "content": None, "tool_calls": [call("call_s1", "search_web", "{\"query\": \"llamas\"}")]},
+   {"role": "tool", "tool_call_id": "call_s1", "content": [{"type": "text", "text": "Llamas are camelids."}]}], tools=[S]),
+ "loop_names_developer": c([{"role": "developer", "content": "Be terse."}, {"role": "user", "name": "alice", "content": "Weather?"},
+   {"role": "assistant", "content": None, "tool_calls": [call("call_w", "get_weather", {"city": "Oslo"})]},
+   {"role": "tool", "tool_call_id": "call_w", "name": "get_weather", "content": "-3C"}], tools=[W]),
+ "loop_reasoning": c([{"role": "user", "content": "Weather in Paris?"},
+   {"role": "assistant", "content": None, "reasoning_content": "I should call get_weather.",
+    "tool_calls": [call("call_r", "get_weather", {"city": "Paris"})]},
+   {"role": "tool", "tool_call_id": "call_r", "content": "18C"}], tools=[W]),
+ "loop_null_fields": c([{"role": "user", "content": "hi", "name": None},
+   {"role": "assistant", "content": "hello", "tool_calls": None, "refusal": None}, {"role": "user", "content": "bye"}]),
 }
+
+
+def server_normalized(msgs):
+    """What an OpenAI-compatible server hands the template for a client's conversation, as vLLM
+    does it: null/absent content -> "", content parts joined with newlines, tool-call arguments
+    parsed into objects; developer -> system (templates know no developer role); null fields dropped."""
+    out = []
+    for m in msgs:
+        m = {k: v for k, v in m.items() if v is not None and k != "refusal"}
+        if m["role"] == "developer":
+            m["role"] = "system"
+        c = m.get("content")
+        m["content"] = "" if c is None else c if isinstance(c, str) else "\n".join(p["text"] for p in c)
+        calls = []
+        for tc in m.get("tool_calls", []):
+            a = tc["function"]["arguments"]
+            calls.append({"id": tc["id"], "type": "function", "function": {"name": tc["function"]["name"],
+                          "arguments": json.loads(a) if isinstance(a, str) else a}})
+        if calls:
+            m["tool_calls"] = calls
+        out.append(m)
+    return out
+
+
+# The same loops after the server's normalization (tests/server_test.cpp renders them through
+# normalize_openai_messages and compares): every template must accept these as it accepts plain chats.
+for name in [k for k in convs if k.startswith("loop_")]:
+    convs["normalized_" + name] = dict(convs[name], messages=server_normalized(convs[name]["messages"]))
 json.dump(convs, open("tests/golden/template/conversations.json", "w"), ensure_ascii=False, indent=1)

@@ -30,6 +30,9 @@ D = {"d": {"b": 1, "a": 2, "C": 3}, "l": [3, 1, 2], "s": "Hello World", "n": Non
      "u": "héllo wörld ✓ 😀", "t": True, "users": [{"name": "bob", "age": 30}, {"name": "Al", "age": 25},
      {"name": "cy", "age": 30, "x": None}], "nested": {"a": {"b": [1, {"c": "deep"}]}}}
 
+NM = {"m": {"role": "assistant", "content": None, "args": {"x": None, "y": [None, 1]},
+           "calls": [{"id": None, "function": {"name": "f", "arguments": {"a": None}}}]}}
+
 S = [
     # literals, printing, Python str()/repr()
     ("{{ 1 }} {{ 1.0 }} {{ 1.5e3 }} {{ 1e-7 }} {{ 12345678901234567.0 }} {{ 0.1 + 0.2 }} {{ -0.0 }}", {}),
@@ -196,6 +199,17 @@ S = [
     ("{{ messages[0]['content'] }}{% for m in messages %}{{ m.role }}{% endfor %}", M),
     # syntax errors
     ("{% if x %}", {}),
+    # JSON null reaching a template (tool schemas, tool-call arguments, extra variables) is Python
+    # None, distinct from undefined: printed, tested, serialized and concatenated as jinja2 does.
+    ("{{ m.content }}|{{ m['content'] }}|{{ m.content is none }}|{{ m.content is defined }}|{{ m.missing is defined }}|{{ m.missing is none }}", NM),
+    ("{{ m.content|tojson }} {{ m|tojson }} {{ m.args|tojson }} {{ m.args.x }} {{ m.args['y'] }}", NM),
+    ("{% if m.content %}T{% else %}F{% endif %} {{ m.content or 'empty' }} {{ m.content|default('d') }} {{ m.content|default('d', true) }} {{ m.get('content') }} {{ m.get('nope', 'dflt') }} {{ 'content' in m }}", NM),
+    ("{{ m.content|string }} {{ m.content ~ '!' }} {{ m.content|trim }} {{ m.content == none }} {{ m.content != '' }} {{ [m.content]|length }}", NM),
+    ("{{ '<|im_start|>' + m.role + '\\n' + m['content'] }}", NM),
+    ("{{ m.content|length }}", NM),
+    ("{{ m.content.strip() }}", NM),
+    ("{% for k, v in m.items() %}{{ k }}={{ v }};{% endfor %} {% for k in m.args %}{{ k }}{% endfor %} {{ m.args.values()|list }}", NM),
+    ("{{ m.args.x is none }} {{ m.args.x is not defined }} {% for t in m.calls %}{{ t.function.arguments|tojson }}{% endfor %} {{ m.calls[0].id }}", NM),
     ("{% for x in %}{% endfor %}", {}),
     ("{{ 1 + }}", {}),
     ("{% endif %}", {}),

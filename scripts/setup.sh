@@ -19,14 +19,22 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  echo "[setup] creating .venv"
-  python3 -m venv .venv
-fi
-if ! cmp -s tests/python/requirements.txt .venv/.requirements.installed 2>/dev/null; then
-  echo "[setup] installing Python test requirements"
-  .venv/bin/pip install -q --upgrade pip >/dev/null
-  .venv/bin/pip install -q -r tests/python/requirements.txt
-  cp tests/python/requirements.txt .venv/.requirements.installed
-fi
+# A venv holding one requirements file, reinstalled when that file changes.
+venv() {
+  local dir=$1 req=$2
+  [ -x "$dir/bin/python" ] || { echo "[setup] creating $dir"; python3 -m venv "$dir"; }
+  if ! cmp -s "$req" "$dir/.requirements.installed" 2>/dev/null; then
+    echo "[setup] installing $req into $dir"
+    "$dir/bin/pip" install -q --upgrade pip >/dev/null
+    "$dir/bin/pip" install -q -r "$req"
+    cp "$req" "$dir/.requirements.installed"
+  fi
+}
+venv .venv tests/python/requirements.txt
+# The agent clients of tests/python/test_agents.py pin other versions of openai/litellm: their own
+# venvs, installed side by side.
+venv .venv-agents tests/python/requirements-agents.txt & agents=$!
+venv .venv-aider tests/python/requirements-aider.txt & aider=$!
+wait $agents
+wait $aider
 echo "[setup] ok"

@@ -5,37 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "template/chat_template.h"
+#include "template_goldens.h"
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
 
-const fs::path kGolden = fs::path(RAPID_SOURCE_DIR) / "tests/golden/template";
-const fs::path kFixtures = RAPID_FIXTURES_DIR;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::tm golden_now() {  // must match FIXED_NOW in scripts/gen_template_goldens.py
-  std::tm t{};
-  t.tm_year = 2026 - 1900;
-  t.tm_mon = 0;
-  t.tm_mday = 15;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;  // Thursday
-  t.tm_yday = 14;
-  return t;
-}
+using rapid::fixtures::golden_now;
+using rapid::fixtures::kFixtures;
+using rapid::fixtures::slurp;
+const fs::path kGolden = rapid::fixtures::kTemplateGolden;
 
 // The template source a golden file was produced from (same naming as the generator script).
 std::string template_source(const std::string& name) {

@@ -5,40 +5,23 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "template/chat_template.h"
+#include "template_goldens.h"
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-std::tm fixed_now() {  // 2026-01-15 10:30:00, as the golden scripts pin it
-  std::tm t{};
-  t.tm_year = 126;
-  t.tm_mday = 15;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 14;
-  return t;
-}
+using rapid::fixtures::slurp;
 
 // Renders a snippet without the chat conventions (no implicit tools/documents), as jinja2's
 // Template.render(**context) does.
 std::string render_plain(const std::string& src, const ordered_json& ctx) {
   rapid::ChatTemplate t(src);
   rapid::RenderOptions o;
-  o.now = fixed_now();
+  o.now = rapid::fixtures::golden_now();
   return t.render(ctx, o);
 }
 
@@ -135,20 +118,26 @@ TEST(ChatTemplateSelect, FollowsTransformers) {
   EXPECT_EQ(rapid::select_chat_template(cfg, true), cfg["chat_template"].get<std::string>());
 }
 
-// What transformers does to messages before rendering: null keys dropped, reasoning aliased
-// ({"thinking": r, **message, "reasoning_content": r}), tools/documents none when absent.
+// What transformers' render_jinja_template does to messages: null stays None (not a missing key),
+// reasoning aliased ({"thinking": r, **message, "reasoning_content": r}), tools/documents none
+// when absent.
 TEST(ChatTemplateRender, NormalisesMessagesLikeTransformers) {
   rapid::ChatTemplate t(
       "{% for m in messages %}{{ m|tojson }}\n{% endfor %}{{ tools is none }} {{ documents is none }} "
-      "{{ add_generation_prompt }}");
+      "{{ add_generation_prompt }} {{ messages[1].content is none }} {{ messages[1].content is defined }}");
   ordered_json ctx = {{"messages", ordered_json::array({{{"role", "assistant"}, {"content", "x"}, {"tool_calls", nullptr},
                                                          {"reasoning", "r"}},
                                                         {{"role", "user"}, {"content", nullptr}}})}};
-  // Expected strings: transformers.utils.chat_template_utils._normalize_chat_messages +
-  // _alias_reasoning_fields on the same input, dumped with json.dumps.
+  // Expected: transformers 5.24 render_jinja_template (jinja2 3.1.6) on the same input and template.
   EXPECT_EQ(t.render(ctx),
-            "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"reasoning\": \"r\", "
-            "\"reasoning_content\": \"r\"}\n{\"role\": \"user\"}\nTrue True False");
+            "{\"thinking\": \"r\", \"role\": \"assistant\", \"content\": \"x\", \"tool_calls\": null, "
+            "\"reasoning\": \"r\", \"reasoning_content\": \"r\"}\n{\"role\": \"user\", \"content\": null}\n"
+            "True True False True True");
+  // A null reasoning field is not aliased.
+  ordered_json ctx2 = {{"messages", ordered_json::array({{{"role", "assistant"}, {"content", "x"},
+                                                          {"reasoning_content", nullptr}, {"reasoning", "r2"}}})}};
+  rapid::ChatTemplate t2("{{ messages[0].thinking }}|{{ messages[0].reasoning_content }}");
+  EXPECT_EQ(t2.render(ctx2), "r2|r2");
 }
 
 }  // namespace

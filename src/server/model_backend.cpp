@@ -38,7 +38,12 @@ ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr
     src = kChatMlTemplate;
   }
   template_ = std::make_unique<ChatTemplate>(src);
-  if (opts_.tool_parser.empty()) opts_.tool_parser = detect_tool_parser(src, opts_.model_type);
+  tool_support_ = probe_tool_support([this](const ojson& ctx) { return render_context(ctx); });
+  if (!tool_support_.tools)
+    log::info("the chat template does not render tools: they are offered in the generic JSON format");
+  // The generic format's calls are JSON objects: the `json` parser reads them, whatever the model type.
+  if (opts_.tool_parser.empty())
+    opts_.tool_parser = tool_support_.tools ? detect_tool_parser(src, opts_.model_type) : "json";
   if (opts_.reasoning_parser.empty()) opts_.reasoning_parser = detect_reasoning_parser(src, opts_.model_type);
   if (opts_.tool_parser == "none") opts_.tool_parser.clear();
   if (opts_.reasoning_parser == "none") opts_.reasoning_parser.clear();
@@ -46,17 +51,22 @@ ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr
   make_output_parser(ParserOptions{opts_.tool_parser, opts_.reasoning_parser});
 }
 
-std::string ModelBackend::render_text(const ojson& messages, const ojson& tools, const ojson& extra) const {
-  ojson ctx = ojson::object();
-  ctx["messages"] = messages;
-  if (!tools.empty()) ctx["tools"] = tools;
-  ctx["add_generation_prompt"] = true;
+std::string ModelBackend::render_context(ojson ctx) const {
   ctx["bos_token"] = tok_->bos_token();
   ctx["eos_token"] = tok_->eos_token();
+  return template_->render(ctx);
+}
+
+std::string ModelBackend::render_text(const ojson& messages, const ojson& tools, const ojson& extra) const {
+  ojson ctx = ojson::object();
+  ctx["messages"] = apply_generic_tools(messages, tools, tool_support_);
+  // A template that cannot show tools gets them in the messages instead (some raise on `tools`).
+  if (!tools.empty() && tool_support_.tools) ctx["tools"] = tools;
+  ctx["add_generation_prompt"] = true;
   for (auto& [k, v] : extra.items())
     if (k != "messages" && k != "tools") ctx[k] = v;
   try {
-    return template_->render(ctx);
+    return render_context(std::move(ctx));
   } catch (const TemplateError& e) {
     throw bad_request(std::string("the chat template rejected this conversation: ") + e.what(), "messages");
   }

@@ -8,6 +8,7 @@
 #include "constrain/token_constraint.h"
 #include "engine/batch_engine.h"
 #include "server/backend.h"
+#include "server/generic_tools.h"
 #include "template/chat_template.h"
 
 namespace rapid::server {
@@ -41,15 +42,19 @@ class ModelBackend : public Backend {
 
   const std::string& tool_parser() const { return opts_.tool_parser; }
   const std::string& reasoning_parser() const { return opts_.reasoning_parser; }
+  const TemplateToolSupport& tool_support() const { return tool_support_; }
   // The rendered prompt text (tests, debugging).
   std::string render_text(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                           const nlohmann::ordered_json& extra) const;
 
  private:
+  std::string render_context(nlohmann::ordered_json ctx) const;  // adds bos/eos, renders
+
   std::shared_ptr<const Tokenizer> tok_;
   std::unique_ptr<BatchEngine> engine_;
   ModelBackendOptions opts_;
   std::unique_ptr<ChatTemplate> template_;
+  TemplateToolSupport tool_support_;  // what the template renders itself (the rest: generic_tools.h)
   mutable std::once_flag vocab_once_;
   mutable std::shared_ptr<const VocabIndex> vocab_index_;  // built on first constrained request
 };

@@ -30,6 +30,9 @@ static std::string content_text(const json& c, const std::string& path, bool all
     if (type == "text" || type == "input_text" || type == "output_text") {
       out += (first ? "" : "\n") + req_string(part, "text", pp);
       first = false;
+    } else if (type == "refusal") {  // an assistant's earlier refusal, sent back as history
+      out += (first ? "" : "\n") + opt_string(part, "refusal", pp).value_or("");
+      first = false;
     } else if (type == "image_url" || type == "input_image" || type == "input_audio" || type == "file" ||
                type == "input_file") {
       throw bad_request("'" + pp + "': content of type '" + type + "' is not supported by this model", pp + ".type");
@@ -38,6 +41,42 @@ static std::string content_text(const json& c, const std::string& path, bool all
     }
   }
   return out;
+}
+
+// One assistant tool call → {"id","type":"function","function":{name, arguments as an object}}.
+// Arguments are parsed because templates `tojson` them (vLLM does the same); text that is not
+// JSON stays a string.
+static json normalize_call(const json& c, const std::string& cp, const std::string& fallback_id) {
+  require_object(c, "'" + cp + "'");
+  const json* f = opt_object(c, "function", cp);
+  if (!f) throw bad_request("'" + cp + ".function' is required", cp + ".function");
+  std::string name = req_string(*f, "name", cp + ".function");
+  json args = json::object();
+  if (const json* a = field(*f, "arguments")) {
+    if (a->is_string()) {
+      auto parsed = parse_nested_json(a->get<std::string>(), cp + ".function.arguments");
+      args = parsed ? std::move(*parsed) : *a;
+    } else if (a->is_object()) {
+      args = *a;
+    } else {
+      throw bad_request("'" + cp + ".function.arguments' must be a JSON string", cp + ".function.arguments");
+    }
+  }
+  json call = {{"id", opt_string(c, "id", cp).value_or(fallback_id)}, {"type", "function"},
+               {"function", {{"name", name}, {"arguments", args}}}};
+  return call;
+}
+
+// The assistant's calls: `tool_calls`, or the legacy single `function_call`.
+static json assistant_calls(const json& m, const std::string& p, size_t i) {
+  json tc = json::array();
+  auto fallback = [&](size_t k) { return "call_" + std::to_string(i) + "_" + std::to_string(k); };
+  if (const json* calls = opt_array(m, "tool_calls", p)) {
+    for (size_t k = 0; k < calls->size(); ++k) tc.push_back(normalize_call((*calls)[k], idx(p + ".tool_calls", k), fallback(k)));
+  } else if (const json* fc = opt_object(m, "function_call", p)) {
+    tc.push_back(normalize_call(json{{"function", *fc}}, p + ".function_call", fallback(0)));
+  }
+  return tc;
 }
 
 json normalize_openai_messages(const json& messages, const std::string& param) {
@@ -51,52 +90,23 @@ json normalize_openai_messages(const json& messages, const std::string& param) {
     std::string role = req_string(m, "role", p);
     json n = json::object();
     if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool" && role != "function")
+    if (role == "function") role = "tool";  // the legacy function-result message
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       throw bad_request("'" + p + ".role' must be one of system, developer, user, assistant, tool; got '" + role + "'",
                         p + ".role");
     n["role"] = role;
-    bool has_calls = false;
+    // Assistant turns (content null or absent beside tool calls, as OpenAI sends them) and tool
+    // results may lack content: templates get "" as from vLLM, never a missing key, which a
+    // template concatenating message['content'] rejects.
+    bool content_optional = role == "assistant" || role == "tool";
+    const json* c = field(m, "content");
+    if (!c && !content_optional) throw bad_request("'" + p + ".content' is required", p + ".content");
+    n["content"] = c ? content_text(*c, p + ".content", content_optional) : "";
     if (role == "assistant") {
-      if (const json* calls = opt_array(m, "tool_calls", p)) {
-        json tc = json::array();
-        for (size_t k = 0; k < calls->size(); ++k) {
-          const json& c = (*calls)[k];
-          std::string cp = idx(p + ".tool_calls", k);
-          require_object(c, "'" + cp + "'");
-          const json* f = opt_object(c, "function", cp);
-          if (!f) throw bad_request("'" + cp + ".function' is required", cp + ".function");
-          std::string name = req_string(*f, "name", cp + ".function");
-          json args = json::object();
-          if (const json* a = field(*f, "arguments")) {
-            if (a->is_string()) {
-              auto parsed = parse_nested_json(a->get<std::string>(), cp + ".function.arguments");
-              args = parsed ? std::move(*parsed) : *a;
-            } else if (a->is_object()) {
-              args = *a;
-            } else {
-              throw bad_request("'" + cp + ".function.arguments' must be a JSON string", cp + ".function.arguments");
-            }
-          }
-          json call = {{"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};
-          call["id"] = opt_string(c, "id", cp).value_or("call_" + std::to_string(i) + "_" + std::to_string(k));
-          tc.push_back(std::move(call));
-        }
-        if (!tc.empty()) {
-          n["tool_calls"] = std::move(tc);
-          has_calls = true;
-        }
-      }
+      json tc = assistant_calls(m, p, i);
+      if (!tc.empty()) n["tool_calls"] = std::move(tc);
       if (auto r = opt_string(m, "reasoning_content", p)) n["reasoning_content"] = *r;
       else if (auto r2 = opt_string(m, "reasoning", p)) n["reasoning_content"] = *r2;
-    }
-    auto it = m.find("content");
-    bool content_optional = role == "assistant";
-    if (it == m.end()) {
-      if (!content_optional) throw bad_request("'" + p + ".content' is required", p + ".content");
-      n["content"] = has_calls ? json(nullptr) : json("");
-    } else {
-      if (it->is_null() && has_calls) n["content"] = nullptr;
-      else n["content"] = content_text(*it, p + ".content", content_optional);
     }
     if (role == "tool") {
       if (auto id = opt_string(m, "tool_call_id", p)) n["tool_call_id"] = *id;

@@ -55,13 +55,26 @@ static json convert_input(const json& input) {
       if (role == "assistant" && !pending_reasoning.empty()) m["reasoning_content"] = pending_reasoning;
       pending_reasoning.clear();
       out.push_back(std::move(m));
-    } else if (type == "function_call") {
+    } else if (type == "function_call" || type == "custom_tool_call" || type == "local_shell_call") {
+      // Codex sends back its freeform (apply_patch) and local-shell calls too: they render as
+      // function calls, the freeform text as {"input": ...}, the shell action as its arguments.
       std::string call_id = req_string(it, "call_id", p);
-      std::string name = req_string(it, "name", p);
-      std::string args = opt_string(it, "arguments", p).value_or("{}");
-      auto parsed = parse_nested_json(args, p + ".arguments");
-      json call = {{"id", call_id}, {"type", "function"},
-                   {"function", {{"name", name}, {"arguments", parsed ? std::move(*parsed) : json(args)}}}};
+      json args_obj;
+      std::string name;
+      if (type == "function_call") {
+        name = req_string(it, "name", p);
+        std::string args = opt_string(it, "arguments", p).value_or("{}");
+        auto parsed = parse_nested_json(args, p + ".arguments");
+        args_obj = parsed ? std::move(*parsed) : json(args);
+      } else if (type == "custom_tool_call") {
+        name = req_string(it, "name", p);
+        args_obj = {{"input", opt_string(it, "input", p).value_or("")}};
+      } else {
+        name = "local_shell";
+        const json* action = opt_object(it, "action", p);
+        args_obj = action ? *action : json::object();
+      }
+      json call = {{"id", call_id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args_obj}}}};
       if (out.empty() || out.back()["role"] != "assistant") {
         json m = {{"role", "assistant"}, {"content", ""}};
         if (!pending_reasoning.empty()) m["reasoning_content"] = pending_reasoning;
@@ -69,8 +82,10 @@ static json convert_input(const json& input) {
         out.push_back(std::move(m));
       }
       out.back()["tool_calls"].push_back(std::move(call));
-    } else if (type == "function_call_output") {
-      std::string call_id = req_string(it, "call_id", p);
+    } else if (type == "function_call_output" || type == "custom_tool_call_output" ||
+               type == "local_shell_call_output") {
+      // local_shell_call_output names its call by `id`.
+      std::string call_id = field(it, "call_id") ? req_string(it, "call_id", p) : req_string(it, "id", p);
       const json* o = field(it, "output");
       std::string output = o ? item_text(*o, p + ".output") : "";
       out.push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", output}});
@@ -78,6 +93,8 @@ static json convert_input(const json& input) {
       // Kept for the next assistant turn (templates that render past reasoning use it).
       if (const json* s = opt_array(it, "summary", p)) pending_reasoning += item_text(*s, p + ".summary");
       if (const json* c = opt_array(it, "content", p)) pending_reasoning += item_text(*c, p + ".content");
+    } else if (type == "web_search_call" || type == "file_search_call" || type == "image_generation_call") {
+      // Results of the provider's built-in tools, which this server never runs: nothing to render.
     } else {
       throw bad_request("'" + p + ".type': input items of type '" + type + "' are not supported", p + ".type");
     }

@@ -24,7 +24,8 @@ namespace {
 
 using jinja::Value;
 
-// transformers' _normalize_chat_messages (drop null keys) then _alias_reasoning_fields.
+// transformers' render_jinja_template: null stays None (jinja2 tells it from a missing key), and
+// _alias_reasoning_fields copies the first non-null reasoning field.
 Value prepare_messages(const nlohmann::ordered_json& msgs) {
   if (!msgs.is_array()) return jinja::from_json(msgs);
   jinja::List out;
@@ -35,10 +36,11 @@ Value prepare_messages(const nlohmann::ordered_json& msgs) {
     }
     Value d = Value::new_dict();
     for (auto it = m.begin(); it != m.end(); ++it)
-      if (!it.value().is_null()) d.dict->items.emplace_back(Value::string(it.key()), jinja::from_json(it.value()));
+      d.dict->items.emplace_back(Value::string(it.key()), jinja::from_json(it.value()));
     const Value* reasoning = nullptr;
     for (const char* key : {"reasoning_content", "thinking", "reasoning"})
-      if ((reasoning = d.dict->find(std::string_view(key)))) break;
+      if ((reasoning = d.dict->find(std::string_view(key))) && !reasoning->is_none()) break;
+    if (reasoning && reasoning->is_none()) reasoning = nullptr;
     if (reasoning) {
       // {"thinking": r, **message, "reasoning_content": r}: thinking first unless already present.
       Value r = *reasoning;

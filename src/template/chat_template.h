@@ -29,9 +29,12 @@ class ChatTemplate {
   // `context` holds messages, optional tools, add_generation_prompt, bos_token, eos_token and any
   // extra variables (enable_thinking, reasoning_effort, ...). Throws TemplateError when the
   // template raises (raise_exception) or hits a resource bound.
-  // As transformers does: message keys whose value is null are dropped, reasoning given as
-  // `reasoning_content`, `thinking` or `reasoning` is visible under `thinking` and
-  // `reasoning_content`, and `tools`/`documents` are none and add_generation_prompt false when absent.
+  // As transformers' render_jinja_template does: a null value is Python None (distinct from a
+  // missing key: `is none` is true, it prints "None", `tojson` gives null), reasoning given as
+  // `reasoning_content`, `thinking` or `reasoning` (the first non-null) is visible under `thinking`
+  // and `reasoning_content`, and `tools`/`documents` are none and add_generation_prompt false when
+  // absent. (apply_chat_template also drops null keys first; the server normalizes null content
+  // to "" itself, as vLLM does.)
   // Note: nlohmann::json sorts object keys; use the ordered_json overload when key order matters
   // (tojson output follows it, as Python dicts keep insertion order).
   std::string render(const nlohmann::json& context) const;
