@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,13 @@ struct ServerOptions {
   size_t max_body_bytes = 16u << 20;
   int http_threads = 192;                 // each keep-alive connection holds one while open
   int64_t default_max_tokens = 0;         // 0: whatever the context leaves
+  // --model-alias PATTERN=NAME: other model names (glob, `*` and `?`) accepted for the served one,
+  // e.g. the small-model requests an agent sends for background work.
+  std::vector<std::string> model_aliases;  // the patterns
 };
+
+// Shell-style match: `*` any run of characters, `?` any one character.
+bool glob_match(const std::string& pattern, const std::string& name);
 
 struct HandlerContext {
   Backend& backend;
@@ -29,7 +36,7 @@ struct HandlerContext {
   const ServerOptions& opts;
 
   SamplingLimits limits() const;
-  // 404 (model_not_found) unless `model` is the served model.
+  // 404 (model_not_found) unless `model` is the served model or matches a --model-alias pattern.
   void check_model(const std::string& model) const;
   // Fills gen.prompt; 400 when the prompt does not fit the context; clamps max_tokens to what is left.
   void fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const;
