@@ -37,4 +37,13 @@ venv .venv-agents tests/python/requirements-agents.txt & agents=$!
 venv .venv-aider tests/python/requirements-aider.txt & aider=$!
 wait $agents
 wait $aider
+# llama.cpp's server API tests (run against rapid-mlx by tests/python/test_llamacpp_suite.py) come
+# from the llama-cpp-python sdist, which vendors llama.cpp; nothing of it enters this repository.
+LCP_DIR="${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}/../llamacpp-tests"
+if [ ! -f "$LCP_DIR/llama_cpp_python-0.3.36.tar.gz" ]; then
+  echo "[setup] fetching llama.cpp's server tests (llama-cpp-python 0.3.36 sdist)"
+  mkdir -p "$LCP_DIR"
+  .venv/bin/pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$LCP_DIR" ||
+    echo "[setup] warning: could not download the sdist; test_llamacpp_suite.py will skip"
+fi
 echo "[setup] ok"

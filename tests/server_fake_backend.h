@@ -2,6 +2,7 @@
 // a plain "role: content" prompt format, and a scripted runner that emits a fixed reply one byte
 // per token through the real SerialEngine, honouring max_tokens, stop strings and cancellation.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -43,6 +44,7 @@ struct Script {
   std::string reply = "Hello there!";
   std::chrono::milliseconds delay{0};  // per token
   bool endless = false;                // repeat the reply until cancelled or max_tokens
+  int64_t cached_tokens = 0;           // reported as a prefix-cache hit (capped at the prompt)
   std::atomic<int> started{0}, finished{0}, cancelled{0};
 };
 
@@ -57,6 +59,7 @@ class ScriptRunner : public SequenceRunner {
     if (s_.delay.count()) std::this_thread::sleep_for(s_.delay);
     GenerationEvent ev;
     ev.prompt_tokens = int64_t(req_.prompt.size());
+    ev.cached_tokens = std::min(s_.cached_tokens, ev.prompt_tokens);
     const std::string& r = s_.reply;
     bool out_of_text = !s_.endless && pos_ >= r.size();
     if (out_of_text || int64_t(n_) >= req_.max_tokens) {

@@ -748,4 +748,174 @@ TEST_F(ServerTest, SecondServerOnTheSamePortIsRefused) {
   EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
+// ---------------------------------------------------------------- protocol details (issue #14)
+
+json message_body(json messages, json extra = json::object()) {
+  json b = {{"model", "fake-model"}, {"max_tokens", 100}, {"messages", std::move(messages)}};
+  for (auto& [k, v] : extra.items()) b[k] = v;
+  return b;
+}
+
+// Anthropic bills cache reads apart: input_tokens + cache_read_input_tokens (+ cache_creation) is the
+// whole prompt, in the response, in message_start (the real figures, not a placeholder) and in
+// message_delta.
+TEST_F(ServerTest, AnthropicUsageCountsCacheReadsApart) {
+  backend_.script.cached_tokens = 7;
+  json body = message_body({{{"role", "user"}, {"content", "Hi there"}}});
+  json j = json::parse(post("/v1/messages", body)->body);
+  int64_t prompt = int64_t(FakeBackend::render_text(backend_.last_messages).size());
+  EXPECT_EQ(j["usage"]["cache_read_input_tokens"], 7);
+  EXPECT_EQ(j["usage"]["input_tokens"], prompt - 7);
+  EXPECT_EQ(j["usage"]["cache_creation_input_tokens"], 0);
+  body["stream"] = true;
+  Sse s = parse_sse(post("/v1/messages", body)->body);
+  ASSERT_GE(s.events.size(), 4u);
+  ASSERT_EQ(s.events[0], "message_start");
+  json start = json::parse(s.data[0])["message"]["usage"];
+  EXPECT_EQ(start["input_tokens"], prompt - 7);
+  EXPECT_EQ(start["cache_read_input_tokens"], 7);
+  EXPECT_EQ(start["output_tokens"], 0);
+  json delta = json::parse(s.data[s.data.size() - 2]);
+  ASSERT_EQ(delta["type"], "message_delta");
+  EXPECT_EQ(delta["usage"]["input_tokens"], prompt - 7);
+  EXPECT_EQ(delta["usage"]["cache_read_input_tokens"], 7);
+  EXPECT_EQ(delta["usage"]["output_tokens"], 12);
+}
+
+// A final assistant message is a prefill: the template is asked to continue it (no new turn), and
+// the answer holds only the continuation. An empty final assistant message is no prefill.
+TEST_F(ServerTest, AnthropicPrefillContinuesFinalAssistantMessage) {
+  json msgs = {{{"role", "user"}, {"content", "Say it"}}, {{"role", "assistant"}, {"content", "The answer:"}}};
+  auto r = post("/v1/messages", message_body(msgs));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(backend_.last_extra.value("continue_final_message", false), true);
+  EXPECT_EQ(backend_.last_messages.back()["role"], "assistant");
+  EXPECT_EQ(backend_.last_messages.back()["content"], "The answer:");
+  EXPECT_EQ(json::parse(r->body)["content"][0]["text"], "Hello there!");
+  auto ct = post("/v1/messages/count_tokens", {{"model", "fake-model"}, {"messages", msgs}});
+  EXPECT_EQ(backend_.last_extra.value("continue_final_message", false), true);
+
+  msgs[1]["content"] = json::array();
+  r = post("/v1/messages", message_body(msgs));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_FALSE(backend_.last_extra.contains("continue_final_message"));
+  EXPECT_EQ(backend_.last_messages.back()["role"], "user");
+}
+
+TEST_F(ServerTest, AnthropicStructuredOutputIsEnforcedOrRefused) {
+  json schema = {{"type", "object"}, {"properties", {{"n", {{"type", "integer"}}}}}, {"required", {"n"}}};
+  json msgs = {{{"role", "user"}, {"content", "n?"}}};
+  auto r = post("/v1/messages", message_body(msgs, {{"output_config", {{"format", {{"type", "json_schema"}, {"schema", schema}}}}}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(backend_.last_constraint.kind, rapid::server::ConstraintSpec::Kind::JsonSchema);
+  EXPECT_EQ(json::parse(backend_.last_constraint.schema.dump()), schema);
+  backend_.last_constraint = {};
+  r = post("/v1/messages", message_body(msgs, {{"output_format", {{"type", "json_schema"}, {"schema", schema}}}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(backend_.last_constraint.kind, rapid::server::ConstraintSpec::Kind::JsonSchema);
+  for (json bad : {json{{"format", {{"type", "regex"}, {"schema", schema}}}}, json{{"format", {{"type", "json_schema"}}}},
+                   json{{"format", "json"}}}) {
+    r = post("/v1/messages", message_body(msgs, {{"output_config", bad}}));
+    ASSERT_EQ(r->status, 400) << bad.dump();
+    json e = json::parse(r->body);
+    EXPECT_EQ(e["type"], "error");
+    EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+    EXPECT_NE(e["error"]["message"].get<std::string>().find("output_config.format"), std::string::npos) << r->body;
+  }
+}
+
+TEST_F(ServerTest, AnthropicPromptTooLongInAnthropicsWording) {
+  FakeBackend small(16);
+  rapid::server::ServerOptions o;
+  o.port = 0;
+  rapid::server::HttpServer s(small, o);
+  int port = s.bind();
+  s.start();
+  httplib::Client c("127.0.0.1", port);
+  json body = message_body({{{"role", "user"}, {"content", "a rather long question"}}});
+  auto r = c.Post("/v1/messages", body.dump(), "application/json");
+  ASSERT_EQ(r->status, 400);
+  json e = json::parse(r->body);
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  size_t n = FakeBackend::render_text(small.last_messages).size();
+  EXPECT_EQ(e["error"]["message"], "prompt is too long: " + std::to_string(n) + " tokens > 15 maximum");
+}
+
+TEST_F(ServerTest, ModelAliasServesBackgroundModelNames) {
+  rapid::server::ServerOptions o;
+  o.model_aliases = {"claude-*-haiku-*", "gpt-?"};
+  start(o);
+  json msgs = {{{"role", "user"}, {"content", "Hi"}}};
+  json body = message_body(msgs, {{"model", "claude-3-5-haiku-20241022"}});
+  EXPECT_EQ(post("/v1/messages", body)->status, 200);
+  EXPECT_EQ(post("/v1/chat/completions", chat_body({{"model", "gpt-4"}}))->status, 200);
+  auto r = post("/v1/messages", message_body(msgs, {{"model", "claude-opus-4"}}));
+  ASSERT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["type"], "not_found_error");
+  EXPECT_EQ(post("/v1/chat/completions", chat_body({{"model", "gpt-4o"}}))->status, 404);
+}
+
+TEST_F(ServerTest, OpenAIFingerprintCreatedAndOptionalModel) {
+  int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  json j = json::parse(post("/v1/chat/completions", chat_body())->body);
+  std::string fp = j["system_fingerprint"];
+  EXPECT_EQ(fp.rfind("fp_", 0), 0u);
+  EXPECT_EQ(fp.size(), 15u);
+  EXPECT_NEAR(double(j["created"].get<int64_t>()), double(now), 5.0);
+  Sse s = parse_sse(post("/v1/chat/completions", chat_body({{"stream", true}}))->body);
+  for (auto& d : s.data)
+    if (d != "[DONE]") {
+      EXPECT_EQ(json::parse(d)["system_fingerprint"], fp);
+    }
+  json c = json::parse(post("/v1/completions", {{"model", "fake-model"}, {"prompt", "x"}})->body);
+  EXPECT_EQ(c["system_fingerprint"], fp);
+  json m = json::parse(client().Get("/v1/models")->body);
+  EXPECT_NEAR(double(m["data"][0]["created"].get<int64_t>()), double(now), 600.0);
+  // `model` may be left out (the served one), as vLLM allows.
+  json body = chat_body();
+  body.erase("model");
+  EXPECT_EQ(post("/v1/chat/completions", body)->status, 200);
+}
+
+TEST_F(ServerTest, ChatContinueFinalMessageFlags) {
+  json msgs = {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hel"}}};
+  auto r = post("/v1/chat/completions", chat_body({{"messages", msgs}, {"continue_final_message", true},
+                                                   {"add_generation_prompt", false}}));
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(backend_.last_extra.value("continue_final_message", false), true);
+  r = post("/v1/chat/completions", chat_body({{"messages", msgs}, {"continue_final_message", true},
+                                              {"add_generation_prompt", true}}));
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "continue_final_message");
+  // Without the flag a final assistant message is answered in a new turn (OpenAI's behaviour).
+  r = post("/v1/chat/completions", chat_body({{"messages", msgs}}));
+  ASSERT_EQ(r->status, 200);
+  EXPECT_FALSE(backend_.last_extra.contains("continue_final_message"));
+}
+
+TEST_F(ServerTest, ResponsesTruncatedItemsAreIncomplete) {
+  json body = {{"model", "fake-model"}, {"input", "hi"}, {"max_output_tokens", 4}};
+  json j = json::parse(post("/v1/responses", body)->body);
+  EXPECT_EQ(j["status"], "incomplete");
+  EXPECT_EQ(j["incomplete_details"]["reason"], "max_output_tokens");
+  ASSERT_EQ(j["output"].size(), 1u);
+  EXPECT_EQ(j["output"][0]["status"], "incomplete");
+  EXPECT_EQ(j["output"][0]["content"][0]["text"], "Hell");
+  body["stream"] = true;
+  Sse s = parse_sse(post("/v1/responses", body)->body);
+  json done;
+  for (size_t i = 0; i < s.events.size(); ++i)
+    if (s.events[i] == "response.output_item.done") done = json::parse(s.data[i]);
+  EXPECT_EQ(done["item"]["status"], "incomplete");
+  json last = json::parse(s.data.back());
+  EXPECT_EQ(last["response"]["output"][0]["status"], "incomplete");
+  // A finished answer's items are completed.
+  body["max_output_tokens"] = 100;
+  body["stream"] = false;
+  j = json::parse(post("/v1/responses", body)->body);
+  EXPECT_EQ(j["status"], "completed");
+  EXPECT_EQ(j["output"][0]["status"], "completed");
+}
+
 }  // namespace

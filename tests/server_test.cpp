@@ -10,6 +10,7 @@
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/handler_context.h"
 #include "server/metrics.h"
 #include "server/model_backend.h"
 #include "server/openai_format.h"
@@ -139,7 +140,9 @@ TEST(ChatRequest, ToolsChoiceAndFormats) {
   EXPECT_EQ(param_of([&] { parse_chat_request(b, lim); }), "messages");
   b["messages"] = {{{"role", "user"}}};
   EXPECT_EQ(param_of([&] { parse_chat_request(b, lim); }), "messages[0].content");
-  b.erase("model");
+  b.erase("model");  // optional: the served model (as vLLM)
+  EXPECT_EQ(param_of([&] { parse_chat_request(b, lim); }), "messages[0].content");
+  b["model"] = 7;
   EXPECT_EQ(param_of([&] { parse_chat_request(b, lim); }), "model");
 }
 
@@ -199,6 +202,71 @@ TEST(ResponsesRequest, InputItems) {
   b.erase("previous_response_id");
   b["max_output_tokens"] = 0;
   EXPECT_EQ(param_of([&] { parse_responses_request(b, lim); }), "max_output_tokens");
+}
+
+TEST(ProtocolDetails, GlobMatch) {
+  EXPECT_TRUE(glob_match("claude-*", "claude-3-5-haiku-20241022"));
+  EXPECT_TRUE(glob_match("claude-*", "claude-"));
+  EXPECT_TRUE(glob_match("*", ""));
+  EXPECT_TRUE(glob_match("*haiku*", "claude-haiku-4-5"));
+  EXPECT_TRUE(glob_match("gpt-?", "gpt-4"));
+  EXPECT_TRUE(glob_match("a*b*c", "axxbyybzc"));
+  EXPECT_FALSE(glob_match("gpt-?", "gpt-4o"));
+  EXPECT_FALSE(glob_match("claude-*", "claud"));
+  EXPECT_FALSE(glob_match("a*b*c", "axxbyy"));
+  EXPECT_FALSE(glob_match("", "x"));
+  EXPECT_TRUE(glob_match("exact", "exact"));
+}
+
+// transformers' continue_final_message rule: cut after the last occurrence of the final message's
+// text (or of its trimmed form when the template trims), dropping the turn's closing tokens.
+TEST(ProtocolDetails, CutAfterFinalMessage) {
+  json msgs = {{{"role", "user"}, {"content", "Hi"}}, {{"role", "assistant"}, {"content", "Hi"}}};
+  EXPECT_EQ(cut_after_final_message("<u>Hi</u><a>Hi</a>\n", msgs), "<u>Hi</u><a>Hi");
+  msgs[1]["content"] = "  Sure, \n";
+  EXPECT_EQ(cut_after_final_message("<u>Hi</u><a>Sure,</a>", msgs), "<u>Hi</u><a>Sure,");
+  EXPECT_EQ(cut_after_final_message("<a>  Sure, \n</a>", msgs), "<a>  Sure, \n");
+  msgs[1]["content"] = "absent";
+  EXPECT_EQ(status_of([&] { cut_after_final_message("<a>other</a>", msgs); }), 400);
+}
+
+TEST(ProtocolDetails, AnthropicOutputConfigAndPrefill) {
+  json extra = json::object();
+  json body = {{"output_config", {{"effort", "low"}, {"format", {{"type", "json_schema"}, {"schema", {{"type", "object"}}}}}}}};
+  ConstraintSpec c = parse_output_config(body, extra);
+  EXPECT_EQ(c.kind, ConstraintSpec::Kind::JsonSchema);
+  EXPECT_EQ(c.schema, json({{"type", "object"}}));
+  EXPECT_EQ(extra["reasoning_effort"], "low");
+  EXPECT_EQ(parse_output_config(json::object(), extra).kind, ConstraintSpec::Kind::None);
+  EXPECT_EQ(param_of([&] { parse_output_config({{"output_format", {{"type", "json_object"}}}}, extra); }),
+            "output_format.type");
+  EXPECT_EQ(param_of([&] { parse_output_config({{"output_config", {{"format", {{"type", "json_schema"}}}}}}, extra); }),
+            "output_config.format.schema");
+
+  json m = {{{"role", "user"}, {"content", "q"}}, {{"role", "assistant"}, {"content", "A:"}}};
+  EXPECT_TRUE(take_assistant_prefill(m));
+  EXPECT_EQ(m.size(), 2u);
+  m[1]["content"] = " \n";
+  EXPECT_FALSE(take_assistant_prefill(m));
+  EXPECT_EQ(m.size(), 1u);
+  EXPECT_FALSE(take_assistant_prefill(m));  // ends with the user: a normal turn
+  m.push_back({{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({json::object()})}});
+  EXPECT_FALSE(take_assistant_prefill(m));
+  EXPECT_EQ(m.size(), 2u);
+}
+
+TEST(ProtocolDetails, UsageAndFingerprint) {
+  json u = anthropic_usage(100, 60, 7);
+  EXPECT_EQ(u["input_tokens"].get<int64_t>() + u["cache_read_input_tokens"].get<int64_t>() +
+                u["cache_creation_input_tokens"].get<int64_t>(), 100);
+  EXPECT_EQ(u["cache_read_input_tokens"], 60);
+  EXPECT_EQ(u["output_tokens"], 7);
+  std::string a = system_fingerprint("m", 4096);
+  EXPECT_EQ(a, system_fingerprint("m", 4096));
+  EXPECT_NE(a, system_fingerprint("m", 8192));
+  EXPECT_NE(a, system_fingerprint("n", 4096));
+  EXPECT_EQ(a.size(), 15u);
+  EXPECT_EQ(a.rfind("fp_", 0), 0u);
 }
 
 TEST(Format, OpenAIAndAnthropicPieces) {

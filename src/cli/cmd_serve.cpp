@@ -40,6 +40,7 @@ int usage() {
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH] [--max-queued-requests N] [--max-connections N]\n"
                "                       [--allowed-origins ORIGIN,...|*] [--api-key KEY]\n"
+               "                       [--model-alias 'PATTERN=NAME']...\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
                "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
@@ -86,6 +87,7 @@ int run_serve(const std::vector<std::string>& args) {
   rapid::ModelOptions mo;
   std::string kv_memory, cache_dir, disk_limit = "8GiB", draft_path;
   bool persist = true;
+  std::vector<std::string> aliases;  // PATTERN=NAME
   if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -131,6 +133,7 @@ int run_serve(const std::vector<std::string>& args) {
       }
     }
     else if (a == "--served-model-name") ok = value(bo.served_name);
+    else if (a == "--model-alias") ok = value(aliases.emplace_back());
     else if (a == "--tool-call-parser") ok = value(bo.tool_parser);
     else if (a == "--reasoning-parser") ok = value(bo.reasoning_parser);
     else if (a == "--max-body-bytes") { ok = number(1024, 1LL << 34, n); so.max_body_bytes = size_t(n); }
@@ -191,6 +194,15 @@ int run_serve(const std::vector<std::string>& args) {
   int64_t max_pos = ckpt->config.max_position_embeddings;
   bo.context_length = ctx > 0 ? ctx : (max_pos > 0 ? std::min<int64_t>(max_pos, 32768) : 4096);
   if (bo.served_name.empty()) bo.served_name = std::filesystem::path(model_path).filename().string();
+  for (const std::string& al : aliases) {
+    size_t eq = al.rfind('=');
+    if (eq == std::string::npos || eq == 0 || al.substr(eq + 1) != bo.served_name) {
+      std::fprintf(stderr, "rapid-mlx serve: --model-alias needs PATTERN=NAME with NAME the served model '%s', got '%s'\n",
+                   bo.served_name.c_str(), al.c_str());
+      return 2;
+    }
+    so.model_aliases.push_back(al.substr(0, eq));
+  }
   bo.model_type = ckpt->config.architecture;
   bo.model_vocab = ckpt->config.vocab_size;
   eo.context_length = bo.context_length;

@@ -27,6 +27,14 @@ static std::string toolu_id(const std::string& id) {
   return id.rfind("toolu_", 0) == 0 ? id : "toolu_" + (id.rfind("call_", 0) == 0 ? id.substr(5) : id);
 }
 
+json anthropic_usage(int64_t prompt, int64_t cached, int64_t completion) {
+  // Anthropic counts cache reads apart: input + cache_read + cache_creation is the whole prompt.
+  // The prefix cache stores every prompt without an explicit write step, so nothing is billed as
+  // cache creation.
+  return {{"input_tokens", prompt - cached}, {"output_tokens", completion}, {"cache_read_input_tokens", cached},
+          {"cache_creation_input_tokens", 0}};
+}
+
 json anthropic_message(const std::string& id, const std::string& model, const TurnResult& r) {
   json content = json::array();
   if (!r.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", r.reasoning}, {"signature", ""}});
@@ -40,8 +48,7 @@ json anthropic_message(const std::string& id, const std::string& model, const Tu
           {"content", content},
           {"stop_reason", anthropic_stop_reason(r.reason, !r.tool_calls.empty(), r.stop_sequence)},
           {"stop_sequence", anthropic_stop_sequence(r.stop_sequence)},
-          {"usage", {{"input_tokens", r.prompt_tokens}, {"output_tokens", r.completion_tokens},
-                     {"cache_read_input_tokens", r.cached_tokens}, {"cache_creation_input_tokens", 0}}}};
+          {"usage", anthropic_usage(r.prompt_tokens, r.cached_tokens, r.completion_tokens)}};
 }
 
 void AnthropicBlockWriter::open(Kind k, std::string& out, const ToolCallDelta* call) {

@@ -16,6 +16,9 @@ std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls, const std
 nlohmann::ordered_json anthropic_stop_sequence(const std::string& stop_sequence);
 // Tool-call arguments as the object Anthropic's tool_use.input must be ({} when not JSON).
 nlohmann::ordered_json tool_input_object(const std::string& arguments);
+// {"input_tokens": prompt - cached, "output_tokens", "cache_read_input_tokens": cached,
+//  "cache_creation_input_tokens": 0}
+nlohmann::ordered_json anthropic_usage(int64_t prompt, int64_t cached, int64_t completion);
 nlohmann::ordered_json anthropic_message(const std::string& id, const std::string& model, const TurnResult& r);
 
 // Turns turn deltas into content-block events, opening and closing blocks as the kind changes.

@@ -21,17 +21,18 @@ class MessagesStream : public SsePump {
 
   bool pump(std::string& out) override {
     if (done_) return false;
-    if (!opened_) {
+    auto d = turn_->next(100ms);
+    if (!d) return true;
+    // message_start waits for the engine's first event: only then is the prefix-cache hit known,
+    // and its usage is the real one (keep-alive comments cover the wait).
+    if (!opened_ && d->reason != FinishReason::Error) {
       opened_ = true;
       json msg = {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", ctx_.backend.model_id()},
                   {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
-                  {"usage", {{"input_tokens", int64_t(spec_.gen.prompt.size())}, {"output_tokens", 0},
-                             {"cache_read_input_tokens", 0}, {"cache_creation_input_tokens", 0}}}};
+                  {"usage", anthropic_usage(d->prompt_tokens, d->cached_tokens, 0)}};
       out += sse_event("message_start", {{"type", "message_start"}, {"message", msg}});
       out += sse_event("ping", {{"type", "ping"}});
     }
-    auto d = turn_->next(100ms);
-    if (!d) return true;
     blocks_.write(*d, out);
     if (!d->finished) return true;
     done_ = true;
@@ -43,8 +44,7 @@ class MessagesStream : public SsePump {
     out += sse_event("message_delta",
                      {{"type", "message_delta"},
                       {"delta", {{"stop_reason", anthropic_stop_reason(d->reason, d->has_tool_calls, d->stop_sequence)}, {"stop_sequence", anthropic_stop_sequence(d->stop_sequence)}}},
-                      {"usage", {{"input_tokens", d->prompt_tokens}, {"output_tokens", d->completion_tokens},
-                                 {"cache_read_input_tokens", d->cached_tokens}}}});
+                      {"usage", anthropic_usage(d->prompt_tokens, d->cached_tokens, d->completion_tokens)}});
     out += sse_event("message_stop", {{"type", "message_stop"}});
     return false;
   }
@@ -67,12 +67,34 @@ class MessagesStream : public SsePump {
 
 }  // namespace
 
+// The parts of a Messages body beyond the conversation itself: structured output and prefill.
+static void read_messages_extras(const json& body, MessagesRequest& mr) {
+  mr.constraint = parse_output_config(body, mr.template_extra);
+  if (take_assistant_prefill(mr.messages)) mr.template_extra["continue_final_message"] = true;
+}
+
+// Anthropic words an over-long prompt its own way ("prompt is too long: N tokens > M maximum");
+// clients such as Claude Code match that text to trigger compaction.
+static TurnSpec make_messages_turn(HandlerContext& ctx, const MessagesRequest& mr) {
+  try {
+    return make_chat_turn(ctx, mr.messages, mr.tools, mr.tool_mode, mr.forced_name, mr.constraint, mr.gen,
+                          mr.template_extra);
+  } catch (const ApiError& e) {
+    if (e.code() != "context_length_exceeded") throw;
+    RenderedPrompt p = ctx.backend.render_chat(mr.messages, mr.tool_mode == ToolMode::None ? json::array() : mr.tools,
+                                               mr.template_extra);
+    throw ApiError(400, "prompt is too long: " + std::to_string(p.tokens.size()) + " tokens > " +
+                            std::to_string(ctx.backend.context_length() - 1) + " maximum",
+                   e.param(), e.code());
+  }
+}
+
 void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   json body = parse_json_body(req);
   MessagesRequest mr = parse_messages_request(body, ctx.limits());
   ctx.check_model(mr.model);
-  TurnSpec spec = make_chat_turn(ctx, mr.messages, mr.tools, mr.tool_mode, mr.forced_name, ConstraintSpec{}, mr.gen,
-                                 mr.template_extra);
+  read_messages_extras(body, mr);
+  TurnSpec spec = make_messages_turn(ctx, mr);
   spec.id_prefix = "toolu_";
   spec.parallel_tool_calls = mr.parallel_tool_calls;
   std::string id = random_id("msg_");
@@ -90,6 +112,7 @@ void handle_count_tokens(HandlerContext& ctx, const httplib::Request& req, httpl
   json body = parse_json_body(req);
   MessagesRequest mr = parse_messages_request(body, ctx.limits(), /*for_count=*/true);
   ctx.check_model(mr.model);
+  read_messages_extras(body, mr);
   RenderedPrompt p = ctx.backend.render_chat(mr.messages, mr.tool_mode == ToolMode::None ? json::array() : mr.tools,
                                              mr.template_extra);
   send_json(res, 200, {{"input_tokens", int64_t(p.tokens.size())}});

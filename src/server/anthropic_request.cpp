@@ -167,3 +167,43 @@ MessagesRequest parse_messages_request(const json& body, const SamplingLimits& l
 }
 
 }  // namespace rapid::server
+
+namespace rapid::server {
+
+ConstraintSpec parse_output_config(const json& body, json& template_extra) {
+  ConstraintSpec c;
+  // `output_config.format` (current) or the older top-level `output_format` (structured-outputs beta).
+  const json* fmt = nullptr;
+  std::string path = "output_config.format";
+  if (const json* oc = opt_object(body, "output_config")) {
+    if (auto effort = opt_string(*oc, "effort", "output_config")) template_extra["reasoning_effort"] = *effort;
+    fmt = opt_object(*oc, "format", "output_config");
+  }
+  if (!fmt) {
+    fmt = opt_object(body, "output_format");
+    path = "output_format";
+  }
+  if (!fmt) return c;
+  std::string type = req_string(*fmt, "type", path);
+  if (type != "json_schema") throw bad_request("'" + path + ".type' must be 'json_schema', got '" + type + "'", path + ".type");
+  const json* schema = opt_object(*fmt, "schema", path);
+  if (!schema) throw bad_request("'" + path + ".schema' is required", path + ".schema");
+  c.kind = ConstraintSpec::Kind::JsonSchema;
+  c.schema = *schema;
+  return c;
+}
+
+bool take_assistant_prefill(json& messages) {
+  if (messages.empty()) return false;
+  json& last = messages.back();
+  if (last.value("role", "") != "assistant" || last.contains("tool_calls") || !last.contains("content") ||
+      !last["content"].is_string())
+    return false;
+  const std::string& text = last["content"].get_ref<const std::string&>();
+  if (text.find_first_not_of(" \t\r\n") != std::string::npos) return true;
+  // Nothing to continue: answer as if the empty turn were not there.
+  messages.erase(messages.size() - 1);
+  return false;
+}
+
+}  // namespace rapid::server

@@ -44,7 +44,9 @@ class Backend {
   virtual int64_t context_length() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
   // messages: OpenAI-shaped (role, content string, tool_calls with object arguments, ...);
-  // tools: OpenAI function tools; extra: template variables (enable_thinking, ...).
+  // tools: OpenAI function tools; extra: template variables (enable_thinking, ...), and
+  // "continue_final_message": true to render without a generation prompt and end the prompt
+  // right after the final (assistant) message's text, which the model then continues.
   // Throws ApiError(400) when the template refuses the conversation.
   virtual RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                      const nlohmann::ordered_json& extra) const = 0;

@@ -16,7 +16,31 @@ SamplingLimits HandlerContext::limits() const {
   return l;
 }
 
+bool glob_match(const std::string& pattern, const std::string& name) {
+  // Iterative wildcard match: on a mismatch, let the last `*` swallow one more character.
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p, ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
 void HandlerContext::check_model(const std::string& model) const {
+  if (model.empty()) return;  // OpenAI-style bodies without `model` mean the served one
+  if (std::any_of(opts.model_aliases.begin(), opts.model_aliases.end(),
+                  [&](const std::string& pat) { return glob_match(pat, model); }))
+    return;
   if (model != backend.model_id())
     throw ApiError(404, "The model '" + model + "' does not exist; this server serves '" + backend.model_id() + "'",
                    "model", "model_not_found");

@@ -29,7 +29,13 @@ struct ServerOptions {
   int body_timeout_ms = 60000;            // and its body within this after them
   int idle_timeout_ms = 60000;            // keep-alive connections idle longer are closed
   int64_t default_max_tokens = 0;         // 0: whatever the context leaves
+  // --model-alias PATTERN=NAME: other model names (glob, `*` and `?`) accepted for the served one,
+  // e.g. the small-model requests an agent sends for background work.
+  std::vector<std::string> model_aliases;  // the patterns
 };
+
+// Shell-style match: `*` any run of characters, `?` any one character.
+bool glob_match(const std::string& pattern, const std::string& name);
 
 struct HandlerContext {
   Backend& backend;
@@ -37,7 +43,7 @@ struct HandlerContext {
   const ServerOptions& opts;
 
   SamplingLimits limits() const;
-  // 404 (model_not_found) unless `model` is the served model.
+  // 404 (model_not_found) unless `model` is the served model or matches a --model-alias pattern.
   void check_model(const std::string& model) const;
   // Fills gen.prompt; 400 when the prompt does not fit the context; clamps max_tokens to what is left.
   void fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const;

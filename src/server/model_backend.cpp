@@ -51,6 +51,25 @@ ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr
   make_output_parser(ParserOptions{opts_.tool_parser, opts_.reasoning_parser});
 }
 
+// continue_final_message: the rendered chat is cut right after the final message's text, so the
+// model carries on from it (the turn's closing tokens dropped), as transformers' apply_chat_template
+// does: the last occurrence of the text, or of its trimmed form when the template trims.
+std::string cut_after_final_message(const std::string& rendered, const ojson& messages) {
+  const ojson* content = nullptr;
+  if (!messages.empty() && messages.back().contains("content")) content = &messages.back()["content"];
+  std::string text = content && content->is_string() ? content->get<std::string>() : "";
+  auto trim = [](const std::string& s) {
+    size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  for (const std::string& t : {text, trim(text)}) {
+    size_t at = t.empty() ? std::string::npos : rendered.rfind(t);
+    if (at != std::string::npos) return rendered.substr(0, at + t.size());
+  }
+  throw bad_request("the final message cannot be continued: the chat template does not render its text verbatim",
+                    "messages");
+}
+
 std::string ModelBackend::render_context(ojson ctx) const {
   ctx["bos_token"] = tok_->bos_token();
   ctx["eos_token"] = tok_->eos_token();
@@ -62,14 +81,17 @@ std::string ModelBackend::render_text(const ojson& messages, const ojson& tools,
   ctx["messages"] = apply_generic_tools(messages, tools, tool_support_);
   // A template that cannot show tools gets them in the messages instead (some raise on `tools`).
   if (!tools.empty() && tool_support_.tools) ctx["tools"] = tools;
-  ctx["add_generation_prompt"] = true;
+  bool continue_final = extra.is_object() && extra.value("continue_final_message", false);
+  ctx["add_generation_prompt"] = !continue_final;
   for (auto& [k, v] : extra.items())
-    if (k != "messages" && k != "tools") ctx[k] = v;
+    if (k != "messages" && k != "tools" && k != "continue_final_message") ctx[k] = v;
+  std::string text;
   try {
-    return render_context(std::move(ctx));
+    text = render_context(std::move(ctx));
   } catch (const TemplateError& e) {
     throw bad_request(std::string("the chat template rejected this conversation: ") + e.what(), "messages");
   }
+  return continue_final ? cut_after_final_message(text, messages) : text;
 }
 
 RenderedPrompt ModelBackend::render_chat(const ojson& messages, const ojson& tools, const ojson& extra) const {

@@ -59,6 +59,10 @@ class ModelBackend : public Backend {
   mutable std::shared_ptr<const VocabIndex> vocab_index_;  // built on first constrained request
 };
 
+// `rendered` cut right after the text of the final message (continue_final_message / prefill);
+// 400 when the template does not render that text verbatim.
+std::string cut_after_final_message(const std::string& rendered, const nlohmann::ordered_json& messages);
+
 // Whether a rendered prompt leaves a reasoning block open (e.g. ends in "<think>\n").
 bool prompt_opens_reasoning(const std::string& prompt);
 

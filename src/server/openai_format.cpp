@@ -1,6 +1,7 @@
 #include "server/openai_format.h"
 
 #include <chrono>
+#include <cstdio>
 
 namespace rapid::server {
 
@@ -9,6 +10,14 @@ using json = nlohmann::ordered_json;
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+std::string system_fingerprint(const std::string& model_id, int64_t context_length) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : model_id + "/" + std::to_string(context_length)) h = (h ^ c) * 1099511628211ull;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%012llx", static_cast<unsigned long long>(h & 0xffffffffffffull));
+  return std::string("fp_") + buf;
 }
 
 std::string openai_finish_reason(FinishReason r, bool has_tool_calls) {
@@ -93,6 +102,7 @@ json ChatChunker::chunk(int index, json delta, const json& finish_reason, const 
             {"object", "chat.completion.chunk"},
             {"created", created},
             {"model", model},
+            {"system_fingerprint", fingerprint},
             {"choices", json::array({{{"index", index},
                                       {"delta", std::move(delta)},
                                       {"logprobs", logprobs},
@@ -103,7 +113,7 @@ json ChatChunker::chunk(int index, json delta, const json& finish_reason, const 
 
 json ChatChunker::usage_chunk(const Usage& u) const {
   return {{"id", id}, {"object", "chat.completion.chunk"}, {"created", created}, {"model", model},
-          {"choices", json::array()}, {"usage", openai_usage(u)}};
+          {"system_fingerprint", fingerprint}, {"choices", json::array()}, {"usage", openai_usage(u)}};
 }
 
 }  // namespace rapid::server

@@ -27,7 +27,7 @@ nlohmann::ordered_json chat_message(const TurnResult& r);
 nlohmann::ordered_json chat_tool_call_delta(const ToolCallDelta& t);
 
 struct ChatChunker {  // builds "chat.completion.chunk" objects sharing one id/created/model
-  std::string id, model;
+  std::string id, model, fingerprint;
   int64_t created = 0;
   bool include_usage = false;
   nlohmann::ordered_json chunk(int index, nlohmann::ordered_json delta, const nlohmann::ordered_json& finish_reason = nullptr,
@@ -36,5 +36,8 @@ struct ChatChunker {  // builds "chat.completion.chunk" objects sharing one id/c
 };
 
 int64_t unix_now();
+// "fp_" + 12 hex digits naming the backend configuration (model, context): equal fingerprints mean
+// the same model and settings served the answers, so seeded requests are comparable.
+std::string system_fingerprint(const std::string& model_id, int64_t context_length);
 
 }  // namespace rapid::server

@@ -49,6 +49,13 @@ TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& t
   return spec;
 }
 
+static std::string fingerprint(const HandlerContext& ctx) {
+  return system_fingerprint(ctx.backend.model_id(), ctx.backend.context_length());
+}
+
+// When this server started: the `created` time of the model it serves.
+static const int64_t kStartedAt = unix_now();
+
 namespace {
 
 // Streams n choices one after another (the serial engine runs them in turn anyway): one Turn per
@@ -157,7 +164,7 @@ class CompletionStream : public ChoicesStream {
  protected:
   json chunk(const json& text, const json& finish, const json& lp) const {
     json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-              {"choices", json::array({{{"index", index_}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
+              {"system_fingerprint", fingerprint(ctx_)}, {"choices", json::array({{{"index", index_}, {"text", text}, {"logprobs", lp}, {"finish_reason", finish}}})}};
     if (include_usage_) c["usage"] = nullptr;
     return c;
   }
@@ -180,7 +187,8 @@ class CompletionStream : public ChoicesStream {
   void close_stream(const Usage& usage, std::string& out) override {
     if (include_usage_)
       out += sse_data({{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", model_},
-                       {"choices", json::array()}, {"usage", openai_usage(usage)}});
+                       {"system_fingerprint", fingerprint(ctx_)}, {"choices", json::array()},
+                       {"usage", openai_usage(usage)}});
   }
 
  private:
@@ -211,11 +219,12 @@ void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, h
   json body = parse_json_body(req);
   ChatRequest cr = parse_chat_request(body, ctx.limits());
   ctx.check_model(cr.model);
+  parse_generation_prompt_flags(body, cr.template_extra);
   TurnSpec spec = make_chat_turn(ctx, cr.messages, cr.tools, cr.tool_choice.mode, cr.tool_choice.name, cr.constraint,
                                  cr.gen, cr.template_extra);
   spec.parallel_tool_calls = cr.parallel_tool_calls;
   std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
-  ChatChunker chunker{random_id("chatcmpl-"), ctx.backend.model_id(), unix_now(), cr.include_usage};
+  ChatChunker chunker{random_id("chatcmpl-"), ctx.backend.model_id(), fingerprint(ctx), unix_now(), cr.include_usage};
   if (cr.stream) {
     start_sse(res, std::make_shared<ChatStream>(ctx, std::move(specs), std::move(chunker), cr.logprobs));
     return;
@@ -236,7 +245,8 @@ void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, h
   }
   send_json(res, 200,
             {{"id", chunker.id}, {"object", "chat.completion"}, {"created", chunker.created},
-             {"model", chunker.model}, {"choices", choices}, {"usage", openai_usage(usage)}});
+             {"model", chunker.model}, {"system_fingerprint", chunker.fingerprint}, {"choices", choices},
+             {"usage", openai_usage(usage)}});
 }
 
 void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -274,11 +284,11 @@ void handle_completions(HandlerContext& ctx, const httplib::Request& req, httpli
   }
   send_json(res, 200,
             {{"id", id}, {"object", "text_completion"}, {"created", created}, {"model", ctx.backend.model_id()},
-             {"choices", choices}, {"usage", openai_usage(usage)}});
+             {"system_fingerprint", fingerprint(ctx)}, {"choices", choices}, {"usage", openai_usage(usage)}});
 }
 
 static json model_card(HandlerContext& ctx) {
-  return {{"id", ctx.backend.model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "rapid-mlx"},
+  return {{"id", ctx.backend.model_id()}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "rapid-mlx"},
           {"max_model_len", ctx.backend.context_length()}};
 }
 

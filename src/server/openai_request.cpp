@@ -182,6 +182,12 @@ ConstraintSpec parse_response_format(const json* rf, const std::string& param) {
   if (type == "text") return c;
   if (type == "json_object") {
     c.kind = ConstraintSpec::Kind::JsonObject;
+    // llama.cpp's extension: json_object with a `schema` is that schema.
+    if (const json* schema = field(*rf, "schema")) {
+      if (!schema->is_object()) throw bad_request("'" + param + ".schema' must be an object", param + ".schema");
+      c.kind = ConstraintSpec::Kind::JsonSchema;
+      c.schema = *schema;
+    }
     return c;
   }
   if (type == "json_schema") {
@@ -200,7 +206,7 @@ ConstraintSpec parse_response_format(const json* rf, const std::string& param) {
 ChatRequest parse_chat_request(const json& body, const SamplingLimits& limits) {
   require_object(body, "the request body");
   ChatRequest r;
-  r.model = req_string(body, "model");
+  r.model = opt_string(body, "model").value_or("");  // absent: the served model (as vLLM)
   const json* msgs = field(body, "messages");
   if (!msgs) throw bad_request("'messages' is required", "messages");
   r.messages = normalize_openai_messages(*msgs);
@@ -230,7 +236,7 @@ ChatRequest parse_chat_request(const json& body, const SamplingLimits& limits) {
 CompletionRequest parse_completion_request(const json& body, const SamplingLimits& limits) {
   require_object(body, "the request body");
   CompletionRequest r;
-  r.model = req_string(body, "model");
+  r.model = opt_string(body, "model").value_or("");  // absent: the served model (as vLLM)
   const json* p = field(body, "prompt");
   if (!p) throw bad_request("'prompt' is required", "prompt");
   auto is_ids = [](const json& a) {
@@ -273,6 +279,20 @@ CompletionRequest parse_completion_request(const json& body, const SamplingLimit
   r.gen.sampling.logprobs = r.logprobs >= 0;
   r.gen.sampling.top_logprobs = r.logprobs > 0 ? r.logprobs : 0;
   return r;
+}
+
+}  // namespace rapid::server
+
+namespace rapid::server {
+
+void parse_generation_prompt_flags(const json& body, json& template_extra) {
+  auto cont = opt_bool(body, "continue_final_message");
+  auto gen = opt_bool(body, "add_generation_prompt");
+  if (cont.value_or(false) && gen.value_or(false))
+    throw bad_request("'continue_final_message' and 'add_generation_prompt' cannot both be true",
+                      "continue_final_message");
+  if (cont.value_or(false)) template_extra["continue_final_message"] = true;
+  else if (gen) template_extra["add_generation_prompt"] = *gen;
 }
 
 }  // namespace rapid::server

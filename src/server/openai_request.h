@@ -59,4 +59,8 @@ struct CompletionRequest {
 
 CompletionRequest parse_completion_request(const json& body, const SamplingLimits& limits);
 
+// vLLM's prompt-shape flags: `continue_final_message` (continue the final message's text instead of
+// starting a new turn; the prefill) and `add_generation_prompt` (default true); both true is a 400.
+void parse_generation_prompt_flags(const json& body, json& template_extra);
+
 }  // namespace rapid::server

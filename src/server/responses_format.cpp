@@ -40,14 +40,14 @@ json response_object(const ResponseShell& s, const std::string& status, const js
 
 static json message_item(const std::string& id, const std::string& text, const std::string& status) {
   json content = json::array();
-  if (status == "completed") content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
+  if (status != "in_progress") content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
   return {{"type", "message"}, {"id", id}, {"status", status}, {"role", "assistant"}, {"content", content}};
 }
 
-static json reasoning_item(const std::string& id, const std::string& text) {
+static json reasoning_item(const std::string& id, const std::string& text, const std::string& status) {
   json content = json::array();
   if (!text.empty()) content.push_back({{"type", "reasoning_text"}, {"text", text}});
-  return {{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", content}};
+  return {{"type", "reasoning"}, {"id", id}, {"summary", json::array()}, {"content", content}, {"status", status}};
 }
 
 static json call_item(const std::string& id, const std::string& call_id, const std::string& name,
@@ -58,11 +58,19 @@ static json call_item(const std::string& id, const std::string& call_id, const s
 
 json responses_output(const TurnResult& r) {
   json out = json::array();
-  if (!r.reasoning.empty()) out.push_back(reasoning_item(random_id("rs_"), r.reasoning));
+  if (!r.reasoning.empty()) out.push_back(reasoning_item(random_id("rs_"), r.reasoning, "completed"));
   if (!r.content.empty() || r.tool_calls.empty()) out.push_back(message_item(random_id("msg_"), r.content, "completed"));
   for (auto& c : r.tool_calls) out.push_back(call_item(random_id("fc_"), c.id, c.name, c.arguments, "completed"));
+  if (r.reason == FinishReason::Length) mark_incomplete(out);
   return out;
 }
+
+void mark_incomplete(json& output) {
+  // The item being written when max_output_tokens ran out is the last one.
+  if (!output.empty() && output.back().contains("status")) output.back()["status"] = "incomplete";
+}
+
+json empty_message_item(const std::string& status) { return message_item(random_id("msg_"), "", status); }
 
 std::string ResponsesEventWriter::event(const std::string& type, json body) {
   body["type"] = type;
@@ -75,7 +83,7 @@ void ResponsesEventWriter::open(Kind k, std::string& out, const ToolCallDelta* c
   kind_ = k;
   text_.clear();
   int oi = int(output_.size());
-  if (k == Kind::Reasoning) item_ = reasoning_item(random_id("rs_"), "");
+  if (k == Kind::Reasoning) item_ = reasoning_item(random_id("rs_"), "", "in_progress");
   if (k == Kind::Message) item_ = message_item(random_id("msg_"), "", "in_progress");
   if (k == Kind::Call) {
     item_ = call_item(random_id("fc_"), call->id.empty() ? random_id("call_") : call->id, call->name, "", "in_progress");
@@ -88,22 +96,23 @@ void ResponsesEventWriter::open(Kind k, std::string& out, const ToolCallDelta* c
                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}});
 }
 
-void ResponsesEventWriter::close(std::string& out) {
+void ResponsesEventWriter::close(std::string& out, bool truncated) {
   if (kind_ == Kind::None) return;
   int oi = int(output_.size());
   json id = item_["id"];
+  std::string status = truncated ? "incomplete" : "completed";
   if (kind_ == Kind::Reasoning) {
     out += event("response.reasoning_text.done", {{"item_id", id}, {"output_index", oi}, {"content_index", 0}, {"text", text_}});
-    item_ = reasoning_item(id, text_);
+    item_ = reasoning_item(id, text_, status);
   } else if (kind_ == Kind::Message) {
     json part = {{"type", "output_text"}, {"text", text_}, {"annotations", json::array()}};
     out += event("response.output_text.done", {{"item_id", id}, {"output_index", oi}, {"content_index", 0}, {"text", text_}});
     out += event("response.content_part.done", {{"item_id", id}, {"output_index", oi}, {"content_index", 0}, {"part", part}});
-    item_ = message_item(id, text_, "completed");
+    item_ = message_item(id, text_, status);
   } else {
     out += event("response.function_call_arguments.done", {{"item_id", id}, {"output_index", oi}, {"arguments", text_}});
     item_["arguments"] = text_;
-    item_["status"] = "completed";
+    item_["status"] = status;
   }
   out += event("response.output_item.done", {{"output_index", oi}, {"item", item_}});
   output_.push_back(item_);

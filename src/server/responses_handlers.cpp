@@ -37,13 +37,12 @@ class ResponsesStream : public SsePump {
       fail(out, d->error.empty() ? "generation failed" : d->error);
       return false;
     }
-    writer_.close(out);
+    bool truncated = d->reason == FinishReason::Length;
+    writer_.close(out, truncated);
     json usage = responses_usage(d->prompt_tokens, d->cached_tokens, d->completion_tokens);
     json output = writer_.output();
-    if (output.empty())  // an empty answer is still one (empty) message
-      output.push_back({{"type", "message"}, {"id", random_id("msg_")}, {"status", "completed"}, {"role", "assistant"},
-                        {"content", json::array({{{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}})}});
-    if (d->reason == FinishReason::Length) {
+    if (output.empty()) output.push_back(empty_message_item(truncated ? "incomplete" : "completed"));
+    if (truncated) {
       out += writer_.event("response.incomplete",
                            {{"response", response_object(shell_, "incomplete", output, usage,
                                                          {{"reason", "max_output_tokens"}})}});

@@ -106,7 +106,7 @@ static json convert_input(const json& input) {
 ResponsesRequest parse_responses_request(const json& body, const SamplingLimits& limits) {
   require_object(body, "the request body");
   ResponsesRequest r;
-  r.model = req_string(body, "model");
+  r.model = opt_string(body, "model").value_or("");  // absent: the served model (as vLLM)
   if (field(body, "previous_response_id"))
     throw bad_request("'previous_response_id' is not supported: this server stores no responses; send the whole "
                       "conversation in 'input'", "previous_response_id");
