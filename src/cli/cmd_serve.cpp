@@ -30,6 +30,7 @@ int usage() {
                "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
                "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
                "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
+               "                       [--no-warm-turns]\n"
                "                       [--cache-dir DIR] [--cache-disk-limit SIZE]\n"
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH]\n"
@@ -104,6 +105,7 @@ int run_serve(const std::vector<std::string>& args) {
     else if (a == "--max-batch-tokens") { ok = number(16, 1 << 20, n); eo.max_step_tokens = n; }
     else if (a == "--no-prefix-cache") eo.kv.prefix_cache = false;
     else if (a == "--no-persist-cache") persist = false;
+    else if (a == "--no-warm-turns") bo.warm_turns = false;
     else if (a == "--cache-dir") ok = value(cache_dir);
     else if (a == "--cache-disk-limit") ok = value(disk_limit);
     else if (a == "--speculative") {
@@ -178,6 +180,7 @@ int run_serve(const std::vector<std::string>& args) {
                      (eo.kv.snapshot_dir.empty() ? std::string("off") : eo.kv.snapshot_dir) + "; speculative " +
                      rapid::spec_mode_name(eo.spec.mode));
   }
+  bo.warm_turns = bo.warm_turns && eo.kv.prefix_cache;  // warming fills the prefix cache
   rapid::server::ModelBackend backend(tok, std::move(engine), bo);
 
   rapid::server::HttpServer server(backend, so);
