@@ -58,7 +58,7 @@ def loop(srv, P, warming):
         turns.append({"turn": i + 1, "messages": msgs, "prompt_tokens": r["prompt_tokens"], "ttft_s": r["ttft"],
                       "cached_tokens": r["cached_tokens"]})
         calls = r["tool_calls"]
-        msgs = msgs + [{"role": "assistant", "content": r["text"] or None, "tool_calls": calls},
+        msgs = msgs + [{"role": "assistant", "content": r["text"], "tool_calls": calls},
                        {"role": "tool", "tool_call_id": calls[0]["id"], "content": prompts.filler(80, seed=700 + i)}]
         if warming:
             wait_warm(srv, done + 1)  # the agent's tool runs meanwhile
