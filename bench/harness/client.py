@@ -55,7 +55,7 @@ def chat(base_url, model, messages, max_tokens, tools=None, timeout=600.0, strea
             return {"total": total, "prompt_tokens": usage.get("prompt_tokens"),
                     "completion_tokens": usage.get("completion_tokens"),
                     "text": (obj["choices"][0]["message"].get("content") or "")}
-        times, parts, usage, finish = [], [], None, None
+        times, parts, usage, finish, calls = [], [], None, None, {}
         while True:
             line = r.readline()
             if not line:
@@ -79,6 +79,13 @@ def chat(base_url, model, messages, max_tokens, tools=None, timeout=600.0, strea
                 if piece or d.get("tool_calls"):
                     times.append(now)
                     parts.append(piece)
+                for tc in d.get("tool_calls") or []:  # fragments of one call share its index
+                    c = calls.setdefault(tc.get("index", 0), {"id": "", "type": "function",
+                                                              "function": {"name": "", "arguments": ""}})
+                    c["id"] = tc.get("id") or c["id"]
+                    f = tc.get("function") or {}
+                    c["function"]["name"] += f.get("name") or ""
+                    c["function"]["arguments"] += f.get("arguments") or ""
                 if ch.get("finish_reason"):
                     finish = ch["finish_reason"]
         total = time.perf_counter() - t0
@@ -90,7 +97,8 @@ def chat(base_url, model, messages, max_tokens, tools=None, timeout=600.0, strea
     return {"ttft": times[0] if times else total, "token_times": times, "total": total,
             "n_chunks": len(times), "completion_tokens": usage.get("completion_tokens") or len(times),
             "prompt_tokens": usage.get("prompt_tokens"), "text": "".join(parts),
-            "finish_reason": finish}
+            "cached_tokens": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+            "tool_calls": [calls[k] for k in sorted(calls)], "finish_reason": finish}
 
 
 def prompt_tokens(base_url, model, messages, tools=None):

@@ -36,7 +36,7 @@ int usage() {
                "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
                "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
                "                       [--cache-dir DIR] [--cache-disk-limit SIZE] [--cache-key-file PATH]\n"
-               "                       [--encrypt-cache]\n"
+               "                       [--encrypt-cache] [--no-warm-turns]\n"
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH] [--max-queued-requests N] [--max-connections N]\n"
                "                       [--allowed-origins ORIGIN,...|*] [--api-key KEY]\n"
@@ -153,6 +153,7 @@ int run_serve(const std::vector<std::string>& args) {
     else if (a == "--max-batch-tokens") { ok = number(16, 1 << 20, n); eo.max_step_tokens = n; }
     else if (a == "--no-prefix-cache") eo.kv.prefix_cache = false;
     else if (a == "--no-persist-cache") persist = false;
+    else if (a == "--no-warm-turns") bo.warm_turns = false;
     else if (a == "--cache-dir") ok = value(cache_dir);
     else if (a == "--cache-disk-limit") ok = value(disk_limit);
     else if (a == "--cache-key-file") ok = value(eo.kv.snapshot_key_file);
@@ -241,6 +242,7 @@ int run_serve(const std::vector<std::string>& args) {
                                        : std::string("off")) + "; speculative " +
                      rapid::spec_mode_name(eo.spec.mode));
   }
+  bo.warm_turns = bo.warm_turns && eo.kv.prefix_cache;  // warming fills the prefix cache
   rapid::server::ModelBackend backend(tok, std::move(engine), bo);
 
   rapid::server::HttpServer server(backend, so);

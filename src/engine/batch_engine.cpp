@@ -86,8 +86,8 @@ BatchEngine::~BatchEngine() {
 uint64_t BatchEngine::submit(GenerationRequest req, EventCallback on_event) {
   std::lock_guard lk(mu_);
   uint64_t id = next_id_++;
+  if (!req.warm_only) ++n_queued_;  // warming is not a client's request: not counted as queued
   inbox_.push_back({id, {std::move(req), std::move(on_event)}});
-  ++n_queued_;
   cv_.notify_one();
   return id;
 }
@@ -131,6 +131,8 @@ BatchEngineStats BatchEngine::stats() const {
   s.spec_steps = spec_steps_.load();
   s.spec_drafted = spec_drafted_.load();
   s.spec_accepted = spec_accepted_.load();
+  s.warm_requests = warm_requests_.load();
+  s.warm_tokens = warm_tokens_.load();
   s.kv = kv_->stats();
   return s;
 }
@@ -169,12 +171,16 @@ void BatchEngine::worker() {
     }
     kv_->set_busy(!running_.empty() || !waiting_.empty());
     kv_->publish();
-    n_running_ = int64_t(running_.size());
-    n_queued_ = int64_t(waiting_.size());
+    auto client = [](const Sequence* s) { return !s->out->request().warm_only; };
+    n_running_ = std::count_if(running_.begin(), running_.end(), client);
+    n_queued_ = std::count_if(waiting_.begin(), waiting_.end(), client);
   }
 }
 
 void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in) {
+  // A client's request takes the engine from background warming at once; what the warming
+  // already computed stays in the prefix cache (retire remembers it).
+  if (std::any_of(in.begin(), in.end(), [](auto& r) { return !r.second.first.warm_only; })) cancel_warming();
   for (auto& [id, rc] : in) {
     auto& [req, cb] = rc;
     auto s = std::make_unique<Sequence>();
@@ -202,6 +208,18 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
     waiting_.push_back(s.get());
     all_.push_back(std::move(s));
   }
+}
+
+void BatchEngine::cancel_warming() {
+  std::vector<Sequence*> warm;
+  for (auto& s : all_)
+    if (s->out->request().warm_only) warm.push_back(s.get());
+  for (Sequence* s : warm) finish(s, s->out->finish_now(FinishReason::Cancelled));
+}
+
+bool BatchEngine::has_client_work() const {
+  auto client = [](const Sequence* s) { return !s->out->request().warm_only; };
+  return std::any_of(running_.begin(), running_.end(), client) || std::any_of(waiting_.begin(), waiting_.end(), client);
 }
 
 void BatchEngine::apply_cancels(std::vector<uint64_t>& ids) {
@@ -306,6 +324,7 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
 void BatchEngine::plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted) {
   while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_num_seqs && budget > 0 && !preempted) {
     Sequence* s = waiting_.front();
+    if (s->out->request().warm_only && has_client_work()) return;  // warming waits for an idle engine
     if (!s->kv) {
       int64_t cached = 0;
       s->kv = kv_->open(s->tokens, s->capacity, &cached);
@@ -562,6 +581,15 @@ void BatchEngine::process(Work& w) {
   if (!complete) {  // a prefill chunk; more of the prompt next step
     prefill_tokens_ += uint64_t(w.n);
     if (mtp_pool_) keep_hidden(s, p0, int64_t(w.input.size()));
+    return;
+  }
+  if (s->out->request().warm_only) {  // the whole prompt is in the cache: nothing to sample
+    prefill_tokens_ += uint64_t(w.n);
+    ++warm_requests_;
+    warm_tokens_ += uint64_t(s->tokens.size());
+    kv_->remember(s->tokens, *s->kv);
+    kv_->persist(s->tokens, *s->kv);
+    finish(s, s->out->finish_now(FinishReason::Stop));
     return;
   }
   const bool first_complete = !s->prompt_done;

@@ -50,6 +50,7 @@ struct BatchEngineStats {
   int64_t queued = 0, running = 0;
   uint64_t steps = 0, preemptions = 0, prefill_tokens = 0, decode_tokens = 0;
   uint64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
+  uint64_t warm_requests = 0, warm_tokens = 0;  // background warming (GenerationRequest::warm_only)
   KvCacheStats kv;
 };
 
@@ -75,6 +76,8 @@ class BatchEngine : public Engine {
   void run_on_worker(std::function<void()> fn);  // executes fn between steps, waits for it
   void admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in);
   void apply_cancels(std::vector<uint64_t>& ids);
+  void cancel_warming();
+  bool has_client_work() const;
   void step();
   bool plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved);
   void plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted);
@@ -117,6 +120,7 @@ class BatchEngine : public Engine {
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};
   std::atomic<uint64_t> spec_steps_{0}, spec_drafted_{0}, spec_accepted_{0};
+  std::atomic<uint64_t> warm_requests_{0}, warm_tokens_{0};
   std::thread thread_;
 };
 

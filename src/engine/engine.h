@@ -28,6 +28,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;         // stop strings (matched on detokenized text)
   std::vector<int32_t> stop_token_ids;   // in addition to the model's EOS ids
   std::shared_ptr<TokenMaskProvider> constraint;  // null: unconstrained
+  // Background warming: prefill the prompt into the prefix cache and generate nothing. Runs only
+  // while no other request is running or waiting, and is cancelled (keeping the KV computed so
+  // far) when one arrives, so it never delays a client; its final event has no tokens.
+  bool warm_only = false;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };

@@ -87,6 +87,7 @@ void SerialEngine::run(Job& job) {
   };
   try {
     if (take_cancel(job.id)) return finish(FinishReason::Cancelled, "");
+    if (job.req.warm_only) return finish(FinishReason::Stop, "");  // no prefix cache to warm
     std::unique_ptr<SequenceRunner> runner = factory_(job.req);
     for (;;) {
       if (take_cancel(job.id)) return finish(FinishReason::Cancelled, "");

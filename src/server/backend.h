@@ -35,6 +35,7 @@ struct EngineStats {
   int64_t kv_blocks_total = 0, kv_blocks_free = 0, prefix_cache_blocks = 0;
   uint64_t preemptions = 0, spec_drafted = 0, spec_accepted = 0, steps = 0;
   uint64_t disk_entries = 0, disk_bytes = 0, disk_hits = 0, disk_writes = 0;
+  uint64_t warm_requests = 0, warm_tokens = 0;
 };
 
 class Backend {
@@ -59,6 +60,9 @@ class Backend {
   // Returns false when constrained decoding is unavailable (the request then runs unconstrained).
   virtual bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const = 0;
   virtual Engine& engine() = 0;
+  // Whether finished chat turns should have their follow-up prompt prefilled in idle time
+  // (turn_warmer.h): only worth it with a prefix cache.
+  virtual bool warms_turns() const { return false; }
   virtual EngineStats engine_stats() const = 0;
   // GET /v1/cache (KV pool, prefix cache and disk snapshot state) and DELETE /v1/cache (purge,
   // disk included). Null when the backend has no KV cache (→ 404).

@@ -128,6 +128,8 @@ std::string Metrics::render(const std::string& model, const EngineStats& s, cons
   gauge("rapid_kv_snapshot_bytes", "Bytes of prefix snapshots on disk.", double(s.disk_bytes));
   counter("rapid_kv_snapshot_hits_total", "Prefixes restored from disk snapshots.", s.disk_hits);
   counter("rapid_kv_snapshot_writes_total", "Prefix snapshots written to disk.", s.disk_writes);
+  counter("rapid_warm_turns_total", "Follow-up prompts prefilled in idle time after a chat turn.", s.warm_requests);
+  counter("rapid_warm_turn_tokens_total", "Tokens of those follow-up prompts (mostly cache hits).", s.warm_tokens);
   ttft.render(out, "rapid_time_to_first_token_seconds", "Time to first generated token.", m);
   itl.render(out, "rapid_inter_token_latency_seconds", "Time between generated tokens.", m);
   e2e.render(out, "rapid_e2e_request_latency_seconds", "Time from submission to the last token.", m);

@@ -175,6 +175,8 @@ EngineStats ModelBackend::engine_stats() const {
   s.disk_bytes = b.kv.disk.disk_bytes;
   s.disk_hits = b.kv.disk.hits;
   s.disk_writes = b.kv.disk.writes;
+  s.warm_requests = b.warm_requests;
+  s.warm_tokens = b.warm_tokens;
   return s;
 }
 
@@ -222,8 +224,9 @@ ojson ModelBackend::cache_info() const {
                 {"drafted_tokens", b.spec_drafted},
                 {"accepted_tokens", b.spec_accepted},
                 {"acceptance_rate", b.spec_drafted ? double(b.spec_accepted) / double(b.spec_drafted) : 0.0}};
+  ojson warm = {{"enabled", opts_.warm_turns}, {"requests", b.warm_requests}, {"tokens", b.warm_tokens}};
   return {{"object", "cache"},     {"kv_pool", pool}, {"prefix_cache", prefix}, {"disk", disk},
-          {"speculative", spec},   {"running", b.running}, {"queued", b.queued},
+          {"speculative", spec},   {"warm_turns", warm}, {"running", b.running}, {"queued", b.queued},
           {"preemptions", b.preemptions}, {"steps", b.steps}};
 }
 

@@ -20,6 +20,7 @@ struct ModelBackendOptions {
   std::string reasoning_parser;   // likewise
   int64_t context_length = 4096;
   int64_t model_vocab = 0;        // logits per step (may exceed the tokenizer's vocabulary)
+  bool warm_turns = true;         // prefill each chat turn's predicted follow-up prompt when idle
 };
 
 class ModelBackend : public Backend {
@@ -36,6 +37,7 @@ class ModelBackend : public Backend {
   std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json& tools, bool starts_in_reasoning) const override;
   bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const override;
   Engine& engine() override { return *engine_; }
+  bool warms_turns() const override { return opts_.warm_turns; }
   EngineStats engine_stats() const override;
   nlohmann::ordered_json cache_info() const override;
   nlohmann::ordered_json purge_cache() override;

@@ -4,6 +4,7 @@
 #include "server/openai_format.h"
 #include "server/openai_request.h"
 #include "server/sse.h"
+#include "server/turn_warmer.h"
 
 namespace rapid::server {
 
@@ -46,6 +47,11 @@ TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& t
   spec.constraint = (mode == ToolMode::Named || mode == ToolMode::Required) ? tool_constraint(tools, mode, forced)
                                                                              : constraint;
   spec.gen = std::move(gen);
+  if (ctx.backend.warms_turns()) {
+    Backend& backend = ctx.backend;
+    TurnInputs in{messages, mode == ToolMode::None ? json::array() : tools, template_extra};
+    spec.after = [&backend, in = std::move(in)](const TurnResult& r) { warm_next_turn(backend, in, r); };
+  }
   return spec;
 }
 
@@ -201,6 +207,7 @@ class CompletionStream : public ChoicesStream {
 
 std::vector<TurnSpec> replicate(TurnSpec spec, int n) {
   std::vector<TurnSpec> v;
+  if (n > 1) spec.after = nullptr;  // the client continues from one of n answers: nothing to predict
   for (int i = 0; i < n; ++i) {
     v.push_back(spec);
     // Distinct choices from one seed: offset it per choice.

@@ -34,7 +34,17 @@ Turn::Turn(Backend& backend, Metrics* metrics, TurnSpec spec)
 }
 
 Turn::~Turn() {
-  if (!done_) cancel();
+  if (!done_) {
+    cancel();
+    return;
+  }
+  if (spec_.after && (result_.reason == FinishReason::Stop || result_.reason == FinishReason::Length)) {
+    try {
+      spec_.after(result_);
+    } catch (const std::exception& e) {
+      log::warn(std::string("after-turn hook failed: ") + e.what());
+    }
+  }
 }
 
 void Turn::cancel() { backend_.engine().cancel(engine_id_); }
@@ -149,42 +159,38 @@ TurnDelta Turn::translate(const GenerationEvent& ev) {
       metrics_->e2e.observe(std::chrono::duration<double>(now - start_).count());
     }
   }
+  merge(d);
   return d;
 }
 
-TurnResult Turn::collect() {
-  TurnResult r;
-  while (!done_) {
-    auto d = next(std::chrono::milliseconds(1000));
-    if (!d) continue;
-    r.content += d->content;
-    r.reasoning += d->reasoning;
-    for (auto& t : d->tool_calls) {
-      if (t.index < 0 || t.index > 255) continue;
-      // Fragments of one call share its index; the first carries id and name.
-      auto it = std::find_if(r.tool_calls.begin(), r.tool_calls.end(), [&](const ParsedToolCall& c) {
-        return &c - r.tool_calls.data() == t.index;
-      });
-      if (it == r.tool_calls.end()) {
-        r.tool_calls.resize(std::max<size_t>(r.tool_calls.size(), size_t(t.index) + 1));
-        it = r.tool_calls.begin() + t.index;
-      }
-      if (!t.id.empty()) it->id = t.id;
-      if (!t.name.empty()) it->name += t.name;
-      it->arguments += t.arguments;
-    }
-    r.tokens.insert(r.tokens.end(), d->tokens.begin(), d->tokens.end());
-    r.samples.insert(r.samples.end(), d->samples.begin(), d->samples.end());
-    if (d->finished) {
-      r.reason = d->reason;
-      r.stop_sequence = d->stop_sequence;
-      r.error = d->error;
-      r.prompt_tokens = d->prompt_tokens;
-      r.cached_tokens = d->cached_tokens;
-      r.completion_tokens = d->completion_tokens;
-    }
+void Turn::merge(const TurnDelta& d) {
+  TurnResult& r = result_;
+  r.content += d.content;
+  r.reasoning += d.reasoning;
+  for (auto& t : d.tool_calls) {
+    if (t.index < 0 || t.index > 255) continue;
+    // Fragments of one call share its index; the first carries id and name.
+    if (r.tool_calls.size() <= size_t(t.index)) r.tool_calls.resize(size_t(t.index) + 1);
+    ParsedToolCall& c = r.tool_calls[size_t(t.index)];
+    if (!t.id.empty()) c.id = t.id;
+    if (!t.name.empty()) c.name += t.name;
+    c.arguments += t.arguments;
   }
-  return r;
+  r.tokens.insert(r.tokens.end(), d.tokens.begin(), d.tokens.end());
+  r.samples.insert(r.samples.end(), d.samples.begin(), d.samples.end());
+  if (d.finished) {
+    r.reason = d.reason;
+    r.stop_sequence = d.stop_sequence;
+    r.error = d.error;
+    r.prompt_tokens = d.prompt_tokens;
+    r.cached_tokens = d.cached_tokens;
+    r.completion_tokens = d.completion_tokens;
+  }
+}
+
+TurnResult Turn::collect() {
+  while (!done_) next(std::chrono::milliseconds(1000));
+  return result_;
 }
 
 }  // namespace rapid::server

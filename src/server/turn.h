@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,8 @@ namespace rapid::server {
 
 enum class ToolMode { Auto, None, Required, Named };
 
+struct TurnResult;
+
 struct TurnSpec {
   GenerationRequest gen;
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // OpenAI function tools the model may call
@@ -27,6 +30,9 @@ struct TurnSpec {
   std::string id_prefix = "call_";  // tool-call ids the server makes up
   ConstraintSpec constraint;        // applied per generation (each of n choices gets its own state)
   bool parallel_tool_calls = true;  // false: only the first call is returned
+  // Called once with the whole result after a turn that ended normally (not cancelled or failed),
+  // from the Turn's destructor, i.e. after the client has its last byte (turn warming).
+  std::function<void(const TurnResult&)> after;
 };
 
 struct TurnDelta {
@@ -79,6 +85,7 @@ class Turn {
     std::deque<GenerationEvent> events;
   };
   TurnDelta translate(const GenerationEvent& ev);
+  void merge(const TurnDelta& d);
   void add_call_text(TurnDelta& d, const std::string& text);
   void finish_required(TurnDelta& d);
 
@@ -94,6 +101,7 @@ class Turn {
   std::string named_id_;
   std::chrono::steady_clock::time_point start_, last_token_;
   bool first_token_seen_ = false;
+  TurnResult result_;  // every delta merged
 };
 
 }  // namespace rapid::server
