@@ -81,8 +81,8 @@ bool SnapshotCodec::seal(uint8_t* buf, size_t msg_off, size_t end, const uint8_t
                                                              aead_key_) == 0;
 }
 
-bool SnapshotCodec::open(uint8_t* buf, size_t msg_off, size_t end, const uint8_t* nonce, int section,
-                         uint32_t cipher, bool encrypt, const uint8_t* tag) const {
+bool SnapshotCodec::unseal(uint8_t* buf, size_t msg_off, size_t end, const uint8_t* nonce, int section,
+                           uint32_t cipher, bool encrypt, const uint8_t* tag) const {
   uint8_t n[24];
   std::memcpy(n, nonce, sizeof n);
   n[0] ^= uint8_t(section);
@@ -180,7 +180,7 @@ std::optional<std::vector<int32_t>> SnapshotCodec::index_tokens(std::vector<uint
   const Header h = read_header(prefix.data());
   const Layout L(h);
   if (prefix.size() != L.pages) return fail("index read of the wrong size");
-  if (!open(prefix.data(), kHeaderBytes, L.tag1, h.nonce, 1, h.cipher, h.flags & kFlagEncrypted,
+  if (!unseal(prefix.data(), kHeaderBytes, L.tag1, h.nonce, 1, h.cipher, h.flags & kFlagEncrypted,
             prefix.data() + L.tag1))
     return fail("authentication failed (forged, damaged, or written under another key)");
   std::vector<int32_t> tokens(h.n_tokens);
@@ -200,8 +200,8 @@ std::optional<SnapshotEntry> SnapshotCodec::decode(std::vector<uint8_t>& file, s
   const bool enc = h.flags & kFlagEncrypted;
   uint8_t* d = file.data();
   // Whole file first (its associated data holds the still-encrypted tokens), then the tokens.
-  if (!open(d, L.pages, L.tag2, h.nonce, 2, h.cipher, enc, d + L.tag2) ||
-      !open(d, kHeaderBytes, L.tag1, h.nonce, 1, h.cipher, enc, d + L.tag1))
+  if (!unseal(d, L.pages, L.tag2, h.nonce, 2, h.cipher, enc, d + L.tag2) ||
+      !unseal(d, kHeaderBytes, L.tag1, h.nonce, 1, h.cipher, enc, d + L.tag1))
     return fail("authentication failed (forged, damaged, or written under another key)");
   SnapshotEntry e;
   e.tokens.resize(h.n_tokens);

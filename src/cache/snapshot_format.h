@@ -63,7 +63,7 @@ class SnapshotCodec {
   struct Layout;
   bool seal(uint8_t* buf, size_t msg_off, size_t end, const uint8_t* nonce, int section, uint32_t cipher,
             bool encrypt, uint8_t* tag) const;
-  bool open(uint8_t* buf, size_t msg_off, size_t end, const uint8_t* nonce, int section, uint32_t cipher,
+  bool unseal(uint8_t* buf, size_t msg_off, size_t end, const uint8_t* nonce, int section, uint32_t cipher,
             bool encrypt, const uint8_t* tag) const;
 
   uint8_t aead_key_[32], name_key_[32];

@@ -69,6 +69,7 @@ std::string default_cache_root() {
 
 SnapshotStore::SnapshotStore(SnapshotStoreOptions opt) : opt_(std::move(opt)) {
   if (opt_.model_key.empty()) throw Error("snapshot store: empty model key");
+  if (opt_.key.bytes == CacheKey{}.bytes) throw Error("snapshot store: no key (load_or_create_cache_key)");
   if (opt_.max_disk_bytes && !opt_.limits.max_file_bytes) opt_.limits.max_file_bytes = opt_.max_disk_bytes;
   dir_ = std::make_unique<SnapshotDir>(opt_.dir, opt_.owner_uid >= 0 ? uid_t(opt_.owner_uid) : ::geteuid());
   codec_ = std::make_unique<SnapshotCodec>(opt_.key, opt_.model_key, opt_.limits);

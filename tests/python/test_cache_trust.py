@@ -74,6 +74,14 @@ def test_untrusted_cache_dir_disables_persistence_and_the_server_serves(tmp_path
         finally:
             stop(c)
         os.chown(mdir, 0, 0)
+    # A cache directory that cannot even be created (a file is in the way).
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    e = _serve(tmp_path, "e", str(blocker / "kv"), key)
+    try:
+        _assert_serves_without_persistence(e, "cannot create cache directory")
+    finally:
+        stop(e)
     # A key file others can read is refused the same way.
     os.chmod(key, 0o644)
     d = _serve(tmp_path, "d", kv, key)

@@ -9,7 +9,7 @@ import anthropic
 import openai
 import pytest
 
-from conftest import MODEL_NAME
+from conftest import API_KEY, MODEL_NAME, launch, need_server, stop
 
 LIMIT = 128
 DEEP = 30000
@@ -58,6 +58,26 @@ CASES = [
      '{"type":"function_call_output","call_id":"c","output":"ok"}]}' % (MODEL_NAME, json.dumps(nest(DEEP))),
      "input[0].arguments.a"),
 ]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    # Its own server: these requests must not leave cached prefixes for other files' tests.
+    need_server()
+    d = tmp_path_factory.mktemp("deep_json")
+    srv = launch(["--no-persist-cache"], str(d / "serve.log"))
+    yield srv
+    stop(srv)
+
+
+@pytest.fixture(scope="module")
+def oai(server):
+    return openai.OpenAI(base_url=server.base + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def ant(server):
+    return anthropic.Anthropic(base_url=server.base, api_key=API_KEY, max_retries=0, timeout=120)
 
 
 def still_serves(oai):
