@@ -43,9 +43,7 @@ const char* reason(int status) {
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
     case 529: return "Overloaded";
     default: return "Unknown";
   }
