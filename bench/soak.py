@@ -10,6 +10,7 @@ the hostile loops got back.
 usage: bench/soak.py [--minutes 30] [--kill-every 180] [--bin build/rapid-mlx] [--model PATH] [--out FILE]
 """
 import argparse
+import http.client
 import json
 import os
 import random
@@ -114,6 +115,7 @@ def valid_loop(srv, ref, stop, cnt):
     rng = random.Random()
     while not stop.is_set():
         p = rng.choice(PROMPTS)
+        gen = srv.restarts
         try:
             got = chat(srv.port, p, stream=rng.random() < 0.5)
             cnt.add("valid_ok" if got == ref[p] else "corrupt")
@@ -121,8 +123,9 @@ def valid_loop(srv, ref, stop, cnt):
                 cnt.add("corrupt_example:" + json.dumps([p, got, ref[p]])[:200])
         except urllib.error.HTTPError as e:
             cnt.add(f"valid_http_{e.code}")
-        except OSError:
-            cnt.add("valid_conn_error")  # expected around a kill -9
+        except (OSError, http.client.HTTPException):
+            # Expected when a kill -9 cuts the request; anything else is a server fault.
+            cnt.add("valid_cut_by_kill" if srv.killed or srv.restarts != gen else "valid_cut_unexpected")
             time.sleep(0.2)
 
 
@@ -162,7 +165,9 @@ def hostile_once(port, rng, cnt):
                                "max_tokens": 200, "stream": True}).encode()
             s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + KEY.encode() +
                       b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-            s.recv(200)
+            first = s.recv(200)
+            cnt.add("hostile_stream_abandon_" + (first[9:12].decode() if first.startswith(b"HTTP/1.1 ") else "none"))
+            return  # hang up mid-stream: the server must cancel the generation
         data = b""
         while len(data) < 1 << 20:
             chunk = s.recv(65536)
@@ -171,7 +176,7 @@ def hostile_once(port, rng, cnt):
             data += chunk
         status = data[9:12].decode(errors="replace") if data.startswith(b"HTTP/1.1 ") else "none"
         cnt.add(f"hostile_{kind}_{status}")
-    except OSError:
+    except (OSError, http.client.HTTPException):
         cnt.add(f"hostile_{kind}_reset")
     finally:
         s.close()
@@ -185,13 +190,13 @@ def hostile_loop(srv, stop, cnt):
 
 def health_loop(srv, stop, lat, cnt):
     while not stop.wait(0.5):
-        t0 = time.time()
+        t0, gen = time.time(), srv.restarts
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{srv.port}/health", timeout=5) as r:
                 r.read()
             lat.append(time.time() - t0)
-        except OSError:
-            cnt.add("health_fail_killed" if srv.killed else "health_fail")
+        except (OSError, http.client.HTTPException):
+            cnt.add("health_fail_killed" if srv.killed or srv.restarts != gen else "health_fail")
         srv.check()
 
 
@@ -238,6 +243,7 @@ def main():
     pct = lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 1) if lat else None
     report = {"minutes": a.minutes, "kills": srv.restarts, "crashes": srv.crashes,
               "corrupt_answers": cnt.c.get("corrupt", 0), "valid_ok": cnt.c.get("valid_ok", 0),
+              "unexpected_failures": cnt.c.get("valid_cut_unexpected", 0) + cnt.c.get("health_fail", 0),
               "health_ms": {"p50": pct(0.5), "p99": pct(0.99), "max": pct(1.0), "n": len(lat)},
               "rss_mib": {"first": round(srv.rss_samples[0] / 1024, 1) if srv.rss_samples else None,
                           "max": round(srv.rss_max_kb / 1024, 1),
@@ -248,7 +254,7 @@ def main():
     if a.out:
         with open(a.out, "w") as f:
             f.write(text + "\n")
-    return 0 if report["crashes"] == 0 and report["corrupt_answers"] == 0 else 1
+    return 0 if report["crashes"] == report["corrupt_answers"] == report["unexpected_failures"] == 0 else 1
 
 
 if __name__ == "__main__":

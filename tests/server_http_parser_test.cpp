@@ -97,14 +97,14 @@ TEST(HttpParser, FramingAmbiguitiesAre400) {
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\nabc").status, 400);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n").status, 400);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n").status, 400);
-  EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").status, 501);
+  EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").status, 400);
   EXPECT_EQ(parse("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nA: b\r\n folded\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nContent-Length : 0\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET  / HTTP/1.1\r\n\r\n").status, 400);
   EXPECT_EQ(parse("GET http://x/ HTTP/1.1\r\n\r\n").status, 400);
-  EXPECT_EQ(parse("GET / HTTP/2.0\r\n\r\n").status, 505);
+  EXPECT_EQ(parse("GET / HTTP/2.0\r\n\r\n").status, 400);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").status, 400);
   EXPECT_EQ(parse("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n").status, 400);
   // The same length twice is one length (6.3 allows folding identical values).

@@ -563,6 +563,12 @@ TEST_F(ServerTest, PipelinedRequestsAreAllAnsweredInOrder) {
   EXPECT_NE(got.find("\"content\":\"Hello\""), std::string::npos);
   EXPECT_LT(got.find("\"status\":\"ok\""), chat_at);
   EXPECT_LT(chat_at, model_at);
+  // Thousands of tiny pipelined requests in one write: every one answered.
+  Raw many(port_);
+  std::string burst;
+  for (int i = 0; i < 3000; ++i) burst += "GET /health HTTP/1.1\r\n\r\n";
+  ASSERT_TRUE(many.send(burst + "GET /health HTTP/1.1\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(statuses(until_closed(many)), std::vector<int>(3001, 200));
 }
 
 TEST_F(ServerTest, ConflictingContentLengthIs400AndCloses) {

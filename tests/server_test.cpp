@@ -323,8 +323,13 @@ TEST(Metrics, PrometheusText) {
   m.ttft.observe(0.003);
   m.ttft.observe(0.2);
   std::string t = m.render("m\"x", EngineStats{3, 1, 0.5, 0, 0});
-  EXPECT_NE(t.find("rapid_requests_total{model_name=\"m\\\"x\",endpoint=\"/v1/chat/completions\",status=\"200\"} 2"), std::string::npos) << t;
-  EXPECT_NE(t.find("status=\"400\"} 1"), std::string::npos);
+  EXPECT_NE(t.find("rapid_requests_total{model_name=\"m\\\"x\",endpoint=\"/v1/chat/completions\",status=\"2xx\"} 2"), std::string::npos) << t;
+  EXPECT_NE(t.find("status=\"4xx\"} 1"), std::string::npos);
+  // A label the client chose never reaches the text: unknown endpoints count as "other".
+  m.count_request("/v1/x\"} 1\nevil 1", 401);
+  std::string t2 = m.render("m", EngineStats{});
+  EXPECT_EQ(t2.find("evil"), std::string::npos);
+  EXPECT_NE(t2.find("endpoint=\"other\",status=\"4xx\"} 1"), std::string::npos) << t2;
   EXPECT_NE(t.find("rapid_num_requests_waiting{model_name=\"m\\\"x\"} 3"), std::string::npos);
   EXPECT_NE(t.find("rapid_kv_cache_usage_perc{model_name=\"m\\\"x\"} 0.5"), std::string::npos);
   // Cumulative buckets: 0.005 holds 1, 0.25 holds 2, +Inf holds 2.

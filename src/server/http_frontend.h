@@ -89,6 +89,7 @@ class HttpFrontend {
   void send_now(Conn& c, std::string bytes, bool keep_alive);
   void flush(Conn& c);
   void after_response(Conn& c);
+  void serve_pipelined();
   void watch(Conn& c, uint32_t events);
   void close_conn(uint64_t id);
   void drain_completions();
@@ -104,6 +105,7 @@ class HttpFrontend {
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   uint64_t next_id_ = 2;  // 0: the listener, 1: the wake-up eventfd
   size_t buffered_body_ = 0;
+  std::vector<uint64_t> ready_;  // idle connections holding a pipelined request
   std::mutex done_mu_;
   std::vector<Completion> done_;
   FrontendStats stats_;

@@ -162,7 +162,7 @@ bool RequestParser::on_request_line(std::string_view l) {
   if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.')
     return fail(400, "malformed HTTP version", 0), false;
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1'))
-    return fail(505, "only HTTP/1.0 and HTTP/1.1 are supported", 0), false;
+    return fail(400, "only HTTP/1.0 and HTTP/1.1 are supported", 0), false;  // a 4xx: the client's doing
   req_.method = method;
   req_.target = target;
   req_.minor_version = version[7] - '0';
@@ -225,7 +225,7 @@ bool RequestParser::on_head_end() {
     // RFC 9112 6.3: without chunked last the length is unknowable; other codings we do not decode.
     if (codings.empty() || !iequals(codings.back(), "chunked"))
       return fail(400, "the request body's final transfer coding must be chunked", 0), false;
-    if (codings.size() > 1) return fail(501, "only the chunked transfer coding is supported", 0), false;
+    if (codings.size() > 1) return fail(400, "only the chunked transfer coding is supported", 0), false;
     state_ = State::Body;
     step_ = Step::ChunkSize;
     return true;

@@ -42,7 +42,7 @@ class RequestParser {
   State state() const { return state_; }
   // Body bytes still expected by Content-Length (0 when chunked or none).
   uint64_t content_length() const { return content_length_; }
-  // Error: the status to answer (400, 413, 414, 431, 501, 505) and why.
+  // Error: the status to answer (400, 413, 414, 431) and why. Never a 5xx: the fault is the client's.
   int error_status() const { return err_status_; }
   const std::string& error_message() const { return err_msg_; }
   // The request being parsed (complete in state Done); take() moves it out and resets.
