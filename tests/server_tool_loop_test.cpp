@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/generic_tools.h"
 #include "server/openai_request.h"
@@ -257,6 +258,29 @@ TEST(ResponsesRequest, CodexHistoryItems) {
   EXPECT_EQ(r.messages[4]["tool_call_id"], "c2");
   b["input"][1]["type"] = "item_reference";
   EXPECT_THROW(parse_responses_request(b, SamplingLimits{100, 0}), ApiError);
+}
+
+// Claude Code's second turn: thinking + text + tool_use sent back, then the tool_result with
+// cache_control; the earlier reasoning reaches the template as reasoning_content.
+TEST(AnthropicRequest, ClaudeCodeToolLoop) {
+  json cc = {{"type", "ephemeral"}};
+  json b = {{"model", "m"}, {"max_tokens", 8},
+            {"system", {{{"type", "text"}, {"text", "S1"}, {"cache_control", cc}}, {{"type", "text"}, {"text", "S2"}}}},
+            {"messages",
+             {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", "q"}, {"cache_control", cc}}}}},
+              {{"role", "assistant"},
+               {"content", {{{"type", "thinking"}, {"thinking", "plan"}, {"signature", "sig"}},
+                            {{"type", "text"}, {"text", "Listing."}},
+                            {{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "Bash"}, {"input", {{"command", "ls"}}}}}}},
+              {{"role", "user"},
+               {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "a.txt"}, {"cache_control", cc}}}}}}}};
+  MessagesRequest r = parse_messages_request(b, SamplingLimits{100, 0});
+  ASSERT_EQ(r.messages.size(), 4u);
+  EXPECT_EQ(r.messages[0], json({{"role", "system"}, {"content", "S1\nS2"}}));
+  EXPECT_EQ(r.messages[2]["content"], "Listing.");
+  EXPECT_EQ(r.messages[2]["reasoning_content"], "plan");
+  EXPECT_EQ(r.messages[2]["tool_calls"][0]["function"]["arguments"], json({{"command", "ls"}}));
+  EXPECT_EQ(r.messages[3], json({{"role", "tool"}, {"tool_call_id", "toolu_1"}, {"content", "a.txt"}}));
 }
 
 }  // namespace
