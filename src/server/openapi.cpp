@@ -85,6 +85,8 @@ json openapi_spec(const std::string& model_id) {
            {"json_schema", obj({{"name", str()}, {"schema", {{"type", "object"}}}, {"strict", boolean()}})}},
           {"type"});
   chat_props["chat_template_kwargs"] = {{"type", "object"}};
+  chat_props["continue_final_message"] = boolean();
+  chat_props["add_generation_prompt"] = boolean();
   chat_props["reasoning_effort"] = str();
 
   json comp_props = sampling_props();
@@ -117,6 +119,10 @@ json openapi_spec(const std::string& model_id) {
                   {"thinking", obj({{"type", {{"type", "string"}, {"enum", {"enabled", "disabled"}}}},
                                     {"budget_tokens", integer(0, 1 << 30)}},
                                    {"type"})}};
+  json a_format = obj({{"type", {{"type", "string"}, {"enum", {"json_schema"}}}}, {"schema", {{"type", "object"}}}},
+                      {"type", "schema"});
+  a_props["output_config"] = obj({{"format", a_format}, {"effort", str()}});
+  a_props["output_format"] = a_format;
   json count_props = a_props;
   count_props.erase("max_tokens");
   count_props.erase("stream");
@@ -142,11 +148,11 @@ json openapi_spec(const std::string& model_id) {
                   {"reasoning", obj({{"effort", str()}})}};
 
   json paths = {
-      {"/v1/chat/completions", post("OpenAI chat completion", obj(chat_props, {"model", "messages"}))},
-      {"/v1/completions", post("OpenAI text completion", obj(comp_props, {"model", "prompt"}))},
+      {"/v1/chat/completions", post("OpenAI chat completion", obj(chat_props, {"messages"}))},
+      {"/v1/completions", post("OpenAI text completion", obj(comp_props, {"prompt"}))},
       {"/v1/messages", post("Anthropic message", obj(a_props, {"model", "messages", "max_tokens"}))},
       {"/v1/messages/count_tokens", post("Anthropic token count", obj(count_props, {"model", "messages"}))},
-      {"/v1/responses", post("OpenAI Responses API", obj(r_props, {"model", "input"}))},
+      {"/v1/responses", post("OpenAI Responses API", obj(r_props, {"input"}))},
       {"/v1/models", get("List models")},
       {"/health", get("Liveness")},
       {"/metrics", get("Prometheus metrics", "text/plain")},

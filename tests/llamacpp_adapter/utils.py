@@ -158,20 +158,18 @@ class ServerPreset:
     """Every preset is the one small model rapid-mlx tests with; the names are the suite's."""
 
     @staticmethod
-    def tinyllama2() -> ServerProcess:
+    def _preset(alias: str, n_ctx: int) -> ServerProcess:
         s = ServerProcess()
-        s.model_alias = "tinyllama-2"
-        s.n_ctx = 512
-        s.n_slots = 2
+        s.model_alias, s.n_ctx, s.n_slots = alias, n_ctx, 2
         return s
 
     @staticmethod
+    def tinyllama2() -> ServerProcess:
+        return ServerPreset._preset("tinyllama-2", 512)
+
+    @staticmethod
     def tinygemma3() -> ServerProcess:
-        s = ServerProcess()
-        s.model_alias = "tinygemma3"
-        s.n_ctx = 1024
-        s.n_slots = 2
-        return s
+        return ServerPreset._preset("tinygemma3", 1024)
 
 
 def match_regex(regex: str, text: str) -> bool:
