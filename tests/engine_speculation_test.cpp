@@ -47,13 +47,26 @@ TEST(NgramProposer, NeverMatchesTheSuffixItself) {
   }
 }
 
-TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
+namespace {
+
+SpeculationOptions auto_mode() {
   SpeculationOptions o;
   o.mode = SpecMode::Auto;
   o.max_draft = 8;
-  SpeculationController c(o);
-  // Measured steps: 10 ms + 1 ms per token.
+  return o;
+}
+
+// A controller that has measured steps of 10 ms + 1 ms per token.
+SpeculationController measured_linear() {
+  SpeculationController c(auto_mode());
   for (int i = 1; i <= 64; i += 3) c.observe_step(i, 0.010 + 0.001 * i);
+  return c;
+}
+
+}  // namespace
+
+TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
+  SpeculationController c = measured_linear();
   EXPECT_NEAR(c.cost_per_token_ratio(), 0.1, 0.01);
   SpecState good, mid, bad;
   for (int i = 0; i < 30; ++i) {
@@ -83,9 +96,7 @@ TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
 // simulated: the controller must probe, learn, and end up drafting as deep as the true costs
 // make worthwhile (computed here from them, by brute force over k).
 TEST(SpeculationController, KeepsProbingAfterAWrongEarlyEstimate) {
-  SpeculationOptions o;
-  o.mode = SpecMode::Auto;
-  o.max_draft = 8;
+  const SpeculationOptions o = auto_mode();
   auto true_cost = [](int64_t n) { return 0.0350 + 0.0110 * double(n - 1); };
   auto run = [&](bool with_probes) {
     SpeculationController c(o);
@@ -128,11 +139,8 @@ TEST(SpeculationController, KeepsProbingAfterAWrongEarlyEstimate) {
 // Where drafting really does not pay (every guess wrong), probes stay rare: the gap doubles up to
 // kProbeMax steps, so they cost at most max_draft tokens per kProbeMax steps in the long run.
 TEST(SpeculationController, ProbesBackOffWhereDraftingDoesNotPay) {
-  SpeculationOptions o;
-  o.mode = SpecMode::Auto;
-  o.max_draft = 8;
-  SpeculationController c(o);
-  for (int i = 1; i <= 64; i += 3) c.observe_step(i, 0.010 + 0.001 * i);
+  SpeculationOptions o = auto_mode();
+  SpeculationController c = measured_linear();
   SpecState s;
   int probes = 0, drafted = 0;
   const int steps = 4000;
