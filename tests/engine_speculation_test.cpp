@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "engine/ngram_proposer.h"
@@ -46,13 +47,26 @@ TEST(NgramProposer, NeverMatchesTheSuffixItself) {
   }
 }
 
-TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
+namespace {
+
+SpeculationOptions auto_mode() {
   SpeculationOptions o;
   o.mode = SpecMode::Auto;
   o.max_draft = 8;
-  SpeculationController c(o);
-  // Measured steps: 10 ms + 1 ms per token.
+  return o;
+}
+
+// A controller that has measured steps of 10 ms + 1 ms per token.
+SpeculationController measured_linear() {
+  SpeculationController c(auto_mode());
   for (int i = 1; i <= 64; i += 3) c.observe_step(i, 0.010 + 0.001 * i);
+  return c;
+}
+
+}  // namespace
+
+TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
+  SpeculationController c = measured_linear();
   EXPECT_NEAR(c.cost_per_token_ratio(), 0.1, 0.01);
   SpecState good, mid, bad;
   for (int i = 0; i < 30; ++i) {
@@ -72,6 +86,80 @@ TEST(SpeculationController, DepthFollowsAcceptanceAndBatchSize) {
   EXPECT_EQ(parse_spec_mode("draft"), SpecMode::Draft);
   EXPECT_EQ(parse_spec_mode("mtp"), SpecMode::Mtp);
   EXPECT_THROW(parse_spec_mode("medusa"), std::exception);
+}
+
+// Issue 22: a wrong early estimate must not switch speculation off for good. The fit starts from
+// the first forwards of a restarted server (recorded with --log-level debug: 7, 3, 1, 1 tokens in
+// 147.7, 79.3, 34.9, 48.0 ms — a cold process) and a sequence whose first drafts were rejected, so the
+// rule says 0; steps without drafts are all one token and carry no news. The true costs (the same
+// trace, later: 35.0 ms + ~11 ms per extra token) and a proposer that is now always right are
+// simulated: the controller must probe, learn, and end up drafting as deep as the true costs
+// make worthwhile (computed here from them, by brute force over k).
+TEST(SpeculationController, KeepsProbingAfterAWrongEarlyEstimate) {
+  const SpeculationOptions o = auto_mode();
+  auto true_cost = [](int64_t n) { return 0.0350 + 0.0110 * double(n - 1); };
+  auto run = [&](bool with_probes) {
+    SpeculationController c(o);
+    c.observe_step(7, 0.1477);
+    c.observe_step(3, 0.0793);
+    c.observe_step(1, 0.0349);
+    c.observe_step(1, 0.0480);
+    SpecState s;
+    c.observe(s, 2, 0);  // the answer's first words: guesses rejected
+    c.observe(s, 2, 0);
+    EXPECT_EQ(c.depth(s, 1, 1), 0) << "the trap: the early estimates say drafting never pays";
+    int64_t tokens = 0, steps = 0, probes = 0;
+    int last_k = 0;
+    while (tokens < 400) {
+      SpecChoice ch = c.choose(s, 1, 1);
+      if (!with_probes && ch.probe) ch = {};
+      c.observe_step(1 + ch.k, true_cost(1 + ch.k));
+      c.observe(s, ch.k, ch.k, ch.probe);  // every guess right
+      tokens += 1 + ch.k;
+      ++steps;
+      probes += ch.probe ? 1 : 0;
+      last_k = ch.probe ? last_k : ch.k;
+    }
+    return std::make_tuple(steps, probes, last_k);
+  };
+  auto [plain_steps, plain_probes, plain_k] = run(false);
+  EXPECT_EQ(plain_steps, 400) << "without probes no draft is ever made (the bug)";
+  auto [steps, probes, k] = run(true);
+  // The depth that maximises tokens per second under the true costs with every guess right.
+  int best_k = 0;
+  for (int j = 1; j <= o.max_draft; ++j)
+    if ((1.0 + j) / true_cost(1 + j) > (1.0 + best_k) / true_cost(1 + best_k)) best_k = j;
+  ASSERT_EQ(best_k, 8);
+  EXPECT_GE(probes, 1);
+  EXPECT_LE(probes, 3) << "once drafting pays, the rule drafts on its own";
+  EXPECT_GE(k, best_k - 1);
+  EXPECT_LT(steps, 400 / 4) << "most steps carry deep, accepted drafts";
+}
+
+// Where drafting really does not pay (every guess wrong), probes stay rare: the gap doubles up to
+// kProbeMax steps, so they cost at most max_draft tokens per kProbeMax steps in the long run.
+TEST(SpeculationController, ProbesBackOffWhereDraftingDoesNotPay) {
+  SpeculationOptions o = auto_mode();
+  SpeculationController c = measured_linear();
+  SpecState s;
+  int probes = 0, drafted = 0;
+  const int steps = 4000;
+  for (int i = 0; i < steps; ++i) {
+    const SpecChoice ch = c.choose(s, 1, 1);
+    probes += ch.probe ? 1 : 0;
+    drafted += ch.k;
+    c.observe(s, ch.k, 0, ch.probe);
+  }
+  EXPECT_GE(probes, steps / kProbeMax);      // it never stops re-testing
+  EXPECT_LE(probes, steps / kProbeMax + 8);  // the first few, then one per kProbeMax steps
+  EXPECT_LE(double(drafted) / steps, 0.1);   // under 0.1 wasted token per step
+  EXPECT_EQ(s.summary.probe_steps, probes);
+  EXPECT_EQ(s.summary.decode_steps, steps);
+  // Named modes never probe: their depth is fixed.
+  o.mode = SpecMode::Ngram;
+  SpecState fresh;
+  fresh.idle = 1000;
+  EXPECT_FALSE(SpeculationController(o).choose(fresh, 1, 1).probe);
 }
 
 namespace {

@@ -31,8 +31,8 @@ def get_json(base_url, path, timeout=5.0):
 def chat(base_url, model, messages, max_tokens, tools=None, timeout=600.0, stream=True, extra=None):
     """Sends one chat completion; returns timings (seconds, relative to the send time):
     ttft, token_times (arrival of each chunk carrying generated text / tool-call deltas),
-    total, n_chunks, completion_tokens (usage if reported, else chunks), prompt_tokens (usage or
-    None), text, finish_reason. `extra`: more request fields (e.g. {"ignore_eos": True})."""
+    total, n_chunks, completion_tokens (usage if reported, else chunks), prompt_tokens and
+    cached_tokens (usage or None), text, finish_reason. `extra`: more request fields (e.g. {"ignore_eos": True})."""
     body = {"model": model, "messages": messages, "max_tokens": max_tokens, "temperature": 0.0,
             "stream": stream, **(extra or {})}
     if stream:

@@ -37,6 +37,7 @@ struct BatchEngine::Work {
   int64_t n = 0;                 // tokens from seq->tokens to compute
   std::vector<int32_t> draft;    // speculative guesses appended after them
   int draft_k = 0;               // draft-model guesses to make (filled in by run_drafts)
+  bool probe = false;            // the drafts are a speculation probe (SpeculationController)
   std::vector<int32_t> input;
 };
 
@@ -232,12 +233,30 @@ void BatchEngine::apply_cancels(std::vector<uint64_t>& ids) {
 
 // Delivers the final event and forgets the sequence (its KV stays in the prefix cache).
 void BatchEngine::finish(Sequence* s, GenerationEvent ev) {
+  ev.speculation = s->spec.summary;
+  if (log::level() == log::Level::Debug && spec_.enabled()) log_speculation(*s);
   try {
     s->cb(ev);
   } catch (const std::exception& e) {
     log::warn(std::string("event callback failed: ") + e.what());
   }
   retire(s);
+}
+
+// `--log-level debug`: per request, whether speculation ran, its depth and acceptance — and when
+// it never drafted, the estimates that kept it off.
+void BatchEngine::log_speculation(const Sequence& s) const {
+  const SpeculationSummary& m = s.spec.summary;
+  std::string line = "request " + std::to_string(s.id) + ": " + std::to_string(s.out->generated().size()) +
+                     " tokens in " + std::to_string(m.decode_steps) + " decode steps; speculation ";
+  if (m.ran())
+    line += "drafted in " + std::to_string(m.draft_steps) + " (" + std::to_string(m.probe_steps) +
+            " probes), mean depth " + std::to_string(m.mean_depth()) + ", accepted " + std::to_string(m.accepted) +
+            "/" + std::to_string(m.drafted) + " (" + std::to_string(m.acceptance()) + ")";
+  else
+    line += "never drafted (acceptance estimate " + std::to_string(s.spec.rate()) + ", c1/c0 " +
+            std::to_string(spec_.cost_per_token_ratio()) + ")";
+  log::debug(line);
 }
 
 void BatchEngine::retire(Sequence* s) {
@@ -290,7 +309,9 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
     if (w.n <= 0) continue;
     if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
       if (!draft_pool_ && !mtp_pool_) s->spec.proposer.update(s->tokens);
-      int k = spec_.depth(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
+      const SpecChoice c = spec_.choose(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
+      int k = c.k;
+      w.probe = c.probe;
       // Never draft past the sequence's end or the step budget.
       const int64_t room = std::min<int64_t>(s->capacity - int64_t(s->tokens.size()) - 1,
                                              s->out->request().max_tokens - int64_t(s->out->generated().size()) - 1);
@@ -304,7 +325,7 @@ bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t
         reserved += need;
         break;
       }
-      if (!w.draft.empty() || w.draft_k) { w.draft.clear(); w.draft_k = 0; continue; }
+      if (!w.draft.empty() || w.draft_k) { w.draft.clear(); w.draft_k = 0; w.probe = false; continue; }
       // Preempt the newest running sequence not yet planned (it may be this one).
       Sequence* victim = nullptr;
       for (auto it = running_.rbegin(); it != running_.rend() && !victim; ++it)
@@ -408,18 +429,28 @@ void BatchEngine::step() {
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spec_.observe_step(total, secs);
+  spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs);
   last_step_tokens_ = total;
   ++steps_;
-  for (Work& w : plan) process(w);
+  int64_t drafted = 0, accepted = 0, probes = 0;
+  for (Work& w : plan) {
+    drafted += int64_t(w.draft.size());
+    probes += w.probe && !w.draft.empty() ? 1 : 0;
+    accepted += process(w);
+  }
   if (log::level() == log::Level::Debug) {  // `--log-level debug`: where a step's time goes
     const auto now = std::chrono::steady_clock::now();
     // gap: from the previous step's end to this forward (scheduling, drafts, the worker loop).
     const double gap = steps_ > 1 ? std::chrono::duration<double>(t0 - last_step_end_).count() * 1e3 : 0.0;
+    std::string spec;
+    if (spec_.enabled())  // what speculation did this step, and the step-cost estimate it used
+      spec = ", drafted " + std::to_string(drafted) + " (accepted " + std::to_string(accepted) +
+             (probes ? ", " + std::to_string(probes) + " probe" : std::string()) + "), c1/c0 " +
+             std::to_string(spec_.cost_per_token_ratio());
     log::debug("step " + std::to_string(steps_) + ": " + std::to_string(plan.size()) + " seqs, " +
-               std::to_string(total) + " tokens, forward " + std::to_string(secs * 1e3) + " ms, step " +
-               std::to_string(std::chrono::duration<double>(now - t0).count() * 1e3) + " ms, gap " +
-               std::to_string(gap) + " ms");
+               std::to_string(total) + " tokens" + spec + ", forward " + std::to_string(secs * 1e3) +
+               " ms, step " + std::to_string(std::chrono::duration<double>(now - t0).count() * 1e3) +
+               " ms, gap " + std::to_string(gap) + " ms");
     last_step_end_ = now;
   }
 }
@@ -574,14 +605,14 @@ void BatchEngine::run_mtp_drafts(std::vector<Work>& plan) {
   }
 }
 
-void BatchEngine::process(Work& w) {
+int BatchEngine::process(Work& w) {
   Sequence* s = w.seq;
   const bool complete = s->kv->length() - int64_t(w.draft.size()) == int64_t(s->tokens.size());
   const int64_t p0 = s->kv->length() - int64_t(w.input.size());  // position of this step's first row
   if (!complete) {  // a prefill chunk; more of the prompt next step
     prefill_tokens_ += uint64_t(w.n);
     if (mtp_pool_) keep_hidden(s, p0, int64_t(w.input.size()));
-    return;
+    return 0;
   }
   if (s->out->request().warm_only) {  // the whole prompt is in the cache: nothing to sample
     prefill_tokens_ += uint64_t(w.n);
@@ -621,10 +652,10 @@ void BatchEngine::process(Work& w) {
     }
   } catch (const std::exception& e) {
     finish(s, s->out->finish_now(FinishReason::Error, e.what()));
-    return;
+    return 0;
   }
+  spec_.observe(s->spec, d, accepted, w.probe);
   if (d > 0) {
-    spec_.observe(s->spec, d, accepted);
     ++spec_steps_;
     spec_drafted_ += uint64_t(d);
     spec_accepted_ += uint64_t(accepted);
@@ -654,6 +685,7 @@ void BatchEngine::process(Work& w) {
     kv_->persist(s->tokens, *s->kv);
   }
   if (done) finish(s, std::move(merged));
+  return accepted;
 }
 
 }  // namespace rapid

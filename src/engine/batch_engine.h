@@ -44,6 +44,10 @@ struct BatchEngineOptions {
   // like the target, with its own KV pool (no prefix cache: drafts are cheap to recompute).
   std::shared_ptr<Model> draft_model;
   uint64_t draft_pool_bytes = 256ull << 20;  // also the MTP heads' KV pool
+  // Tests: the cost (seconds) the speculation controller learns for a forward of `tokens` whose
+  // wall time was `measured` — replaying recorded step costs makes its choices deterministic.
+  // Empty: the measured time.
+  std::function<double(int64_t tokens, double measured)> step_cost;
 };
 
 struct BatchEngineStats {
@@ -84,7 +88,8 @@ class BatchEngine : public Engine {
   void preempt(Sequence* s);
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
-  void process(Work& w);
+  int process(Work& w);  // samples / verifies one sequence's share; returns drafts accepted
+  void log_speculation(const Sequence& s) const;
   void run_drafts(std::vector<Work>& plan);
   void run_mtp_drafts(std::vector<Work>& plan);
   void keep_hidden(Sequence* s, int64_t p0, int64_t rows);

@@ -36,6 +36,17 @@ struct GenerationRequest {
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
 
+// What speculative decoding did for one request (on its final event; /metrics, the debug trace).
+struct SpeculationSummary {
+  int64_t decode_steps = 0;  // steps that produced tokens for it (the first one ends the prompt)
+  int64_t draft_steps = 0;   // of those, steps that verified drafts
+  int64_t probe_steps = 0;   // of those, probes: drafted although the depth rule said 0
+  int64_t drafted = 0, accepted = 0;
+  bool ran() const { return draft_steps > 0; }
+  double mean_depth() const { return draft_steps ? double(drafted) / double(draft_steps) : 0.0; }
+  double acceptance() const { return drafted ? double(accepted) / double(drafted) : 0.0; }
+};
+
 // One event per generated token (text may be empty while a UTF-8 sequence or a possible stop
 // string is held back), then a final event with finished = true.
 struct GenerationEvent {
@@ -49,6 +60,7 @@ struct GenerationEvent {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;        // prompt tokens served from the prefix cache
   int64_t completion_tokens = 0;
+  SpeculationSummary speculation;   // on the final event
 };
 
 using EventCallback = std::function<void(const GenerationEvent&)>;

@@ -64,13 +64,29 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
   return best_k;
 }
 
-void SpeculationController::observe(SpecState& s, int d, int a) const {
-  if (d <= 0) return;
+SpecChoice SpeculationController::choose(const SpecState& s, int64_t batch, int64_t tokens) const {
+  const int k = depth(s, batch, tokens);
+  if (k > 0 || o_.mode != SpecMode::Auto || !enabled()) return {k, false};
+  if (s.idle + 1 >= s.probe_gap) return {o_.max_draft, true};
+  return {};
+}
+
+void SpeculationController::observe(SpecState& s, int d, int a, bool probe) const {
+  ++s.summary.decode_steps;
+  if (d <= 0) {
+    ++s.idle;
+    return;
+  }
+  s.idle = 0;
+  // A probe backs the next one off; the rule drafting on its own means probing is not needed.
+  s.probe_gap = probe ? std::min(2 * s.probe_gap, kProbeMax) : kProbeFirst;
   constexpr double kDecay = 0.9;  // about the last ten drafted steps
   s.accepted = s.accepted * kDecay + a;
   s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
-  s.drafted_total += uint64_t(d);
-  s.accepted_total += uint64_t(a);
+  ++s.summary.draft_steps;
+  s.summary.probe_steps += probe ? 1 : 0;
+  s.summary.drafted += d;
+  s.summary.accepted += a;
 }
 
 void SpeculationController::observe_draft_step(double seconds) {

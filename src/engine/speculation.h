@@ -8,11 +8,22 @@
 // k maximises batch throughput (B + g(k)) / (t(N) + c1·k): speculation switches itself off for a
 // sequence whose guesses fail, and for the batch once it is large enough that extra verified
 // tokens cost more than they return. With mode Ngram the depth is always the maximum.
+//
+// Both estimates only learn from drafting: steps without drafts are all the same size (they say
+// nothing about c1) and verify nothing (they say nothing about a). So a wrong early estimate —
+// e.g. c1 fitted on a few small, noisy steps, as after a restart where the prompt comes from the
+// disk snapshot and no large prefill step anchors the fit — would switch speculation off for
+// good. The rule therefore keeps probing: a sequence the rule has kept from drafting for
+// probe_gap decode steps drafts max_draft tokens anyway (when the proposer has a guess). The gap
+// doubles after each probe (kProbeFirst .. kProbeMax steps), so where drafting really does not
+// pay, probing costs at most max_draft·c1 per kProbeMax steps; it restarts at kProbeFirst
+// once the rule drafts on its own.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "engine/ngram_proposer.h"
 
 namespace rapid {
@@ -29,25 +40,38 @@ struct SpeculationOptions {
   int max_draft = 8;  // --num-speculative-tokens
 };
 
+constexpr int kProbeFirst = 8, kProbeMax = 128;  // decode steps between probes (see above)
+
 // Per-sequence speculation state.
 struct SpecState {
   NgramProposer proposer;
   double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
-  uint64_t drafted_total = 0, accepted_total = 0;
+  int idle = 0;                           // decode steps since it last drafted
+  int probe_gap = kProbeFirst;
+  SpeculationSummary summary;             // what speculation did for this request
   double rate() const { return accepted / (accepted + rejected); }
+};
+
+struct SpecChoice {
+  int k = 0;           // tokens to draft
+  bool probe = false;  // the rule said 0: drafted to re-measure acceptance and step cost
 };
 
 class SpeculationController {
  public:
   explicit SpeculationController(SpeculationOptions o) : o_(o) {}
   bool enabled() const { return o_.mode != SpecMode::Off && o_.max_draft > 0; }
-  // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens.
+  // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens:
+  // the rule's, or a probe (see above).
+  SpecChoice choose(const SpecState& s, int64_t batch, int64_t tokens) const;
+  // The expected-value rule alone.
   int depth(const SpecState& s, int64_t batch, int64_t tokens) const;
   // A draft model's forward (one token per sequence) costs `seconds`: drafting k tokens adds k of
   // them to the step, which the depth rule charges (in units of the target's fixed step cost).
   void observe_draft_step(double seconds);
-  // After verification: d tokens drafted, a accepted.
-  void observe(SpecState& s, int d, int a) const;
+  // After each decode step of a sequence: d tokens drafted (0 = none), a of them accepted;
+  // probe: the drafts were a probe.
+  void observe(SpecState& s, int d, int a, bool probe = false) const;
   // After each forward: its token count and wall time.
   void observe_step(int64_t tokens, double seconds);
   double cost_per_token_ratio() const;  // c1 / c0 as currently estimated

@@ -133,7 +133,30 @@ std::string Metrics::render(const std::string& model, const EngineStats& s, cons
   ttft.render(out, "rapid_time_to_first_token_seconds", "Time to first generated token.", m);
   itl.render(out, "rapid_inter_token_latency_seconds", "Time between generated tokens.", m);
   e2e.render(out, "rapid_e2e_request_latency_seconds", "Time from submission to the last token.", m);
+  render_speculation(out, m);
   return out;
+}
+
+void Metrics::add_speculation(const SpeculationSummary& s) {
+  ++spec_requests_;
+  if (!s.ran()) return;
+  ++spec_requests_drafted_;
+  spec_depth_.observe(s.mean_depth());
+  spec_acceptance_.observe(s.acceptance());
+}
+
+void Metrics::render_speculation(std::string& out, const std::string& labels) const {
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " counter\n" + name + "{" +
+           labels + "} " + std::to_string(v) + "\n";
+  };
+  counter("rapid_spec_decode_requests_total", "Finished generation requests.", spec_requests_.load());
+  counter("rapid_spec_decode_requests_drafted_total", "Finished requests in which speculative drafts were verified.",
+          spec_requests_drafted_.load());
+  spec_depth_.render(out, "rapid_spec_decode_request_depth",
+                     "Per drafted request: mean draft tokens per drafted step.", labels);
+  spec_acceptance_.render(out, "rapid_spec_decode_request_acceptance",
+                          "Per drafted request: fraction of its drafted tokens accepted.", labels);
 }
 
 }  // namespace rapid::server

@@ -46,7 +46,15 @@ class Metrics {
   Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
   std::string render(const std::string& model, const EngineStats& s, const HttpGauges& h = {}) const;
 
+  // Per finished request: whether speculative decoding drafted, its mean depth and acceptance.
+  void add_speculation(const SpeculationSummary& s);
+
  private:
+  void render_speculation(std::string& out, const std::string& labels) const;
+  std::atomic<uint64_t> spec_requests_{0}, spec_requests_drafted_{0};
+  Histogram spec_depth_{{0, 1, 2, 3, 4, 6, 8, 12, 16}};
+  Histogram spec_acceptance_{{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}};
+
   mutable std::mutex mu_;
   std::vector<std::pair<std::string, uint64_t>> requests_;  // "endpoint\tstatus class" → count
   std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, rejected_{0};

@@ -156,6 +156,7 @@ TurnDelta Turn::translate(const GenerationEvent& ev) {
     d.has_tool_calls = saw_call_;
     if (metrics_) {
       metrics_->add_tokens(ev.prompt_tokens, ev.cached_tokens, ev.completion_tokens);
+      metrics_->add_speculation(ev.speculation);
       metrics_->e2e.observe(std::chrono::duration<double>(now - start_).count());
     }
   }

@@ -156,6 +156,12 @@ def test_engine_ratios_quick_run_is_well_formed(tmp_path):
     assert len(res["agent"]["turns"]) == 2  # turns 2..3 of the quick loop
     assert res["restart"]["cached_tokens"] > 0  # the prefix came back from disk after the restart
     assert res["speculative"]["off"]["speculative"]["drafted_tokens"] == 0
+    # The code edit after a restart (issue 22): its prompt came back from the disk snapshot.
+    assert 0 < res["speculative"]["after_restart_min_ratio"] < 1000
+    for mode in ("off", "auto"):
+        for run in res["speculative"][mode]["after_restart"]:
+            assert run["cached_tokens"] > 0 and run["cached_tokens"] >= run["prompt_tokens"] - 16
+    assert "after restart" in (out / "engine_ratios.md").read_text()
     md = (out / "engine_ratios.md").read_text()
     for target in (">= 3", "<= 0.10", "<= 0.15", ">= 2", ">= 0.95"):
         assert target in md

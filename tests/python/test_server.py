@@ -272,3 +272,47 @@ def test_metrics_and_openapi(server):
     status, body = server.get("/openapi.json")
     spec = json.loads(body)
     assert status == 200 and spec["openapi"].startswith("3.")
+
+
+def _metrics(server):
+    """/metrics parsed by prometheus_client (the reference parser): {sample name: value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+    status, body = server.get("/metrics")
+    assert status == 200
+    return {s.name: s.value for fam in text_string_to_metric_families(body.decode()) for s in fam.samples
+            if s.labels.get("le") is None}
+
+
+def _spec_counters(server):
+    from conftest import API_KEY
+    status, body = server.get("/v1/cache", headers={"Authorization": f"Bearer {API_KEY}"})
+    assert status == 200
+    return json.loads(body)["speculative"]
+
+
+def test_metrics_say_per_request_whether_speculation_ran(oai, server):
+    """Issue 22: a copy task (temperature 0, prompt lookup drafts from the prompt) must be counted
+    as a drafted request, its depth and acceptance histograms must agree with the engine's own
+    counters from /v1/cache (a separate path) for the same request."""
+    src = "\n".join(f"def f{i}(x):\n    return x * {i} + {i * 7}\n" for i in range(12))
+    before, spec_before = _metrics(server), _spec_counters(server)
+    r = chat(oai, [{"role": "user", "content": "Repeat this code exactly:\n" + src}], max_tokens=96)
+    after, spec_after = _metrics(server), _spec_counters(server)
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    assert d["rapid_spec_decode_requests_total"] == 1
+    drafted = spec_after["drafted_tokens"] - spec_before["drafted_tokens"]
+    accepted = spec_after["accepted_tokens"] - spec_before["accepted_tokens"]
+    steps = spec_after["steps"] - spec_before["steps"]
+    assert drafted > 0, "speculation never drafted on a copy task"
+    assert r.usage.completion_tokens > 8
+    assert d["rapid_spec_decode_requests_drafted_total"] == 1
+    assert d["rapid_spec_decode_request_depth_count"] == 1
+    assert d["rapid_spec_decode_request_depth_sum"] == pytest.approx(drafted / steps)
+    assert d["rapid_spec_decode_request_acceptance_count"] == 1
+    assert d["rapid_spec_decode_request_acceptance_sum"] == pytest.approx(accepted / drafted)
+    # A request with nothing to draft from is counted, and not as drafted.
+    before = _metrics(server)
+    chat(oai, [{"role": "user", "content": "Hi"}], max_tokens=1)
+    after = _metrics(server)
+    assert after["rapid_spec_decode_requests_total"] - before["rapid_spec_decode_requests_total"] == 1
+    assert after["rapid_spec_decode_requests_drafted_total"] == before["rapid_spec_decode_requests_drafted_total"]
