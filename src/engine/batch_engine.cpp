@@ -621,7 +621,7 @@ int BatchEngine::process(Work& w) {
     kv_->remember(s->tokens, *s->kv);
     kv_->persist(s->tokens, *s->kv);
     finish(s, s->out->finish_now(FinishReason::Stop));
-    return;
+    return 0;
   }
   const bool first_complete = !s->prompt_done;
   s->prompt_done = true;
