@@ -31,19 +31,23 @@ venv() {
   fi
 }
 venv .venv tests/python/requirements.txt
-# The agent clients of tests/python/test_agents.py pin other versions of openai/litellm: their own
-# venvs, installed side by side.
-venv .venv-agents tests/python/requirements-agents.txt & agents=$!
-venv .venv-aider tests/python/requirements-aider.txt & aider=$!
-wait $agents
-wait $aider
-# llama.cpp's server API tests (run against rapid-mlx by tests/python/test_llamacpp_suite.py) come
-# from the llama-cpp-python sdist, which vendors llama.cpp; nothing of it enters this repository.
-LCP_DIR="${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}/../llamacpp-tests"
-if [ ! -f "$LCP_DIR/llama_cpp_python-0.3.36.tar.gz" ]; then
-  echo "[setup] fetching llama.cpp's server tests (llama-cpp-python 0.3.36 sdist)"
-  mkdir -p "$LCP_DIR"
-  .venv/bin/pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$LCP_DIR" ||
-    echo "[setup] warning: could not download the sdist; test_llamacpp_suite.py will skip"
+# The test suite's own clients (scripts/test.sh passes --test-clients; the quickstart does not need
+# them): agent frameworks and CLIs for tests/python/test_agents.py, and llama.cpp's server tests.
+if [ "${1:-}" = "--test-clients" ]; then
+  # The agent clients of tests/python/test_agents.py pin other versions of openai/litellm: their own
+  # venvs, installed side by side.
+  venv .venv-agents tests/python/requirements-agents.txt & agents=$!
+  venv .venv-aider tests/python/requirements-aider.txt & aider=$!
+  wait $agents
+  wait $aider
+  # llama.cpp's server API tests (run against rapid-mlx by tests/python/test_llamacpp_suite.py) come
+  # from the llama-cpp-python sdist, which vendors llama.cpp; nothing of it enters this repository.
+  LCP_DIR="${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}/../llamacpp-tests"
+  if [ ! -f "$LCP_DIR/llama_cpp_python-0.3.36.tar.gz" ]; then
+    echo "[setup] fetching llama.cpp's server tests (llama-cpp-python 0.3.36 sdist)"
+    mkdir -p "$LCP_DIR"
+    .venv/bin/pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$LCP_DIR" ||
+      echo "[setup] warning: could not download the sdist; test_llamacpp_suite.py will skip"
+  fi
 fi
 echo "[setup] ok"

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RAPID_MODEL_CACHE=${RAPID_MODEL_CACHE:-$HOME/.cache/rapid-mlx/models}
 
-scripts/setup.sh
+scripts/setup.sh --test-clients
 scripts/fetch_models.sh
 scripts/build.sh release
 scripts/derive_models.sh
