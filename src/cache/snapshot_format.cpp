@@ -72,7 +72,9 @@ bool SnapshotCodec::seal(uint8_t* buf, size_t msg_off, size_t end, const uint8_t
   uint8_t n[24];
   std::memcpy(n, nonce, sizeof n);
   n[0] ^= uint8_t(section);  // the two sections never share a nonce
-  uint8_t* m = encrypt ? buf + msg_off : nullptr;
+  // Authentication only: an empty message, but libsodium declares its pointer non-null.
+  uint8_t none[1] = {0};
+  uint8_t* m = encrypt ? buf + msg_off : none;
   const size_t mlen = encrypt ? end - msg_off : 0, adlen = encrypt ? msg_off : end;
   unsigned long long taglen = 0;
   if (cipher == kCipherAesGcm)
@@ -86,7 +88,9 @@ bool SnapshotCodec::unseal(uint8_t* buf, size_t msg_off, size_t end, const uint8
   uint8_t n[24];
   std::memcpy(n, nonce, sizeof n);
   n[0] ^= uint8_t(section);
-  uint8_t* m = encrypt ? buf + msg_off : nullptr;
+  // Authentication only: an empty message, but libsodium declares its pointer non-null.
+  uint8_t none[1] = {0};
+  uint8_t* m = encrypt ? buf + msg_off : none;
   const size_t mlen = encrypt ? end - msg_off : 0, adlen = encrypt ? msg_off : end;
   if (cipher == kCipherAesGcm)
     return crypto_aead_aes256gcm_decrypt_detached(m, nullptr, m, mlen, tag, buf, adlen, n, aead_key_) == 0;
