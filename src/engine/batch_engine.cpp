@@ -179,9 +179,7 @@ void BatchEngine::worker() {
 }
 
 void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in) {
-  // A client's request takes the engine from background warming at once; what the warming
-  // already computed stays in the prefix cache (retire remembers it).
-  if (std::any_of(in.begin(), in.end(), [](auto& r) { return !r.second.first.warm_only; })) cancel_warming();
+  const bool client = std::any_of(in.begin(), in.end(), [](auto& r) { return !r.second.first.warm_only; });
   for (auto& [id, rc] : in) {
     auto& [req, cb] = rc;
     auto s = std::make_unique<Sequence>();
@@ -209,6 +207,10 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
     waiting_.push_back(s.get());
     all_.push_back(std::move(s));
   }
+  // A client's request takes the engine from background warming at once, including warming that
+  // arrived in the same batch ahead of it (it would otherwise wait behind that warming forever);
+  // what the warming already computed stays in the prefix cache (retire remembers it).
+  if (client) cancel_warming();
 }
 
 void BatchEngine::cancel_warming() {
