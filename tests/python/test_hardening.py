@@ -309,7 +309,14 @@ def test_queue_bound_gives_429_and_529_with_retry_after(tmp_path):
         status, dt, _ = timed_get(q.port, "/health")
         assert status == 200
         from prometheus_client.parser import text_string_to_metric_families
-        fam = {f.name: f for f in text_string_to_metric_families(q.get("/metrics")[1].decode())}
+        # The engine counts a request as running from its first step on, which can come after its
+        # stream's headers: wait (bounded) until the running one has left the queue count.
+        deadline = time.time() + 30
+        while True:
+            fam = {f.name: f for f in text_string_to_metric_families(q.get("/metrics")[1].decode())}
+            if fam["rapid_http_queue_depth"].samples[0].value == 2 or time.time() > deadline:
+                break
+            time.sleep(0.05)
         assert fam["rapid_requests_rejected"].samples[0].value == 2
         assert fam["rapid_http_queue_depth"].samples[0].value == 2
         print(f"\nqueue full: /health {dt*1000:.1f} ms")
