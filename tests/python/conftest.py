@@ -113,6 +113,13 @@ def stop(srv):
     srv.log_file.close()
 
 
+def own_server(tmp_path_factory, name, args=()):
+    """A server of a test file's own (its requests leave no cached prefixes for other files)."""
+    need_server()
+    d = tmp_path_factory.mktemp(name)
+    return launch(list(args), str(d / "serve.log"))
+
+
 def need_server():
     ok, why = _serve_available()
     if not ok:

@@ -9,7 +9,7 @@ import anthropic
 import openai
 import pytest
 
-from conftest import API_KEY, MODEL_NAME, launch, need_server, stop
+from conftest import API_KEY, MODEL_NAME, own_server, stop
 
 LIMIT = 128
 DEEP = 30000
@@ -63,9 +63,7 @@ CASES = [
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     # Its own server: these requests must not leave cached prefixes for other files' tests.
-    need_server()
-    d = tmp_path_factory.mktemp("deep_json")
-    srv = launch(["--no-persist-cache"], str(d / "serve.log"))
+    srv = own_server(tmp_path_factory, "deep_json", ["--no-persist-cache"])
     yield srv
     stop(srv)
 

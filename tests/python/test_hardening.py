@@ -19,7 +19,7 @@ import time
 import h11
 import pytest
 
-from conftest import API_KEY, BIN, CTX, MODEL, MODEL_NAME, launch, need_server, stop
+from conftest import API_KEY, BIN, CTX, MODEL, MODEL_NAME, launch, need_server, own_server, stop
 
 AUTH = f"Bearer {API_KEY}"
 ENDPOINTS = {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
@@ -29,9 +29,7 @@ ENDPOINTS = {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/mes
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory):
-    need_server()
-    d = tmp_path_factory.mktemp("hardening")
-    s = launch(["--no-persist-cache"], str(d / "serve.log"))
+    s = own_server(tmp_path_factory, "hardening", ["--no-persist-cache"])
     yield s
     stop(s)
 
