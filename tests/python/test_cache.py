@@ -47,7 +47,10 @@ def unique_system():
 def test_prefix_hit_is_reported_and_changes_nothing(server):
     system = unique_system()
     cold_text, cold = ask(server, "Which tool reads a file?", system)
-    assert cold["prompt_tokens_details"]["cached_tokens"] == 0
+    # A match may end mid-block, so an earlier request can lend the template's opening
+    # (`<|im_start|>system\nSession`, 4 tokens) and a first character or two of another session id;
+    # never the rest of this prompt.
+    assert cold["prompt_tokens_details"]["cached_tokens"] <= 8
     warm_text, warm = ask(server, "Which tool reads a file?", system)
     assert warm_text == cold_text
     assert warm["prompt_tokens"] == cold["prompt_tokens"]
