@@ -20,6 +20,10 @@ const char* kLlama3 =
 const char* kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen3.5 (248k vocab): Qwen2's with combining marks kept inside words.
+const char* kQwen35 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char* kTekken =
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|\\p{N}|"
@@ -54,6 +58,7 @@ std::vector<std::string> gguf_pre_regexes(const std::string& p) {
              "jina-v1-en", "jina-v2-es", "jina-v2-de", "jina-v2-code", "roberta-bpe", "granite-docling"}))
     return {kGpt2};
   if (in(p, {"qwen2", "stablelm2", "hunyuan", "deepseek-r1-qwen", "megrez", "grok-2"})) return {kQwen2};
+  if (p == "qwen35") return {kQwen35};
   if (in(p, {"poro-chat", "bloom", "gpt3-finnish"})) return {" ?[^(\\s|.,!?…。，、।۔،)]+"};
   if (p == "viking") return {" ?[^(\\s|.,!?…。，、।۔،)]+", "\\p{N}"};
   if (p == "tekken") return {kTekken};

@@ -21,6 +21,33 @@ enum TokenType { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnu
 json replace_json(const std::string& from, const std::string& to) {
   return {{"type", "Replace"}, {"pattern", {{"String", from}}}, {"content", to}};
 }
+// tokenizer.ggml.merges ("a b" lines) keyed by their result (PieceMerges): a merge of "a b"
+// yields the token "ab".
+PieceMerges read_merges(const GgufMetadata& md, const Vocab& vocab, size_t n) {
+  PieceMerges merges;
+  const auto* jm = md.get_strings("tokenizer.ggml.merges");
+  if (!jm) throw Error("no tokenizer.ggml.merges for a BPE tokenizer");
+  merges.rank.assign(n, -1);
+  merges.split.assign(n, 0);
+  int32_t rank = 0;
+  std::string joined;
+  for (std::string_view m : *jm) {
+    size_t sp = m.find(' ', 1);
+    if (sp == std::string_view::npos) continue;
+    joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
+    int32_t a = vocab.find(m.substr(0, sp)), b = vocab.find(m.substr(sp + 1)), c = vocab.find(joined);
+    if (a < 0 || b < 0 || c < 0) continue;
+    if (merges.rank[c] < 0 && sp <= UINT16_MAX) {
+      merges.rank[c] = rank;
+      merges.split[c] = static_cast<uint16_t>(sp);
+    } else if (merges.rank[c] < 0 || merges.split[c] != sp) {
+      if (merges.extra.size() == 0) merges.extra.reserve(16);
+      merges.extra.insert(a, b, rank, c);  // keeps the first (lowest rank) of a repeated pair
+    }
+    ++rank;
+  }
+  return merges;
+}
 }  // namespace
 
 std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) {
@@ -56,29 +83,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
     bool add_bos = false, add_eos = false;
     std::vector<int32_t> prefix, suffix;
     if (*model == "gpt2") {
-      // Merges keyed by their result (PieceMerges): a merge of "x y" yields the token "xy".
-      PieceMerges merges;
-      const auto* jm = md.get_strings("tokenizer.ggml.merges");
-      if (!jm) throw Error("no tokenizer.ggml.merges for a gpt2 tokenizer");
-      merges.rank.assign(n, -1);
-      merges.split.assign(n, 0);
-      int32_t rank = 0;
-      std::string joined;
-      for (std::string_view m : *jm) {
-        size_t sp = m.find(' ', 1);
-        if (sp == std::string_view::npos) continue;
-        joined.assign(m.substr(0, sp)).append(m.substr(sp + 1));
-        int32_t a = vocab.find(m.substr(0, sp)), b = vocab.find(m.substr(sp + 1)), c = vocab.find(joined);
-        if (a < 0 || b < 0 || c < 0) continue;
-        if (merges.rank[c] < 0 && sp <= UINT16_MAX) {
-          merges.rank[c] = rank;
-          merges.split[c] = static_cast<uint16_t>(sp);
-        } else if (merges.rank[c] < 0 || merges.split[c] != sp) {
-          if (merges.extra.size() == 0) merges.extra.reserve(16);
-          merges.extra.insert(a, b, rank, c);  // keeps the first (lowest rank) of a repeated pair
-        }
-        ++rank;
-      }
+      PieceMerges merges = read_merges(md, vocab, n);
       BpeOptions opt;
       opt.ignore_merges = gguf_pre_ignore_merges(pre);
       json seq = json::array();
@@ -129,6 +134,20 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       json decs = json::array({replace_json("\u2581", " "), {{"type", "ByteFallback"}}, {{"type", "Fuse"}}});
       if (space_prefix) decs.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
       t->decoder = make_decoder({{"type", "Sequence"}, {"decoders", decs}});
+      t->model = std::make_unique<BpeModel>(std::move(vocab), std::move(merges), opt);
+      add_bos = true;
+    } else if (*model == "gemma4") {
+      // SentencePiece-style BPE over raw UTF-8 (no byte-level alphabet): spaces become U+2581,
+      // merges run on whole lines (newline runs are their own words), bytes fall back to <0xXX>.
+      PieceMerges merges = read_merges(md, vocab, n);
+      BpeOptions opt;
+      opt.byte_fallback = true;
+      t->normalizer = make_normalizer(replace_json(" ", "\u2581"));
+      t->pre_tokenizer = make_pre_tokenizer({{"type", "Split"}, {"pattern", {{"Regex", "[^\\n]+|\\n+"}}},
+                                             {"behavior", "Isolated"}, {"invert", false}});
+      t->decoder = make_decoder({{"type", "Sequence"},
+                                 {"decoders", json::array({replace_json("\u2581", " "), {{"type", "ByteFallback"}},
+                                                           {{"type", "Fuse"}}})}});
       t->model = std::make_unique<BpeModel>(std::move(vocab), std::move(merges), opt);
       add_bos = true;
     } else if (*model == "bert") {

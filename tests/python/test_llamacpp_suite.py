@@ -6,7 +6,6 @@ deselected test with its reason). Every other test must pass.
 llama.cpp's code is not part of this repository: its tests come from the llama-cpp-python sdist
 (which vendors llama.cpp), fetched with pip once into the model cache (scripts/setup.sh does it
 too), checked against a pinned SHA-256 and unpacked into a temporary folder per run."""
-import hashlib
 import os
 import re
 import shutil
@@ -16,28 +15,12 @@ import tarfile
 
 import pytest
 
-from conftest import BIN, CACHE, MODEL, ROOT, need_server
+from conftest import BIN, MODEL, ROOT, need_server
+from llamacpp_sdist import VENDOR, sdist_path
 
-SDIST = "llama_cpp_python-0.3.36.tar.gz"
-SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
-SUITE = "llama_cpp_python-0.3.36/vendor/llama.cpp/tools/server/tests/unit/"
+SUITE = VENDOR + "tools/server/tests/unit/"
 FILES = ["test_chat_completion.py", "test_compat_anthropic.py", "test_compat_oai_responses.py"]
 ADAPTER = os.path.join(ROOT, "tests", "llamacpp_adapter")
-
-
-def sdist_path():
-    d = os.path.join(os.path.dirname(CACHE.rstrip("/")), "llamacpp-tests")
-    path = os.path.join(d, SDIST)
-    if not os.path.exists(path):
-        os.makedirs(d, exist_ok=True)
-        r = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps",
-                            "llama-cpp-python==0.3.36", "-d", d], capture_output=True, text=True, timeout=1200)
-        if r.returncode != 0 or not os.path.exists(path):
-            pytest.skip(f"cannot download {SDIST} (offline?): {r.stderr[-500:]}")
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    assert digest == SDIST_SHA256, f"{path}: unexpected SHA-256 {digest}"
-    return path
 
 
 def test_llamacpp_server_suite(tmp_path):

@@ -8,7 +8,6 @@ and continued by the plain completions endpoint token by token; structured outpu
 jsonschema and the SDK's pydantic parsing."""
 import json
 import os
-import struct
 import time
 
 import anthropic
@@ -21,48 +20,12 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from conftest import API_KEY, CTX, MODEL, MODEL_NAME, launch, need_server, stop
+from gguf_meta import read_metadata
 
 T0 = {"temperature": 0}
 
 
 # ---------------------------------------------------------------- oracles
-
-def gguf_string(path, key):
-    """One string value from a GGUF file's metadata (GGUF v2/v3 layout)."""
-    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    with open(path, "rb") as f:
-        def u32():
-            return struct.unpack("<I", f.read(4))[0]
-
-        def u64():
-            return struct.unpack("<Q", f.read(8))[0]
-
-        def text():
-            return f.read(u64()).decode("utf-8")
-
-        def skip(t):
-            if t == 8:
-                f.seek(u64(), 1)
-            elif t == 9:
-                et, n = u32(), u64()
-                if et in sizes:
-                    f.seek(sizes[et] * n, 1)
-                else:
-                    for _ in range(n):
-                        skip(et)
-            else:
-                f.seek(sizes[t], 1)
-
-        assert f.read(4) == b"GGUF"
-        u32()
-        u64()
-        for _ in range(u64()):
-            k, t = text(), u32()
-            if k == key and t == 8:
-                return text()
-            skip(t)
-    raise KeyError(key)
-
 
 def render_continue_final(messages):
     """The chat rendered by jinja2 as transformers does (trim_blocks, lstrip_blocks), without a
@@ -73,7 +36,7 @@ def render_continue_final(messages):
         raise jinja2.exceptions.TemplateError(msg)
 
     env.globals["raise_exception"] = raise_exception
-    tpl = env.from_string(gguf_string(MODEL, "tokenizer.chat_template"))
+    tpl = env.from_string(read_metadata(MODEL, {"tokenizer.chat_template"})["tokenizer.chat_template"])
     out = tpl.render(messages=messages, add_generation_prompt=False, bos_token="", eos_token="")
     final = messages[-1]["content"]
     return out[: out.rindex(final) + len(final)]
