@@ -174,6 +174,7 @@ std::unique_ptr<PipelineTokenizer> load_tokenizer_gguf(const std::string& path) 
       if (auto e = id_key(k); e && std::find(t->eos.begin(), t->eos.end(), *e) == t->eos.end()) t->eos.push_back(*e);
     if (!t->eos.empty()) t->eos_text = std::string((*tokens)[t->eos[0]]);
     add_bos = md.get_bool("tokenizer.ggml.add_bos_token").value_or(add_bos);
+    if (*model == "gemma4") add_bos = true;  // Gemma 4 needs <bos> even where converters wrote false
     add_eos = md.get_bool("tokenizer.ggml.add_eos_token").value_or(add_eos);
     if (*model != "bert") {
       if (add_bos && t->bos) prefix.push_back(*t->bos);
