@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "engine/generator.h"
+#include "cli/model_arg.h"
 #include "model/arch.h"
 #include "model/weights.h"
 #include "template/chat_template.h"
@@ -140,6 +141,7 @@ int run(const std::vector<std::string>& argv) {
     a.prompt = ss.str();
   }
   auto t0 = std::chrono::steady_clock::now();
+  a.model = resolve_model_arg(a.model).path;
   std::shared_ptr<Checkpoint> ck = load_checkpoint(a.model);
   // The tokenizer first, then give its (and the metadata parser's) transient heap back to the
   // kernel before the model touches its weights: peak RSS = weights + KV + what stays live, not
