@@ -18,6 +18,7 @@
 #include "cache/snapshot_store.h"
 #include "engine/batch_engine.h"
 #include "cli/model_arg.h"
+#include "cli/server_registry.h"
 #include "engine/model_identity.h"
 #include "model/arch.h"
 #include "model/model.h"
@@ -258,6 +259,9 @@ int run_serve(const std::vector<std::string>& args) {
                    ", tool parser '" + backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() +
                    "') on http://" + so.host + ":" + std::to_string(port));
   std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  const std::string local = so.host == "0.0.0.0" || so.host == "::" ? "127.0.0.1"
+                            : so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  rapid::cli::ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), bo.served_name);
   server.serve();
   g_server = nullptr;
   return 0;

@@ -7,6 +7,8 @@ transformers with local_files_only. Plus: an interrupted download resumes, a cor
 refused, gated/missing repos and offline mode say what to do."""
 import json
 import os
+import resource
+import signal
 import subprocess
 
 import pytest
@@ -155,6 +157,27 @@ def test_cut_connection_resumes(hub, tmp_path):
                           (name, f"bytes={size // 3 + 2 * (size // 4)}-")]
     assert read(r.stdout.strip()) == read(MODEL)
     assert not any(f.endswith(".incomplete") for _, _, fs in os.walk(tmp_path) for f in fs)
+
+
+def test_full_disk_keeps_nothing_as_complete(hub, tmp_path):
+    """A write that fails (here: a file-size limit, as a full disk would) stops the pull with the
+    cause; nothing gets a final name or a snapshot link; the next pull resumes."""
+    name, limit = "SmolLM2-135M-Instruct-Q4_1.gguf", 10 << 20
+
+    def small_disk():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG instead
+
+    r = subprocess.run([BIN, "pull", GGUF_REPO], capture_output=True, text=True, timeout=600,
+                       env=env_for(hub, tmp_path), preexec_fn=small_disk)
+    assert r.returncode != 0 and "write failed" in r.stderr and "File too large" in r.stderr, r.stderr
+    repo = os.path.join(tmp_path, "models--test-org--SmolLM2-135M-Instruct-GGUF")
+    assert [f for f in os.listdir(os.path.join(repo, "blobs")) if not f.endswith(".incomplete")] == []
+    assert not os.path.exists(os.path.join(repo, "snapshots")) or not any(fs for _, _, fs in os.walk(os.path.join(repo, "snapshots")))
+    hub.ranges.clear()
+    r = pull(hub, tmp_path, GGUF_REPO)
+    assert r.returncode == 0, r.stderr
+    assert hub.ranges == [(name, f"bytes={limit}-")] and read(r.stdout.strip()) == read(MODEL)
 
 
 def test_corrupt_download_is_refused(hub, tmp_path):

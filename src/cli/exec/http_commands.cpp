@@ -1,4 +1,4 @@
-// `serve`, `bench` and `pull` in the `rapid-mlx` binary: they re-execute as rapid-mlx-http, built next to
+// `serve`, `bench`, `pull` and `ps` in the `rapid-mlx` binary: they re-execute as rapid-mlx-http, built next to
 // it from the same sources plus the HTTP server. The HTTP stack (cpp-httplib with OpenSSL, brotli
 // and zlib, whose static initialisers run at load) costs ~6.5 MB of resident memory in every
 // process that links it, and `run`, `tokenize`, `convert`... never use it (issue #3: resident
@@ -38,6 +38,8 @@ Registrar bench("bench", "single-stream and concurrent throughput/latency of a m
                 [](const std::vector<std::string>& a) { return exec_http("bench", a); });
 Registrar pull("pull", "download a model from the Hugging Face hub into its cache",
                [](const std::vector<std::string>& a) { return exec_http("pull", a); });
+Registrar ps("ps", "the rapid-mlx servers running on this machine: model, memory, KV use, load",
+             [](const std::vector<std::string>& a) { return exec_http("ps", a); });
 
 }  // namespace
 }  // namespace rapid::cli
