@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/human_size.h"
 #include "common/error.h"
 #include "hub/hf_cache.h"
 #include "hub/model_files.h"
@@ -15,15 +16,6 @@
 
 namespace rapid::cli {
 namespace {
-
-std::string human(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
 
 // "mlx-4bit" (MLX affine, from config.json's quantization), the quant_method of other quantized
 // checkpoints, else the stored dtype.
@@ -64,7 +56,7 @@ int run_ls(const std::vector<std::string>& args) {
       }
       std::string revision = rev.refs.empty() ? rev.commit.substr(0, 12) : rev.refs.front();
       std::printf("%-44s %-12s %-12s %-10s %10s  %s\n", r.repo.c_str(), revision.c_str(), format.c_str(),
-                  quant.c_str(), human(double(r.size_on_disk)).c_str(), where.c_str());
+                  quant.c_str(), human_size(double(r.size_on_disk)).c_str(), where.c_str());
     }
   }
   return 0;
@@ -83,7 +75,7 @@ int run_rm(const std::vector<std::string>& args) {
     for (auto& r : hub::scan_cache(cache))
       if (r.repo == ref->repo) size = r.size_on_disk;
     if (hub::remove_repo(cache, ref->repo)) {
-      std::printf("removed %s (%s freed)\n", ref->repo.c_str(), human(double(size)).c_str());
+      std::printf("removed %s (%s freed)\n", ref->repo.c_str(), human_size(double(size)).c_str());
     } else {
       std::fprintf(stderr, "rapid-mlx rm: %s is not in %s\n", ref->repo.c_str(), cache.c_str());
       ++missing;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/human_size.h"
 #include "common/error.h"
 #include "download/puller.h"
 #include "hub/hf_cache.h"
@@ -21,15 +22,6 @@ const char* kUsage =
     "Writes into the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub), where\n"
     "huggingface_hub and transformers find it too. HF_ENDPOINT and HF_TOKEN are honoured; an\n"
     "interrupted pull resumes where it stopped.\n";
-
-std::string human(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (bytes >= 1000 && u < 4) bytes /= 1000, ++u;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
 
 // One status line redrawn on a terminal; on a pipe or file, a line per finished file and per 10 %.
 class ProgressPrinter {
@@ -47,14 +39,14 @@ class ProgressPrinter {
       double secs = std::chrono::duration<double>(now - start_).count();
       int pct = total ? int(100.0 * double(done) / double(total)) : 0, bar = pct / 4;
       std::fprintf(stderr, "\r\033[Kpulling %s [%s%s] %3d%% %s / %s %s/s", name_.c_str(), std::string(bar, '#').c_str(),
-                   std::string(25 - bar, '.').c_str(), pct, human(double(done)).c_str(), human(double(total)).c_str(),
-                   human(secs > 0 ? double(done) / secs : 0).c_str());
+                   std::string(25 - bar, '.').c_str(), pct, human_size(double(done)).c_str(), human_size(double(total)).c_str(),
+                   human_size(secs > 0 ? double(done) / secs : 0).c_str());
     } else if (p.finished) {
-      std::fprintf(stderr, "%s %s (%s)\n", p.cached ? "cached " : "fetched", p.file.c_str(), human(double(p.total)).c_str());
+      std::fprintf(stderr, "%s %s (%s)\n", p.cached ? "cached " : "fetched", p.file.c_str(), human_size(double(p.total)).c_str());
     } else if (total && int(10.0 * double(done) / double(total)) > decile_) {
       decile_ = int(10.0 * double(done) / double(total));
-      std::fprintf(stderr, "pulling %s: %d%% (%s of %s so far)\n", name_.c_str(), decile_ * 10, human(double(done)).c_str(),
-                   human(double(total)).c_str());
+      std::fprintf(stderr, "pulling %s: %d%% (%s of %s so far)\n", name_.c_str(), decile_ * 10, human_size(double(done)).c_str(),
+                   human_size(double(total)).c_str());
     }
   }
   void end() {
@@ -91,7 +83,7 @@ int run_pull(const std::vector<std::string>& args) {
   download::PullResult r = download::pull_model(download::HubApi(download::HubConfig::from_env()), *ref, opts);
   if (!quiet) printer.end();
   std::fprintf(stderr, "%s: %d files fetched (%s), %d already cached\n", name.c_str(), r.fetched_files,
-               human(double(r.fetched_bytes)).c_str(), r.cached_files);
+               human_size(double(r.fetched_bytes)).c_str(), r.cached_files);
   std::printf("%s\n", r.model.path.c_str());
   return 0;
 }
