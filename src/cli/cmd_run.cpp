@@ -1,7 +1,5 @@
 // `rapid-mlx run`: one prompt through the chat template, the answer streamed to stdout and the
 // prefill / decode speeds to stderr.
-#include <malloc.h>
-
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +11,8 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "engine/generator.h"
+#include "cli/local_model.h"
+#include "cli/model_arg.h"
 #include "model/arch.h"
 #include "model/weights.h"
 #include "template/chat_template.h"
@@ -101,19 +101,10 @@ Args parse(const std::vector<std::string>& a) {
 
 std::vector<int32_t> build_prompt(const Args& a, const Tokenizer& tok) {
   if (!a.raw) {
-    std::string src = tok.chat_template();
-    if (!src.empty()) {
-      nlohmann::ordered_json ctx;
-      ctx["messages"] = nlohmann::ordered_json::array();
-      if (!a.system.empty()) ctx["messages"].push_back({{"role", "system"}, {"content", a.system}});
-      ctx["messages"].push_back({{"role", "user"}, {"content", a.prompt}});
-      ctx["add_generation_prompt"] = true;
-      ctx["bos_token"] = tok.bos_token();
-      ctx["eos_token"] = tok.eos_token();
-      std::string text = ChatTemplate(src).render(ctx);
-      // As transformers' apply_chat_template: the template places special tokens itself.
-      return tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
-    }
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+    messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    if (auto ids = render_chat(tok, messages)) return *ids;
     std::fprintf(stderr, "rapid-mlx run: model has no chat template, using the raw prompt\n");
   }
   return tok.encode(a.prompt, /*add_special=*/true, /*parse_special=*/true);
@@ -139,30 +130,16 @@ int run(const std::vector<std::string>& argv) {
     ss << std::cin.rdbuf();
     a.prompt = ss.str();
   }
-  auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<Checkpoint> ck = load_checkpoint(a.model);
-  // The tokenizer first, then give its (and the metadata parser's) transient heap back to the
-  // kernel before the model touches its weights: peak RSS = weights + KV + what stays live, not
-  // weights + every load-time peak left behind in malloc's free lists.
-  auto tok = load_tokenizer(ck->tokenizer_path.empty() ? a.model : ck->tokenizer_path);
-  ::malloc_trim(0);
-  ModelOptions mo;
-  mo.num_threads = a.threads;
-  mo.kv_dtype = a.kv;
-  mo.matmul = a.exact ? MatmulPath::Exact : MatmulPath::Fast;
-  auto model = create_model(ck, mo);
-  double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  LocalModel m = load_local_model(resolve_model_arg(a.model).path, LoadOptions{a.threads, a.kv, a.exact});
+  const Tokenizer* tok = m.tok.get();
+  Model* model = m.model.get();
+  const double load_s = m.load_seconds;
 
   GenerationRequest req;
   req.prompt = build_prompt(a, *tok);
   req.max_tokens = a.max_tokens;
-  const ModelConfig& c = model->config();
-  req.sampling.temperature = a.temperature.value_or(c.temperature.value_or(0.0));
-  req.sampling.top_p = a.top_p.value_or(c.top_p.value_or(1.0));
-  req.sampling.top_k = a.top_k.value_or(static_cast<int>(c.top_k.value_or(0)));
-  req.sampling.min_p = a.min_p.value_or(0.0);
-  req.sampling.repetition_penalty = a.rep.value_or(c.repetition_penalty.value_or(1.0));
-  req.sampling.seed = a.seed;
+  req.sampling = sampling_for(SamplingOverrides{a.temperature, a.top_p, a.min_p, a.rep, a.top_k, a.seed},
+                              model->config());
 
   Generator gen(*model, *tok, req);
   FinishReason why = FinishReason::None;

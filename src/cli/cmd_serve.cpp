@@ -17,6 +17,8 @@
 #include "common/log.h"
 #include "cache/snapshot_store.h"
 #include "engine/batch_engine.h"
+#include "cli/model_arg.h"
+#include "cli/server_registry.h"
 #include "engine/model_identity.h"
 #include "model/arch.h"
 #include "model/model.h"
@@ -43,7 +45,8 @@ int usage() {
                "                       [--model-alias 'PATTERN=NAME']...\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
-               "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
+               "PATH: a model directory (config.json + safetensors), a .gguf file, or a Hugging Face model id\n"
+               "org/name[@revision][:QUANT] (from its cache, pulled first when missing).\n"
                "The API key: --api-key-file (first line) or the RAPID_API_KEY environment variable; --api-key\n"
                "works too but any local user can read it in /proc/PID/cmdline.\n");
   return 2;
@@ -188,13 +191,14 @@ int run_serve(const std::vector<std::string>& args) {
   if (model_path.empty()) return usage();
   so.max_running = int(eo.max_num_seqs);
 
-  std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(model_path);
+  const rapid::cli::ModelArg target = rapid::cli::resolve_model_arg(model_path);
+  std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(target.path);
   mo.num_threads = int(threads);
   std::shared_ptr<rapid::Model> model = rapid::create_model(ckpt, mo);
   std::shared_ptr<const rapid::Tokenizer> tok = rapid::load_tokenizer(ckpt->tokenizer_path);
   int64_t max_pos = ckpt->config.max_position_embeddings;
   bo.context_length = ctx > 0 ? ctx : (max_pos > 0 ? std::min<int64_t>(max_pos, 32768) : 4096);
-  if (bo.served_name.empty()) bo.served_name = std::filesystem::path(model_path).filename().string();
+  if (bo.served_name.empty()) bo.served_name = target.name;
   for (const std::string& al : aliases) {
     size_t eq = al.rfind('=');
     if (eq == std::string::npos || eq == 0 || al.substr(eq + 1) != bo.served_name) {
@@ -224,7 +228,7 @@ int run_serve(const std::vector<std::string>& args) {
     eo.kv.snapshot_max_tokens = bo.context_length;
   }
   if (!draft_path.empty()) {
-    std::shared_ptr<rapid::Checkpoint> dck = rapid::load_checkpoint(draft_path);
+    std::shared_ptr<rapid::Checkpoint> dck = rapid::load_checkpoint(rapid::cli::resolve_model_arg(draft_path).path);
     eo.draft_model = rapid::create_model(dck, mo);
     const rapid::cache::BlockShape ds = eo.draft_model->kv_block_shape(eo.kv.block_size);
     eo.draft_pool_bytes = std::min<uint64_t>(
@@ -255,6 +259,9 @@ int run_serve(const std::vector<std::string>& args) {
                    ", tool parser '" + backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() +
                    "') on http://" + so.host + ":" + std::to_string(port));
   std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", so.host.c_str(), port);
+  const std::string local = so.host == "0.0.0.0" || so.host == "::" ? "127.0.0.1"
+                            : so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
+  rapid::cli::ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), bo.served_name);
   server.serve();
   g_server = nullptr;
   return 0;

@@ -1,4 +1,4 @@
-// `serve` and `bench` in the `rapid-mlx` binary: they re-execute as rapid-mlx-http, built next to
+// `serve`, `bench`, `pull` and `ps` in the `rapid-mlx` binary: they re-execute as rapid-mlx-http, built next to
 // it from the same sources plus the HTTP server. The HTTP stack (cpp-httplib with OpenSSL, brotli
 // and zlib, whose static initialisers run at load) costs ~6.5 MB of resident memory in every
 // process that links it, and `run`, `tokenize`, `convert`... never use it (issue #3: resident
@@ -13,20 +13,12 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/http_binary.h"
 #include "common/error.h"
 
 namespace rapid::cli {
-namespace {
 
-std::string http_binary() {
-  if (const char* env = std::getenv("RAPID_MLX_HTTP_BIN"); env && *env) return env;
-  char buf[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw Error(std::string("cannot locate this executable: ") + std::strerror(errno));
-  std::string self(buf, static_cast<size_t>(n));
-  size_t slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/rapid-mlx-http";
-}
+namespace {
 
 int exec_http(const char* cmd, const std::vector<std::string>& args) {
   const std::string path = http_binary();
@@ -44,6 +36,10 @@ Registrar serve("serve", "serve the OpenAI/Anthropic-compatible HTTP API",
                 [](const std::vector<std::string>& a) { return exec_http("serve", a); });
 Registrar bench("bench", "single-stream and concurrent throughput/latency of a model",
                 [](const std::vector<std::string>& a) { return exec_http("bench", a); });
+Registrar pull("pull", "download a model from the Hugging Face hub into its cache",
+               [](const std::vector<std::string>& a) { return exec_http("pull", a); });
+Registrar ps("ps", "the rapid-mlx servers running on this machine: model, memory, KV use, load",
+             [](const std::vector<std::string>& a) { return exec_http("ps", a); });
 
 }  // namespace
 }  // namespace rapid::cli
