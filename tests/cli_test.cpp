@@ -1,11 +1,16 @@
 // The command line: the flag tables (cli/flags.h) parse every value type as documented, refuse bad
-// input in one style, and generate help that lists every flag.
+// input in one style, and generate help that lists every flag; every command's table is checked
+// for clashes; and the flags docs/api.md and README.md document for each command are exactly the
+// ones its table accepts (the docs are parsed, so neither side can drift).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <limits>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "cli/command.h"
 #include "cli/flags.h"
 
 using namespace rapid::cli;
@@ -20,6 +25,27 @@ std::string parse_error(const FlagTable& t, std::vector<std::string> args) {
   } catch (const UsageError& e) {
     return e.what();
   }
+}
+
+std::string read_doc(const std::string& rel) {
+  std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/" + rel);
+  EXPECT_TRUE(f) << rel;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::set<std::string> flags_in(const std::string& text) {
+  std::set<std::string> out;
+  static const std::regex flag_re(R"((^|[^A-Za-z0-9-])(--[a-z][a-z0-9-]*))");
+  for (std::sregex_iterator it(text.begin(), text.end(), flag_re), end; it != end; ++it) out.insert((*it)[2]);
+  return out;
+}
+
+FlagTable command_table(const std::string& name) {
+  auto it = registry().find(name);
+  if (it == registry().end() || !it->second.table) throw std::runtime_error("no command " + name);
+  return it->second.table();
 }
 
 struct Opts {
@@ -223,4 +249,103 @@ TEST(CliFlags, FormatsNumbersAndSizes) {
   EXPECT_FALSE(parse_number<int>("12a"));
   EXPECT_FALSE(parse_number<int>("+12"));
   EXPECT_FALSE(parse_number<unsigned>("-1"));
+}
+
+// ---- the real commands ----
+
+const std::vector<std::string> kCommands = {"bench", "convert", "detokenize", "parse", "run", "serve",
+                                            "template", "tokenize"};
+
+TEST(CliCommands, EveryCommandHasACleanTableAndHelpListingEveryFlag) {
+  for (const std::string& name : kCommands) {
+    SCOPED_TRACE(name);
+    FlagTable t = command_table(name);
+    EXPECT_EQ(t.command(), name);
+    EXPECT_FALSE(t.summary().empty());
+    std::set<std::string> seen;
+    for (const Flag& f : t.flags()) {
+      EXPECT_TRUE(seen.insert(f.name).second) << f.name;
+      for (const std::string& a : f.aliases) EXPECT_TRUE(seen.insert(a).second) << a;
+      EXPECT_FALSE(f.help.empty()) << f.name;
+      if (!f.positional) EXPECT_EQ(f.name.rfind("-", 0), 0u) << f.name;
+      if (f.takes_value && !f.positional) EXPECT_FALSE(f.metavar.empty()) << f.name;
+    }
+    std::string help = t.help();
+    EXPECT_EQ(help.rfind("usage: rapid-mlx " + name + " ", 0), 0u) << help;
+    for (const std::string& n : seen) EXPECT_NE(help.find(n), std::string::npos) << n;
+    for (const Flag& f : t.flags())
+      if (f.is_required && !f.positional) EXPECT_NE(t.usage().find(f.name), std::string::npos) << f.name;
+  }
+  EXPECT_EQ(registry().size(), kCommands.size());
+}
+
+TEST(CliCommands, ServeKeepsItsFlagsMeaningsAndDefaults) {
+  // The names, ranges and defaults of docs/api.md, checked through the real table.
+  FlagTable t = command_table("serve");
+  std::string help = std::regex_replace(t.help(), std::regex("\\s+"), " ");  // as if unwrapped
+  for (const char* d : {"--port N", "(default: 8000)", "(default: 127.0.0.1)", "(default: 128)", "(default: 1024)",
+                        "(default: 16)", "(default: 512)", "(default: 8GiB)", "(default: auto)", "(default: 8)",
+                        "(default: 192)", "(default: info)", "(default: f16)", "(default: 16777216)"})
+    EXPECT_NE(help.find(d), std::string::npos) << d;
+  EXPECT_EQ(parse_error(t, {"--model", "m", "--port", "x"}), "--port: expected an integer in 0..65535, got \"x\"");
+  EXPECT_EQ(parse_error(t, {"--model", "m", "--max-num-seqs", "0"}),
+            "--max-num-seqs: expected an integer in 1..4096, got \"0\"");
+  EXPECT_EQ(parse_error(t, {"--model", "m", "--speculative", "medusa"}),
+            "--speculative: expected one of auto, off, ngram, draft, mtp, got \"medusa\"");
+  EXPECT_EQ(parse_error(t, {"--model", "m", "--api-key-file", "/nonexistent/key"}),
+            "--api-key-file: cannot read /nonexistent/key: No such file or directory");
+  EXPECT_EQ(parse_error(t, {"--port", "8000"}), "--model is required");
+  EXPECT_EQ(parse_error(t, {"--model", "m", "--max-conections", "20"}),
+            "unknown option --max-conections (did you mean --max-connections?)");
+}
+
+TEST(CliCommands, ABadCommandLineExitsTwoWithOneErrorStyle) {
+  // Through the registry as main() runs it: nothing is loaded before the flags are checked.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"serve", {"--model", "m", "--port", "x"}}, {"run", {"--model", "m", "--top-k", "4.5"}},
+      {"convert", {"--from", "x"}},                {"bench", {"--repeats", "x"}},
+      {"tokenize", {"--bogus"}},                   {"detokenize", {"--tokenizer", "t", "x"}},
+      {"parse", {"--chunks", "-1"}},               {"template", {"--context", "c.json", "--now", "soon"}},
+  };
+  for (const auto& [name, args] : cases) {
+    SCOPED_TRACE(name);
+    testing::internal::CaptureStderr();
+    int rc = registry().at(name).run(args);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(rc, 2);
+    EXPECT_EQ(err.rfind("rapid-mlx " + name + ": error: ", 0), 0u) << err;
+    EXPECT_NE(err.find("\nusage: rapid-mlx " + name + " "), std::string::npos) << err;
+  }
+  for (const std::string& name : kCommands) {
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(registry().at(name).run({"--help"}), 0) << name;
+    EXPECT_EQ(testing::internal::GetCapturedStdout(), command_table(name).help()) << name;
+  }
+}
+
+// docs/api.md documents `serve` from its top to "### HTTP limits": every flag named there must be
+// in the table and every flag of the table must be named there.
+TEST(CliDocs, ServeFlagsInApiMdMatchTheTable) {
+  std::string doc = read_doc("docs/api.md");
+  size_t end = doc.find("### HTTP limits");
+  ASSERT_NE(end, std::string::npos);
+  std::set<std::string> documented = flags_in(doc.substr(0, end));
+  documented.erase("--help");  // every command's, outside the tables
+  FlagTable t = command_table("serve");
+  for (const std::string& f : documented) EXPECT_TRUE(t.find(f)) << f << " is in docs/api.md but serve has no such flag";
+  for (const Flag& f : t.flags())
+    EXPECT_TRUE(documented.count(f.name)) << f.name << " is a serve flag docs/api.md does not document";
+}
+
+// README.md's command table: each row's flags belong to that row's command(s).
+TEST(CliDocs, ReadmeCommandTableNamesRealFlags) {
+  std::string doc = read_doc("README.md");
+  static const std::regex row_re(R"(\n\| `rapid-mlx ([a-z]+)([^|`]*(?:\\\|[^|`]*)*)`)");
+  int rows = 0;
+  for (std::sregex_iterator it(doc.begin(), doc.end(), row_re), end; it != end; ++it, ++rows) {
+    FlagTable t = command_table((*it)[1]);
+    for (const std::string& f : flags_in((*it)[2]))
+      EXPECT_TRUE(t.find(f)) << "README.md: rapid-mlx " << (*it)[1] << " has no flag " << f;
+  }
+  EXPECT_GE(rows, 7);
 }
