@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cache/block_pool.h"
+#include "cache/pool_sizing.h"
 #include "cache/radix_cache.h"
 #include "common/error.h"
 
@@ -21,6 +22,31 @@ BlockShape small_shape(int32_t bs = 4, KvDType dt = KvDType::F32) {
   return s;
 }
 }  // namespace
+
+// The serving policy, against figures worked out by hand from docs/api.md ("--kv-cache-memory":
+// --max-num-seqs full contexts, at most 25 % of RAM; --ctx: the model's, capped at 32768).
+TEST(CachePoolSizing, FullContextsCappedByRam) {
+  BlockShape s = small_shape();  // 2 layers x (K,V) x 2 heads x 4 slots x 4 dims x 4 bytes = 512
+  ASSERT_EQ(s.block_bytes(), 512u);
+  const uint64_t ram = 64ull << 30;
+  // 3 sequences x 10 tokens = 30 slots = 7 whole blocks (of 4), + 4 spare = 11 blocks.
+  EXPECT_EQ(kv_pool_bytes(std::nullopt, s, 3, 10, ram), 11u * 512);
+  EXPECT_EQ(draft_pool_bytes(s, 3, 10, ram), 11u * 512);
+  // The caps: a quarter of RAM for the model's pool, an eighth for the draft pool.
+  EXPECT_EQ(kv_pool_bytes(std::nullopt, s, 16, 1 << 20, 4000), 1000u);
+  EXPECT_EQ(draft_pool_bytes(s, 16, 1 << 20, 4000), 500u);
+  // An explicit size wins, even above the cap.
+  EXPECT_EQ(kv_pool_bytes(uint64_t(3000), s, 16, 1 << 20, 4000), 3000u);
+  EXPECT_EQ(full_context_pool_bytes(s, 1, 4, 1ull << 40), 5u * 512);
+}
+
+TEST(CachePoolSizing, ServingContext) {
+  EXPECT_EQ(serving_context(0, 131072), 32768);
+  EXPECT_EQ(serving_context(0, 2048), 2048);
+  EXPECT_EQ(serving_context(0, 0), 4096);  // the model does not say
+  EXPECT_EQ(serving_context(100, 131072), 100);
+  EXPECT_EQ(serving_context(65536, 2048), 65536);  // an explicit --ctx is not capped
+}
 
 TEST(CacheMemory, ParsesSizesAndFractions) {
   const uint64_t ram = 24ull << 30;

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -42,61 +43,24 @@ struct Options {
   std::vector<int> levels{1, 4, 8, 16};
 };
 
-const char* kUsage =
-    "usage: rapid-mlx bench --model PATH [--url http://HOST:PORT] [--prompt-words N]\n"
-    "                       [--gen-tokens N] [--repeats N] [--concurrency 1,4,8,16]\n"
-    "                       [--conc-gen-tokens N] [--json FILE]\n"
-    "Starts `rapid-mlx serve` (unless --url names a running OpenAI-compatible server) and\n"
-    "measures single-stream prefill/decode tok/s and TTFT, then aggregate tok/s and p50/p99\n"
-    "TTFT / inter-token latency at each concurrency. Progress on stderr, table on stdout.\n";
-
-int to_int(const std::string& flag, const std::string& v, int lo, int hi) {
-  size_t used = 0;
-  int x = 0;
-  try {
-    x = std::stoi(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != v.size() || x < lo || x > hi)
-    throw std::runtime_error(flag + " expects an integer in [" + std::to_string(lo) + ", " +
-                             std::to_string(hi) + "], got '" + v + "'");
-  return x;
-}
-
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto val = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw std::runtime_error(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--model") o.model = val();
-    else if (a == "--url") o.url = val();
-    else if (a == "--json") o.json_out = val();
-    else if (a == "--prompt-words") o.prompt_words = to_int(a, val(), 1, 100000);
-    else if (a == "--gen-tokens") o.gen_tokens = to_int(a, val(), 2, 100000);
-    else if (a == "--conc-gen-tokens") o.conc_gen_tokens = to_int(a, val(), 2, 100000);
-    else if (a == "--repeats") o.repeats = to_int(a, val(), 1, 1000);
-    else if (a == "--concurrency") {
-      o.levels.clear();
-      std::string s = val();
-      for (size_t p = 0; p <= s.size();) {
-        size_t q = s.find(',', p);
-        if (q == std::string::npos) q = s.size();
-        o.levels.push_back(to_int(a, s.substr(p, q - p), 1, 256));
-        p = q + 1;
-      }
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else {
-      throw std::runtime_error("unknown option '" + a + "'\n" + kUsage);
-    }
-  }
-  if (o.model.empty() && o.url.empty()) throw std::runtime_error(std::string("--model is required\n") + kUsage);
-  return o;
+rapid::cli::FlagTable table(Options& o) {
+  using namespace rapid::cli;
+  return FlagTable(
+      "bench",
+      {text("--model", "PATH", "the model to serve (a model directory or a .gguf file)", &o.model),
+       text("--url", "http://HOST:PORT", "measure this running OpenAI-compatible server instead of starting one",
+            &o.url),
+       integer("--prompt-words", "N", "words of the single-stream prompt", &o.prompt_words, 1, 100000),
+       integer("--gen-tokens", "N", "tokens generated per single-stream request", &o.gen_tokens, 2, 100000),
+       integer("--repeats", "N", "single-stream requests (the median is reported)", &o.repeats, 1, 1000),
+       integer_list("--concurrency", "N,N,...", "concurrency levels", &o.levels, 1, 256),
+       integer("--conc-gen-tokens", "N", "tokens generated per concurrent request", &o.conc_gen_tokens, 2, 100000),
+       text("--json", "FILE", "also write the results as JSON", &o.json_out)},
+      "single-stream and concurrent throughput/latency of a model",
+      {"--model PATH [options]", "--url http://HOST:PORT [options]"},
+      "Starts `rapid-mlx serve` (unless --url names a running OpenAI-compatible server) and\n"
+      "measures single-stream prefill/decode tok/s and TTFT, then aggregate tok/s and p50/p99\n"
+      "TTFT / inter-token latency at each concurrency. Progress on stderr, table on stdout.");
 }
 
 // Deterministic filler text (same word list idea as bench/harness/prompts.py).
@@ -134,7 +98,9 @@ Endpoint parse_url(const std::string& url) {
   if (auto slash = u.find('/'); slash != std::string::npos) u = u.substr(0, slash);
   auto colon = u.rfind(':');
   if (colon == std::string::npos) return {u, 80};
-  return {u.substr(0, colon), to_int("--url port", u.substr(colon + 1), 1, 65535)};
+  std::optional<int> port = rapid::cli::parse_number<int>(u.substr(colon + 1));
+  if (!port || *port < 1 || *port > 65535) throw std::runtime_error("--url: bad port in '" + url + "'");
+  return {u.substr(0, colon), *port};
 }
 
 // One streaming chat completion; every SSE `data:` line is parsed as it arrives.
@@ -341,8 +307,8 @@ double wait_ready(const Endpoint& ep, ServerProcess* proc, double timeout_s, std
   }
 }
 
-int run(const std::vector<std::string>& args) {
-  Options o = parse(args);
+int run(Options& o) {
+  if (o.model.empty() && o.url.empty()) throw rapid::cli::UsageError("--model or --url is required");
   std::unique_ptr<ServerProcess> proc;
   Endpoint ep;
   if (o.url.empty()) {
@@ -441,6 +407,6 @@ int run(const std::vector<std::string>& args) {
   return 0;
 }
 
-rapid::cli::Registrar reg("bench", "single-stream and concurrent throughput/latency of a model", run);
+rapid::cli::Registrar reg("bench", table, run);
 
 }  // namespace

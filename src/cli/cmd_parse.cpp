@@ -23,40 +23,42 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-int run_parse(const std::vector<std::string>& args) {
+struct Args {
   rapid::ParserOptions opts;
   std::string file, tools_file;
   int chunks = 0;
   uint64_t seed = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= args.size()) throw rapid::Error(std::string(flag) + " needs a value");
-      return args[++i];
-    };
-    const std::string& a = args[i];
-    if (a == "--parser" || a == "--tool-call-parser") opts.tool_parser = value("--parser");
-    else if (a == "--reasoning-parser") opts.reasoning_parser = value("--reasoning-parser");
-    else if (a == "--tools") tools_file = value("--tools");
-    else if (a == "--chunks") chunks = std::stoi(value("--chunks"));
-    else if (a == "--seed") seed = std::stoull(value("--seed"));
-    else if (a == "--file") file = value("--file");
-    else if (a == "--starts-in-reasoning") opts.starts_in_reasoning = true;
-    else if (a == "--list") {
-      for (auto& n : rapid::tool_parser_names()) std::printf("tool %s\n", n.c_str());
-      for (auto& n : rapid::reasoning_parser_names()) std::printf("reasoning %s\n", n.c_str());
-      return 0;
-    } else if (a == "--help" || a == "-h") {
-      std::printf(
-          "usage: rapid-mlx parse --parser NAME [--reasoning-parser NAME] [--tools FILE.json]\n"
-          "                       [--chunks N] [--seed S] [--starts-in-reasoning] --file OUTPUT.txt\n"
-          "       rapid-mlx parse --list\n");
-      return 0;
-    } else {
-      throw rapid::Error("unknown option '" + a + "'");
-    }
+  bool list = false;
+};
+
+rapid::cli::FlagTable table(Args& a) {
+  using namespace rapid::cli;
+  return FlagTable(
+      "parse",
+      {text("--parser", "NAME", "tool-call parser (--list names them)", &a.opts.tool_parser)
+           .alias("--tool-call-parser").default_is("none"),
+       text("--reasoning-parser", "NAME", "reasoning parser", &a.opts.reasoning_parser).default_is("none"),
+       text("--tools", "FILE.json", "the tools offered (a JSON array, or an object with \"tools\")", &a.tools_file),
+       integer("--chunks", "N", "feed the output in N random pieces, as a stream would (0, 1: whole)", &a.chunks, 0),
+       integer("--seed", "S", "seed of the cut points and tool-call ids", &a.seed).default_is("random"),
+       text("--file", "OUTPUT.txt", "the raw model output", &a.file),
+       flag("--starts-in-reasoning", "the prompt already opened the reasoning block", &a.opts.starts_in_reasoning),
+       flag("--list", "print the parser names and exit", &a.list)},
+      "parse a raw model output into content, reasoning and tool calls",
+      {"[--parser NAME] [options] --file OUTPUT.txt", "--list"});
+}
+
+int run_parse(Args& a) {
+  if (a.list) {
+    for (auto& n : rapid::tool_parser_names()) std::printf("tool %s\n", n.c_str());
+    for (auto& n : rapid::reasoning_parser_names()) std::printf("reasoning %s\n", n.c_str());
+    return 0;
   }
-  if (file.empty()) throw rapid::Error("--file is required");
-  if (chunks < 0) throw rapid::Error("--chunks must be positive");
+  if (a.file.empty()) throw rapid::cli::UsageError("--file is required");
+  rapid::ParserOptions& opts = a.opts;
+  const std::string &file = a.file, &tools_file = a.tools_file;
+  const int chunks = a.chunks;
+  const uint64_t seed = a.seed;
   if (!tools_file.empty()) {
     nlohmann::json t = nlohmann::json::parse(read_all(tools_file), nullptr, false);
     if (t.is_discarded()) throw rapid::FileError(tools_file, "not valid JSON");
@@ -115,6 +117,6 @@ int run_parse(const std::vector<std::string>& args) {
   return 0;
 }
 
-rapid::cli::Registrar reg("parse", "parse a raw model output into content, reasoning and tool calls", run_parse);
+rapid::cli::Registrar reg("parse", table, run_parse);
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,21 +23,12 @@
 namespace rapid::cli {
 namespace {
 
-const char* kUsage =
-    "usage: rapid-mlx run --model PATH [options] [PROMPT]\n"
-    "  PROMPT read from stdin when absent.\n"
-    "  --temperature T   (default: generation_config, else 0 = greedy)\n"
-    "  --top-p P  --top-k K  --min-p P  --repetition-penalty R  --seed S\n"
-    "  --max-tokens N    (default 256)\n"
-    "  --threads N       (default: all cores)\n"
-    "  --system TEXT     system message\n"
-    "  --raw             no chat template: the prompt is tokenized as is\n"
-    "  --kv-dtype f16|bf16|f32   (default f16)\n"
-    "  --exact           dequantize weights to f32 (reference path, slower)\n";
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 struct Args {
   std::string model, prompt, system;
-  bool raw = false, exact = false, have_prompt = false;
+  bool raw = false, exact = false;
+  std::optional<std::string> prompt_arg;
   int threads = 0;
   int64_t max_tokens = 256;
   std::optional<double> temperature, top_p, min_p, rep;
@@ -44,59 +37,28 @@ struct Args {
   DType kv = DType::F16;
 };
 
-Args parse(const std::vector<std::string>& a) {
-  Args r;
-  auto need = [&](size_t& i) -> const std::string& {
-    if (i + 1 >= a.size()) throw Error("option " + a[i] + " needs a value");
-    return a[++i];
-  };
-  auto num = [&](size_t& i) {
-    const std::string& opt = a[i];
-    const std::string& v = need(i);
-    try {
-      size_t pos = 0;
-      double d = std::stod(v, &pos);
-      if (pos != v.size()) throw std::invalid_argument(v);
-      return d;
-    } catch (const std::exception&) {
-      throw Error("option " + opt + ": '" + v + "' is not a number");
-    }
-  };
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--model" || o == "-m") r.model = need(i);
-    else if (o == "--temperature") r.temperature = num(i);
-    else if (o == "--top-p") r.top_p = num(i);
-    else if (o == "--top-k") r.top_k = static_cast<int>(num(i));
-    else if (o == "--min-p") r.min_p = num(i);
-    else if (o == "--repetition-penalty") r.rep = num(i);
-    else if (o == "--seed") r.seed = static_cast<uint64_t>(num(i));
-    else if (o == "--max-tokens") r.max_tokens = static_cast<int64_t>(num(i));
-    else if (o == "--threads") r.threads = static_cast<int>(num(i));
-    else if (o == "--system") r.system = need(i);
-    else if (o == "--raw") r.raw = true;
-    else if (o == "--exact") r.exact = true;
-    else if (o == "--kv-dtype") {
-      std::string v = need(i);
-      if (v == "f16") r.kv = DType::F16;
-      else if (v == "bf16") r.kv = DType::BF16;
-      else if (v == "f32") r.kv = DType::F32;
-      else throw Error("--kv-dtype must be f16, bf16 or f32");
-    } else if (o == "--help" || o == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (!o.empty() && o[0] == '-' && o != "-") {
-      throw Error("unknown option " + o + "\n" + kUsage);
-    } else if (!r.have_prompt) {
-      r.prompt = o;
-      r.have_prompt = true;
-    } else {
-      throw Error("more than one prompt given (quote it)");
-    }
-  }
-  if (r.model.empty()) throw Error(std::string("--model is required\n") + kUsage);
-  if (r.max_tokens < 0) throw Error("--max-tokens must be >= 0");
-  return r;
+FlagTable table(Args& a) {
+  const char* from_config = "generation_config.json's, else ";
+  return FlagTable(
+      "run",
+      {text("--model", "PATH", "a model directory or a .gguf file", &a.model).alias("-m").required(),
+       text("PROMPT", "", "the user message; read from stdin when absent", &a.prompt_arg).as_positional(),
+       real("--temperature", "T", "sampling temperature, 0 = greedy", &a.temperature, 0, kInf)
+           .default_is(std::string(from_config) + "0"),
+       real("--top-p", "P", "nucleus sampling mass", &a.top_p, 0, 1).default_is(std::string(from_config) + "1"),
+       integer("--top-k", "K", "sample from the K most likely tokens, 0 = all", &a.top_k, 0)
+           .default_is(std::string(from_config) + "0"),
+       real("--min-p", "P", "drop tokens below P x the top probability", &a.min_p, 0, 1).default_is("0"),
+       real("--repetition-penalty", "R", "HF repetition penalty, 1 = off", &a.rep, 0, kInf)
+           .default_is(std::string(from_config) + "1"),
+       integer("--seed", "S", "sampling seed", &a.seed).default_is("random"),
+       integer("--max-tokens", "N", "tokens to generate at most", &a.max_tokens, 0),
+       integer("--threads", "N", "compute threads", &a.threads, 0, 1024).default_is("all cores"),
+       text("--system", "TEXT", "system message", &a.system),
+       flag("--raw", "no chat template: the prompt is tokenized as is", &a.raw),
+       choice("--kv-dtype", "KV cache element type", &a.kv, {{"f16", DType::F16}, {"bf16", DType::BF16}, {"f32", DType::F32}}),
+       flag("--exact", "dequantize weights to f32 (reference path, slower)", &a.exact)},
+      "generate a reply to one prompt (streams text, prints tok/s)");
 }
 
 std::vector<int32_t> build_prompt(const Args& a, const Tokenizer& tok) {
@@ -123,9 +85,10 @@ long peak_rss_kib() {
   return kib;
 }
 
-int run(const std::vector<std::string>& argv) {
-  Args a = parse(argv);
-  if (!a.have_prompt) {
+int run(Args& a) {
+  if (a.prompt_arg) {
+    a.prompt = *a.prompt_arg;
+  } else {
     std::ostringstream ss;
     ss << std::cin.rdbuf();
     a.prompt = ss.str();
@@ -168,7 +131,7 @@ int run(const std::vector<std::string>& argv) {
   return 0;
 }
 
-Registrar reg("run", "generate a reply to one prompt (streams text, prints tok/s)", run);
+Registrar reg("run", table, run);
 
 }  // namespace
 }  // namespace rapid::cli

@@ -9,16 +9,18 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "common/error.h"
-#include "common/log.h"
-#include "cache/snapshot_store.h"
-#include "engine/batch_engine.h"
 #include "cli/model_arg.h"
 #include "cli/server_registry.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "cache/pool_sizing.h"
+#include "cache/snapshot_store.h"
+#include "engine/batch_engine.h"
 #include "engine/model_identity.h"
 #include "model/arch.h"
 #include "model/model.h"
@@ -27,246 +29,203 @@
 #include "server/model_backend.h"
 #include "tokenizer/tokenizer.h"
 
+namespace rapid::cli {
 namespace {
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: rapid-mlx serve --model PATH [--host 127.0.0.1] [--port 8000] [--api-key-file FILE]\n"
-               "                       [--served-model-name NAME] [--tool-call-parser NAME|none]\n"
-               "                       [--reasoning-parser NAME|none] [--max-body-bytes N] [--threads N]\n"
-               "                       [--ctx N] [--http-threads N] [--log-level debug|info|warn|error]\n"
-               "                       [--kv-cache-memory SIZE] [--kv-dtype f16|bf16|f32] [--max-num-seqs N]\n"
-               "                       [--max-batch-tokens N] [--no-prefix-cache] [--no-persist-cache]\n"
-               "                       [--cache-dir DIR] [--cache-disk-limit SIZE] [--cache-key-file PATH]\n"
-               "                       [--encrypt-cache] [--no-warm-turns]\n"
-               "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
-               "                       [--draft-model PATH] [--max-queued-requests N] [--max-connections N]\n"
-               "                       [--allowed-origins ORIGIN,...|*] [--api-key KEY]\n"
-               "                       [--model-alias 'PATTERN=NAME']...\n"
-               "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
-               "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
-               "PATH: a model directory (config.json + safetensors), a .gguf file, or a Hugging Face model id\n"
-               "org/name[@revision][:QUANT] (from its cache, pulled first when missing).\n"
-               "The API key: --api-key-file (first line) or the RAPID_API_KEY environment variable; --api-key\n"
-               "works too but any local user can read it in /proc/PID/cmdline.\n");
-  return 2;
-}
-
-bool parse_int(const std::string& s, long long lo, long long hi, long long& out) {
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end || v < lo || v > hi) return false;
-  out = v;
-  return true;
-}
-
-// The first line of `path` (trailing whitespace dropped) as the API key; false (with a message)
-// when unreadable or empty.
-bool read_key_file(const std::string& path, std::string& key) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) {
-    std::fprintf(stderr, "rapid-mlx serve: cannot read --api-key-file %s: %s\n", path.c_str(), std::strerror(errno));
-    return false;
+struct ServeArgs {
+  server::ServerOptions so;
+  server::ModelBackendOptions bo;
+  BatchEngineOptions eo;
+  ModelOptions mo;
+  std::string model_path, cache_dir, draft_path;
+  std::optional<int64_t> ctx;
+  std::optional<uint64_t> kv_memory;
+  bool persist = true;
+  log::Level log_level = log::level();
+  std::vector<std::string> aliases;  // PATTERN=NAME
+  uint64_t ram = cache::system_ram_bytes();
+  ServeArgs() {
+    if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
   }
+};
+
+// The first line of `path` (trailing whitespace dropped) as the API key; what is wrong otherwise.
+std::string read_key_file(const std::string& path, std::string& key) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "cannot read " + path + ": " + std::strerror(errno);
   char buf[4096];
-  key = std::fgets(buf, sizeof buf, f) ? buf : "";
+  std::string k = std::fgets(buf, sizeof buf, f) ? buf : "";
   std::fclose(f);
-  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();
-  if (key.empty()) std::fprintf(stderr, "rapid-mlx serve: --api-key-file %s is empty\n", path.c_str());
-  return !key.empty();
+  while (!k.empty() && std::isspace(static_cast<unsigned char>(k.back()))) k.pop_back();
+  if (k.empty()) return path + " is empty";
+  key = k;
+  return "";
 }
 
-rapid::server::HttpServer* g_server = nullptr;
+// The HTTP front end's and the API's flags.
+std::vector<Flag> server_flags(ServeArgs& a) {
+  server::ServerOptions& so = a.so;
+  return {
+      text("--model", "PATH", "a model directory (config.json + safetensors, HF or MLX), a .gguf file, or a Hugging "
+           "Face id org/name[@revision][:QUANT] (from its cache, pulled when missing)",
+           &a.model_path).required(),
+      text("--host", "HOST", "address to listen on", &so.host),
+      integer("--port", "N", "TCP port (0: any free one)", &so.port, 0, 65535),
+      custom("--api-key-file", "FILE", "require the key on the file's first line on every API request",
+             [&so](const std::string& v) { return read_key_file(v, so.api_key); }),
+      custom("--api-key", "KEY", "require KEY (readable by every local user in /proc/PID/cmdline: prefer "
+             "--api-key-file or RAPID_API_KEY)",
+             [&so](const std::string& v) {
+               so.api_key = v;
+               log::warn("--api-key is readable by every local user in /proc/" + std::to_string(::getpid()) +
+                         "/cmdline; prefer --api-key-file or RAPID_API_KEY");
+               return std::string();
+             }),
+      integer("--max-queued-requests", "N", "generation requests admitted beyond --max-num-seqs; then 429/529",
+              &so.max_queued_requests, 0, 1 << 20),
+      integer("--max-connections", "N", "open client connections (the longest-waiting idle one makes room)",
+              &so.max_connections, 16, 1 << 20),
+      word_list("--allowed-origins", "ORIGIN,...|*", "CORS origins allowed (default: none, CORS off)",
+                &so.allowed_origins),
+      text("--served-model-name", "NAME", "the model id clients send", &a.bo.served_name)
+          .default_is("the model's file or directory name"),
+      text("--model-alias", "'PATTERN=NAME'", "other model names (shell glob) accepted for the served NAME",
+           &a.aliases),
+      text("--tool-call-parser", "NAME|none", "tool-call output parser", &a.bo.tool_parser)
+          .default_is("detected from the chat template and model type"),
+      text("--reasoning-parser", "NAME|none", "reasoning output parser", &a.bo.reasoning_parser)
+          .default_is("detected from the chat template and model type"),
+      integer("--max-body-bytes", "N", "larger request bodies get 413", &so.max_body_bytes, 1024, size_t(1) << 34),
+      integer("--http-threads", "N", "worker threads for generation requests (started on demand)",
+              &so.http_threads, 4, 4096),
+      choice("--log-level", "log verbosity (debug also logs every engine step)", &a.log_level,
+             {{"debug", log::Level::Debug}, {"info", log::Level::Info}, {"warn", log::Level::Warn},
+              {"error", log::Level::Error}}),
+  };
+}
+
+// The model's, the engine's and the KV cache's flags.
+std::vector<Flag> engine_flags(ServeArgs& a) {
+  BatchEngineOptions& eo = a.eo;
+  return {
+      integer("--threads", "N", "compute threads", &a.mo.num_threads, 0, 1024).default_is("all cores"),
+      integer("--ctx", "N", "context length", &a.ctx, 16, int64_t(1) << 24).default_is("the model's, capped at 32768"),
+      integer("--max-num-seqs", "N", "sequences decoded together in one batch", &eo.max_num_seqs, 1, 4096),
+      integer("--max-batch-tokens", "N", "tokens per forward step", &eo.max_step_tokens, 16, 1 << 20),
+      size("--kv-cache-memory", "SIZE", "the KV block pool", &a.kv_memory, a.ram)
+          .default_is("--max-num-seqs full contexts, at most 25% of RAM"),
+      choice("--kv-dtype", "KV cache element type", &a.mo.kv_dtype,
+             {{"f16", DType::F16}, {"bf16", DType::BF16}, {"f32", DType::F32}}),
+      flag("--no-prefix-cache", "no radix prefix cache (nor snapshots)", &eo.kv.prefix_cache, false),
+      flag("--no-persist-cache", "no KV snapshots on disk", &a.persist, false),
+      text("--cache-dir", "DIR", "where KV snapshots live", &a.cache_dir).default_is("~/.cache/rapid-mlx/kv"),
+      size("--cache-disk-limit", "SIZE", "disk the snapshots may use", &eo.kv.snapshot_max_disk_bytes, a.ram),
+      text("--cache-key-file", "PATH", "the install's secret that authenticates snapshots", &eo.kv.snapshot_key_file)
+          .default_is("$XDG_CONFIG_HOME/rapid-mlx/kv-cache.key, else ~/.config/rapid-mlx/kv-cache.key"),
+      flag("--encrypt-cache", "snapshots hold tokens and KV as ciphertext", &eo.kv.snapshot_encrypt),
+      flag("--no-warm-turns", "do not prefill each chat turn's predicted follow-up while idle", &a.bo.warm_turns,
+           false),
+      choice("--speculative", "speculative decoding proposer", &eo.spec.mode,
+             {{"auto", SpecMode::Auto}, {"off", SpecMode::Off}, {"ngram", SpecMode::Ngram},
+              {"draft", SpecMode::Draft}, {"mtp", SpecMode::Mtp}}),
+      integer("--num-speculative-tokens", "N", "draft depth of the named --speculative modes", &eo.spec.max_draft, 0,
+              64),
+      text("--draft-model", "PATH", "a smaller model with the same vocabulary, for --speculative draft",
+           &a.draft_path),
+  };
+}
+
+FlagTable table(ServeArgs& a) {
+  std::vector<Flag> flags = server_flags(a);
+  for (Flag& f : engine_flags(a)) flags.push_back(std::move(f));
+  return FlagTable("serve", std::move(flags), "serve the OpenAI/Anthropic-compatible HTTP API", {},
+                   "SIZE: bytes with an optional K/M/G/T(iB) suffix, or a fraction of RAM (0.25).\n"
+                   "The API key: --api-key-file or --api-key, else the RAPID_API_KEY environment variable.\n"
+                   "Every flag, with the API it serves: docs/api.md.");
+}
+
+server::HttpServer* g_server = nullptr;
 void on_signal(int) {
   if (g_server) g_server->stop();
 }
 
-int run_serve(const std::vector<std::string>& args) {
-  rapid::server::ServerOptions so;
-  rapid::server::ModelBackendOptions bo;
-  std::string model_path;
-  long long threads = 0, ctx = 0;
-  rapid::BatchEngineOptions eo;
-  rapid::ModelOptions mo;
-  std::string kv_memory, cache_dir, disk_limit = "8GiB", draft_path;
-  bool persist = true;
-  std::vector<std::string> aliases;  // PATTERN=NAME
-  if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string& dst) {
-      if (i + 1 >= args.size()) return false;
-      dst = args[++i];
-      return true;
-    };
-    auto number = [&](long long lo, long long hi, long long& dst) {
-      std::string v;
-      if (!value(v) || !parse_int(v, lo, hi, dst)) {
-        std::fprintf(stderr, "rapid-mlx serve: %s needs an integer in [%lld, %lld]\n", a.c_str(), lo, hi);
-        return false;
-      }
-      return true;
-    };
-    long long n = 0;
-    bool ok = true;
-    if (a == "--model") ok = value(model_path);
-    else if (a == "--host") ok = value(so.host);
-    else if (a == "--port") { ok = number(0, 65535, n); so.port = int(n); }
-    else if (a == "--api-key") {
-      ok = value(so.api_key);
-      rapid::log::warn("--api-key is readable by every local user in /proc/" + std::to_string(::getpid()) +
-                       "/cmdline; prefer --api-key-file or RAPID_API_KEY");
-    } else if (a == "--api-key-file") {
-      std::string path;
-      ok = value(path);
-      if (ok && !read_key_file(path, so.api_key)) return 2;
-    }
-    else if (a == "--max-queued-requests") { ok = number(0, 1 << 20, n); so.max_queued_requests = int(n); }
-    else if (a == "--max-connections") { ok = number(16, 1 << 20, n); so.max_connections = size_t(n); }
-    else if (a == "--allowed-origins") {
-      std::string list;
-      ok = value(list);
-      for (size_t p = 0; ok && p <= list.size();) {
-        size_t c = std::min(list.find(',', p), list.size());
-        std::string o = list.substr(p, c - p);
-        while (!o.empty() && o.front() == ' ') o.erase(0, 1);
-        while (!o.empty() && o.back() == ' ') o.pop_back();
-        if (!o.empty()) so.allowed_origins.push_back(o);
-        p = c + 1;
-      }
-    }
-    else if (a == "--served-model-name") ok = value(bo.served_name);
-    else if (a == "--model-alias") ok = value(aliases.emplace_back());
-    else if (a == "--tool-call-parser") ok = value(bo.tool_parser);
-    else if (a == "--reasoning-parser") ok = value(bo.reasoning_parser);
-    else if (a == "--max-body-bytes") { ok = number(1024, 1LL << 34, n); so.max_body_bytes = size_t(n); }
-    else if (a == "--threads") ok = number(0, 1024, threads);
-    else if (a == "--ctx") ok = number(16, 1LL << 24, ctx);
-    else if (a == "--http-threads") { ok = number(4, 4096, n); so.http_threads = int(n); }
-    else if (a == "--kv-cache-memory") ok = value(kv_memory);
-    else if (a == "--kv-dtype") {
-      std::string d;
-      ok = value(d);
-      if (d == "f16") mo.kv_dtype = rapid::DType::F16;
-      else if (d == "bf16") mo.kv_dtype = rapid::DType::BF16;
-      else if (d == "f32") mo.kv_dtype = rapid::DType::F32;
-      else ok = false;
-    }
-    else if (a == "--max-num-seqs") { ok = number(1, 4096, n); eo.max_num_seqs = n; }
-    else if (a == "--max-batch-tokens") { ok = number(16, 1 << 20, n); eo.max_step_tokens = n; }
-    else if (a == "--no-prefix-cache") eo.kv.prefix_cache = false;
-    else if (a == "--no-persist-cache") persist = false;
-    else if (a == "--no-warm-turns") bo.warm_turns = false;
-    else if (a == "--cache-dir") ok = value(cache_dir);
-    else if (a == "--cache-disk-limit") ok = value(disk_limit);
-    else if (a == "--cache-key-file") ok = value(eo.kv.snapshot_key_file);
-    else if (a == "--encrypt-cache") eo.kv.snapshot_encrypt = true;
-    else if (a == "--speculative") {
-      std::string m;
-      ok = value(m);
-      try {
-        eo.spec.mode = rapid::parse_spec_mode(m);
-      } catch (const rapid::Error& e) {
-        std::fprintf(stderr, "rapid-mlx serve: %s\n", e.what());
-        return 2;
-      }
-    }
-    else if (a == "--draft-model") ok = value(draft_path);
-    else if (a == "--num-speculative-tokens") { ok = number(0, 64, n); eo.spec.max_draft = int(n); }
-    else if (a == "--log-level") {
-      std::string l;
-      ok = value(l);
-      if (l == "debug") rapid::log::set_level(rapid::log::Level::Debug);
-      else if (l == "info") rapid::log::set_level(rapid::log::Level::Info);
-      else if (l == "warn") rapid::log::set_level(rapid::log::Level::Warn);
-      else if (l == "error") rapid::log::set_level(rapid::log::Level::Error);
-      else ok = false;
-    } else if (a == "-h" || a == "--help") return usage();
-    else {
-      std::fprintf(stderr, "rapid-mlx serve: unknown option '%s'\n", a.c_str());
-      return usage();
-    }
-    if (!ok) return usage();
-  }
-  if (model_path.empty()) return usage();
-  so.max_running = int(eo.max_num_seqs);
-
-  const rapid::cli::ModelArg target = rapid::cli::resolve_model_arg(model_path);
-  std::shared_ptr<rapid::Checkpoint> ckpt = rapid::load_checkpoint(target.path);
-  mo.num_threads = int(threads);
-  std::shared_ptr<rapid::Model> model = rapid::create_model(ckpt, mo);
-  std::shared_ptr<const rapid::Tokenizer> tok = rapid::load_tokenizer(ckpt->tokenizer_path);
-  int64_t max_pos = ckpt->config.max_position_embeddings;
-  bo.context_length = ctx > 0 ? ctx : (max_pos > 0 ? std::min<int64_t>(max_pos, 32768) : 4096);
-  if (bo.served_name.empty()) bo.served_name = target.name;
-  for (const std::string& al : aliases) {
+// --model-alias PATTERN=NAME: NAME must be the served name; the patterns go to the server.
+void apply_aliases(ServeArgs& a) {
+  for (const std::string& al : a.aliases) {
     size_t eq = al.rfind('=');
-    if (eq == std::string::npos || eq == 0 || al.substr(eq + 1) != bo.served_name) {
-      std::fprintf(stderr, "rapid-mlx serve: --model-alias needs PATTERN=NAME with NAME the served model '%s', got '%s'\n",
-                   bo.served_name.c_str(), al.c_str());
-      return 2;
-    }
-    so.model_aliases.push_back(al.substr(0, eq));
+    if (eq == std::string::npos || eq == 0 || al.substr(eq + 1) != a.bo.served_name)
+      throw UsageError("--model-alias: expected PATTERN=NAME with NAME the served model '" + a.bo.served_name +
+                       "', got '" + al + "'");
+    a.so.model_aliases.push_back(al.substr(0, eq));
   }
-  bo.model_type = ckpt->config.architecture;
-  bo.model_vocab = ckpt->config.vocab_size;
-  eo.context_length = bo.context_length;
-  const uint64_t ram = rapid::cache::system_ram_bytes();
-  const rapid::cache::BlockShape shape = model->kv_block_shape(eo.kv.block_size);
-  if (kv_memory.empty()) {
-    uint64_t want = uint64_t(eo.max_num_seqs) * uint64_t(bo.context_length) / uint64_t(shape.block_size) *
-                    shape.block_bytes();
-    eo.kv.pool_bytes = std::min<uint64_t>(want + shape.block_bytes() * 4, ram / 4);
-  } else {
-    eo.kv.pool_bytes = rapid::cache::parse_memory_size(kv_memory, ram);
-  }
-  if (persist && eo.kv.prefix_cache) {
-    std::string key = rapid::kv_snapshot_key(*ckpt, shape.dtype, shape.block_size);
-    eo.kv.snapshot_dir = (cache_dir.empty() ? rapid::cache::default_cache_root() : cache_dir) + "/" + key;
-    eo.kv.model_key = key;
-    eo.kv.snapshot_max_disk_bytes = rapid::cache::parse_memory_size(disk_limit, ram);
-    eo.kv.snapshot_max_tokens = bo.context_length;
-  }
-  if (!draft_path.empty()) {
-    std::shared_ptr<rapid::Checkpoint> dck = rapid::load_checkpoint(rapid::cli::resolve_model_arg(draft_path).path);
-    eo.draft_model = rapid::create_model(dck, mo);
-    const rapid::cache::BlockShape ds = eo.draft_model->kv_block_shape(eo.kv.block_size);
-    eo.draft_pool_bytes = std::min<uint64_t>(
-        uint64_t(eo.max_num_seqs) * uint64_t(bo.context_length) / uint64_t(ds.block_size) * ds.block_bytes() +
-            4 * ds.block_bytes(),
-        ram / 8);
-  }
-  auto engine = std::make_unique<rapid::BatchEngine>(model, tok, eo);
-  {
-    rapid::BatchEngineStats st = engine->stats();
-    rapid::log::info("kv cache: " + std::to_string(st.kv.pool.total_blocks) + " blocks of " +
-                     std::to_string(shape.block_size) + " tokens (" +
-                     std::to_string(st.kv.pool.arena_bytes >> 20) + " MiB); snapshots " +
-                     (st.kv.persistent ? st.kv.snapshot_dir + (eo.kv.snapshot_encrypt ? " (encrypted)" : "")
-                                       : std::string("off")) + "; speculative " +
-                     rapid::spec_mode_name(eo.spec.mode));
-  }
-  bo.warm_turns = bo.warm_turns && eo.kv.prefix_cache;  // warming fills the prefix cache
-  rapid::server::ModelBackend backend(tok, std::move(engine), bo);
+}
 
-  rapid::server::HttpServer server(backend, so);
+// Context, pools and snapshot directory from the flags and the loaded model (policy: cache/pool_sizing.h).
+void plan_engine(ServeArgs& a, const Checkpoint& ckpt, const Model& model) {
+  BatchEngineOptions& eo = a.eo;
+  a.bo.context_length = cache::serving_context(a.ctx.value_or(0), ckpt.config.max_position_embeddings);
+  eo.context_length = a.bo.context_length;
+  const cache::BlockShape shape = model.kv_block_shape(eo.kv.block_size);
+  eo.kv.pool_bytes = cache::kv_pool_bytes(a.kv_memory, shape, eo.max_num_seqs, eo.context_length, a.ram);
+  if (a.persist && eo.kv.prefix_cache) {
+    std::string key = kv_snapshot_key(ckpt, shape.dtype, shape.block_size);
+    eo.kv.snapshot_dir = (a.cache_dir.empty() ? cache::default_cache_root() : a.cache_dir) + "/" + key;
+    eo.kv.model_key = key;
+    eo.kv.snapshot_max_tokens = eo.context_length;
+  }
+  if (!a.draft_path.empty()) {
+    eo.draft_model = create_model(load_checkpoint(resolve_model_arg(a.draft_path).path), a.mo);
+    eo.draft_pool_bytes = cache::draft_pool_bytes(eo.draft_model->kv_block_shape(eo.kv.block_size), eo.max_num_seqs,
+                                                  eo.context_length, a.ram);
+  }
+}
+
+void log_engine(const BatchEngine& engine, const BatchEngineOptions& eo) {
+  BatchEngineStats st = engine.stats();
+  log::info("kv cache: " + std::to_string(st.kv.pool.total_blocks) + " blocks of " + std::to_string(eo.kv.block_size) +
+            " tokens (" + std::to_string(st.kv.pool.arena_bytes >> 20) + " MiB); snapshots " +
+            (st.kv.persistent ? st.kv.snapshot_dir + (eo.kv.snapshot_encrypt ? " (encrypted)" : "")
+                              : std::string("off")) +
+            "; speculative " + spec_mode_name(eo.spec.mode));
+}
+
+int run_serve(ServeArgs& a) {
+  log::set_level(a.log_level);
+  a.so.max_running = int(a.eo.max_num_seqs);
+  const ModelArg target = resolve_model_arg(a.model_path);
+  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(target.path);
+  std::shared_ptr<Model> model = create_model(ckpt, a.mo);
+  std::shared_ptr<const Tokenizer> tok = load_tokenizer(ckpt->tokenizer_path);
+  if (a.bo.served_name.empty()) a.bo.served_name = target.name;
+  apply_aliases(a);
+  a.bo.model_type = ckpt->config.architecture;
+  a.bo.model_vocab = ckpt->config.vocab_size;
+  plan_engine(a, *ckpt, *model);
+  auto engine = std::make_unique<BatchEngine>(model, tok, a.eo);
+  log_engine(*engine, a.eo);
+  a.bo.warm_turns = a.bo.warm_turns && a.eo.kv.prefix_cache;  // warming fills the prefix cache
+  server::ModelBackend backend(tok, std::move(engine), a.bo);
+
+  server::HttpServer server(backend, a.so);
   int port = server.bind();
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   g_server = &server;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  rapid::log::info("serving '" + bo.served_name + "' (context " + std::to_string(bo.context_length) +
-                   ", tool parser '" + backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() +
-                   "') on http://" + so.host + ":" + std::to_string(port));
-  std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", so.host.c_str(), port);
-  const std::string local = so.host == "0.0.0.0" || so.host == "::" ? "127.0.0.1"
-                            : so.host.find(':') != std::string::npos ? "[" + so.host + "]" : so.host;
-  rapid::cli::ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), bo.served_name);
+  log::info("serving '" + a.bo.served_name + "' (context " + std::to_string(a.bo.context_length) + ", tool parser '" +
+            backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() + "') on http://" +
+            a.so.host + ":" + std::to_string(port));
+  std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", a.so.host.c_str(), port);
+  const std::string& host = a.so.host;
+  const std::string local = host == "0.0.0.0" || host == "::" ? "127.0.0.1"
+                            : host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), a.bo.served_name);
   server.serve();
   g_server = nullptr;
   return 0;
 }
 
-rapid::cli::Registrar reg("serve", "serve the OpenAI/Anthropic-compatible HTTP API", run_serve);
+Registrar reg("serve", table, run_serve);
 
 }  // namespace
+}  // namespace rapid::cli

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/command.h"
@@ -16,14 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::ordered_json;
-
-const char* kUsage =
-    "usage: rapid-mlx template (--model-dir DIR | --template FILE) --context FILE.json\n"
-    "                          [--name TEMPLATE_NAME] [--now 'YYYY-MM-DD HH:MM:SS']\n"
-    "  --context: JSON object with messages, optional tools, add_generation_prompt, bos_token,\n"
-    "             eos_token and extra variables (enable_thinking, ...); '-' reads stdin.\n"
-    "  --name:    pick a named template when tokenizer_config.json holds several.\n"
-    "  --now:     the time strftime_now sees (default: now).\n";
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -43,30 +36,50 @@ void add_special_tokens(const ordered_json& cfg, ordered_json& ctx) {
   }
 }
 
-int run(const std::vector<std::string>& args) {
-  std::string model_dir, template_file, context_file, name, now;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto value = [&]() -> std::string {
-      if (i + 1 >= args.size()) throw rapid::Error(args[i] + " needs a value");
-      return args[++i];
-    };
-    if (args[i] == "--model-dir") model_dir = value();
-    else if (args[i] == "--template") template_file = value();
-    else if (args[i] == "--context") context_file = value();
-    else if (args[i] == "--name") name = value();
-    else if (args[i] == "--now") now = value();
-    else if (args[i] == "-h" || args[i] == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else {
-      std::fprintf(stderr, "unknown option '%s'\n%s", args[i].c_str(), kUsage);
-      return 2;
-    }
-  }
-  if (model_dir.empty() == template_file.empty() || context_file.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+struct Args {
+  std::string model_dir, template_file, context_file, name;
+  std::optional<std::tm> now;
+};
+
+// "YYYY-MM-DD HH:MM:SS" as a calendar time (UTC), weekday and day of year filled in.
+std::string parse_now(const std::string& text, std::optional<std::tm>& out) {
+  std::tm tm{};
+  std::istringstream in(text);
+  in >> std::get_time(&tm, "%Y-%m-%d %H:%M:%S");
+  if (in.fail() || in.peek() != std::char_traits<char>::eof())
+    return "expected 'YYYY-MM-DD HH:MM:SS', got " + rapid::cli::quoted(text);
+  std::tm probe = tm;
+  timegm(&probe);  // fills weekday and day of year
+  tm.tm_wday = probe.tm_wday;
+  tm.tm_yday = probe.tm_yday;
+  out = tm;
+  return "";
+}
+
+rapid::cli::FlagTable table(Args& a) {
+  using namespace rapid::cli;
+  return FlagTable(
+      "template",
+      {text("--model-dir", "DIR", "take the template from this model directory", &a.model_dir),
+       text("--template", "FILE", "take the template from this file", &a.template_file),
+       text("--context", "FILE.json",
+            "JSON object with messages, optional tools, add_generation_prompt, bos_token, eos_token and extra "
+            "variables (enable_thinking, ...); '-' reads stdin",
+            &a.context_file)
+           .required(),
+       text("--name", "TEMPLATE_NAME", "pick a named template when tokenizer_config.json holds several", &a.name),
+       custom("--now", "'YYYY-MM-DD HH:MM:SS'", "the time strftime_now sees",
+              [&a](const std::string& v) { return parse_now(v, a.now); })
+           .default_is("now")},
+      "render a chat template over a conversation (JSON)",
+      {"(--model-dir DIR | --template FILE) --context FILE.json [options]"});
+}
+
+int run(Args& a) {
+  if (a.model_dir.empty() == a.template_file.empty())
+    throw rapid::cli::UsageError("give one of --model-dir and --template");
+  const std::string &model_dir = a.model_dir, &template_file = a.template_file, &context_file = a.context_file,
+                    &name = a.name;
   std::string ctx_text;
   if (context_file == "-") {
     std::stringstream ss;
@@ -104,23 +117,13 @@ int run(const std::vector<std::string>& args) {
   }
 
   rapid::RenderOptions opts;
-  if (!now.empty()) {
-    std::tm tm{};
-    std::istringstream in(now);
-    in >> std::get_time(&tm, "%Y-%m-%d %H:%M:%S");
-    if (in.fail()) throw rapid::Error("--now must look like 'YYYY-MM-DD HH:MM:SS'");
-    std::tm probe = tm;
-    timegm(&probe);  // fills weekday and day of year
-    tm.tm_wday = probe.tm_wday;
-    tm.tm_yday = probe.tm_yday;
-    opts.now = tm;
-  }
+  opts.now = a.now;
   rapid::ChatTemplate tpl(source);
   std::string out = tpl.render(ctx, opts);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
 }
 
-rapid::cli::Registrar reg("template", "render a chat template over a conversation (JSON)", run);
+rapid::cli::Registrar reg("template", table, run);
 
 }  // namespace

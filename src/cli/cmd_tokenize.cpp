@@ -1,6 +1,7 @@
 // `rapid-mlx tokenize` / `rapid-mlx detokenize`: inspect how a model's tokenizer splits text.
 #include <climits>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -13,16 +14,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace {
-
-int usage_tokenize() {
-  std::fprintf(stderr,
-               "usage: rapid-mlx tokenize --tokenizer PATH [--file F | TEXT] [--no-add-special]\n"
-               "                          [--no-parse-special] [--pieces]\n"
-               "PATH: model directory, tokenizer.json or .gguf. Prints ids space-separated.\n"
-               "--file may be repeated (one output line per file); --records F reads texts\n"
-               "stored as [u32 little-endian length][bytes]... and prints one line per text.\n");
-  return 2;
-}
 
 // Texts stored back to back as [u32 LE length][bytes] (batch mode for tests and benchmarks).
 std::vector<std::string> read_records(const std::string& path) {
@@ -40,30 +31,37 @@ std::vector<std::string> read_records(const std::string& path) {
   return out;
 }
 
-int run_tokenize(const std::vector<std::string>& args) {
-  std::string path, text, records;
+struct TokenizeArgs {
+  std::string path, records;
+  std::optional<std::string> text;
   std::vector<std::string> files;
-  bool have_text = false, add_special = true, parse_special = true, pieces = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--tokenizer" && i + 1 < args.size()) path = args[++i];
-    else if (a == "--file" && i + 1 < args.size()) files.push_back(args[++i]);
-    else if (a == "--records" && i + 1 < args.size()) records = args[++i];
-    else if (a == "--no-add-special") add_special = false;
-    else if (a == "--no-parse-special") parse_special = false;
-    else if (a == "--pieces") pieces = true;
-    else if (a == "-h" || a == "--help") return usage_tokenize();
-    else if (a == "--") { if (i + 1 < args.size()) { text = args[++i]; have_text = true; } }
-    else if (!a.empty() && a[0] == '-' && a.size() > 1) {
-      std::fprintf(stderr, "rapid-mlx tokenize: unknown option '%s'\n", a.c_str());
-      return usage_tokenize();
-    } else if (!have_text) { text = a; have_text = true; }
-    else { std::fprintf(stderr, "rapid-mlx tokenize: more than one TEXT\n"); return usage_tokenize(); }
-  }
-  int sources = (have_text ? 1 : 0) + (files.empty() ? 0 : 1) + (records.empty() ? 0 : 1);
-  if (path.empty() || sources != 1) return usage_tokenize();
+  bool add_special = true, parse_special = true, pieces = false;
+};
+
+rapid::cli::FlagTable tokenize_table(TokenizeArgs& a) {
+  using namespace rapid::cli;
+  return FlagTable(
+      "tokenize",
+      {text("--tokenizer", "PATH", "a model directory, tokenizer.json or .gguf", &a.path).required(),
+       text("TEXT", "", "the text to tokenize (or --file / --records)", &a.text).as_positional(),
+       text("--file", "F", "tokenize this file's contents (repeatable: one output line per file)", &a.files),
+       text("--records", "F", "texts stored as [u32 little-endian length][bytes]...: one output line per text",
+            &a.records),
+       flag("--no-add-special", "do not add BOS/EOS", &a.add_special, false),
+       flag("--no-parse-special", "special-token text is plain text", &a.parse_special, false),
+       flag("--pieces", "print id:piece instead of ids", &a.pieces)},
+      "print the token ids of a text (space-separated)",
+      {"--tokenizer PATH [options] (TEXT | --file F... | --records F)"});
+}
+
+int run_tokenize(TokenizeArgs& a) {
+  int sources = (a.text ? 1 : 0) + (a.files.empty() ? 0 : 1) + (a.records.empty() ? 0 : 1);
+  if (sources != 1) throw rapid::cli::UsageError("give exactly one of TEXT, --file and --records");
+  const std::string &path = a.path, &records = a.records;
+  const std::vector<std::string>& files = a.files;
+  const bool add_special = a.add_special, parse_special = a.parse_special, pieces = a.pieces;
   std::vector<std::string> texts;
-  if (have_text) texts.push_back(text);
+  if (a.text) texts.push_back(*a.text);
   for (auto& f : files) texts.push_back(rapid::read_file(f));
   if (!records.empty()) texts = read_records(records);
   auto tok = rapid::load_tokenizer(path);
@@ -82,28 +80,28 @@ int run_tokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
-int run_detokenize(const std::vector<std::string>& args) {
+struct DetokenizeArgs {
   std::string path, ids_file;
   bool skip = false;
   std::vector<int32_t> ids;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--tokenizer" && i + 1 < args.size()) { path = args[++i]; continue; }
-    if (args[i] == "--ids-file" && i + 1 < args.size()) { ids_file = args[++i]; continue; }
-    if (args[i] == "--skip-special") { skip = true; continue; }
-    try {
-      size_t used = 0;
-      long long v = std::stoll(args[i], &used);
-      if (used != args[i].size() || v < INT32_MIN || v > INT32_MAX) throw std::exception();
-      ids.push_back(static_cast<int32_t>(v));
-    } catch (...) {
-      std::fprintf(stderr, "rapid-mlx detokenize: '%s' is not a token id\n", args[i].c_str());
-      return 2;
-    }
-  }
-  if (path.empty()) {
-    std::fprintf(stderr, "usage: rapid-mlx detokenize --tokenizer PATH [--skip-special] (IDS... | --ids-file F)\n");
-    return 2;
-  }
+};
+
+rapid::cli::FlagTable detokenize_table(DetokenizeArgs& a) {
+  using namespace rapid::cli;
+  return FlagTable(
+      "detokenize",
+      {text("--tokenizer", "PATH", "a model directory, tokenizer.json or .gguf", &a.path).required(),
+       integer("IDS", "", "token ids", &a.ids).as_positional(),
+       text("--ids-file", "F", "one line of space-separated ids per text; prints one JSON string per line",
+            &a.ids_file),
+       flag("--skip-special", "leave special tokens out", &a.skip)},
+      "print the text of token ids", {"--tokenizer PATH [--skip-special] (IDS... | --ids-file F)"});
+}
+
+int run_detokenize(DetokenizeArgs& a) {
+  const std::string &path = a.path, &ids_file = a.ids_file;
+  const bool skip = a.skip;
+  const std::vector<int32_t>& ids = a.ids;
   auto tok = rapid::load_tokenizer(path);
   if (!ids_file.empty()) {
     // Batch mode: one line of ids in, one JSON string out (texts may contain newlines).
@@ -128,7 +126,7 @@ int run_detokenize(const std::vector<std::string>& args) {
   return 0;
 }
 
-rapid::cli::Registrar reg_tok("tokenize", "print the token ids of a text", run_tokenize);
-rapid::cli::Registrar reg_detok("detokenize", "print the text of token ids", run_detokenize);
+rapid::cli::Registrar reg_tok("tokenize", tokenize_table, run_tokenize);
+rapid::cli::Registrar reg_detok("detokenize", detokenize_table, run_detokenize);
 
 }  // namespace
