@@ -253,8 +253,8 @@ TEST(CliFlags, FormatsNumbersAndSizes) {
 
 // ---- the real commands ----
 
-const std::vector<std::string> kCommands = {"bench", "convert", "detokenize", "parse", "run", "serve",
-                                            "template", "tokenize"};
+const std::vector<std::string> kCommands = {"bench", "chat", "convert", "detokenize", "ls", "parse", "ps", "pull",
+                                            "rm", "run", "serve", "template", "tokenize"};
 
 TEST(CliCommands, EveryCommandHasACleanTableAndHelpListingEveryFlag) {
   for (const std::string& name : kCommands) {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,7 @@
 namespace rapid::cli {
 namespace {
 
-const char* kUsage =
-    "usage: rapid-mlx chat NAME|PATH [--system TEXT] [--max-tokens N] [--temperature T] [--top-p P]\n"
-    "                      [--top-k K] [--seed S] [--threads N]\n"
+const char* kInChat =
     "At the >>> prompt: a message, or /reset (forget the conversation), /system TEXT, /help, /exit.\n"
     "Ctrl-C stops an answer; at the prompt, Ctrl-C or Ctrl-D ends the chat.\n";
 
@@ -35,43 +34,21 @@ struct ChatArgs {
   SamplingOverrides sampling;
 };
 
-ChatArgs parse(const std::vector<std::string>& a) {
-  ChatArgs r;
-  auto value = [&](size_t& i) -> const std::string& {
-    if (i + 1 >= a.size()) throw Error("option " + a[i] + " needs a value");
-    return a[++i];
-  };
-  auto number = [&](size_t& i) {
-    const std::string& opt = a[i];
-    const std::string& v = value(i);
-    size_t pos = 0;
-    double d = 0;
-    try {
-      d = std::stod(v, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos == 0 || pos != v.size()) throw Error("option " + opt + ": '" + v + "' is not a number");
-    return d;
-  };
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string& o = a[i];
-    if (o == "--model" || o == "-m") r.model = value(i);
-    else if (o == "--system") r.system = value(i);
-    else if (o == "--max-tokens") r.max_tokens = int64_t(number(i));
-    else if (o == "--threads") r.threads = int(number(i));
-    else if (o == "--temperature") r.sampling.temperature = number(i);
-    else if (o == "--top-p") r.sampling.top_p = number(i);
-    else if (o == "--top-k") r.sampling.top_k = int(number(i));
-    else if (o == "--seed") r.sampling.seed = uint64_t(number(i));
-    else if (o == "-h" || o == "--help") std::fputs(kUsage, stdout), std::exit(0);
-    else if (!o.empty() && o[0] == '-') throw Error("unknown option " + o + "\n" + kUsage);
-    else if (r.model.empty()) r.model = o;
-    else throw Error("one model at a time ('" + o + "' is extra)\n" + kUsage);
-  }
-  if (r.model.empty()) throw Error(std::string("which model? ") + kUsage);
-  if (r.max_tokens <= 0) throw Error("--max-tokens must be > 0");
-  return r;
+FlagTable chat_table(ChatArgs& a) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  return FlagTable(
+      "chat",
+      {text("NAME", "", "a Hugging Face model id (org/name[@revision][:QUANT]) or a model path", &a.model).as_positional(),
+       text("--model", "NAME", "the same, as a flag", &a.model).alias("-m"),
+       text("--system", "TEXT", "system message", &a.system),
+       integer("--max-tokens", "N", "tokens per answer at most", &a.max_tokens, 1),
+       real("--temperature", "T", "sampling temperature, 0 = greedy", &a.sampling.temperature, 0, kInf)
+           .default_is("generation_config.json's, else 0"),
+       real("--top-p", "P", "nucleus sampling mass", &a.sampling.top_p, 0, 1),
+       integer("--top-k", "K", "sample from the K most likely tokens, 0 = all", &a.sampling.top_k, 0),
+       integer("--seed", "S", "sampling seed", &a.sampling.seed).default_is("random"),
+       integer("--threads", "N", "compute threads", &a.threads, 0, 1024).default_is("all cores")},
+      "talk to a model in the terminal (history, streaming, /reset, Ctrl-C)", {}, kInChat);
 }
 
 // Streams one answer; returns its text (cut short by Ctrl-C, then marked on the terminal).
@@ -98,8 +75,8 @@ std::string answer(LocalModel& m, const nlohmann::ordered_json& messages, const 
   }
 }
 
-int run_chat(const std::vector<std::string>& argv) {
-  ChatArgs a = parse(argv);
+int run_chat(ChatArgs& a) {
+  if (a.model.empty()) throw UsageError("which model? give NAME (a hub id or a path)");
   ModelArg target = resolve_model_arg(a.model);
   LocalModel m = load_local_model(target.path, LoadOptions{a.threads});
   const bool tty = ::isatty(0);
@@ -121,7 +98,7 @@ int run_chat(const std::vector<std::string>& argv) {
     if (line.empty()) continue;
     if (line == "/exit" || line == "/bye" || line == "/quit") break;
     if (line == "/help") {
-      std::fputs(kUsage, stdout);
+      std::fputs(kInChat, stdout);
     } else if (line == "/reset" || line == "/clear") {
       reset();
       if (tty) std::fputs("(conversation cleared)\n", stdout);
@@ -139,7 +116,7 @@ int run_chat(const std::vector<std::string>& argv) {
   return 0;
 }
 
-Registrar reg("chat", "talk to a model in the terminal (history, streaming, /reset, Ctrl-C)", run_chat);
+Registrar reg("chat", chat_table, run_chat);
 
 }  // namespace
 }  // namespace rapid::cli

@@ -35,13 +35,15 @@ std::string safetensors_quant(const std::string& snapshot) {
   return "-";
 }
 
-int run_ls(const std::vector<std::string>& args) {
+struct NoArgs {};
+
+FlagTable ls_table(NoArgs&) {
+  return FlagTable("ls", {}, "list the models in the Hugging Face cache", {},
+                   "The cache: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub.");
+}
+
+int run_ls(NoArgs&) {
   std::string cache = hub::default_cache_dir();
-  for (auto& a : args) {
-    if (a == "-h" || a == "--help")
-      return std::printf("usage: rapid-mlx ls\nLists the models in the Hugging Face cache (%s).\n", cache.c_str()), 0;
-    return std::fprintf(stderr, "rapid-mlx ls: unknown argument '%s' (usage: rapid-mlx ls)\n", a.c_str()), 2;
-  }
   std::printf("%-44s %-12s %-12s %-10s %10s  %s\n", "NAME", "REVISION", "FORMAT", "QUANT", "SIZE", "PATH");
   for (const hub::CachedRepo& r : hub::scan_cache(cache)) {
     for (const hub::CachedRevision& rev : r.revisions) {
@@ -62,15 +64,21 @@ int run_ls(const std::vector<std::string>& args) {
   return 0;
 }
 
-int run_rm(const std::vector<std::string>& args) {
-  const char* usage = "usage: rapid-mlx rm NAME...\nRemoves models (every revision) from the Hugging Face cache.\n";
-  if (args.empty()) return std::fputs(usage, stderr), 2;
+struct RmArgs {
+  std::vector<std::string> names;
+};
+
+FlagTable rm_table(RmArgs& a) {
+  return FlagTable("rm", {text("NAME", "", "a model id (org/name); several may be given", &a.names).as_positional().required()},
+                   "remove a model from the Hugging Face cache (every revision)");
+}
+
+int run_rm(RmArgs& a) {
   std::string cache = hub::default_cache_dir();
   int missing = 0;
-  for (auto& a : args) {
-    if (a == "-h" || a == "--help") return std::fputs(usage, stdout), 0;
-    std::optional<hub::ModelRef> ref = hub::parse_model_ref(a);
-    if (!ref) throw Error("'" + a + "' is not a model id (org/name)");
+  for (auto& name : a.names) {
+    std::optional<hub::ModelRef> ref = hub::parse_model_ref(name);
+    if (!ref) throw UsageError("'" + name + "' is not a model id (org/name)");
     uint64_t size = 0;
     for (auto& r : hub::scan_cache(cache))
       if (r.repo == ref->repo) size = r.size_on_disk;
@@ -84,8 +92,8 @@ int run_rm(const std::vector<std::string>& args) {
   return missing ? 1 : 0;
 }
 
-Registrar ls("ls", "list the models in the Hugging Face cache", run_ls);
-Registrar rm("rm", "remove a model from the Hugging Face cache", run_rm);
+Registrar ls("ls", ls_table, run_ls);
+Registrar rm("rm", rm_table, run_rm);
 
 }  // namespace
 }  // namespace rapid::cli

@@ -40,13 +40,15 @@ double rss_mb(int pid) {
   return 0;
 }
 
-int run_ps(const std::vector<std::string>& args) {
-  for (auto& a : args) {
-    if (a == "-h" || a == "--help")
-      return std::printf("usage: rapid-mlx ps\nThe rapid-mlx servers running on this machine (listed in %s).\n",
-                         servers_dir().c_str()), 0;
-    return std::fprintf(stderr, "rapid-mlx ps: unknown argument '%s' (usage: rapid-mlx ps)\n", a.c_str()), 2;
-  }
+struct NoArgs {};
+
+FlagTable ps_table(NoArgs&) {
+  return FlagTable("ps", {}, "the rapid-mlx servers running on this machine: model, memory, KV use, load", {},
+                   "Servers announce themselves in $XDG_RUNTIME_DIR/rapid-mlx, else ~/.cache/rapid-mlx/servers\n"
+                   "(RAPID_SERVERS_DIR overrides).");
+}
+
+int run_ps(NoArgs&) {
   std::printf("%-8s %-40s %-24s %9s %14s %8s %8s  %s\n", "PID", "MODEL", "URL", "RSS", "KV USED", "RUNNING",
               "WAITING", "STARTED");
   for (const ServerEntry& s : running_servers()) {
@@ -69,7 +71,7 @@ int run_ps(const std::vector<std::string>& args) {
   return 0;
 }
 
-Registrar reg("ps", "the rapid-mlx servers running on this machine: model, memory, KV use, load", run_ps);
+Registrar reg("ps", ps_table, run_ps);
 
 }  // namespace
 }  // namespace rapid::cli

@@ -16,13 +16,6 @@
 namespace rapid::cli {
 namespace {
 
-const char* kUsage =
-    "usage: rapid-mlx pull NAME [--quiet]\n"
-    "NAME: a Hugging Face model id, org/name[@revision][:QUANT] (QUANT picks a GGUF file, e.g. :Q4_K_M).\n"
-    "Writes into the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub), where\n"
-    "huggingface_hub and transformers find it too. HF_ENDPOINT and HF_TOKEN are honoured; an\n"
-    "interrupted pull resumes where it stopped.\n";
-
 // One status line redrawn on a terminal; on a pipe or file, a line per finished file and per 10 %.
 class ProgressPrinter {
  public:
@@ -62,19 +55,28 @@ class ProgressPrinter {
   std::map<std::string, std::pair<uint64_t, uint64_t>> files_;
 };
 
-int run_pull(const std::vector<std::string>& args) {
+struct PullArgs {
   std::string name;
   bool quiet = false;
-  for (auto& a : args) {
-    if (a == "-h" || a == "--help") return std::fputs(kUsage, stdout), 0;
-    if (a == "--quiet" || a == "-q") quiet = true;
-    else if (!a.empty() && a[0] == '-') return std::fprintf(stderr, "rapid-mlx pull: unknown option '%s'\n%s", a.c_str(), kUsage), 2;
-    else if (name.empty()) name = a;
-    else return std::fprintf(stderr, "rapid-mlx pull: one model at a time ('%s' is extra)\n%s", a.c_str(), kUsage), 2;
-  }
-  if (name.empty()) return std::fputs(kUsage, stderr), 2;
+};
+
+FlagTable pull_table(PullArgs& a) {
+  return FlagTable(
+      "pull",
+      {text("NAME", "", "a Hugging Face model id: org/name[@revision][:QUANT] (QUANT picks a GGUF file, e.g. :Q4_K_M)",
+            &a.name).as_positional().required(),
+       flag("--quiet", "no progress lines", &a.quiet).alias("-q")},
+      "download a model from the Hugging Face hub into its cache", {},
+      "Writes into the Hugging Face cache (HF_HUB_CACHE, HF_HOME/hub or ~/.cache/huggingface/hub), where\n"
+      "huggingface_hub and transformers find it too. HF_ENDPOINT and HF_TOKEN are honoured; an\n"
+      "interrupted pull resumes where it stopped. Prints the model's path.");
+}
+
+int run_pull(PullArgs& a) {
+  const std::string& name = a.name;
+  const bool quiet = a.quiet;
   std::optional<hub::ModelRef> ref = hub::parse_model_ref(name);
-  if (!ref) throw Error("'" + name + "' is not a Hugging Face model id (org/name[@revision][:QUANT])");
+  if (!ref) throw UsageError("'" + name + "' is not a Hugging Face model id (org/name[@revision][:QUANT])");
   if (hub::hub_offline()) throw Error("HF_HUB_OFFLINE is set: pulling needs the network");
   ProgressPrinter printer(name);
   download::PullOptions opts;
@@ -88,7 +90,7 @@ int run_pull(const std::vector<std::string>& args) {
   return 0;
 }
 
-Registrar reg("pull", "download a model from the Hugging Face hub into its cache", run_pull);
+Registrar reg("pull", pull_table, run_pull);
 
 }  // namespace
 }  // namespace rapid::cli
