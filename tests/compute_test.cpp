@@ -15,14 +15,14 @@
 
 #include "compute/attention.h"
 #include "compute/cpu_features.h"
-#include "compute/dequantize.h"
-#include "compute/fp16.h"
 #include "compute/kernels.h"
 #include "compute/matmul.h"
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "compute/thread_pool.h"
-#include "model/tensor.h"
+#include "tensor/dequantize.h"
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
 
 using namespace rapid;
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "common/error.h"
-#include "compute/dequantize.h"
-#include "compute/fp16.h"
 #include "compute/kernels.h"
+#include "tensor/dequantize.h"
+#include "tensor/fp16.h"
 
 namespace rapid {
 

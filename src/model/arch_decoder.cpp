@@ -6,12 +6,12 @@
 
 #include "common/error.h"
 #include "compute/attention.h"
-#include "compute/dequantize.h"
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
 #include "model/layers.h"
 #include "model/paged_kv.h"
+#include "tensor/dequantize.h"
 
 namespace rapid {
 namespace {

@@ -8,11 +8,11 @@
 
 #include "common/error.h"
 #include "common/mapped_file.h"
-#include "compute/fp16.h"
 #include "model/config_load.h"
-#include "model/mlx_quant.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tensor/fp16.h"
+#include "tensor/mlx_affine.h"
 
 namespace rapid {
 

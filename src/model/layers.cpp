@@ -1,7 +1,7 @@
 #include "model/layers.h"
 
 #include "common/error.h"
-#include "compute/dequantize.h"
+#include "tensor/dequantize.h"
 
 namespace rapid {
 

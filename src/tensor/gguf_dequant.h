@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid::ggml {
 

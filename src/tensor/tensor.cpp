@@ -1,12 +1,12 @@
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
-#include "compute/fp16.h"
-#include "model/gguf_dequant.h"
-#include "model/mlx_quant.h"
+#include "tensor/fp16.h"
+#include "tensor/gguf_dequant.h"
+#include "tensor/mlx_affine.h"
 
 namespace rapid {
 

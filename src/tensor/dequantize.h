@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

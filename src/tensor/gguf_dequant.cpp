@@ -1,10 +1,10 @@
-#include "model/gguf_dequant.h"
+#include "tensor/gguf_dequant.h"
 
 #include <cstring>
 
 #include "common/error.h"
-#include "compute/fp16.h"
-#include "compute/quant_formats.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid::ggml {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -1,11 +1,11 @@
-#include "compute/dequantize.h"
+#include "tensor/dequantize.h"
 
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
-#include "compute/fp16.h"
-#include "compute/quant_formats.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 namespace {
