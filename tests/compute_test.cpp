@@ -1,5 +1,5 @@
-// Kernels vs independent references: the loader's scalar dequantize_row (checked against gguf-py),
-// hardware F16C/AVX512-BF16 conversions, double-precision dot products, transformers' RoPE
+// Kernels vs independent references: tensor/'s scalar dequantizer (checked against gguf-py and
+// mlx.core in model_loader_test), hardware F16C/AVX512-BF16 conversions, double-precision dot products, transformers' RoPE
 // frequencies (tests/golden/model/rope_cases.json) and a naive attention.
 #include <gtest/gtest.h>
 
@@ -68,57 +68,10 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) 
   return v;
 }
 
-// Hardware conversions (F16C) as the independent reference for the scalar ones.
-__attribute__((target("f16c"))) float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
-__attribute__((target("f16c"))) uint16_t hw_f2h(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
-
 const DType kAllGgml[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                           DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 }  // namespace
-
-TEST(Fp16, HalfToFloatIsExactForAllHalves) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
-  for (uint32_t h = 0; h < 65536; ++h) {
-    float ref = hw_h2f(static_cast<uint16_t>(h));
-    float got = f16_to_f32(static_cast<uint16_t>(h));
-    if (std::isnan(ref)) EXPECT_TRUE(std::isnan(got));
-    else ASSERT_EQ(std::memcmp(&ref, &got, 4), 0) << h;
-  }
-}
-
-TEST(Fp16, FloatToHalfRoundsLikeF16C) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
-  std::mt19937 rng(1);
-  for (int i = 0; i < 200000; ++i) {
-    uint32_t u = rng();
-    float f;
-    std::memcpy(&f, &u, 4);
-    if (std::isnan(f)) continue;
-    uint16_t ref = hw_f2h(f);
-    ASSERT_EQ(f32_to_f16(f), ref) << f;
-  }
-}
-
-TEST(Dequantize, MatchesLoaderReferenceForEveryGgmlType) {
-  std::mt19937 rng(2);
-  for (DType t : kAllGgml) {
-    const int64_t rows = 3, cols = 512;
-    auto buf = random_rows(t, rows, cols, rng);
-    Tensor tt;
-    tt.name = "w";
-    tt.dtype = t;
-    tt.shape = {rows, cols};
-    tt.data = buf.data();
-    tt.nbytes = buf.size();
-    std::vector<float> a(cols), b(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      dequantize_tensor_row(tt, r, a.data());
-      dequantize_row(tt, r, b.data());
-      for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(a[i], b[i]) << dtype_name(t) << " row " << r << " col " << i;
-    }
-  }
-}
 
 TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
   std::mt19937 rng(3);

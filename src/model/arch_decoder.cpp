@@ -155,7 +155,7 @@ class DecoderModel final : public Model {
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
         float* c = cat_.data() + r * 2 * H_;
-        dequantize_tensor_row(*embed_, entries[i].tokens[t], tmp_.data());
+        dequantize_row(*embed_, entries[i].tokens[t], tmp_.data());
         if (embed_scale_ != 1.0f) scale_inplace(tmp_.data(), embed_scale_, H_);
         rms_norm(tmp_.data(), mtp_norm_emb_.data(), H_, eps_, one, c);
         rms_norm(entries[i].hidden + t * H_, mtp_norm_hidden_.data(), H_, eps_, one, c + H_);
@@ -270,7 +270,7 @@ class DecoderModel final : public Model {
       const Seq& s = seqs_[i];
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
-        dequantize_tensor_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
+        dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
         if (embed_scale_ != 1.0f) scale_inplace(x_.data() + r * H_, embed_scale_, H_);
         // RoPE tables at each token's own position (both bases).
         global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);

@@ -38,7 +38,7 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
   std::vector<float> v(static_cast<size_t>(n));
   Tensor flat = t;
   flat.shape = {1, n};
-  dequantize_tensor_row(flat, 0, v.data());
+  dequantize_row(flat, 0, v.data());
   return v;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "common/error.h"
 #include "tensor/fp16.h"
@@ -46,22 +47,17 @@ static float load_group_value(const void* base, DType dt, int64_t i) {
   }
 }
 
-void dequantize_row(const Tensor& t, int64_t row, float* out) {
-  int64_t cols = t.cols();
-  if (!valid_bits(t.bits) || !valid_group_size(t.group_size) || cols % t.group_size)
-    throw Error("'" + t.name + "': invalid MLX quantization (bits " + std::to_string(t.bits) +
-                ", group_size " + std::to_string(t.group_size) + ", cols " + std::to_string(cols) + ")");
-  int64_t rb = packed_row_bytes(cols, t.bits);
-  if (!t.data || !t.scales || !t.biases || size_t(rb) * size_t(t.rows()) > t.nbytes)
-    throw Error("'" + t.name + "': MLX tensor has fewer bytes than its shape needs");
-  const uint8_t* p = static_cast<const uint8_t*>(t.data) + row * rb;
-  int64_t groups = cols / t.group_size;
+void dequantize_row(const uint8_t* packed, const void* scales, const void* biases, DType group_dtype,
+                    int bits, int group_size, int64_t cols, float* out) {
+  if (!valid_bits(bits) || group_size <= 0 || cols % group_size != 0)
+    throw Error("MLX affine: bad bits/group_size for row of " + std::to_string(cols));
+  int64_t groups = cols / group_size;
   for (int64_t g = 0; g < groups; ++g) {
-    float s = load_group_value(t.scales, t.group_dtype, row * groups + g);
-    float b = load_group_value(t.biases, t.group_dtype, row * groups + g);
-    for (int64_t k = 0; k < t.group_size; ++k) {
-      int64_t j = g * t.group_size + k;
-      out[j] = s * float(unpack(p, j, t.bits)) + b;
+    float s = load_group_value(scales, group_dtype, g);
+    float b = load_group_value(biases, group_dtype, g);
+    for (int64_t k = 0; k < group_size; ++k) {
+      int64_t j = g * group_size + k;
+      out[j] = s * float(unpack(packed, j, bits)) + b;
     }
   }
 }

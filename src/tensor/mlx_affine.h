@@ -24,7 +24,9 @@ uint32_t unpack(const uint8_t* row, int64_t j, int bits);
 void quantize_row(const float* w, int64_t cols, int bits, int group_size, uint8_t* packed,
                   float* scales, float* biases);
 
-// Reference dequantization of row `row` of an MLX_AFFINE tensor.
-void dequantize_row(const Tensor& t, int64_t row, float* out);
+// Dequantizes one packed row of `cols` elements; scales/biases are the row's cols/group_size
+// values in `group_dtype` (F32/F16/BF16). Tensor-level checks are in tensor/dequantize.h.
+void dequantize_row(const uint8_t* packed, const void* scales, const void* biases, DType group_dtype,
+                    int bits, int group_size, int64_t cols, float* out);
 
 }  // namespace rapid::mlx
