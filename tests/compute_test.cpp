@@ -325,7 +325,10 @@ TEST(Rope, FrequenciesMatchTransformers) {
   std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/rope_cases.json");
   auto j = nlohmann::json::parse(f);
   for (auto& c : j["cases"]) {
-    RopeScaling sc;
+    RopeParams sc;
+    sc.rotary_dim = c["head_dim"].get<int64_t>();
+    sc.base = c["theta"].get<double>();
+    sc.max_position_embeddings = c["max_pos"].get<int64_t>();
     auto& s = c["scaling"];
     sc.type = s["rope_type"];
     sc.factor = s.value("factor", 1.0);
@@ -334,7 +337,7 @@ TEST(Rope, FrequenciesMatchTransformers) {
     sc.original_max_position_embeddings = s.value("original_max_position_embeddings", 0);
     sc.beta_fast = s.value("beta_fast", 32.0);
     sc.beta_slow = s.value("beta_slow", 1.0);
-    Rope r(c["head_dim"].get<int64_t>(), c["theta"].get<double>(), sc, c["max_pos"].get<int64_t>());
+    Rope r(sc);
     auto want = c["inv_freq"].get<std::vector<double>>();
     ASSERT_EQ(r.inv_freq().size(), want.size());
     for (size_t i = 0; i < want.size(); ++i)
@@ -343,8 +346,17 @@ TEST(Rope, FrequenciesMatchTransformers) {
   }
 }
 
+// Unscaled RoPE over `dim` dimensions at base 10000.
+RopeParams plain_rope(int64_t dim) {
+  RopeParams p;
+  p.rotary_dim = dim;
+  p.base = 10000.0;
+  p.max_position_embeddings = 100;
+  return p;
+}
+
 TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
-  Rope r(8, 10000.0, RopeScaling{}, 100);
+  Rope r(plain_rope(8));
   float c[4], s[4];
   r.angles(3, c, s);
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -360,7 +372,7 @@ TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
 // Pair order (GGUF Q/K rows): element 2i is rotate_half element i, 2i+1 is element i + half;
 // apply_pairs on the permuted vector gives exactly the permuted result of apply.
 TEST(Rope, PairOrderIsThePermutedRotateHalf) {
-  Rope r(8, 10000.0, RopeScaling{}, 100);
+  Rope r(plain_rope(8));
   float c[4], s[4];
   r.angles(5, c, s);
   float x[16], p[16];

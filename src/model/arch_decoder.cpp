@@ -80,9 +80,9 @@ class DecoderModel final : public Model {
 
     if (opts.matmul == MatmulPath::Exact) materialize_f32();
 
-    global_rope_ = Rope(hd_, c.rope_theta, c.rope_scaling, c.max_position_embeddings);
+    global_rope_ = Rope(rope_params(c, hd_, c.rope_theta, c.rope_scaling));
     if (spec.local_rope_base)
-      local_rope_ = Rope(hd_, c.rope_local_base_freq, RopeScaling{}, c.max_position_embeddings);
+      local_rope_ = Rope(rope_params(c, hd_, c.rope_local_base_freq, RopeScaling{}));
     else
       local_rope_ = global_rope_;
     double qs = spec.query_pre_attn_scalar && c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar

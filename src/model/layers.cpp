@@ -42,4 +42,20 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
   return v;
 }
 
+RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& s) {
+  RopeParams p;
+  p.rotary_dim = rotary_dim;
+  p.base = base;
+  p.max_position_embeddings = c.max_position_embeddings;
+  p.type = s.type;
+  p.factor = s.factor;
+  p.low_freq_factor = s.low_freq_factor;
+  p.high_freq_factor = s.high_freq_factor;
+  p.original_max_position_embeddings = s.original_max_position_embeddings;
+  p.beta_fast = s.beta_fast;
+  p.beta_slow = s.beta_slow;
+  p.attention_factor = s.attention_factor;
+  return p;
+}
+
 }  // namespace rapid
