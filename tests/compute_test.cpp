@@ -347,7 +347,7 @@ TEST(Rope, FrequenciesMatchTransformers) {
 }
 
 // Unscaled RoPE over `dim` dimensions at base 10000.
-RopeParams plain_rope(int64_t dim) {
+static RopeParams plain_rope(int64_t dim) {
   RopeParams p;
   p.rotary_dim = dim;
   p.base = 10000.0;

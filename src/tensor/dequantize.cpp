@@ -175,8 +175,6 @@ void deq_q8_k(const BlockQ8_K* b, int64_t nb, float* y) {
     for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
 }
 
-}  // namespace
-
 // Integers read as floats (index tensors and the like), element by element: rows of any dtype may
 // sit at any byte offset in a safetensors file.
 template <class T>
@@ -187,6 +185,24 @@ void ints_to_f32(const uint8_t* p, int64_t n, float* out) {
     out[i] = float(v);
   }
 }
+
+void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
+  int64_t cols = t.cols();
+  if (!mlx::valid_bits(t.bits) || !mlx::valid_group_size(t.group_size) || cols % t.group_size)
+    throw Error("'" + t.name + "': invalid MLX quantization (bits " + std::to_string(t.bits) +
+                ", group_size " + std::to_string(t.group_size) + ", cols " + std::to_string(cols) + ")");
+  int64_t rb = mlx::packed_row_bytes(cols, t.bits);
+  if (!t.data || !t.scales || !t.biases || size_t(rb) * size_t(t.rows()) > t.nbytes)
+    throw Error("'" + t.name + "': MLX tensor has fewer bytes than its shape needs");
+  int64_t groups = cols / t.group_size;
+  size_t gb = block_bytes(t.group_dtype);
+  mlx::dequantize_row(static_cast<const uint8_t*>(t.data) + row * rb,
+                      static_cast<const uint8_t*>(t.scales) + size_t(row * groups) * gb,
+                      static_cast<const uint8_t*>(t.biases) + size_t(row * groups) * gb, t.group_dtype,
+                      t.bits, t.group_size, cols, out);
+}
+
+}  // namespace
 
 void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
   int64_t nb = cols / block_elems(t);
@@ -223,26 +239,6 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
   }
   throw Error("dequantize: unsupported dtype for a weight row");
 }
-
-namespace {
-
-void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
-  int64_t cols = t.cols();
-  if (!mlx::valid_bits(t.bits) || !mlx::valid_group_size(t.group_size) || cols % t.group_size)
-    throw Error("'" + t.name + "': invalid MLX quantization (bits " + std::to_string(t.bits) +
-                ", group_size " + std::to_string(t.group_size) + ", cols " + std::to_string(cols) + ")");
-  int64_t rb = mlx::packed_row_bytes(cols, t.bits);
-  if (!t.data || !t.scales || !t.biases || size_t(rb) * size_t(t.rows()) > t.nbytes)
-    throw Error("'" + t.name + "': MLX tensor has fewer bytes than its shape needs");
-  int64_t groups = cols / t.group_size;
-  size_t gb = block_bytes(t.group_dtype);
-  mlx::dequantize_row(static_cast<const uint8_t*>(t.data) + row * rb,
-                      static_cast<const uint8_t*>(t.scales) + size_t(row * groups) * gb,
-                      static_cast<const uint8_t*>(t.biases) + size_t(row * groups) * gb, t.group_dtype,
-                      t.bits, t.group_size, cols, out);
-}
-
-}  // namespace
 
 void dequantize_row(const Tensor& t, int64_t row, float* out) {
   int64_t rows = t.rows(), cols = t.cols();
