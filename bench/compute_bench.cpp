@@ -11,11 +11,11 @@
 
 #include "cache/block_pool.h"
 #include "compute/attention.h"
-#include "compute/fp16.h"
 #include "compute/matmul.h"
-#include "compute/quant_formats.h"
 #include "model/arch.h"
 #include "model/weights.h"
+#include "tensor/fp16.h"
+#include "tensor/quant_formats.h"
 
 using namespace rapid;
 

@@ -9,6 +9,7 @@
 
 #include "model/gguf.h"
 #include "model/weights.h"
+#include "tensor/dequantize.h"
 
 using namespace rapid;
 

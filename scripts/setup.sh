@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
-  libhwy-dev libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libzstd-dev libsodium-dev
+  libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libzstd-dev libsodium-dev
   libgtest-dev libgmock-dev libbenchmark-dev python3-venv curl zstd libcurl4-openssl-dev libssl-dev)
 
 missing=()

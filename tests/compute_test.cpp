@@ -1,5 +1,5 @@
-// Kernels vs independent references: the loader's scalar dequantize_row (checked against gguf-py),
-// hardware F16C/AVX512-BF16 conversions, double-precision dot products, transformers' RoPE
+// Kernels vs independent references: tensor/'s scalar dequantizer (checked against gguf-py and
+// mlx.core in model_loader_test), hardware F16C/AVX512-BF16 conversions, double-precision dot products, transformers' RoPE
 // frequencies (tests/golden/model/rope_cases.json) and a naive attention.
 #include <gtest/gtest.h>
 
@@ -15,14 +15,14 @@
 
 #include "compute/attention.h"
 #include "compute/cpu_features.h"
-#include "compute/dequantize.h"
-#include "compute/fp16.h"
 #include "compute/kernels.h"
 #include "compute/matmul.h"
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "compute/thread_pool.h"
-#include "model/tensor.h"
+#include "tensor/dequantize.h"
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
 
 using namespace rapid;
 
@@ -68,57 +68,10 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) 
   return v;
 }
 
-// Hardware conversions (F16C) as the independent reference for the scalar ones.
-__attribute__((target("f16c"))) float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
-__attribute__((target("f16c"))) uint16_t hw_f2h(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
-
 const DType kAllGgml[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                           DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 }  // namespace
-
-TEST(Fp16, HalfToFloatIsExactForAllHalves) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
-  for (uint32_t h = 0; h < 65536; ++h) {
-    float ref = hw_h2f(static_cast<uint16_t>(h));
-    float got = f16_to_f32(static_cast<uint16_t>(h));
-    if (std::isnan(ref)) EXPECT_TRUE(std::isnan(got));
-    else ASSERT_EQ(std::memcmp(&ref, &got, 4), 0) << h;
-  }
-}
-
-TEST(Fp16, FloatToHalfRoundsLikeF16C) {
-  if (!cpu_features().avx2) GTEST_SKIP() << "needs F16C as the reference";
-  std::mt19937 rng(1);
-  for (int i = 0; i < 200000; ++i) {
-    uint32_t u = rng();
-    float f;
-    std::memcpy(&f, &u, 4);
-    if (std::isnan(f)) continue;
-    uint16_t ref = hw_f2h(f);
-    ASSERT_EQ(f32_to_f16(f), ref) << f;
-  }
-}
-
-TEST(Dequantize, MatchesLoaderReferenceForEveryGgmlType) {
-  std::mt19937 rng(2);
-  for (DType t : kAllGgml) {
-    const int64_t rows = 3, cols = 512;
-    auto buf = random_rows(t, rows, cols, rng);
-    Tensor tt;
-    tt.name = "w";
-    tt.dtype = t;
-    tt.shape = {rows, cols};
-    tt.data = buf.data();
-    tt.nbytes = buf.size();
-    std::vector<float> a(cols), b(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      dequantize_tensor_row(tt, r, a.data());
-      dequantize_row(tt, r, b.data());
-      for (int64_t i = 0; i < cols; ++i) ASSERT_EQ(a[i], b[i]) << dtype_name(t) << " row " << r << " col " << i;
-    }
-  }
-}
 
 TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
   std::mt19937 rng(3);
@@ -372,7 +325,10 @@ TEST(Rope, FrequenciesMatchTransformers) {
   std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/rope_cases.json");
   auto j = nlohmann::json::parse(f);
   for (auto& c : j["cases"]) {
-    RopeScaling sc;
+    RopeParams sc;
+    sc.rotary_dim = c["head_dim"].get<int64_t>();
+    sc.base = c["theta"].get<double>();
+    sc.max_position_embeddings = c["max_pos"].get<int64_t>();
     auto& s = c["scaling"];
     sc.type = s["rope_type"];
     sc.factor = s.value("factor", 1.0);
@@ -381,7 +337,7 @@ TEST(Rope, FrequenciesMatchTransformers) {
     sc.original_max_position_embeddings = s.value("original_max_position_embeddings", 0);
     sc.beta_fast = s.value("beta_fast", 32.0);
     sc.beta_slow = s.value("beta_slow", 1.0);
-    Rope r(c["head_dim"].get<int64_t>(), c["theta"].get<double>(), sc, c["max_pos"].get<int64_t>());
+    Rope r(sc);
     auto want = c["inv_freq"].get<std::vector<double>>();
     ASSERT_EQ(r.inv_freq().size(), want.size());
     for (size_t i = 0; i < want.size(); ++i)
@@ -390,8 +346,17 @@ TEST(Rope, FrequenciesMatchTransformers) {
   }
 }
 
+// Unscaled RoPE over `dim` dimensions at base 10000.
+static RopeParams plain_rope(int64_t dim) {
+  RopeParams p;
+  p.rotary_dim = dim;
+  p.base = 10000.0;
+  p.max_position_embeddings = 100;
+  return p;
+}
+
 TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
-  Rope r(8, 10000.0, RopeScaling{}, 100);
+  Rope r(plain_rope(8));
   float c[4], s[4];
   r.angles(3, c, s);
   float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -407,7 +372,7 @@ TEST(Rope, RotateHalfPairsDimensionIWithIPlusHalf) {
 // Pair order (GGUF Q/K rows): element 2i is rotate_half element i, 2i+1 is element i + half;
 // apply_pairs on the permuted vector gives exactly the permuted result of apply.
 TEST(Rope, PairOrderIsThePermutedRotateHalf) {
-  Rope r(8, 10000.0, RopeScaling{}, 100);
+  Rope r(plain_rope(8));
   float c[4], s[4];
   r.angles(5, c, s);
   float x[16], p[16];

@@ -14,6 +14,7 @@
 #include "model/gguf.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tensor/dequantize.h"
 #include <unistd.h>
 #include <filesystem>
 

@@ -21,6 +21,8 @@
 #include "model/mlx_quant.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tensor/dequantize.h"
+#include "tensor/mlx_affine.h"
 #include <unistd.h>
 #include <filesystem>
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "compute/thread_pool.h"
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "compute/attention_impl.h"
-#include "compute/fp16.h"
+#include "tensor/fp16.h"
 
 namespace rapid::attn {
 namespace {

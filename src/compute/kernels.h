@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "compute/cpu_features.h"
-#include "compute/quant_formats.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 

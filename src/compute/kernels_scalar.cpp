@@ -3,8 +3,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "compute/fp16.h"
 #include "compute/kernels.h"
+#include "tensor/fp16.h"
 
 namespace rapid {
 namespace {

@@ -5,9 +5,11 @@
 #include <string>
 
 #include "common/error.h"
-#include "compute/dequantize.h"
-#include "compute/fp16.h"
 #include "compute/kernels.h"
+#include "tensor/dequantize.h"
+#include "tensor/fp16.h"
+#include "tensor/mlx_affine.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 
@@ -45,10 +47,10 @@ void weight_row_f32(const WeightView& w, int64_t r, float* out) {
   if (w.dtype == DType::MLX_AFFINE) {
     int64_t groups = w.cols / w.group_size;
     size_t gsz = w.group_dtype == DType::F32 ? 4 : 2;
-    dequantize_mlx_row(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.data) + r * w.row_stride),
-                       static_cast<const uint8_t*>(w.scales) + r * groups * gsz,
-                       static_cast<const uint8_t*>(w.biases) + r * groups * gsz, w.group_dtype,
-                       w.bits, w.group_size, w.cols, out);
+    mlx::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
+                        static_cast<const uint8_t*>(w.scales) + r * groups * gsz,
+                        static_cast<const uint8_t*>(w.biases) + r * groups * gsz, w.group_dtype,
+                        w.bits, w.group_size, w.cols, out);
     return;
   }
   dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "compute/quant_formats.h"
 #include "compute/thread_pool.h"
-#include "model/tensor.h"
+#include "tensor/quant_formats.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "common/error.h"
 
 namespace rapid {
 
-Rope::Rope(int64_t dim, double base, const RopeScaling& sc, int64_t max_pos) {
+Rope::Rope(const RopeParams& sc) {
+  const int64_t dim = sc.rotary_dim, max_pos = sc.max_position_embeddings;
+  const double base = sc.base;
   if (dim <= 0 || dim % 2) throw Error("rope: rotary dimension must be even and positive");
   const int64_t half = dim / 2;
   inv_freq_.resize(half);

@@ -3,17 +3,31 @@
 // Frequencies follow transformers' rope init functions (default, linear, llama3, yarn).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
-#include "model/model_config.h"
-
 namespace rapid {
+
+// A Rope's parameters in transformers' rope_scaling terms. compute reads no config: the model
+// fills this from its ModelConfig (model/layers.h rope_params); fields a type does not use are
+// ignored.
+struct RopeParams {
+  int64_t rotary_dim = 0;  // even, ≤ head_dim (partial rotary leaves the tail untouched)
+  double base = 10000.0;   // rope_theta
+  int64_t max_position_embeddings = 0;
+  std::string type = "default";  // default | linear | llama3 | yarn
+  double factor = 1.0;
+  double low_freq_factor = 0, high_freq_factor = 0;  // llama3
+  int64_t original_max_position_embeddings = 0;      // llama3 / yarn (yarn: 0 = max_position_embeddings)
+  double beta_fast = 0, beta_slow = 0;               // yarn
+  std::optional<double> attention_factor;            // yarn (mscale)
+};
 
 class Rope {
  public:
   Rope() = default;
-  // `rotary_dim` ≤ head_dim (partial rotary leaves the tail untouched).
-  Rope(int64_t rotary_dim, double base, const RopeScaling& scaling, int64_t max_position_embeddings);
+  explicit Rope(const RopeParams& p);
 
   // Fills cos/sin tables (rotary_dim/2 each) for a position.
   void angles(int64_t pos, float* cos_out, float* sin_out) const;

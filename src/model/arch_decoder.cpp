@@ -6,12 +6,12 @@
 
 #include "common/error.h"
 #include "compute/attention.h"
-#include "compute/dequantize.h"
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
 #include "model/layers.h"
 #include "model/paged_kv.h"
+#include "tensor/dequantize.h"
 
 namespace rapid {
 namespace {
@@ -80,9 +80,9 @@ class DecoderModel final : public Model {
 
     if (opts.matmul == MatmulPath::Exact) materialize_f32();
 
-    global_rope_ = Rope(hd_, c.rope_theta, c.rope_scaling, c.max_position_embeddings);
+    global_rope_ = Rope(rope_params(c, hd_, c.rope_theta, c.rope_scaling));
     if (spec.local_rope_base)
-      local_rope_ = Rope(hd_, c.rope_local_base_freq, RopeScaling{}, c.max_position_embeddings);
+      local_rope_ = Rope(rope_params(c, hd_, c.rope_local_base_freq, RopeScaling{}));
     else
       local_rope_ = global_rope_;
     double qs = spec.query_pre_attn_scalar && c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
@@ -155,7 +155,7 @@ class DecoderModel final : public Model {
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
         float* c = cat_.data() + r * 2 * H_;
-        dequantize_tensor_row(*embed_, entries[i].tokens[t], tmp_.data());
+        dequantize_row(*embed_, entries[i].tokens[t], tmp_.data());
         if (embed_scale_ != 1.0f) scale_inplace(tmp_.data(), embed_scale_, H_);
         rms_norm(tmp_.data(), mtp_norm_emb_.data(), H_, eps_, one, c);
         rms_norm(entries[i].hidden + t * H_, mtp_norm_hidden_.data(), H_, eps_, one, c + H_);
@@ -270,7 +270,7 @@ class DecoderModel final : public Model {
       const Seq& s = seqs_[i];
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
-        dequantize_tensor_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
+        dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
         if (embed_scale_ != 1.0f) scale_inplace(x_.data() + r * H_, embed_scale_, H_);
         // RoPE tables at each token's own position (both bases).
         global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);

@@ -12,6 +12,7 @@
 #include "model/config_load.h"
 #include "model/mlx_quant.h"
 #include "model/safetensors.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 
@@ -144,7 +145,7 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       if (n.name.empty()) continue;
       // safetensors only aligns data when the writer pads its header (MLX's does not): give
       // misaligned tensors an aligned copy so every consumer may read them as typed arrays.
-      size_t align = dtype_block_bytes(n.dtype);
+      size_t align = block_bytes(n.dtype);
       if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0) {
         auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
                                                           static_cast<const uint8_t*>(n.data) + n.nbytes);

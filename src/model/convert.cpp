@@ -8,11 +8,13 @@
 
 #include "common/error.h"
 #include "common/mapped_file.h"
-#include "compute/fp16.h"
 #include "model/config_load.h"
-#include "model/mlx_quant.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tensor/dequantize.h"
+#include "tensor/fp16.h"
+#include "tensor/mlx_affine.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 
@@ -107,7 +109,7 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     if (!(opt.quantize_bits && quantizable(*t) && cols % opt.group_size == 0)) {
       plan.push_back({name, fdt, t->shape, [ckp, t, fdt, rows, cols] {
                         std::vector<uint8_t> out;
-                        out.reserve(size_t(rows * cols) * dtype_block_bytes(fdt));
+                        out.reserve(size_t(rows * cols) * block_bytes(fdt));
                         std::vector<float> rowbuf(static_cast<size_t>(cols));
                         for (int64_t r = 0; r < rows; ++r) {
                           dequantize_hf_row(*ckp, *t, r, rowbuf.data());

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 namespace {
@@ -212,10 +213,10 @@ GgufFile read_gguf(const std::string& path) {
     uint32_t type = c.read<uint32_t>("tensor type");
     if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + std::to_string(type));
     uint64_t off = c.read<uint64_t>("tensor offset");
-    int64_t be = dtype_block_elems(t.dtype);
+    int64_t be = block_elems(t.dtype);
     if (ne[0] % be) throw bad("row of " + std::to_string(ne[0]) + " elements is not a whole number of " + dtype_name(t.dtype) + " blocks");
     for (int d = int(nd) - 1; d >= 0; --d) t.shape.push_back(ne[d]);
-    uint64_t nbytes = numel / uint64_t(be) * dtype_block_bytes(t.dtype);
+    uint64_t nbytes = numel / uint64_t(be) * block_bytes(t.dtype);
     if (off % g.alignment) throw bad("data offset " + std::to_string(off) + " is not aligned to " + std::to_string(g.alignment));
     for (auto& other : g.tensors)
       if (other.name == t.name) throw bad("duplicate tensor name");

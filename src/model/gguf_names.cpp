@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "compute/fp16.h"
+#include "tensor/fp16.h"
 
 namespace rapid {
 

@@ -1,7 +1,7 @@
 #include "model/layers.h"
 
 #include "common/error.h"
-#include "compute/dequantize.h"
+#include "tensor/dequantize.h"
 
 namespace rapid {
 
@@ -38,8 +38,24 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
   std::vector<float> v(static_cast<size_t>(n));
   Tensor flat = t;
   flat.shape = {1, n};
-  dequantize_tensor_row(flat, 0, v.data());
+  dequantize_row(flat, 0, v.data());
   return v;
+}
+
+RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& s) {
+  RopeParams p;
+  p.rotary_dim = rotary_dim;
+  p.base = base;
+  p.max_position_embeddings = c.max_position_embeddings;
+  p.type = s.type;
+  p.factor = s.factor;
+  p.low_freq_factor = s.low_freq_factor;
+  p.high_freq_factor = s.high_freq_factor;
+  p.original_max_position_embeddings = s.original_max_position_embeddings;
+  p.beta_fast = s.beta_fast;
+  p.beta_slow = s.beta_slow;
+  p.attention_factor = s.attention_factor;
+  return p;
 }
 
 }  // namespace rapid

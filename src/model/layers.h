@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "compute/matmul.h"
+#include "compute/rope.h"
 #include "compute/thread_pool.h"
+#include "model/model_config.h"
 #include "model/weights.h"
 
 namespace rapid {
@@ -32,5 +34,7 @@ Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, 
                    bool require_bias = false);
 // A 1-D tensor (norm weight, bias) as f32; checks its length.
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n);
+// The config's RoPE scaling as compute's parameters, for `rotary_dim` dimensions rotating at `base`.
+RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& scaling);
 
 }  // namespace rapid

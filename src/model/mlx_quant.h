@@ -1,17 +1,11 @@
-// MLX affine quantization ("mlx_lm.convert -q" checkpoints): per group of `group_size` elements
-// along a row, w ≈ scale * q + bias with q an unsigned `bits`-bit integer. The q values of a row
-// form one little-endian bit stream (element j occupies bits [j*bits, (j+1)*bits)), stored as
-// uint32 words; for 2/4/8 bits this is "element j in word j/(32/bits) at bit (j%(32/bits))*bits",
-// for 3/5/6 bits it is MLX's 8-values-in-3/5-bytes and 4-values-in-3-bytes packing.
+// The `quantization` section of an MLX checkpoint's config.json (which modules are quantized and
+// how); the packing itself is tensor/mlx_affine.h.
 #pragma once
-#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
-
-#include "model/tensor.h"
 
 namespace rapid::mlx {
 
@@ -31,22 +25,5 @@ struct QuantConfig {
 
 // Returns nullopt when the config has no quantization section. Throws Error on invalid values.
 std::optional<QuantConfig> parse_quant_config(const nlohmann::json& config);
-
-bool valid_bits(int bits);
-bool valid_group_size(int g);
-
-// Packed bytes of one row of `cols` elements (a whole number of uint32 words).
-int64_t packed_row_bytes(int64_t cols, int bits);
-
-// Reads element j of a packed row.
-uint32_t unpack(const uint8_t* row, int64_t j, int bits);
-
-// Quantizes one row like mlx.core.quantize (same rounding, same zero-exact edge handling).
-// `packed` receives packed_row_bytes(cols, bits) bytes; scales/biases cols/group_size floats.
-void quantize_row(const float* w, int64_t cols, int bits, int group_size, uint8_t* packed,
-                  float* scales, float* biases);
-
-// Reference dequantization of row `row` of an MLX_AFFINE tensor.
-void dequantize_row(const Tensor& t, int64_t row, float* out);
 
 }  // namespace rapid::mlx

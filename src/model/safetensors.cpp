@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 namespace {
@@ -96,7 +97,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (en > data_size)
       throw bad("data [" + std::to_string(b) + ", " + std::to_string(en) + ") extends past end of file (data section is " +
                 std::to_string(data_size) + " bytes)");
-    uint64_t want = numel * dtype_block_bytes(t.dtype);
+    uint64_t want = numel * block_bytes(t.dtype);
     if (en - b != want)
       throw bad("has " + std::to_string(en - b) + " bytes but dtype " + ds + " and its shape need " + std::to_string(want));
     t.data = base + b;
@@ -121,7 +122,7 @@ size_t write_safetensors_streamed(const std::string& path, std::vector<Safetenso
   for (auto& e : entries) {
     uint64_t numel = 1;
     for (auto d : e.shape) numel *= uint64_t(d);
-    uint64_t n = numel * dtype_block_bytes(e.dtype);
+    uint64_t n = numel * block_bytes(e.dtype);
     h[e.name] = {{"dtype", safetensors_dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {off, off + n}}};
     sizes.push_back(n);
     off += n;

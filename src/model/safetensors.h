@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/mapped_file.h"
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -13,6 +13,7 @@
 #include "model/config_load.h"
 #include "model/gguf.h"
 #include "model/gguf_names.h"
+#include "tensor/dequantize.h"
 
 namespace rapid {
 

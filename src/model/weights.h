@@ -10,7 +10,7 @@
 
 #include "common/mapped_file.h"
 #include "model/model_config.h"
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 

@@ -1,10 +1,10 @@
-// GGML block layouts (byte-exact with the GGUF format) and the int8 activation block the
-// integer dot kernels consume.
+// GGML block layouts (byte-exact with the GGUF format), the block-size table of every dtype, and
+// the int8 activation block the integer dot kernels consume.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "model/tensor.h"
+#include "tensor/tensor.h"
 
 namespace rapid {
 
@@ -69,7 +69,9 @@ static inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
   }
 }
 
-// Elements per block and bytes per block of a block format (1 and the element size for F32/F16/BF16).
+// The one table of block sizes: elements and bytes per block of every fixed-size dtype (1 and the
+// element size for F32/F16/BF16/ints). block_bytes throws Error for MLX_AFFINE, whose packing
+// depends on the tensor's bits (tensor/mlx_affine.h).
 int64_t block_elems(DType t);
 size_t block_bytes(DType t);
 // Bytes of one row of `cols` elements; throws Error if cols is not a whole number of blocks.

@@ -44,14 +44,4 @@ struct Tensor {
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
 
-// Bytes of one element (F32/F16/BF16/ints) or of one block (GGML formats); elements per block
-// (1 for non-block types). MLX_AFFINE has no fixed element size (returns 0).
-size_t dtype_block_bytes(DType t);
-int64_t dtype_block_elems(DType t);
-
-// Reference dequantization (scalar, written from the format descriptions and checked against
-// gguf-py / mlx goldens; the fast kernels in compute/ are tested against it): row `row` of the
-// 2-D view rows() x cols() into `out` (cols() floats), for every dtype. Throws Error on a bad row.
-void dequantize_row(const Tensor& t, int64_t row, float* out);
-
 }  // namespace rapid

@@ -1,11 +1,12 @@
-#include "compute/dequantize.h"
+#include "tensor/dequantize.h"
 
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
-#include "compute/fp16.h"
-#include "compute/quant_formats.h"
+#include "tensor/fp16.h"
+#include "tensor/mlx_affine.h"
+#include "tensor/quant_formats.h"
 
 namespace rapid {
 namespace {
@@ -174,13 +175,31 @@ void deq_q8_k(const BlockQ8_K* b, int64_t nb, float* y) {
     for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
 }
 
-float group_value(const void* p, DType dt, int64_t i) {
-  switch (dt) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default: throw Error("MLX scales/biases must be f32, f16 or bf16");
+// Integers read as floats (index tensors and the like), element by element: rows of any dtype may
+// sit at any byte offset in a safetensors file.
+template <class T>
+void ints_to_f32(const uint8_t* p, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, p + sizeof(T) * i, sizeof(T));
+    out[i] = float(v);
   }
+}
+
+void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
+  int64_t cols = t.cols();
+  if (!mlx::valid_bits(t.bits) || !mlx::valid_group_size(t.group_size) || cols % t.group_size)
+    throw Error("'" + t.name + "': invalid MLX quantization (bits " + std::to_string(t.bits) +
+                ", group_size " + std::to_string(t.group_size) + ", cols " + std::to_string(cols) + ")");
+  int64_t rb = mlx::packed_row_bytes(cols, t.bits);
+  if (!t.data || !t.scales || !t.biases || size_t(rb) * size_t(t.rows()) > t.nbytes)
+    throw Error("'" + t.name + "': MLX tensor has fewer bytes than its shape needs");
+  int64_t groups = cols / t.group_size;
+  size_t gb = block_bytes(t.group_dtype);
+  mlx::dequantize_row(static_cast<const uint8_t*>(t.data) + row * rb,
+                      static_cast<const uint8_t*>(t.scales) + size_t(row * groups) * gb,
+                      static_cast<const uint8_t*>(t.biases) + size_t(row * groups) * gb, t.group_dtype,
+                      t.bits, t.group_size, cols, out);
 }
 
 }  // namespace
@@ -190,18 +209,21 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
   if (cols % block_elems(t) != 0)
     throw Error(std::string("dequantize: ") + std::to_string(cols) +
                 " columns is not a whole number of blocks");
+  auto* p = static_cast<const uint8_t*>(row);
   switch (t) {
     case DType::F32: std::memcpy(out, row, cols * 4); return;
-    case DType::F16: {
-      auto* p = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < cols; ++i) out[i] = f16_to_f32(p[i]);
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < cols; ++i) {
+        uint16_t v;
+        std::memcpy(&v, p + 2 * i, 2);
+        out[i] = t == DType::F16 ? f16_to_f32(v) : bf16_to_f32(v);
+      }
       return;
-    }
-    case DType::BF16: {
-      auto* p = static_cast<const uint16_t*>(row);
-      for (int64_t i = 0; i < cols; ++i) out[i] = bf16_to_f32(p[i]);
-      return;
-    }
+    case DType::I32: ints_to_f32<int32_t>(p, cols, out); return;
+    case DType::U32: ints_to_f32<uint32_t>(p, cols, out); return;
+    case DType::I8: ints_to_f32<int8_t>(p, cols, out); return;
+    case DType::U8: ints_to_f32<uint8_t>(p, cols, out); return;
     case DType::Q4_0: deq_q4_0(static_cast<const BlockQ4_0*>(row), nb, out); return;
     case DType::Q4_1: deq_q4_1(static_cast<const BlockQ4_1*>(row), nb, out); return;
     case DType::Q5_0: deq_q5_0(static_cast<const BlockQ5_0*>(row), nb, out); return;
@@ -213,43 +235,23 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q5_K: deq_q5_k(static_cast<const BlockQ5_K*>(row), nb, out); return;
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
-    default: break;
+    case DType::MLX_AFFINE: break;
   }
   throw Error("dequantize: unsupported dtype for a weight row");
 }
 
-void dequantize_mlx_row(const uint32_t* packed, const void* scales, const void* biases,
-                        DType group_dtype, int bits, int group_size, int64_t cols, float* out) {
-  if (bits < 2 || bits > 8 || group_size <= 0 || cols % group_size != 0)
-    throw Error("MLX affine: bad bits/group_size for row of " + std::to_string(cols));
-  // Values are packed LSB-first as one little-endian bit stream.
-  auto* bytes = reinterpret_cast<const uint8_t*>(packed);
-  const uint32_t mask = (1u << bits) - 1;
-  for (int64_t i = 0; i < cols; ++i) {
-    int64_t bit = i * bits;
-    uint32_t w = bytes[bit >> 3];
-    if ((bit & 7) + bits > 8) w |= static_cast<uint32_t>(bytes[(bit >> 3) + 1]) << 8;
-    uint32_t q = (w >> (bit & 7)) & mask;
-    int64_t g = i / group_size;
-    out[i] = group_value(scales, group_dtype, g) * q + group_value(biases, group_dtype, g);
-  }
-}
-
-void dequantize_tensor_row(const Tensor& t, int64_t r, float* out) {
-  int64_t cols = t.cols();
-  if (r < 0 || r >= t.rows()) throw Error("dequantize " + t.name + ": row out of range");
-  if (t.dtype == DType::MLX_AFFINE) {
-    int64_t words = cols * t.bits / 32;
-    int64_t groups = cols / t.group_size;
-    size_t gsz = t.group_dtype == DType::F32 ? 4 : 2;
-    auto* base = static_cast<const uint32_t*>(t.data) + r * words;
-    auto* s = static_cast<const uint8_t*>(t.scales) + r * groups * gsz;
-    auto* b = static_cast<const uint8_t*>(t.biases) + r * groups * gsz;
-    dequantize_mlx_row(base, s, b, t.group_dtype, t.bits, t.group_size, cols, out);
-    return;
-  }
-  auto* base = static_cast<const uint8_t*>(t.data) + r * row_bytes(t.dtype, cols);
-  dequantize_row_raw(t.dtype, base, cols, out);
+void dequantize_row(const Tensor& t, int64_t row, float* out) {
+  int64_t rows = t.rows(), cols = t.cols();
+  if (row < 0 || row >= rows)
+    throw Error("dequantize_row: row " + std::to_string(row) + " out of range for '" + t.name + "'");
+  if (t.dtype == DType::MLX_AFFINE) return dequantize_mlx(t, row, out);
+  int64_t be = block_elems(t.dtype);
+  if (cols % be)
+    throw Error("dequantize_row: '" + t.name + "' row is not a whole number of blocks");
+  size_t rb = size_t(cols / be) * block_bytes(t.dtype);
+  if (t.data == nullptr || rb * size_t(rows) > t.nbytes)
+    throw Error("dequantize_row: '" + t.name + "' has fewer bytes than its shape needs");
+  dequantize_row_raw(t.dtype, static_cast<const uint8_t*>(t.data) + size_t(row) * rb, cols, out);
 }
 
 }  // namespace rapid

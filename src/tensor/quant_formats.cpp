@@ -1,4 +1,4 @@
-#include "compute/quant_formats.h"
+#include "tensor/quant_formats.h"
 
 #include <string>
 

@@ -1,0 +1,30 @@
+#include "tensor/tensor.h"
+
+namespace rapid {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+    case DType::Q4_0: return "Q4_0";
+    case DType::Q4_1: return "Q4_1";
+    case DType::Q5_0: return "Q5_0";
+    case DType::Q5_1: return "Q5_1";
+    case DType::Q8_0: return "Q8_0";
+    case DType::Q2_K: return "Q2_K";
+    case DType::Q3_K: return "Q3_K";
+    case DType::Q4_K: return "Q4_K";
+    case DType::Q5_K: return "Q5_K";
+    case DType::Q6_K: return "Q6_K";
+    case DType::Q8_K: return "Q8_K";
+    case DType::MLX_AFFINE: return "MLX_AFFINE";
+    case DType::I32: return "I32";
+    case DType::U32: return "U32";
+    case DType::I8: return "I8";
+    case DType::U8: return "U8";
+  }
+  return "?";
+}
+
+}  // namespace rapid
