@@ -1,8 +1,12 @@
-// The engine's scheduling without weights, in milliseconds. The real BatchEngine runs over a fake
-// Model (tests/engine_fake_model.h) whose KV lives in a real block pool; the reference for every
-// output is the fake model's own definition run as a plain sequential loop (FakeLm::reference),
-// never the engine: concurrency, chunked prefill, preemption, prefix-cache hits, cancellation and
-// every speculation proposer must all give exactly its tokens.
+// The engine's scheduling without weights, in milliseconds, in two layers:
+// - Scheduler alone (engine/scheduler.h) over plain descriptors and a block-counting host: the
+//   plans are checked against the policy's rules written out here (FCFS, budgets, the 128-token
+//   cap, newest-first preemption, the controller's depth), and long random runs for starvation.
+// - The real BatchEngine over a fake Model (tests/engine_fake_model.h) whose KV lives in a real
+//   block pool; the reference for every output is the fake model's own definition run as a plain
+//   sequential loop (FakeLm::reference), never the engine: concurrency, chunked prefill,
+//   preemption, prefix-cache hits, cancellation and every speculation proposer must all give
+//   exactly its tokens.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -15,6 +19,7 @@
 #include "byte_tokenizer.h"
 #include "engine/batch_engine.h"
 #include "engine/sampling.h"
+#include "engine/scheduler.h"
 #include "engine_fake_model.h"
 
 using namespace rapid;
@@ -372,4 +377,341 @@ TEST(FakeEngine, SpeculationWithPreemptionKeepsReferenceTokens) {
       expect_reference(*m, reqs[i], got[i], std::string(spec_mode_name(c.mode)) + " request " + std::to_string(i));
     EXPECT_GT(e.stats().preemptions, 0u) << spec_mode_name(c.mode);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Scheduler alone.
+
+namespace {
+
+// The KV side as block arithmetic: a sequence holding KV for `computed` tokens holds
+// ceil(computed / 16) blocks; nothing is cached, so only finishing or preemption frees blocks.
+class CountingHost : public SchedulerHost {
+ public:
+  explicit CountingHost(int64_t total) : total_(total) {}
+  int64_t admit(SchedSeq& s) override {
+    holding_.push_back(&s);
+    return cached.count(s.id) ? cached[s.id] : 0;
+  }
+  void unadmit(SchedSeq& s) override { std::erase(holding_, &s); }
+  int64_t blocks_needed(const SchedSeq& s, int64_t n) override { return blocks(s.computed + n) - blocks(s.computed); }
+  bool make_free(int64_t n) override { return free_blocks() >= n; }
+  int64_t free_blocks() const override {
+    int64_t used = 0;
+    for (const SchedSeq* s : holding_) used += blocks(s->computed);
+    return total_ - used;
+  }
+  int64_t total_blocks() const override { return total_; }
+  void preempt(SchedSeq& s) override {
+    preempted.push_back(s.id);
+    std::erase(holding_, &s);
+  }
+  void reject(SchedSeq& s, const std::string& why) override {
+    rejected.push_back(s.id);
+    reason = why;
+    std::erase(holding_, &s);
+  }
+  int drafts(SchedSeq& s, int k) override {
+    offered.push_back({s.id, k});
+    return std::min(k, proposer_has);
+  }
+  void release(SchedSeq& s) { std::erase(holding_, &s); }
+  static int64_t blocks(int64_t tokens) { return (tokens + 15) / 16; }
+
+  std::map<uint64_t, int64_t> cached;  // prefix-cache hit per id
+  std::vector<uint64_t> preempted, rejected;
+  std::vector<std::pair<uint64_t, int>> offered;
+  std::string reason;
+  int proposer_has = 1 << 20;  // drafts the proposer can make
+
+ private:
+  int64_t total_;
+  std::vector<SchedSeq*> holding_;
+};
+
+// Sequences plus a step executor that does what the engine does with a plan: the KV grows by the
+// planned tokens; a step that completes the prompt samples one token and keeps `accept` drafts.
+struct Sim {
+  explicit Sim(SchedulerOptions o, int64_t blocks = 1 << 20, SpeculationOptions so = {SpecMode::Off, 0})
+      : spec(so), sched(o, spec), host(blocks) {}
+  SchedSeq* add(int64_t prompt, int64_t max_new, bool warm = false) {
+    auto s = std::make_unique<SchedSeq>();
+    s->id = seqs.size();
+    s->length = prompt;
+    s->warm = warm;
+    max_new_.push_back(max_new);
+    generated.push_back(0);
+    sched.add(s.get());
+    seqs.push_back(std::move(s));
+    return seqs.back().get();
+  }
+  std::vector<ScheduledSeq> step(int accept = 0) {
+    for (auto& s : seqs) s->draft_room = max_new_[s->id] - generated[s->id] - 1;
+    std::vector<ScheduledSeq> plan = sched.schedule(host);
+    int64_t total = 0;
+    for (const ScheduledSeq& p : plan) {
+      SchedSeq& s = *p.seq;
+      total += p.n + p.draft;
+      s.computed += p.n;
+      if (s.computed < s.length) continue;  // a prefill chunk
+      const int64_t gained = 1 + std::min(accept, p.draft);
+      s.length += gained;
+      s.computed = s.length - 1;  // rejected drafts rolled back; the newest token runs next step
+      generated[s.id] += gained;
+      if (generated[s.id] >= max_new_[s.id]) {
+        sched.remove(&s);
+        host.release(s);
+        finished.push_back(s.id);
+      }
+    }
+    sched.step_done(std::max<int64_t>(total, 1));
+    return plan;
+  }
+  bool done(uint64_t id) const { return std::find(finished.begin(), finished.end(), id) != finished.end(); }
+
+  SpeculationController spec;
+  Scheduler sched;
+  CountingHost host;
+  std::vector<std::unique_ptr<SchedSeq>> seqs;
+  std::vector<int64_t> generated, max_new_;
+  std::vector<uint64_t> finished;
+};
+
+SchedulerOptions sopts(int64_t seqs, int64_t tokens, int64_t cap = 128) { return {seqs, tokens, cap}; }
+
+std::vector<uint64_t> ids(const std::vector<ScheduledSeq>& plan) {
+  std::vector<uint64_t> out;
+  for (auto& p : plan) out.push_back(p.seq->id);
+  return out;
+}
+std::vector<int64_t> sizes(const std::vector<ScheduledSeq>& plan) {
+  std::vector<int64_t> out;
+  for (auto& p : plan) out.push_back(p.n);
+  return out;
+}
+
+}  // namespace
+
+TEST(Scheduler, AdmitsFirstComeFirstServedUpToMaxNumSeqs) {
+  Sim sim(sopts(4, 512));
+  for (int i = 0; i < 6; ++i) sim.add(10, i == 1 ? 1 : 5);
+  auto plan = sim.step();
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{10, 10, 10, 10}));
+  ASSERT_EQ(sim.sched.waiting().size(), 2u);
+  EXPECT_EQ(sim.sched.waiting().front()->id, 4u);
+  // Sequence 1 finished (one token): its slot goes to the oldest waiting one, 4, not 5.
+  plan = sim.step();
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0, 2, 3, 4}));
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{1, 1, 1, 10}));
+}
+
+TEST(Scheduler, ChunkedPrefillFillsTheStepBudget) {
+  Sim sim(sopts(8, 256));
+  sim.add(1000, 3);
+  std::vector<int64_t> chunks;
+  for (int i = 0; i < 4; ++i) chunks.push_back(sim.step()[0].n);
+  EXPECT_EQ(chunks, (std::vector<int64_t>{256, 256, 256, 232}));
+  EXPECT_EQ(sim.generated[0], 1);
+  // Two prompts together: the budget goes to the older first, the rest to the next one.
+  Sim two(sopts(8, 256));
+  two.add(300, 2);
+  two.add(300, 2);
+  auto plan = two.step();
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0}));  // nothing left for the second
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{256}));
+  plan = two.step();
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{44, 212}));
+  plan = two.step();  // 0 decodes first; 1 finishes its prompt
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0, 1}));
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{1, 88}));
+}
+
+TEST(Scheduler, PrefillChunksCappedWhileAnySequenceDecodes) {
+  Sim sim(sopts(8, 512, 128));
+  sim.add(20, 12);  // decodes from step 2 on, for 11 steps
+  sim.step();
+  sim.add(1000, 1);
+  for (int i = 0; i < 11; ++i) {
+    auto plan = sim.step();
+    ASSERT_EQ(ids(plan), (std::vector<uint64_t>{0, 1})) << "step " << i;
+    EXPECT_EQ(plan[0].n, 1);
+    EXPECT_EQ(plan[1].n, i < 7 ? 128 : 1000 - 7 * 128) << "step " << i;
+    if (i == 7) break;  // the prompt is done
+  }
+  // Alone, a prompt takes the whole budget; with the cap set to 32 while decoding, 32.
+  Sim other(sopts(8, 512, 32));
+  other.add(5, 10);
+  other.add(600, 1);
+  auto plan = other.step();
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{5, 507}));  // nobody decodes yet: no cap
+  plan = other.step();
+  EXPECT_EQ(sizes(plan), (std::vector<int64_t>{1, 32}));
+}
+
+TEST(Scheduler, PreemptsTheNewestRunningSequenceFirst) {
+  // 10 blocks; three 47-token prompts take 3 blocks each. Their 49th tokens need a 4th block
+  // each: only one is free, so the newest are preempted, newest first.
+  Sim sim(sopts(8, 512), 10);
+  for (int i = 0; i < 3; ++i) sim.add(47, 20);
+  sim.step();  // prefill: 47 each, 3 blocks each
+  sim.step();  // decode position 47 (48 tokens): still 3 blocks
+  auto plan = sim.step();  // position 48 needs block 4 for everyone: one free
+  EXPECT_EQ(sim.host.preempted, (std::vector<uint64_t>{2}));  // newest
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0, 1}));        // 1 takes the block 2 freed
+  ASSERT_EQ(sim.sched.waiting().size(), 1u);
+  // A later arrival queues behind the preempted sequence, which resumes first.
+  sim.add(10, 1);
+  EXPECT_EQ(sim.sched.waiting().front()->id, 2u);
+  bool resumed = false;
+  for (int i = 0; i < 200 && sim.finished.size() < 4; ++i) {
+    auto ran = ids(sim.step());
+    if (!resumed && std::count(ran.begin(), ran.end(), 3u)) {
+      ASSERT_TRUE(std::count(ran.begin(), ran.end(), 2u));  // not before 2
+      EXPECT_LT(std::find(ran.begin(), ran.end(), 2u), std::find(ran.begin(), ran.end(), 3u));
+    }
+    resumed |= std::count(ran.begin(), ran.end(), 2u) > 0;
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(sim.finished.size(), 4u);
+  EXPECT_EQ(sim.host.preempted, (std::vector<uint64_t>{2}));
+}
+
+TEST(Scheduler, NoAdmissionInAStepThatPreempted) {
+  Sim sim(sopts(8, 512), 7);
+  sim.add(47, 20);
+  sim.add(47, 20);
+  sim.step();
+  sim.step();
+  sim.add(5, 1);  // would fit the freed block, but the memory goes to running sequences first
+  auto plan = sim.step();
+  EXPECT_EQ(sim.host.preempted, (std::vector<uint64_t>{1}));
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0}));
+}
+
+TEST(Scheduler, RejectsAPromptNoEmptyPoolCouldHold) {
+  Sim sim(sopts(8, 512), 4);  // 64 token slots
+  sim.add(200, 1);
+  sim.add(20, 1);
+  auto plan = sim.step();
+  EXPECT_EQ(sim.host.rejected, (std::vector<uint64_t>{0}));
+  EXPECT_NE(sim.host.reason.find("4 blocks"), std::string::npos) << sim.host.reason;
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{1}));
+}
+
+TEST(Scheduler, WaitsForMemoryWithoutSkippingTheQueue) {
+  Sim sim(sopts(8, 512), 4);
+  sim.add(60, 3);   // 4 blocks
+  sim.add(30, 1);   // needs 2: waits
+  sim.add(5, 1);    // would fit nothing either, and must not jump ahead of 1
+  auto plan = sim.step();
+  EXPECT_EQ(ids(plan), (std::vector<uint64_t>{0}));
+  EXPECT_EQ(sim.sched.waiting().front()->id, 1u);
+  for (int i = 0; i < 10 && sim.finished.size() < 3; ++i) sim.step();
+  EXPECT_EQ(sim.finished, (std::vector<uint64_t>{0, 1, 2}));
+}
+
+TEST(Scheduler, WarmingRunsOnlyWhileNoClientWorks) {
+  Sim sim(sopts(8, 512));
+  sim.add(20, 50);                        // a client request
+  sim.step();
+  sim.add(40, 1, /*warm=*/true);
+  EXPECT_EQ(ids(sim.step()), (std::vector<uint64_t>{0}));  // the client decodes alone
+  Sim idle(sopts(8, 512));
+  idle.add(40, 1, true);
+  EXPECT_EQ(ids(idle.step()), (std::vector<uint64_t>{0}));
+}
+
+// Random arrivals into a pool that holds a fraction of them: over thousands of steps every
+// sequence finishes, arrival order is kept within the batch width, and no waiting sequence is
+// passed over for long while it is the oldest.
+TEST(Scheduler, NoStarvationOverManySteps) {
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    std::mt19937 rng(seed);
+    Sim sim(sopts(6, 96, 32), 30);
+    int64_t steps = 0, oldest_wait = 0, worst_oldest_wait = 0;
+    uint64_t oldest = UINT64_MAX;
+    const int n = 60;
+    while (int(sim.finished.size()) < n && steps < 20000) {
+      if (int(sim.seqs.size()) < n && rng() % 3 == 0) sim.add(1 + rng() % 120, 1 + rng() % 60);
+      auto plan = sim.step();
+      ++steps;
+      // The oldest unfinished sequence.
+      uint64_t o = UINT64_MAX;
+      for (auto& s : sim.seqs)
+        if (!sim.done(s->id)) o = std::min(o, s->id);
+      const bool ran = std::any_of(plan.begin(), plan.end(), [&](auto& p) { return p.seq->id == o; });
+      oldest_wait = o == oldest && !ran ? oldest_wait + 1 : 0;
+      oldest = o;
+      worst_oldest_wait = std::max(worst_oldest_wait, oldest_wait);
+      int64_t tokens = 0;
+      for (auto& p : plan) tokens += p.n + p.draft;
+      ASSERT_LE(tokens, 96);
+      ASSERT_LE(int64_t(plan.size()), 6);
+    }
+    EXPECT_EQ(int(sim.finished.size()), n) << "seed " << seed << " after " << steps << " steps";
+    // The oldest can wait (e.g. preempted as the only unplanned sequence) only until memory
+    // frees: until a running request ends, at most its whole life of 120/32 prefill chunks and
+    // 60 decode steps, twice over.
+    EXPECT_LE(worst_oldest_wait, 2 * (4 + 60)) << "seed " << seed;
+    EXPECT_GT(sim.host.preempted.size(), 0u) << "seed " << seed;  // the pool really was short
+  }
+}
+
+TEST(Scheduler, DraftDepthComesFromTheController) {
+  SpeculationOptions so{SpecMode::Ngram, 4};
+  Sim sim(sopts(8, 512), 1 << 20, so);
+  sim.add(10, 100);
+  sim.add(10, 3);  // room for one draft only (max_new - generated - 1)
+  sim.step();      // prefills
+  auto plan = sim.step();
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].draft, 4);  // Ngram: always max_draft
+  EXPECT_EQ(plan[1].draft, 1);  // clamped to its room
+  // The proposer had fewer guesses: the plan carries what it will really verify.
+  sim.host.proposer_has = 2;
+  plan = sim.step(/*accept=*/2);
+  EXPECT_EQ(plan[0].draft, 2);
+  // A step budget smaller than the drafts: clamped to what is left.
+  Sim tight(sopts(2, 3), 1 << 20, so);
+  tight.add(2, 50);
+  tight.step();
+  plan = tight.step();
+  EXPECT_EQ(plan[0].draft, 2);  // 3 tokens: the decode and 2 drafts
+  // Auto: each sequence gets the expected-value rule's depth for its own acceptance.
+  SpeculationOptions ao{SpecMode::Auto, 6};
+  Sim autos(sopts(8, 512), 1 << 20, ao);
+  for (int i = 0; i < 3; ++i) autos.add(10, 100);
+  autos.seqs[0]->spec.accepted = 50;  // mostly right
+  autos.seqs[2]->spec.rejected = 50;  // mostly wrong
+  autos.step();
+  for (int i = 0; i < 3; ++i) autos.spec.observe_step(8 + 4 * i, 0.010 + 0.0001 * (8 + 4 * i));
+  autos.sched.step_done(3);
+  plan = autos.step();
+  ASSERT_EQ(plan.size(), 3u);
+  for (auto& p : plan) {
+    SpecChoice c = autos.spec.choose(p.seq->spec, 3, 3);
+    EXPECT_EQ(p.draft, c.k) << "sequence " << p.seq->id;
+    EXPECT_EQ(p.probe, c.probe);
+  }
+  EXPECT_GT(plan[0].draft, plan[2].draft);
+  // Off: nobody drafts, the proposer is never asked.
+  Sim off(sopts(8, 512));
+  off.add(10, 10);
+  off.step();
+  EXPECT_EQ(off.step()[0].draft, 0);
+  EXPECT_TRUE(off.host.offered.empty());
+}
+
+TEST(Scheduler, DropsDraftsBeforePreempting) {
+  SpeculationOptions so{SpecMode::Ngram, 8};
+  Sim sim(sopts(8, 512), 2, so);  // 32 token slots
+  sim.add(15, 10);
+  sim.add(10, 10);
+  sim.step();
+  auto plan = sim.step();  // 16 + 11 tokens: both fit one block each, but not 8 drafts each
+  EXPECT_TRUE(sim.host.preempted.empty());
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_EQ(plan[0].draft + plan[1].draft, 0);
 }

@@ -11,9 +11,8 @@
 
 namespace rapid {
 
-struct BatchEngine::Sequence {
-  uint64_t id = 0;
-  uint64_t arrival = 0;
+// A sequence is the scheduler's descriptor plus what executing it needs.
+struct BatchEngine::Sequence : SchedSeq {
   EventCallback cb;
   std::unique_ptr<TokenEmitter> out;
   std::unique_ptr<PagedKvState> kv;  // null while waiting or preempted
@@ -26,9 +25,53 @@ struct BatchEngine::Sequence {
   int64_t capacity = 0;
   bool admitted_once = false;
   bool prompt_done = false;
-  SpecState spec;
+  std::vector<int32_t> lookup;       // prompt-lookup drafts proposed while planning
   std::vector<float> logits;
-  int64_t pending() const { return int64_t(tokens.size()) - (kv ? kv->length() : 0); }
+  // The descriptor's view of this sequence, before each schedule().
+  void sync() {
+    length = int64_t(tokens.size());
+    computed = kv ? kv->length() : 0;
+    draft_room = std::min<int64_t>(capacity - int64_t(tokens.size()) - 1,
+                                   out->request().max_tokens - int64_t(out->generated().size()) - 1);
+  }
+};
+
+// The engine's answers to the scheduler: its KV memory and prompt lookup.
+class BatchEngine::Host : public SchedulerHost {
+ public:
+  explicit Host(BatchEngine& e) : e_(e) {}
+  int64_t admit(SchedSeq& d) override {
+    Sequence& s = seq(d);
+    int64_t cached = 0;
+    s.kv = e_.kv_->open(s.tokens, s.capacity, &cached);
+    if (!s.admitted_once) {
+      s.out->set_cached_tokens(cached);
+      s.admitted_once = true;
+    }
+    return s.kv->length();
+  }
+  void unadmit(SchedSeq& d) override { seq(d).kv.reset(); }
+  int64_t blocks_needed(const SchedSeq& d, int64_t n) override {
+    return static_cast<const Sequence&>(d).kv->blocks_needed(n);
+  }
+  bool make_free(int64_t blocks) override { return e_.kv_->make_free(blocks); }
+  int64_t free_blocks() const override { return e_.kv_->free_blocks(); }
+  int64_t total_blocks() const override { return e_.kv_->total_blocks(); }
+  void preempt(SchedSeq& d) override { e_.preempt(&seq(d)); }
+  void reject(SchedSeq& d, const std::string& why) override {
+    Sequence& s = seq(d);
+    e_.finish(&s, s.out->finish_now(FinishReason::Error, why));
+  }
+  int drafts(SchedSeq& d, int k) override {
+    if (e_.draft_pool_ || e_.mtp_pool_) return k;
+    Sequence& s = seq(d);
+    s.lookup = e_.ngram_propose(s, k);
+    return int(s.lookup.size());
+  }
+
+ private:
+  static Sequence& seq(SchedSeq& d) { return static_cast<Sequence&>(d); }
+  BatchEngine& e_;
 };
 
 // One sequence's share of a step.
@@ -42,10 +85,13 @@ struct BatchEngine::Work {
 };
 
 BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts)
-    : model_(std::move(model)), tok_(std::move(tok)), opts_(std::move(opts)), spec_(opts_.spec) {
-  opts_.max_num_seqs = std::max<int64_t>(1, opts_.max_num_seqs);
-  // Every running sequence must be able to take at least one token per step.
-  opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_num_seqs);
+    : model_(std::move(model)),
+      tok_(std::move(tok)),
+      opts_(std::move(opts)),
+      spec_(opts_.spec),
+      sched_({opts_.max_num_seqs, opts_.max_step_tokens, opts_.prefill_chunk_while_decoding}, spec_) {
+  opts_.max_num_seqs = sched_.options().max_num_seqs;
+  opts_.max_step_tokens = sched_.options().max_step_tokens;
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
@@ -147,8 +193,7 @@ void BatchEngine::worker() {
     {
       std::unique_lock lk(mu_);
       cv_.wait(lk, [&] {
-        return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !running_.empty() ||
-               !waiting_.empty();
+        return stopping_ || !inbox_.empty() || !cancels_.empty() || !tasks_.empty() || !sched_.idle();
       });
       in.swap(inbox_);
       cancels.swap(cancels_);
@@ -166,15 +211,15 @@ void BatchEngine::worker() {
       kv_->flush();  // snapshot writes reach the disk before the process ends
       return;
     }
-    if (!running_.empty() || !waiting_.empty()) {
+    if (!sched_.idle()) {
       kv_->set_busy(true);
       step();
     }
-    kv_->set_busy(!running_.empty() || !waiting_.empty());
+    kv_->set_busy(!sched_.idle());
     kv_->publish();
-    auto client = [](const Sequence* s) { return !s->out->request().warm_only; };
-    n_running_ = std::count_if(running_.begin(), running_.end(), client);
-    n_queued_ = std::count_if(waiting_.begin(), waiting_.end(), client);
+    auto client = [](const SchedSeq* s) { return !s->warm; };
+    n_running_ = std::count_if(sched_.running().begin(), sched_.running().end(), client);
+    n_queued_ = std::count_if(sched_.waiting().begin(), sched_.waiting().end(), client);
   }
 }
 
@@ -184,7 +229,7 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
     auto& [req, cb] = rc;
     auto s = std::make_unique<Sequence>();
     s->id = id;
-    s->arrival = arrivals_++;
+    s->warm = req.warm_only;
     s->cb = std::move(cb);
     try {
       s->capacity = sequence_capacity(model_->config(), req, context_);
@@ -204,7 +249,7 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
       s->cb(s->out->finish_now(FinishReason::Length));
       continue;
     }
-    waiting_.push_back(s.get());
+    sched_.add(s.get());
     all_.push_back(std::move(s));
   }
   // A client's request takes the engine from background warming at once, including warming that
@@ -218,11 +263,6 @@ void BatchEngine::cancel_warming() {
   for (auto& s : all_)
     if (s->out->request().warm_only) warm.push_back(s.get());
   for (Sequence* s : warm) finish(s, s->out->finish_now(FinishReason::Cancelled));
-}
-
-bool BatchEngine::has_client_work() const {
-  auto client = [](const Sequence* s) { return !s->out->request().warm_only; };
-  return std::any_of(running_.begin(), running_.end(), client) || std::any_of(waiting_.begin(), waiting_.end(), client);
 }
 
 void BatchEngine::apply_cancels(std::vector<uint64_t>& ids) {
@@ -268,130 +308,40 @@ void BatchEngine::retire(Sequence* s) {
     kv_->remember(s->tokens, *s->kv);
     s->kv.reset();
   }
-  std::erase(running_, s);
-  std::erase(waiting_, s);
+  sched_.remove(s);
   std::erase_if(all_, [s](auto& p) { return p.get() == s; });
 }
 
+// Recompute-style preemption (the scheduler chose s): its KV goes to the prefix cache
+// (evictable), so resuming usually re-adopts most of it instead of recomputing.
 void BatchEngine::preempt(Sequence* s) {
-  // Recompute-style preemption: the KV goes to the prefix cache (evictable), so resuming
-  // usually re-adopts most of it instead of recomputing.
   kv_->remember(s->tokens, *s->kv);
   s->kv.reset();
   s->draft_kv.reset();
   s->mtp_kv.reset();
   s->mtp_hidden.clear();
-  std::erase(running_, s);
-  // Back to the front, ahead of later arrivals (no starvation).
-  auto pos = std::find_if(waiting_.begin(), waiting_.end(), [&](Sequence* w) { return w->arrival > s->arrival; });
-  waiting_.insert(pos, s);
   ++preemptions_;
 }
 
-int64_t BatchEngine::prefill_cap(int64_t budget) const {
-  return decoding_ ? std::min(budget, std::max<int64_t>(1, opts_.prefill_chunk_while_decoding)) : budget;
-}
-
-bool BatchEngine::plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved) {
-  bool preempted = false;
-  // Decoding sequences first (one token each, plus drafts), then unfinished prefills with what
-  // is left of the budget: a long prompt never stalls the streams already running.
-  std::vector<Sequence*> order;
-  for (Sequence* s : running_)
-    if (s->pending() == 1) order.push_back(s);
-  const int64_t decoding = int64_t(order.size());
-  for (Sequence* s : running_)
-    if (s->pending() > 1) order.push_back(s);
-  std::vector<Sequence*> planned;
-  decoding_ = decoding > 0;
-  for (Sequence* s : order) {
-    if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;  // preempted
-    Work w{s};
-    w.n = std::min(s->pending(), prefill_cap(budget));
-    if (w.n <= 0) continue;
-    if (w.n == 1 && s->pending() == 1 && spec_.enabled()) {
-      if (!draft_pool_ && !mtp_pool_) s->spec.proposer.update(s->tokens);
-      const SpecChoice c = spec_.choose(s->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
-      int k = c.k;
-      w.probe = c.probe;
-      // Never draft past the sequence's end or the step budget.
-      const int64_t room = std::min<int64_t>(s->capacity - int64_t(s->tokens.size()) - 1,
-                                             s->out->request().max_tokens - int64_t(s->out->generated().size()) - 1);
-      k = int(std::clamp<int64_t>(std::min<int64_t>(k, room), 0, budget - w.n));
-      if (k > 0 && (draft_pool_ || mtp_pool_)) w.draft_k = k;
-      else if (k > 0) w.draft = s->spec.proposer.propose(s->tokens, k);
-    }
-    for (;;) {
-      int64_t need = s->kv->blocks_needed(w.n + int64_t(w.draft.size()) + w.draft_k);
-      if (kv_->make_free(reserved + need)) {
-        reserved += need;
-        break;
-      }
-      if (!w.draft.empty() || w.draft_k) { w.draft.clear(); w.draft_k = 0; w.probe = false; continue; }
-      // Preempt the newest running sequence not yet planned (it may be this one).
-      Sequence* victim = nullptr;
-      for (auto it = running_.rbegin(); it != running_.rend() && !victim; ++it)
-        if (std::find(planned.begin(), planned.end(), *it) == planned.end()) victim = *it;
-      preempt(victim);
-      preempted = true;
-      if (victim == s) { w.n = 0; break; }
-    }
-    if (w.n == 0) continue;
-    budget -= w.n + int64_t(w.draft.size()) + w.draft_k;
-    planned.push_back(s);
-    plan.push_back(std::move(w));
-  }
-  return preempted;
-}
-
-void BatchEngine::plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted) {
-  while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_num_seqs && budget > 0 && !preempted) {
-    Sequence* s = waiting_.front();
-    if (s->out->request().warm_only && has_client_work()) return;  // warming waits for an idle engine
-    if (!s->kv) {
-      int64_t cached = 0;
-      s->kv = kv_->open(s->tokens, s->capacity, &cached);
-      if (!s->admitted_once) {
-        s->out->set_cached_tokens(cached);
-        s->admitted_once = true;
-      }
-    }
-    Work w{s};
-    w.n = std::min(s->pending(), prefill_cap(budget));
-    int64_t need = s->kv->blocks_needed(w.n);
-    if (!kv_->make_free(reserved + need)) {
-      if (plan.empty() && running_.empty() && need > kv_->total_blocks()) {
-        // Even an empty pool could not hold this chunk: the pool is too small for it.
-        waiting_.pop_front();
-        finish(s, s->out->finish_now(FinishReason::Error,
-                                     "the KV cache pool (" + std::to_string(kv_->total_blocks()) +
-                                         " blocks) is too small for this request; raise --kv-cache-memory"));
-        continue;
-      }
-      s->kv.reset();  // retry when memory frees up; keep FCFS order
-      return;
-    }
-    reserved += need;
-    waiting_.pop_front();
-    running_.push_back(s);
-    budget -= w.n;
-    plan.push_back(std::move(w));
-  }
+// Prompt lookup's guesses (at most k) for a decoding sequence.
+std::vector<int32_t> BatchEngine::ngram_propose(Sequence& s, int k) {
+  s.spec.proposer.update(s.tokens);
+  return s.spec.proposer.propose(s.tokens, k);
 }
 
 void BatchEngine::step() {
+  for (auto& s : all_) s->sync();
+  Host host(*this);
   std::vector<Work> plan;
-  int64_t budget = opts_.max_step_tokens, reserved = 0;
-  bool preempted = plan_running(plan, budget, reserved);
-  plan_waiting(plan, budget, reserved, preempted);
-  if (plan.empty()) {
-    if (running_.empty() && !waiting_.empty() && kv_->free_blocks() == kv_->total_blocks()) {
-      // Should not happen (plan_waiting fails what cannot fit); never spin on it.
-      Sequence* s = waiting_.front();
-      finish(s, s->out->finish_now(FinishReason::Error, "scheduler could not place the request"));
-    }
-    return;
+  for (const ScheduledSeq& p : sched_.schedule(host)) {
+    Work w{static_cast<Sequence*>(p.seq)};
+    w.n = p.n;
+    w.probe = p.probe;
+    if (p.draft > 0 && (draft_pool_ || mtp_pool_)) w.draft_k = p.draft;
+    else if (p.draft > 0) w.draft.assign(w.seq->lookup.begin(), w.seq->lookup.begin() + p.draft);
+    plan.push_back(std::move(w));
   }
+  if (plan.empty()) return;
 
   if (draft_pool_) run_drafts(plan);
   if (mtp_pool_) run_mtp_drafts(plan);
@@ -432,7 +382,7 @@ void BatchEngine::step() {
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs);
-  last_step_tokens_ = total;
+  sched_.step_done(total);
   ++steps_;
   int64_t drafted = 0, accepted = 0, probes = 0;
   for (Work& w : plan) {

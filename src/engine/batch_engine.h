@@ -25,6 +25,7 @@
 
 #include "engine/engine.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/scheduler.h"
 #include "engine/speculation.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -76,16 +77,15 @@ class BatchEngine : public Engine {
  private:
   struct Sequence;
   struct Work;
+  class Host;
   void worker();
   void run_on_worker(std::function<void()> fn);  // executes fn between steps, waits for it
   void admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in);
   void apply_cancels(std::vector<uint64_t>& ids);
   void cancel_warming();
-  bool has_client_work() const;
   void step();
-  bool plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved);
-  void plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted);
   void preempt(Sequence* s);
+  std::vector<int32_t> ngram_propose(Sequence& s, int k);
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
   int process(Work& w);  // samples / verifies one sequence's share; returns drafts accepted
@@ -93,13 +93,13 @@ class BatchEngine : public Engine {
   void run_drafts(std::vector<Work>& plan);
   void run_mtp_drafts(std::vector<Work>& plan);
   void keep_hidden(Sequence* s, int64_t p0, int64_t rows);
-  int64_t prefill_cap(int64_t budget) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
   BatchEngineOptions opts_;
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
+  Scheduler sched_;  // after spec_, which it reads
   std::shared_ptr<cache::BlockPool> draft_pool_;
   std::shared_ptr<cache::BlockPool> mtp_pool_;  // the MTP heads' KV (MTP speculation)
   int64_t vocab_ = 0, context_ = 0;
@@ -114,13 +114,8 @@ class BatchEngine : public Engine {
   bool stopping_ = false;
 
   // Engine-thread state.
-  std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence
-  std::vector<Sequence*> running_;              // arrival order
-  std::deque<Sequence*> waiting_;               // FCFS; preempted ones go back to the front
-  uint64_t arrivals_ = 0;
-  int64_t last_step_tokens_ = 1;
+  std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence (the scheduler queues them)
   std::chrono::steady_clock::time_point last_step_end_;  // debug log only
-  bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};
