@@ -126,11 +126,19 @@ void expect_reference(const FakeModel& m, const GenerationRequest& q, const Resu
   EXPECT_EQ(got.reason, FinishReason::Length) << what << " error: " << got.error;
 }
 
-// Many requests of different lengths: each gets its reference tokens; steps are real batches.
+// Many requests of different lengths.
 std::vector<GenerationRequest> mix(int n, int64_t max_tokens) {
   std::vector<GenerationRequest> out;
   for (int i = 0; i < n; ++i) out.push_back(greedy(prompt(1 + (i * 37) % 150, uint32_t(i)), max_tokens - i % 5));
   return out;
+}
+
+// Submits them all at once and checks that each gets its reference tokens.
+void run_all(BatchEngine& e, const FakeModel& m, const std::vector<GenerationRequest>& reqs, const std::string& what) {
+  Runner r(e);
+  for (auto& q : reqs) r.submit(q);
+  auto got = r.wait_all();
+  for (size_t i = 0; i < reqs.size(); ++i) expect_reference(m, reqs[i], got[i], what + " request " + std::to_string(i));
 }
 
 }  // namespace
@@ -148,11 +156,7 @@ TEST(FakeEngine, ConcurrentRequestsEachMatchReferenceWithinBudgets) {
   auto m = std::make_shared<FakeModel>();
   BatchEngineOptions o = opts();
   BatchEngine e(m, tok(), o);
-  Runner r(e);
-  auto reqs = mix(24, 40);
-  for (auto& q : reqs) r.submit(q);
-  auto got = r.wait_all();
-  for (size_t i = 0; i < reqs.size(); ++i) expect_reference(*m, reqs[i], got[i], "request " + std::to_string(i));
+  run_all(e, *m, mix(24, 40), "");
   size_t widest = 0;
   for (const auto& st : m->steps()) {
     int64_t total = 0;
@@ -208,11 +212,7 @@ TEST(FakeEngine, PreemptionUnderTinyPoolGivesReferenceTokens) {
   BatchEngineOptions o = opts();
   o.kv.pool_bytes = uint64_t(pool_bytes(24));  // 384 token slots for 16 requests of up to ~190
   BatchEngine e(m, tok(), o);
-  Runner r(e);
-  auto reqs = mix(16, 40);
-  for (auto& q : reqs) r.submit(q);
-  auto got = r.wait_all();
-  for (size_t i = 0; i < reqs.size(); ++i) expect_reference(*m, reqs[i], got[i], "request " + std::to_string(i));
+  run_all(e, *m, mix(16, 40), "");
   BatchEngineStats st = e.stats();
   EXPECT_GT(st.preemptions, 0u);
   e.purge_cache();
@@ -338,11 +338,7 @@ TEST_P(FakeSpeculation, TokensMatchReferenceWithAcceptanceAndRollback) {
   o.spec.max_draft = 4;
   if (c.draft_model) o.draft_model = std::make_shared<FakeModel>(FakeLm{true});
   BatchEngine e(m, tok(), o);
-  Runner r(e);
-  auto reqs = mix(10, 60);
-  for (auto& q : reqs) r.submit(q);
-  auto got = r.wait_all();
-  for (size_t i = 0; i < reqs.size(); ++i) expect_reference(*m, reqs[i], got[i], "request " + std::to_string(i));
+  run_all(e, *m, mix(10, 60), spec_mode_name(c.mode));
   BatchEngineStats st = e.stats();
   EXPECT_GT(st.spec_accepted, 0u);
   EXPECT_LT(st.spec_accepted, st.spec_drafted);
@@ -369,12 +365,7 @@ TEST(FakeEngine, SpeculationWithPreemptionKeepsReferenceTokens) {
     o.draft_pool_bytes = uint64_t(pool_bytes(12));  // drafts also run out of room
     if (c.draft_model) o.draft_model = std::make_shared<FakeModel>(FakeLm{true});
     BatchEngine e(m, tok(), o);
-    Runner r(e);
-    auto reqs = mix(12, 40);
-    for (auto& q : reqs) r.submit(q);
-    auto got = r.wait_all();
-    for (size_t i = 0; i < reqs.size(); ++i)
-      expect_reference(*m, reqs[i], got[i], std::string(spec_mode_name(c.mode)) + " request " + std::to_string(i));
+    run_all(e, *m, mix(12, 40), spec_mode_name(c.mode));
     EXPECT_GT(e.stats().preemptions, 0u) << spec_mode_name(c.mode);
   }
 }

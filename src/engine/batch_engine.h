@@ -1,13 +1,12 @@
 // The continuous-batching engine. One worker thread runs steps; each step
 //   1. takes new requests and cancellations,
-//   2. schedules: every running sequence gets its next token(s) (decode, plus drafted tokens
-//      under speculation), then waiting requests are admitted first-come-first-served with
-//      their cached prefix adopted and a prefill chunk under the per-step token budget;
-//      when KV blocks run short, unused cached prefixes are evicted, then the newest running
-//      sequence is preempted (its KV kept in the prefix cache, so resuming recomputes little),
-//   3. runs one batched forward over all of them (Model::forward_batch),
-//   4. samples / verifies drafts per sequence, streams events, retires finished sequences
-//      (their KV stays in the prefix cache for the next turn).
+//   2. asks the Scheduler (engine/scheduler.h) for the plan: who runs, how many tokens each,
+//      drafts per decoding sequence; it answers the scheduler's KV questions (prefix adoption,
+//      free blocks, eviction, preemption: the KV goes to the prefix cache) as its SchedulerHost,
+//   3. has the DraftProposer (engine/draft_proposer.h) guess the planned drafts,
+//   4. runs one batched forward over all of them (Model::forward_batch),
+//   5. samples / verifies drafts per sequence (engine/verify.h), streams events, retires finished
+//      sequences (their KV stays in the prefix cache for the next turn).
 // Requests join and leave the batch at every step. Outputs do not depend on the batch: the
 // forward is batch-invariant and every sequence has its own sampler.
 #pragma once
@@ -23,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/draft_proposer.h"
 #include "engine/engine.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/scheduler.h"
@@ -83,16 +83,17 @@ class BatchEngine : public Engine {
   void admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in);
   void apply_cancels(std::vector<uint64_t>& ids);
   void cancel_warming();
+  std::unique_ptr<DraftProposer> make_proposer();
   void step();
+  std::vector<Work> plan_step();
+  BatchEntry entry(Work& w);
+  void log_step(size_t seqs, int64_t total, int64_t drafted, int64_t accepted, int64_t probes,
+                std::chrono::steady_clock::time_point t0, double secs);
   void preempt(Sequence* s);
-  std::vector<int32_t> ngram_propose(Sequence& s, int k);
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
   int process(Work& w);  // samples / verifies one sequence's share; returns drafts accepted
   void log_speculation(const Sequence& s) const;
-  void run_drafts(std::vector<Work>& plan);
-  void run_mtp_drafts(std::vector<Work>& plan);
-  void keep_hidden(Sequence* s, int64_t p0, int64_t rows);
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
@@ -100,8 +101,7 @@ class BatchEngine : public Engine {
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
   Scheduler sched_;  // after spec_, which it reads
-  std::shared_ptr<cache::BlockPool> draft_pool_;
-  std::shared_ptr<cache::BlockPool> mtp_pool_;  // the MTP heads' KV (MTP speculation)
+  std::unique_ptr<DraftProposer> proposer_;  // prompt lookup, a draft model or the MTP heads
   int64_t vocab_ = 0, context_ = 0;
 
   // Inbox, shared with the HTTP threads.
