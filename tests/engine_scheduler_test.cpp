@@ -271,6 +271,63 @@ TEST(FakeEngine, CancelOneWhileOthersRun) {
   for (size_t i = 0; i < reqs.size(); ++i) expect_reference(*m, reqs[i], got[i + 1], "request " + std::to_string(i));
 }
 
+// Background warming fills the prefix cache while the engine is idle, and yields to a client at
+// once: the client's request cancels it after the step in flight, and adopts what it computed.
+TEST(FakeEngine, WarmingFillsThePrefixCacheAndYieldsToAClient) {
+  auto m = std::make_shared<FakeModel>();
+  BatchEngine e(m, tok(), opts());
+  auto warm = greedy(prompt(200, 9), 1);
+  warm.warm_only = true;
+  {
+    Runner r(e);
+    r.submit(warm);
+    Result w = r.wait_all()[0];
+    EXPECT_EQ(w.reason, FinishReason::Stop);
+    EXPECT_TRUE(w.tokens.empty());
+  }
+  std::vector<int32_t> p = warm.prompt;
+  auto extra = prompt(20, 10);
+  p.insert(p.end(), extra.begin(), extra.end());
+  {
+    Runner r(e);
+    auto q = greedy(p, 12);
+    r.submit(q);
+    Result got = r.wait_all()[0];
+    expect_reference(*m, q, got, "after warming");
+    EXPECT_EQ(got.cached, 200);  // the whole warmed prompt
+  }
+  // Warming a long prompt; a client arrives during its first step.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, client_in = false;
+  m->set_step_hook([&] {
+    std::unique_lock lk(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return client_in; });
+  });
+  auto long_warm = greedy(prompt(2000, 11), 1);
+  long_warm.warm_only = true;
+  Runner r(e);
+  r.submit(long_warm);
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return entered; });
+  }
+  std::vector<int32_t> cp(long_warm.prompt.begin(), long_warm.prompt.begin() + 100);
+  auto client = greedy(cp, 8);
+  r.submit(client);
+  {
+    std::lock_guard lk(mu);
+    client_in = true;
+  }
+  cv.notify_all();
+  auto got = r.wait_all();
+  EXPECT_EQ(got[0].reason, FinishReason::Cancelled);
+  expect_reference(*m, client, got[1], "client");
+  EXPECT_EQ(got[1].cached, 64);  // the one warming step (the whole 64-token budget)
+}
+
 // A request whose prompt cannot fit even an empty pool gets a clear error; the engine serves on.
 TEST(FakeEngine, PromptLargerThanPoolIsAnError) {
   auto m = std::make_shared<FakeModel>();
