@@ -1,13 +1,12 @@
 // The continuous-batching engine. One worker thread runs steps; each step
 //   1. takes new requests and cancellations,
-//   2. schedules: every running sequence gets its next token(s) (decode, plus drafted tokens
-//      under speculation), then waiting requests are admitted first-come-first-served with
-//      their cached prefix adopted and a prefill chunk under the per-step token budget;
-//      when KV blocks run short, unused cached prefixes are evicted, then the newest running
-//      sequence is preempted (its KV kept in the prefix cache, so resuming recomputes little),
-//   3. runs one batched forward over all of them (Model::forward_batch),
-//   4. samples / verifies drafts per sequence, streams events, retires finished sequences
-//      (their KV stays in the prefix cache for the next turn).
+//   2. asks the Scheduler (engine/scheduler.h) for the plan: who runs, how many tokens each,
+//      drafts per decoding sequence; it answers the scheduler's KV questions (prefix adoption,
+//      free blocks, eviction, preemption: the KV goes to the prefix cache) as its SchedulerHost,
+//   3. has the DraftProposer (engine/draft_proposer.h) guess the planned drafts,
+//   4. runs one batched forward over all of them (Model::forward_batch),
+//   5. samples / verifies drafts per sequence (engine/verify.h), streams events, retires finished
+//      sequences (their KV stays in the prefix cache for the next turn).
 // Requests join and leave the batch at every step. Outputs do not depend on the batch: the
 // forward is batch-invariant and every sequence has its own sampler.
 #pragma once
@@ -23,8 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "engine/draft_proposer.h"
 #include "engine/engine.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/scheduler.h"
 #include "engine/speculation.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -76,32 +77,31 @@ class BatchEngine : public Engine {
  private:
   struct Sequence;
   struct Work;
+  class Host;
   void worker();
   void run_on_worker(std::function<void()> fn);  // executes fn between steps, waits for it
   void admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationRequest, EventCallback>>>& in);
   void apply_cancels(std::vector<uint64_t>& ids);
   void cancel_warming();
-  bool has_client_work() const;
+  std::unique_ptr<DraftProposer> make_proposer();
   void step();
-  bool plan_running(std::vector<Work>& plan, int64_t& budget, int64_t& reserved);
-  void plan_waiting(std::vector<Work>& plan, int64_t& budget, int64_t& reserved, bool preempted);
+  std::vector<Work> plan_step();
+  BatchEntry entry(Work& w);
+  void log_step(size_t seqs, int64_t total, int64_t drafted, int64_t accepted, int64_t probes,
+                std::chrono::steady_clock::time_point t0, double secs);
   void preempt(Sequence* s);
   void finish(Sequence* s, GenerationEvent ev);
   void retire(Sequence* s);
   int process(Work& w);  // samples / verifies one sequence's share; returns drafts accepted
   void log_speculation(const Sequence& s) const;
-  void run_drafts(std::vector<Work>& plan);
-  void run_mtp_drafts(std::vector<Work>& plan);
-  void keep_hidden(Sequence* s, int64_t p0, int64_t rows);
-  int64_t prefill_cap(int64_t budget) const;
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<const Tokenizer> tok_;
   BatchEngineOptions opts_;
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
-  std::shared_ptr<cache::BlockPool> draft_pool_;
-  std::shared_ptr<cache::BlockPool> mtp_pool_;  // the MTP heads' KV (MTP speculation)
+  Scheduler sched_;  // after spec_, which it reads
+  std::unique_ptr<DraftProposer> proposer_;  // prompt lookup, a draft model or the MTP heads
   int64_t vocab_ = 0, context_ = 0;
 
   // Inbox, shared with the HTTP threads.
@@ -114,13 +114,8 @@ class BatchEngine : public Engine {
   bool stopping_ = false;
 
   // Engine-thread state.
-  std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence
-  std::vector<Sequence*> running_;              // arrival order
-  std::deque<Sequence*> waiting_;               // FCFS; preempted ones go back to the front
-  uint64_t arrivals_ = 0;
-  int64_t last_step_tokens_ = 1;
+  std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence (the scheduler queues them)
   std::chrono::steady_clock::time_point last_step_end_;  // debug log only
-  bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};

@@ -1,5 +1,5 @@
 // When and how much to speculate. Each decode step a sequence may append k drafted tokens
-// (prompt lookup, engine/ngram_proposer.h); one forward verifies them. The depth k is chosen by an
+// (engine/draft_proposer.h); one forward verifies them. The depth k is chosen by an
 // expected-value rule from two measured quantities:
 //   - the sequence's acceptance rate a (per drafted token, decayed so it follows the text), so
 //     drafting k tokens yields g(k) = a(1 - a^k)/(1 - a) extra tokens on average;
@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine/ngram_proposer.h"
 
 namespace rapid {
 
@@ -44,7 +43,6 @@ constexpr int kProbeFirst = 8, kProbeMax = 128;  // decode steps between probes 
 
 // Per-sequence speculation state.
 struct SpecState {
-  NgramProposer proposer;
   double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
   int idle = 0;                           // decode steps since it last drafted
   int probe_gap = kProbeFirst;
