@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "parsers/json_scan.h"
+#include "parsers/text_util.h"
 #include "parsers/tool_format.h"
 #include "parsers/value_parsers.h"
 
@@ -11,13 +13,6 @@ using nlohmann::json;
 using Calls = std::vector<Call>;
 
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 // Removes a ```json ... ``` fence (or what is left of one) around a body.
 std::string unfence(std::string_view s) {
@@ -113,11 +108,7 @@ std::optional<Calls> name_sep_json(const ToolFormat& f, std::string_view body) {
   if (f.ids == IdStyle::Kimi) {
     // "functions.get_weather:0": the id is the whole token, the name sits between.
     c.id = name;
-    std::string n = name;
-    if (n.rfind("functions.", 0) == 0) n = n.substr(10);
-    size_t colon = n.rfind(':');
-    if (colon != std::string::npos) n = n.substr(0, colon);
-    c.name = n;
+    c.name = kimi_name(name);
   } else {
     c.name = name;
   }
@@ -140,16 +131,6 @@ std::string xml_value(std::string_view v) {
   if (!v.empty() && v.front() == '\n') v.remove_prefix(1);
   if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
   return std::string(v);
-}
-
-std::string attr(std::string_view tag, std::string_view key) {
-  std::string pat = std::string(key) + "=\"";
-  size_t p = tag.find(pat);
-  if (p == std::string_view::npos) return "";
-  p += pat.size();
-  size_t e = tag.find('"', p);
-  if (e == std::string_view::npos) return "";
-  return std::string(tag.substr(p, e - p));
 }
 
 // <function=NAME> <parameter=KEY>VALUE</parameter> ... </function>
@@ -179,7 +160,7 @@ std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, co
       args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
       p = stop == std::string_view::npos ? inner.size() : (stop == ve ? ve + pc.size() : next);
     }
-    calls.push_back(Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(args), ""});
     pos = fend == std::string_view::npos ? body.size() : fend + fc.size();
   }
   if (calls.empty()) return std::nullopt;
@@ -193,7 +174,7 @@ std::optional<Calls> xml_invoke(const ToolFormat& f, std::string_view body, cons
   while ((pos = body.find(f.invoke_open, pos)) != std::string_view::npos) {
     size_t gt = body.find('>', pos);
     if (gt == std::string_view::npos) return std::nullopt;
-    std::string name = attr(body.substr(pos, gt - pos), "name");
+    std::string name = attr_of(body.substr(pos, gt - pos), "name");
     if (name.empty()) return std::nullopt;
     size_t iend = body.find(f.invoke_close, gt);
     std::string_view inner = body.substr(gt + 1, iend == std::string_view::npos ? std::string_view::npos : iend - gt - 1);
@@ -204,17 +185,17 @@ std::optional<Calls> xml_invoke(const ToolFormat& f, std::string_view body, cons
       size_t pg = inner.find('>', p);
       if (pg == std::string_view::npos) return std::nullopt;
       std::string_view tag = inner.substr(p, pg - p);
-      std::string key = attr(tag, "name");
+      std::string key = attr_of(tag, "name");
       size_t ve = inner.find(f.param_close, pg);
       // Inline values (MiniMax, DSML, Step3): surrounding whitespace is data for strings.
       std::string value(inner.substr(pg + 1, ve == std::string_view::npos ? std::string_view::npos : ve - pg - 1));
-      std::string is_string = attr(tag, "string");
+      std::string is_string = attr_of(tag, "string");
       if (is_string == "true") args[key] = value;
       else if (is_string == "false") args[key] = coerce_value(value, nullptr, ArgTyping::Infer);
       else args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
       p = ve == std::string_view::npos ? inner.size() : ve + f.param_close.size();
     }
-    calls.push_back(Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(args), ""});
     pos = iend == std::string_view::npos ? body.size() : iend + f.invoke_close.size();
   }
   if (calls.empty()) return std::nullopt;
@@ -241,7 +222,7 @@ std::optional<Calls> glm_args(const ToolFormat& f, std::string_view body, const 
     args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
     p = ve + vc.size();
   }
-  return Calls{Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""}};
+  return Calls{Call{name, dump_json(args), ""}};
 }
 
 bool ident_char(char c) {
@@ -271,7 +252,7 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
     auto v = parse_python_literal(s, pos);
     if (!v) return std::nullopt;
     if (args.size() > 1) args += ',';
-    args += json(key).dump() + ":" + v->dump(-1, ' ', false, json::error_handler_t::replace);
+    args += json(key).dump() + ":" + dump_json(*v);
     skip_ws(s, pos);
     if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
     if (pos < s.size() && s[pos] == ')') { ++pos; break; }
@@ -322,7 +303,7 @@ std::optional<Calls> gemma_calls(const ToolFormat& f, std::string_view body) {
     pos = brace;
     auto args = parse_gemma_value(s, pos, f.q);
     if (!args || !args->is_object()) return std::nullopt;
-    calls.push_back(Call{name, args->dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(*args), ""});
   }
   if (calls.empty()) return std::nullopt;
   return calls;
@@ -367,21 +348,8 @@ std::optional<Calls> mistral_any(std::string_view body) {
 // Openers/wrappers repeated inside a block that runs to the end of the reply separate calls
 // ("<function_call> {...}\n<function_call> {...}"): they become spaces.
 std::string blank_markers(const ToolFormat& f, const std::string& body) {
-  std::string out;
-  out.reserve(body.size());
-  for (size_t i = 0; i < body.size();) {
-    size_t len = 0;
-    for (auto* list : {&f.starts, &f.strip})
-      for (auto& m : *list)
-        if (!m.empty() && body.compare(i, m.size(), m) == 0) len = std::max(len, m.size());
-    if (len) {
-      out += ' ';
-      i += len;
-    } else {
-      out += body[i++];
-    }
-  }
-  return out;
+  MarkerBlanker b(f.starts, f.strip);
+  return std::string(b.feed(body, true));
 }
 
 }  // namespace

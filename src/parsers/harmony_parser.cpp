@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "parsers/marker_scan.h"
+#include "parsers/text_util.h"
 #include "parsers/value_parsers.h"
 
 namespace rapid::parsers {
@@ -104,14 +105,7 @@ void HarmonyParser::call_release(ParseDelta& out) {
   if (!args_stream_) return;
   size_t r = call_body_.size();
   while (r > args_begin_ && std::isspace(static_cast<unsigned char>(call_body_[r - 1]))) --r;
-  // Do not split a UTF-8 sequence.
-  size_t i = r, back = 0;
-  while (i > args_begin_ && back < 4 && (static_cast<unsigned char>(call_body_[i - 1]) & 0xC0) == 0x80) --i, ++back;
-  if (i > args_begin_) {
-    unsigned char lead = static_cast<unsigned char>(call_body_[i - 1]);
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    if (need > 1 && back + 1 < need) r = i - 1;
-  }
+  r = utf8_cut(call_body_, args_begin_, r);  // never split a UTF-8 sequence
   size_t done = args_begin_ + args_sent_;
   if (r <= done) return;
   call_append(std::string_view(call_body_).substr(done, r - done), out);

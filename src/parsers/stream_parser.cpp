@@ -7,42 +7,14 @@
 #include <utility>
 
 #include "common/utf8.h"
+#include "parsers/json_scan.h"
 #include "parsers/marker_scan.h"
+#include "parsers/text_util.h"
 #include "parsers/value_parsers.h"
 
 namespace rapid::parsers {
 
 namespace {
-bool is_ws(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-constexpr size_t npos = std::string::npos;
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_ws(s[b])) ++b;
-  while (e > b && is_ws(s[e - 1])) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-// Length of the longest suffix of s[from..] that is a proper prefix of m (may still become m).
-size_t tail_prefix(std::string_view s, size_t from, std::string_view m) {
-  if (m.empty() || s.size() <= from) return 0;
-  size_t k = std::min(m.size() - 1, s.size() - from);
-  for (; k > 0; --k)
-    if (s.substr(s.size() - k) == m.substr(0, k)) return k;
-  return 0;
-}
-
-// End of s[begin..r) moved back so that it does not split a UTF-8 sequence.
-size_t utf8_cut(std::string_view s, size_t begin, size_t r) {
-  size_t i = r, back = 0;
-  while (i > begin && back < 4 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i, ++back;
-  if (i == begin) return r;
-  unsigned char lead = static_cast<unsigned char>(s[i - 1]);
-  size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-  if (need > 1 && back + 1 < need) return i - 1;
-  return r;
-}
-
 bool streams_args(const ToolFormat* f) {
   if (!f) return false;
   return f->body == Body::NameSepJson || f->body == Body::DeepseekV3 || f->body == Body::MistralAny ||
@@ -359,8 +331,7 @@ void StreamParser::args_commit(const std::string& name, const std::string& id, s
   as_.sent = 0;
   as_.scan = args_from;
   as_.tc_scan = 0;
-  as_.depth = 0;
-  as_.in_str = as_.esc = false;
+  as_.brackets = BracketScanner();
   ++as_.committed;
 }
 
@@ -537,26 +508,8 @@ bool StreamParser::mistral_args(std::string_view body, bool final, ParseDelta& o
   }
   const size_t b = as_.begin;
   if (as_.streamable) {
-    // json_extent, resumable.
-    size_t end = npos, i = as_.scan;
-    for (; i < body.size(); ++i) {
-      char ch = body[i];
-      if (as_.esc) {
-        as_.esc = false;
-        continue;
-      }
-      if (as_.in_str) {
-        if (ch == '\\') as_.esc = true;
-        else if (ch == '"') as_.in_str = false;
-        continue;
-      }
-      if (ch == '"') as_.in_str = true;
-      else if (ch == '{' || ch == '[') ++as_.depth;
-      else if ((ch == '}' || ch == ']') && --as_.depth == 0) {
-        end = i + 1;
-        break;
-      }
-    }
+    size_t i = as_.scan;
+    size_t end = as_.brackets.to_value_end(body, i);
     as_.scan = end == npos ? body.size() : end;
     if (end != npos) {
       args_close(args_after_name(body.substr(b, end - b)), out);
@@ -669,27 +622,8 @@ std::string_view StreamParser::json_view(std::string_view body, bool final) {
 
 // Resumable bracket scan from as_.scan (depth / string state in as_): end of the value, or npos.
 size_t StreamParser::json_scan(std::string_view body) {
-  size_t i = as_.scan;
-  for (; i < body.size(); ++i) {
-    char ch = body[i];
-    if (as_.esc) {
-      as_.esc = false;
-      continue;
-    }
-    if (as_.in_str) {
-      if (ch == '\\') as_.esc = true;
-      else if (ch == '"') as_.in_str = false;
-      continue;
-    }
-    if (ch == '"') as_.in_str = true;
-    else if (ch == '{' || ch == '[') ++as_.depth;
-    else if ((ch == '}' || ch == ']') && --as_.depth <= 0) {
-      as_.scan = i + 1;
-      return i + 1;
-    }
-  }
-  as_.scan = i;
-  return npos;
+  size_t end = as_.brackets.to_value_end(body, as_.scan);
+  return end;
 }
 
 void StreamParser::json_advance(std::string_view body, bool final, ParseDelta& out) {
@@ -751,8 +685,7 @@ bool StreamParser::json_next(std::string_view body, bool final, ParseDelta& out)
     }
     as_.whole = true;
     as_.scan = p;
-    as_.depth = 0;
-    as_.in_str = as_.esc = false;
+    as_.brackets = BracketScanner();
   }
   size_t end = json_scan(body);
   if (end == npos) {
@@ -823,8 +756,7 @@ bool StreamParser::json_tail(std::string_view body, bool final, ParseDelta& out)
     as_.tail_more = true;
     as_.tail_at = p;
     as_.scan = p;
-    as_.depth = 1;
-    as_.in_str = as_.esc = false;
+    as_.brackets = BracketScanner(false, 1);
   }
   size_t end = json_scan(body);
   if (end == npos) {
@@ -858,11 +790,6 @@ const std::string kFnOpen = "<function=", kFnClose = "</function>", kParOpen = "
 std::string typed_value(const std::string& v, const nlohmann::json* schema, ArgTyping mode) {
   nlohmann::json j = nesting_ok(v) ? coerce_value(v, schema, mode) : nlohmann::json(v);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-std::string json_escape(std::string_view s) {
-  std::string q = nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return q.substr(1, q.size() - 2);
 }
 }  // namespace
 
@@ -1011,16 +938,6 @@ bool StreamParser::xml_value(std::string_view body, bool final, ParseDelta& out)
 namespace {
 const std::string kKeyOpen = "<arg_key>", kKeyClose = "</arg_key>", kValOpen = "<arg_value>",
                   kValClose = "</arg_value>";
-
-std::string attr_of(std::string_view tag, std::string_view key) {
-  std::string pat = std::string(key) + "=\"";
-  size_t p = tag.find(pat);
-  if (p == npos) return "";
-  p += pat.size();
-  size_t e = tag.find('"', p);
-  if (e == npos) return "";
-  return std::string(tag.substr(p, e - p));
-}
 
 // First occurrence at or after `from` of any non-empty marker: (position, index) or (npos, -1).
 std::pair<size_t, int> first_hit(std::string_view s, size_t from, std::initializer_list<const std::string*> ms) {
@@ -1350,40 +1267,14 @@ bool StreamParser::py_step(std::string_view body, bool final, ParseDelta& out) {
         return true;
       }
       as_.x_vbeg = as_.scan = q;
-      as_.depth = 0;
-      as_.in_str = as_.esc = false;
+      as_.brackets = BracketScanner(true);
       as_.py = kPyScalar;
       as_.pos = q;
       return true;
     }
     case kPyScalar: {
       // The value ends at a ',' or ')' outside brackets and strings (resumable scan).
-      size_t end = npos, i = as_.scan;
-      for (; i < body.size(); ++i) {
-        char ch = body[i];
-        if (as_.in_str) {
-          if (as_.esc) as_.esc = false;
-          else if (ch == '\\') as_.esc = true;
-          else if (ch == as_.py_q) as_.in_str = false;
-          continue;
-        }
-        if (ch == '"' || ch == '\'') {
-          as_.in_str = true;
-          as_.py_q = ch;
-        } else if (ch == '(' || ch == '[' || ch == '{') {
-          ++as_.depth;
-        } else if (ch == ')' || ch == ']' || ch == '}') {
-          if (as_.depth == 0) {
-            end = i;
-            break;
-          }
-          --as_.depth;
-        } else if (ch == ',' && as_.depth == 0) {
-          end = i;
-          break;
-        }
-      }
-      as_.scan = i;
+      size_t end = as_.brackets.to_delimiter(body, as_.scan);
       if (end == npos) {
         if (!final) return false;
         end = body.size();

@@ -2,6 +2,7 @@
 // harmony): content / reasoning / call-block states, holding back only bytes that may still
 // become a marker.
 #pragma once
+#include "parsers/json_scan.h"
 #include "parsers/output_parser.h"
 #include "parsers/tool_format.h"
 #include "parsers/tool_ids.h"
@@ -95,8 +96,7 @@ class StreamParser : public OutputParser {
     size_t sent = 0;          // bytes of the argument text released
     size_t scan = 0;          // marker / bracket scan resumes here
     size_t tc_scan = 0;       // Mistral: search for the next [TOOL_CALLS] resumes here
-    int depth = 0;            // Mistral: bracket balance of the arguments
-    bool in_str = false, esc = false;
+    BracketScanner brackets;  // where the value being scanned ends
     int committed = 0;
     // JSON-call bodies.
     bool list = false;        // inside a top-level [...] of calls

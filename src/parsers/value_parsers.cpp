@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include "common/utf8.h"
+#include "parsers/text_util.h"
 
 namespace rapid::parsers {
 
@@ -25,34 +26,6 @@ bool nesting_ok(std::string_view s, int max_depth) {
   }
   return true;
 }
-
-size_t json_extent(std::string_view s, size_t pos) {
-  if (pos >= s.size()) return std::string_view::npos;
-  int depth = 0;
-  bool in_str = false;
-  for (size_t i = pos; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_str) {
-      if (c == '\\') ++i;
-      else if (c == '"') {
-        in_str = false;
-        if (depth == 0) return i + 1;
-      }
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') ++depth;
-    else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-      if (depth < 0) return std::string_view::npos;
-    } else if (depth == 0) {
-      return std::string_view::npos;  // not an object/array/string
-    }
-  }
-  return std::string_view::npos;
-}
-
-
 
 static std::optional<std::string> python_string(std::string_view s, size_t& pos) {
   char quote = s[pos];
@@ -322,11 +295,11 @@ std::string arguments_text(const json& args) {
     const std::string& s = args.get_ref<const std::string&>();
     // Already-serialised objects pass through once; any other string is itself the value.
     json inner = json::parse(s, nullptr, false);
-    if (!inner.is_discarded() && inner.is_object()) return inner.dump(-1, ' ', false, json::error_handler_t::replace);
-    return args.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (!inner.is_discarded() && inner.is_object()) return dump_json(inner);
+    return dump_json(args);
   }
   if (args.is_null()) return "{}";
-  return args.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dump_json(args);
 }
 
 }  // namespace rapid::parsers
