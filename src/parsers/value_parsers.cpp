@@ -94,6 +94,21 @@ static bool word_at(std::string_view s, size_t pos, std::string_view w) {
   return e >= s.size() || !(std::isalnum(static_cast<unsigned char>(s[e])) || s[e] == '_');
 }
 
+// Items separated by ',' up to `close` (pos is past the opener): `item` reads one item. False
+// when an item does not parse or neither ',' nor `close` follows one.
+template <class Item>
+static bool parse_items(std::string_view s, size_t& pos, char close, Item item) {
+  for (;;) {
+    skip_ws(s, pos);
+    if (pos < s.size() && s[pos] == close) { ++pos; return true; }
+    if (!item()) return false;
+    skip_ws(s, pos);
+    if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
+    if (pos < s.size() && s[pos] == close) { ++pos; return true; }
+    return false;
+  }
+}
+
 std::optional<json> parse_python_literal(std::string_view s, size_t& pos) {
   skip_ws(s, pos);
   if (pos >= s.size()) return std::nullopt;
@@ -107,37 +122,28 @@ std::optional<json> parse_python_literal(std::string_view s, size_t& pos) {
     char close = c == '[' ? ']' : ')';
     ++pos;
     json arr = json::array();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == close) { ++pos; return arr; }
+    bool ok = parse_items(s, pos, close, [&] {
       auto v = parse_python_literal(s, pos);
-      if (!v) return std::nullopt;
-      arr.push_back(std::move(*v));
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == close) { ++pos; return arr; }
-      return std::nullopt;
-    }
+      if (v) arr.push_back(std::move(*v));
+      return v.has_value();
+    });
+    return ok ? std::optional<json>(std::move(arr)) : std::nullopt;
   }
   if (c == '{') {
     ++pos;
     json obj = json::object();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
+    bool ok = parse_items(s, pos, '}', [&] {
       auto k = parse_python_literal(s, pos);
-      if (!k) return std::nullopt;
+      if (!k) return false;
       skip_ws(s, pos);
-      if (pos >= s.size() || s[pos] != ':') return std::nullopt;
+      if (pos >= s.size() || s[pos] != ':') return false;
       ++pos;
       auto v = parse_python_literal(s, pos);
-      if (!v) return std::nullopt;
+      if (!v) return false;
       obj[k->is_string() ? k->get<std::string>() : k->dump()] = std::move(*v);
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
-      return std::nullopt;
-    }
+      return true;
+    });
+    return ok ? std::optional<json>(std::move(obj)) : std::nullopt;
   }
   if (word_at(s, pos, "True") || word_at(s, pos, "true")) { pos += 4; return json(true); }
   if (word_at(s, pos, "False") || word_at(s, pos, "false")) { pos += 5; return json(false); }
@@ -159,46 +165,37 @@ std::optional<json> parse_gemma_value(std::string_view s, size_t& pos, std::stri
   if (c == '{') {
     ++pos;
     json obj = json::object();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
+    bool ok = parse_items(s, pos, '}', [&] {
       std::string key;
       if (s.substr(pos, q.size()) == q) {
         auto k = parse_gemma_value(s, pos, q);
-        if (!k) return std::nullopt;
+        if (!k) return false;
         key = k->get<std::string>();
       } else {
         size_t colon = s.find(':', pos);
-        if (colon == std::string_view::npos) return std::nullopt;
+        if (colon == std::string_view::npos) return false;
         key = std::string(s.substr(pos, colon - pos));
         pos = colon;
       }
       skip_ws(s, pos);
-      if (pos >= s.size() || s[pos] != ':') return std::nullopt;
+      if (pos >= s.size() || s[pos] != ':') return false;
       ++pos;
       auto v = parse_gemma_value(s, pos, q);
-      if (!v) return std::nullopt;
+      if (!v) return false;
       obj[key] = std::move(*v);
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
-      return std::nullopt;
-    }
+      return true;
+    });
+    return ok ? std::optional<json>(std::move(obj)) : std::nullopt;
   }
   if (c == '[') {
     ++pos;
     json arr = json::array();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ']') { ++pos; return arr; }
+    bool ok = parse_items(s, pos, ']', [&] {
       auto v = parse_gemma_value(s, pos, q);
-      if (!v) return std::nullopt;
-      arr.push_back(std::move(*v));
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == ']') { ++pos; return arr; }
-      return std::nullopt;
-    }
+      if (v) arr.push_back(std::move(*v));
+      return v.has_value();
+    });
+    return ok ? std::optional<json>(std::move(arr)) : std::nullopt;
   }
   if (word_at(s, pos, "true")) { pos += 4; return json(true); }
   if (word_at(s, pos, "false")) { pos += 5; return json(false); }
