@@ -85,7 +85,7 @@ std::optional<Calls> json_calls(std::string_view body, std::string* trailing = n
 
 // Arguments text after a known name. An object or array is kept as the model wrote it (fence and
 // surrounding whitespace removed), valid or not: that is what lets these formats stream their
-// arguments byte for byte (stream_parser.cpp). Other JSON (a string holding JSON, null) is
+// arguments byte for byte (stream_body.h: RawArgs). Other JSON (a string holding JSON, null) is
 // normalised; anything else is kept raw (the call itself is unambiguous, so the client sees it).
 std::string args_after_name(std::string_view raw) {
   std::string t = unfence(raw);
@@ -145,7 +145,7 @@ std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, co
     if (name.empty()) return std::nullopt;
     size_t fend = body.find(fc, gt);
     std::string_view inner = body.substr(gt + 1, fend == std::string_view::npos ? std::string_view::npos : fend - gt - 1);
-    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    // The model's parameter order, as the streaming engine sends them (stream_xml_function.cpp).
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(po, p)) != std::string_view::npos) {
@@ -178,7 +178,7 @@ std::optional<Calls> xml_invoke(const ToolFormat& f, std::string_view body, cons
     if (name.empty()) return std::nullopt;
     size_t iend = body.find(f.invoke_close, gt);
     std::string_view inner = body.substr(gt + 1, iend == std::string_view::npos ? std::string_view::npos : iend - gt - 1);
-    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    // The model's parameter order, as the streaming engine sends them (stream_arg_tags.cpp).
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(f.param_open, p)) != std::string_view::npos) {
@@ -238,7 +238,7 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
   if (name.empty() || pos >= s.size() || s[pos] != '(') return std::nullopt;
   ++pos;
   // Compact JSON in the model's keyword order, a repeated keyword sent again: exactly what the
-  // streaming engine sends (stream_parser.cpp, py_step).
+  // streaming engine sends (stream_pythonic.cpp).
   std::string args = "{";
   for (;;) {
     skip_ws(s, pos);
