@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "parsers/json_scan.h"
+#include "parsers/text_util.h"
 #include "parsers/tool_format.h"
 #include "parsers/value_parsers.h"
 
@@ -11,13 +13,6 @@ using nlohmann::json;
 using Calls = std::vector<Call>;
 
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
 
 // Removes a ```json ... ``` fence (or what is left of one) around a body.
 std::string unfence(std::string_view s) {
@@ -90,7 +85,7 @@ std::optional<Calls> json_calls(std::string_view body, std::string* trailing = n
 
 // Arguments text after a known name. An object or array is kept as the model wrote it (fence and
 // surrounding whitespace removed), valid or not: that is what lets these formats stream their
-// arguments byte for byte (stream_parser.cpp). Other JSON (a string holding JSON, null) is
+// arguments byte for byte (stream_body.h: RawArgs). Other JSON (a string holding JSON, null) is
 // normalised; anything else is kept raw (the call itself is unambiguous, so the client sees it).
 std::string args_after_name(std::string_view raw) {
   std::string t = unfence(raw);
@@ -113,11 +108,7 @@ std::optional<Calls> name_sep_json(const ToolFormat& f, std::string_view body) {
   if (f.ids == IdStyle::Kimi) {
     // "functions.get_weather:0": the id is the whole token, the name sits between.
     c.id = name;
-    std::string n = name;
-    if (n.rfind("functions.", 0) == 0) n = n.substr(10);
-    size_t colon = n.rfind(':');
-    if (colon != std::string::npos) n = n.substr(0, colon);
-    c.name = n;
+    c.name = kimi_name(name);
   } else {
     c.name = name;
   }
@@ -142,16 +133,6 @@ std::string xml_value(std::string_view v) {
   return std::string(v);
 }
 
-std::string attr(std::string_view tag, std::string_view key) {
-  std::string pat = std::string(key) + "=\"";
-  size_t p = tag.find(pat);
-  if (p == std::string_view::npos) return "";
-  p += pat.size();
-  size_t e = tag.find('"', p);
-  if (e == std::string_view::npos) return "";
-  return std::string(tag.substr(p, e - p));
-}
-
 // <function=NAME> <parameter=KEY>VALUE</parameter> ... </function>
 std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, const json& tools) {
   Calls calls;
@@ -164,7 +145,7 @@ std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, co
     if (name.empty()) return std::nullopt;
     size_t fend = body.find(fc, gt);
     std::string_view inner = body.substr(gt + 1, fend == std::string_view::npos ? std::string_view::npos : fend - gt - 1);
-    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    // The model's parameter order, as the streaming engine sends them (stream_xml_function.cpp).
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(po, p)) != std::string_view::npos) {
@@ -179,7 +160,7 @@ std::optional<Calls> xml_function(const ToolFormat& f, std::string_view body, co
       args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
       p = stop == std::string_view::npos ? inner.size() : (stop == ve ? ve + pc.size() : next);
     }
-    calls.push_back(Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(args), ""});
     pos = fend == std::string_view::npos ? body.size() : fend + fc.size();
   }
   if (calls.empty()) return std::nullopt;
@@ -193,28 +174,28 @@ std::optional<Calls> xml_invoke(const ToolFormat& f, std::string_view body, cons
   while ((pos = body.find(f.invoke_open, pos)) != std::string_view::npos) {
     size_t gt = body.find('>', pos);
     if (gt == std::string_view::npos) return std::nullopt;
-    std::string name = attr(body.substr(pos, gt - pos), "name");
+    std::string name = attr_of(body.substr(pos, gt - pos), "name");
     if (name.empty()) return std::nullopt;
     size_t iend = body.find(f.invoke_close, gt);
     std::string_view inner = body.substr(gt + 1, iend == std::string_view::npos ? std::string_view::npos : iend - gt - 1);
-    // The model's parameter order, as the streaming engine sends them (stream_parser.cpp).
+    // The model's parameter order, as the streaming engine sends them (stream_arg_tags.cpp).
     nlohmann::ordered_json args = nlohmann::ordered_json::object();
     size_t p = 0;
     while ((p = inner.find(f.param_open, p)) != std::string_view::npos) {
       size_t pg = inner.find('>', p);
       if (pg == std::string_view::npos) return std::nullopt;
       std::string_view tag = inner.substr(p, pg - p);
-      std::string key = attr(tag, "name");
+      std::string key = attr_of(tag, "name");
       size_t ve = inner.find(f.param_close, pg);
       // Inline values (MiniMax, DSML, Step3): surrounding whitespace is data for strings.
       std::string value(inner.substr(pg + 1, ve == std::string_view::npos ? std::string_view::npos : ve - pg - 1));
-      std::string is_string = attr(tag, "string");
+      std::string is_string = attr_of(tag, "string");
       if (is_string == "true") args[key] = value;
       else if (is_string == "false") args[key] = coerce_value(value, nullptr, ArgTyping::Infer);
       else args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
       p = ve == std::string_view::npos ? inner.size() : ve + f.param_close.size();
     }
-    calls.push_back(Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(args), ""});
     pos = iend == std::string_view::npos ? body.size() : iend + f.invoke_close.size();
   }
   if (calls.empty()) return std::nullopt;
@@ -241,7 +222,7 @@ std::optional<Calls> glm_args(const ToolFormat& f, std::string_view body, const 
     args[key] = coerce_value(value, param_schema(tools, name, key), f.typing);
     p = ve + vc.size();
   }
-  return Calls{Call{name, args.dump(-1, ' ', false, json::error_handler_t::replace), ""}};
+  return Calls{Call{name, dump_json(args), ""}};
 }
 
 bool ident_char(char c) {
@@ -257,7 +238,7 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
   if (name.empty() || pos >= s.size() || s[pos] != '(') return std::nullopt;
   ++pos;
   // Compact JSON in the model's keyword order, a repeated keyword sent again: exactly what the
-  // streaming engine sends (stream_parser.cpp, py_step).
+  // streaming engine sends (stream_pythonic.cpp).
   std::string args = "{";
   for (;;) {
     skip_ws(s, pos);
@@ -271,7 +252,7 @@ std::optional<Call> python_call(std::string_view s, size_t& pos) {
     auto v = parse_python_literal(s, pos);
     if (!v) return std::nullopt;
     if (args.size() > 1) args += ',';
-    args += json(key).dump() + ":" + v->dump(-1, ' ', false, json::error_handler_t::replace);
+    args += json(key).dump() + ":" + dump_json(*v);
     skip_ws(s, pos);
     if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
     if (pos < s.size() && s[pos] == ')') { ++pos; break; }
@@ -322,7 +303,7 @@ std::optional<Calls> gemma_calls(const ToolFormat& f, std::string_view body) {
     pos = brace;
     auto args = parse_gemma_value(s, pos, f.q);
     if (!args || !args->is_object()) return std::nullopt;
-    calls.push_back(Call{name, args->dump(-1, ' ', false, json::error_handler_t::replace), ""});
+    calls.push_back(Call{name, dump_json(*args), ""});
   }
   if (calls.empty()) return std::nullopt;
   return calls;
@@ -367,21 +348,8 @@ std::optional<Calls> mistral_any(std::string_view body) {
 // Openers/wrappers repeated inside a block that runs to the end of the reply separate calls
 // ("<function_call> {...}\n<function_call> {...}"): they become spaces.
 std::string blank_markers(const ToolFormat& f, const std::string& body) {
-  std::string out;
-  out.reserve(body.size());
-  for (size_t i = 0; i < body.size();) {
-    size_t len = 0;
-    for (auto* list : {&f.starts, &f.strip})
-      for (auto& m : *list)
-        if (!m.empty() && body.compare(i, m.size(), m) == 0) len = std::max(len, m.size());
-    if (len) {
-      out += ' ';
-      i += len;
-    } else {
-      out += body[i++];
-    }
-  }
-  return out;
+  MarkerBlanker b(f.starts, f.strip);
+  return std::string(b.feed(body, true));
 }
 
 }  // namespace

@@ -8,418 +8,192 @@ namespace rapid::parsers {
 
 namespace {
 
-ToolFormat json_block(std::string name, std::vector<std::string> aliases, std::vector<std::string> starts,
-                      std::string end) {
-  ToolFormat f;
-  f.name = std::move(name);
-  f.aliases = std::move(aliases);
-  f.starts = std::move(starts);
-  f.end = std::move(end);
-  f.body = Body::JsonCalls;
-  return f;
+// ---- Grammar shapes several formats share ----
+constexpr const char* kJsonCall = "{\"name\": \"{NAME}\", \"arguments\": {ARGS}}";
+
+// One JSON call in its own wrapper, OPEN{json}CLOSE, calls separated by `sep`.
+CallGrammar json_each(const std::string& open, const std::string& close, const std::string& sep = "") {
+  return {.call = open + kJsonCall + close, .sep = sep};
 }
 
-std::vector<ToolFormat> build_tool_formats() {
-  std::vector<ToolFormat> v;
-  const std::string kJsonCall = "{\"name\": \"{NAME}\", \"arguments\": {ARGS}}";
+// A JSON list of calls: PREFIX[{json}, {json}]SUFFIX.
+CallGrammar json_list(const std::string& prefix, const std::string& suffix = "") {
+  return {.prefix = prefix + "[", .call = kJsonCall, .sep = ", ", .suffix = "]" + suffix};
+}
 
-  {  // Hermes 2 Pro / Qwen2.5 / Qwen3 / QwQ: <tool_call>\n{json}\n</tool_call>
-    auto f = json_block("hermes", {"qwen", "qwen2_5", "qwen3", "qwq", "hermes2_pro", "granite4", "granite_4"},
-                        {"<tool_call>"}, "</tool_call>");
-    f.g_call = "<tool_call>\n" + kJsonCall + "\n</tool_call>";
-    f.g_sep = "\n";
-    v.push_back(f);
-  }
-  {  // Qwen3-Coder / Qwen3.5: XML parameters typed by the tool schema.
-    ToolFormat f;
-    f.name = "qwen3_coder";
-    f.aliases = {"qwen3_xml", "qwen3coder", "qwen3_5", "qwen35_coder"};
-    f.starts = {"<tool_call>"};
-    f.end = "</tool_call>";
-    f.body = Body::XmlFunction;
-    f.typing = ArgTyping::AlwaysString;
-    f.g_call = "<tool_call>\n<function={NAME}>\n{ARGS}</function>\n</tool_call>";
-    f.g_sep = "\n";
-    f.g_args = "xml";
-    f.g_param = "<parameter={KEY}>\n{VALUE}\n</parameter>\n";
-    v.push_back(f);
-  }
-  {  // Llama 3.1/3.2 JSON tool calls, with or without <|python_tag|>; several joined by ";".
-    ToolFormat f;
-    f.name = "llama3_json";
-    f.aliases = {"llama", "llama3", "llama3_1", "llama3_2", "llama4_json"};
-    f.starts = {"<|python_tag|>"};
-    f.leading = {"{"};
-    f.body = Body::JsonCalls;
-    f.strip = {"<|eom_id|>", "<|eot_id|>"};
-    f.g_call = "{\"name\": \"{NAME}\", \"parameters\": {ARGS}}";
-    f.g_sep = "; ";
-    v.push_back(f);
-  }
-  {  // Llama 4 pythonic: [f(a=1)], optionally inside <|python_start|> ... <|python_end|>.
-    ToolFormat f;
-    f.name = "llama4_pythonic";
-    f.aliases = {"llama4"};
-    f.starts = {"<|python_start|>"};
-    f.end = "<|python_end|>";
-    f.leading = {"["};
-    f.body = Body::Pythonic;
-    f.g_prefix = "[";
-    f.g_call = "{NAME}({ARGS})";
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    f.g_args = "python-kwargs";
-    v.push_back(f);
-  }
-  {  // Generic pythonic list: [f(a=1), g(b="x")].
-    ToolFormat f;
-    f.name = "pythonic";
-    f.aliases = {"granite_pythonic"};
-    f.leading = {"["};
-    f.body = Body::Pythonic;
-    f.g_prefix = "[";
-    f.g_call = "{NAME}({ARGS})";
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    f.g_args = "python-kwargs";
-    v.push_back(f);
-  }
-  {  // Mistral: [TOOL_CALLS][{...}] before v11, [TOOL_CALLS]name[ARGS]{...} from v11 on.
-    ToolFormat f;
-    f.name = "mistral";
-    f.aliases = {"mistral_v11", "devstral", "magistral", "ministral"};
-    f.starts = {"[TOOL_CALLS]"};
-    f.body = Body::MistralAny;
-    f.ids = IdStyle::Mistral9;
-    f.g_call = "[TOOL_CALLS]{NAME}[ARGS]{ARGS}";
-    v.push_back(f);
-  }
-  {  // DeepSeek V3 / R1: function<sep>name\n```json\n{...}\n```
-    ToolFormat f;
-    f.name = "deepseek_v3";
-    f.aliases = {"deepseek_r1", "deepseekv3", "deepseek-v3", "deepseek_r1_0528"};
-    f.starts = {"<｜tool▁calls▁begin｜>"};
-    f.end = "<｜tool▁calls▁end｜>";
-    f.require_end = true;
-    f.inner_start = "<｜tool▁call▁begin｜>";
-    f.inner_end = "<｜tool▁call▁end｜>";
-    f.strip = {"<｜end▁of▁sentence｜>"};
-    f.body = Body::DeepseekV3;
-    f.sep = "<｜tool▁sep｜>";
-    f.g_prefix = "<｜tool▁calls▁begin｜>";
-    f.g_call = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{NAME}\n```json\n{ARGS}\n```<｜tool▁call▁end｜>";
-    f.g_sep = "\n";
-    f.g_suffix = "<｜tool▁calls▁end｜>";
-    v.push_back(f);
-  }
-  {  // DeepSeek V3.1: name<sep>{json}
-    ToolFormat f;
-    f.name = "deepseek_v31";
-    f.aliases = {"deepseekv31", "deepseek-v3.1"};
-    f.starts = {"<｜tool▁calls▁begin｜>"};
-    f.end = "<｜tool▁calls▁end｜>";
-    f.require_end = true;
-    f.inner_start = "<｜tool▁call▁begin｜>";
-    f.inner_end = "<｜tool▁call▁end｜>";
-    f.strip = {"<｜end▁of▁sentence｜>"};
-    f.body = Body::NameSepJson;
-    f.sep = "<｜tool▁sep｜>";
-    f.g_prefix = "<｜tool▁calls▁begin｜>";
-    f.g_call = "<｜tool▁call▁begin｜>{NAME}<｜tool▁sep｜>{ARGS}<｜tool▁call▁end｜>";
-    f.g_suffix = "<｜tool▁calls▁end｜>";
-    v.push_back(f);
-  }
-  {  // DeepSeek V3.2 DSML.
-    ToolFormat f;
-    f.name = "deepseek_v32";
-    f.aliases = {"deepseekv32", "deepseek-v3.2", "dsml"};
-    f.starts = {"<｜DSML｜function_calls>"};
-    f.end = "</｜DSML｜function_calls>";
-    f.body = Body::XmlInvoke;
-    f.invoke_open = "<｜DSML｜invoke";
-    f.invoke_close = "</｜DSML｜invoke>";
-    f.param_open = "<｜DSML｜parameter";
-    f.param_close = "</｜DSML｜parameter>";
-    f.g_prefix = "<｜DSML｜function_calls>\n";
-    f.g_call = "<｜DSML｜invoke name=\"{NAME}\">\n{ARGS}</｜DSML｜invoke>\n";
-    f.g_suffix = "</｜DSML｜function_calls>";
-    f.g_args = "xml";
-    // Without the string="..." attribute the parser types values by the tool schema instead.
-    f.g_param = "<｜DSML｜parameter name=\"{KEY}\">{VALUE}</｜DSML｜parameter>\n";
-    v.push_back(f);
-  }
-  {  // Kimi K2: ids are "functions.NAME:IDX".
-    ToolFormat f;
-    f.name = "kimi_k2";
-    f.aliases = {"kimi", "kimi_k2_thinking"};
-    f.starts = {"<|tool_calls_section_begin|>"};
-    f.end = "<|tool_calls_section_end|>";
-    f.require_end = true;
-    f.inner_start = "<|tool_call_begin|>";
-    f.inner_end = "<|tool_call_end|>";
-    f.body = Body::NameSepJson;
-    f.sep = "<|tool_call_argument_begin|>";
-    f.ids = IdStyle::Kimi;
-    f.g_prefix = "<|tool_calls_section_begin|>";
-    f.g_call = "<|tool_call_begin|>functions.{NAME}:[0-9]+<|tool_call_argument_begin|>{ARGS}<|tool_call_end|>";
-    f.g_suffix = "<|tool_calls_section_end|>";
-    v.push_back(f);
-  }
-  {  // GLM 4.5 / 4.6 / 4.7: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
-    ToolFormat f;
-    f.name = "glm45";
-    f.aliases = {"glm4_moe", "glm4.5", "glm46", "glm47", "glm4_7", "glm"};
-    f.starts = {"<tool_call>"};
-    f.end = "</tool_call>";
-    f.body = Body::GlmArgs;
-    f.require_end = true;
-    f.g_call = "<tool_call>{NAME}\n{ARGS}</tool_call>";
-    f.g_sep = "\n";
-    f.g_args = "xml";
-    f.g_param = "<arg_key>{KEY}</arg_key>\n<arg_value>{VALUE}</arg_value>\n";
-    v.push_back(f);
-  }
-  {  // MiniMax M2.
-    ToolFormat f;
-    f.name = "minimax_m2";
-    f.aliases = {"minimax-m2", "minimax_m2_1"};
-    f.starts = {"<minimax:tool_call>"};
-    f.end = "</minimax:tool_call>";
-    f.body = Body::XmlInvoke;
-    f.typing = ArgTyping::AlwaysString;  // vLLM keeps untyped values as text
-    f.invoke_open = "<invoke";
-    f.invoke_close = "</invoke>";
-    f.param_open = "<parameter";
-    f.param_close = "</parameter>";
-    f.g_prefix = "<minimax:tool_call>\n";
-    f.g_call = "<invoke name=\"{NAME}\">\n{ARGS}</invoke>\n";
-    f.g_suffix = "</minimax:tool_call>";
-    f.g_args = "xml";
-    f.g_param = "<parameter name=\"{KEY}\">{VALUE}</parameter>\n";
-    v.push_back(f);
-  }
-  {  // MiniMax M1: one JSON object per line inside <tool_calls>.
-    auto f = json_block("minimax", {"minimax_m1"}, {"<tool_calls>"}, "</tool_calls>");
-    f.g_prefix = "<tool_calls>\n";
-    f.g_call = kJsonCall + "\n";
-    f.g_suffix = "</tool_calls>";
-    v.push_back(f);
-  }
-  {  // Granite 3.x: <|tool_call|>[{...}]
-    auto f = json_block("granite", {"granite3"}, {"<|tool_call|>"}, "");
-    f.g_prefix = "<|tool_call|>[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    v.push_back(f);
-  }
-  {  // Granite 20B function calling: <function_call> {...} repeated.
-    auto f = json_block("granite-20b-fc", {"granite_20b_fc"}, {"<function_call>"}, "");
-    f.g_call = "<function_call> " + kJsonCall;
-    f.g_sep = " ";
-    v.push_back(f);
-  }
-  {  // Functionary v3.1 (Llama 3.1 base): <function=name>{json}</function>
-    ToolFormat f;
-    f.name = "functionary_v3_1";
-    f.aliases = {"functionary-v3.1", "functionary_v31", "llama3_function"};
-    f.starts = {"<function="};
-    f.end = "</function>";
-    f.body = Body::NameSepJson;
-    f.sep = ">";
-    f.strip = {"<|eom_id|>", "<|eot_id|>"};
-    f.g_call = "<function={NAME}>{ARGS}</function>";
-    v.push_back(f);
-  }
-  {  // Functionary v3.2: the prompt ends with ">>>"; ">>>all\n" is text, ">>>name\n{json}" a call.
-    ToolFormat f;
-    f.name = "functionary_v3_2";
-    f.aliases = {"functionary-v3.2", "functionary_v32", "functionary"};
-    f.starts = {">>>"};
-    f.end = ">>>";
-    f.end_is_lookahead = true;
-    f.strip = {">>>all\n", "<|eot_id|>"};
-    f.implicit_prefix = ">>>";
-    f.body = Body::NameSepJson;
-    f.sep = "\n";
-    f.g_call = "{NAME}\n{ARGS}";
-    f.g_sep = ">>>";
-    v.push_back(f);
-  }
-  {  // FireFunction v2: " functools[{...}]"
-    auto f = json_block("firefunction_v2", {"firefunction", "firefunction-v2"}, {" functools", "functools"}, "");
-    f.g_prefix = " functools[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    v.push_back(f);
-  }
-  {  // xLAM: a bare JSON array (maybe fenced, maybe after [TOOL_CALLS] or <tool_call>).
-    auto f = json_block("xlam", {"xlam_llama", "xlam_qwen"}, {"[TOOL_CALLS]", "```json", "<tool_call>"}, "");
-    f.strip = {"</tool_call>"};
-    f.leading = {"[", "```"};
-    f.g_prefix = "[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    v.push_back(f);
-  }
-  {  // Phi-4-mini: functools[{...}]
-    auto f = json_block("phi4_mini_json", {"phi4_mini", "phi4mini"}, {"functools"}, "");
-    f.g_prefix = "functools[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]";
-    v.push_back(f);
-  }
-  {  // InternLM 2/2.5: <|action_start|><|plugin|>\n{"name", "parameters"}<|action_end|>
-    auto f = json_block("internlm", {"internlm2", "internlm2_5"}, {"<|action_start|><|plugin|>"}, "<|action_end|>");
-    f.g_call = "<|action_start|><|plugin|>\n{\"name\": \"{NAME}\", \"parameters\": {ARGS}}<|action_end|>";
-    v.push_back(f);
-  }
-  {  // Jamba: <tool_calls>[{...}]</tool_calls>
-    auto f = json_block("jamba", {"jamba1_5"}, {"<tool_calls>"}, "</tool_calls>");
-    f.g_prefix = "<tool_calls>[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]</tool_calls>";
-    v.push_back(f);
-  }
-  {  // Hunyuan A13B: <tool_calls>[{...}]</tool_calls>, answers wrapped in <answer>.
-    auto f = json_block("hunyuan_a13b", {"hunyuan"}, {"<tool_calls>"}, "</tool_calls>");
-    f.strip = {"<answer>", "</answer>"};
-    f.g_prefix = "<tool_calls>[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]</tool_calls>";
-    v.push_back(f);
-  }
-  {  // Seed-OSS: Qwen3-Coder style XML inside <seed:tool_call>.
-    ToolFormat f;
-    f.name = "seed_oss";
-    f.aliases = {"seed-oss", "seed"};
-    f.starts = {"<seed:tool_call>"};
-    f.end = "</seed:tool_call>";
-    f.body = Body::XmlFunction;
-    f.typing = ArgTyping::AlwaysString;
-    f.g_call = "<seed:tool_call>\n<function={NAME}>\n{ARGS}</function>\n</seed:tool_call>";
-    f.g_args = "xml";
-    f.g_param = "<parameter={KEY}>{VALUE}</parameter>\n";
-    v.push_back(f);
-  }
-  {  // Step3: steptml invokes inside DeepSeek-like call markers.
-    ToolFormat f;
-    f.name = "step3";
-    f.aliases = {"step-3"};
-    f.starts = {"<｜tool_calls_begin｜>"};
-    f.end = "<｜tool_calls_end｜>";
-    f.require_end = true;
-    f.inner_start = "<｜tool_call_begin｜>";
-    f.inner_end = "<｜tool_call_end｜>";
-    f.body = Body::XmlInvoke;
-    f.invoke_open = "<steptml:invoke";
-    f.invoke_close = "</steptml:invoke>";
-    f.param_open = "<steptml:parameter";
-    f.param_close = "</steptml:parameter>";
-    f.g_prefix = "<｜tool_calls_begin｜>";
-    f.g_call = "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"{NAME}\">{ARGS}</steptml:invoke><｜tool_call_end｜>";
-    f.g_suffix = "<｜tool_calls_end｜>";
-    f.g_args = "xml";
-    f.g_param = "<steptml:parameter name=\"{KEY}\">{VALUE}</steptml:parameter>";
-    v.push_back(f);
-  }
-  {  // LongCat Flash.
-    auto f = json_block("longcat", {"longcat_flash"}, {"<longcat_tool_call>"}, "</longcat_tool_call>");
-    f.g_call = "<longcat_tool_call>" + kJsonCall + "</longcat_tool_call>";
-    v.push_back(f);
-  }
-  {  // FunctionGemma: <start_function_call>call:name{k:<escape>v<escape>}<end_function_call>
-    ToolFormat f;
-    f.name = "functiongemma";
-    f.aliases = {"function_gemma"};
-    f.starts = {"<start_function_call>"};
-    f.end = "<end_function_call>";
-    f.body = Body::GemmaCall;
-    f.q = "<escape>";
-    f.g_call = "<start_function_call>call:{NAME}{ARGS}<end_function_call>";
-    f.g_args = "gemma:<escape>";
-    v.push_back(f);
-  }
-  {  // Gemma 4: <|tool_call>call:name{k:<|"|>v<|"|>}<tool_call|>
-    ToolFormat f;
-    f.name = "gemma4";
-    f.aliases = {"gemma-4"};
-    f.starts = {"<|tool_call>"};
-    f.end = "<tool_call|>";
-    f.body = Body::GemmaCall;
-    f.q = "<|\"|>";
-    f.g_call = "<|tool_call>call:{NAME}{ARGS}<tool_call|>";
-    f.g_args = "gemma:<|\"|>";
-    v.push_back(f);
-  }
-  {  // Command R7B: <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>
-    auto f = json_block("command_r7b", {"cohere", "command-r7b", "command_r"}, {"<|START_ACTION|>"}, "<|END_ACTION|>");
-    f.strip = {"<|START_RESPONSE|>", "<|END_RESPONSE|>"};
-    f.g_prefix = "<|START_ACTION|>[\n";
-    f.g_call = "{\"tool_call_id\": \"[0-9]+\", \"tool_name\": \"{NAME}\", \"parameters\": {ARGS}}";
-    f.g_sep = ",\n";
-    f.g_suffix = "\n]<|END_ACTION|>";
-    v.push_back(f);
-  }
-  {  // ERNIE 4.5: <tool_call>{json}</tool_call>
-    auto f = json_block("ernie45", {"ernie", "ernie4_5"}, {"<tool_call>"}, "</tool_call>");
-    f.g_call = "<tool_call>" + kJsonCall + "</tool_call>";
-    v.push_back(f);
-  }
-  {  // OLMo 3: <function_calls>f(a=1)\ng(b=2)</function_calls>
-    ToolFormat f;
-    f.name = "olmo3";
-    f.aliases = {"olmo"};
-    f.starts = {"<function_calls>"};
-    f.end = "</function_calls>";
-    f.body = Body::PythonicLines;
-    f.g_prefix = "<function_calls>";
-    f.g_call = "{NAME}({ARGS})";
-    f.g_sep = "\n";
-    f.g_suffix = "</function_calls>";
-    f.g_args = "python-kwargs";
-    v.push_back(f);
-  }
-  {  // LFM2: <|tool_call_start|>[f(a=1)]<|tool_call_end|>
-    ToolFormat f;
-    f.name = "lfm2";
-    f.aliases = {"lfm2.5", "liquid"};
-    f.starts = {"<|tool_call_start|>"};
-    f.end = "<|tool_call_end|>";
-    f.body = Body::Pythonic;
-    f.g_prefix = "<|tool_call_start|>[";
-    f.g_call = "{NAME}({ARGS})";
-    f.g_sep = ", ";
-    f.g_suffix = "]<|tool_call_end|>";
-    f.g_args = "python-kwargs";
-    v.push_back(f);
-  }
-  {  // GigaChat 3: <|message_sep|>\n\nfunction call<|role_sep|>\n{json}
-    auto f = json_block("gigachat3", {"gigachat"}, {"function call<|role_sep|>"}, "");
-    f.strip = {"<|message_sep|>\n\n", "<|message_sep|>"};
-    f.g_call = "<|message_sep|>\n\nfunction call<|role_sep|>\n" + kJsonCall;
-    v.push_back(f);
-  }
-  {  // NVIDIA Nemotron Nano v2: <TOOLCALL>[{...}]</TOOLCALL>
-    auto f = json_block("nemotron", {"nemotron_json", "nemotron_nano_v2"}, {"<TOOLCALL>"}, "</TOOLCALL>");
-    f.g_prefix = "<TOOLCALL>[";
-    f.g_call = kJsonCall;
-    f.g_sep = ", ";
-    f.g_suffix = "]</TOOLCALL>";
-    v.push_back(f);
-  }
-  {  // Generic fallback: a bare {"name", "arguments"} object (or array of them) as the whole reply.
-    auto f = json_block("json", {"generic", "generic_json"}, {}, "");
-    f.leading = {"{", "[", "```"};
-    f.g_call = kJsonCall;
-    v.push_back(f);
-  }
-  return v;
+// Python calls f(a=1), separated by `sep`, between prefix and suffix.
+CallGrammar python_calls(const std::string& prefix, const std::string& sep, const std::string& suffix) {
+  return {.prefix = prefix, .call = "{NAME}({ARGS})", .sep = sep, .suffix = suffix, .args = "python-kwargs"};
+}
+
+// Calls whose arguments are XML parameters written as `param`.
+CallGrammar xml_calls(const std::string& prefix, const std::string& call, const std::string& sep,
+                      const std::string& suffix, const std::string& param) {
+  return {.prefix = prefix, .call = call, .sep = sep, .suffix = suffix, .args = "xml", .param = param};
+}
+
+// DeepSeek V3 / V3.1 share their section markers.
+constexpr const char* kDsCallsBegin = "<｜tool▁calls▁begin｜>";
+constexpr const char* kDsCallsEnd = "<｜tool▁calls▁end｜>";
+constexpr const char* kDsCallBegin = "<｜tool▁call▁begin｜>";
+constexpr const char* kDsCallEnd = "<｜tool▁call▁end｜>";
+constexpr const char* kDsSep = "<｜tool▁sep｜>";
+constexpr const char* kDsEos = "<｜end▁of▁sentence｜>";
+
+// The table: one entry per format (fields in ToolFormat's order; body defaults to JsonCalls).
+// Its length is data, not logic. Several formats share "<tool_call>" or "<tool_calls>": the parser is chosen by
+// name (detect.cpp), never by marker.
+std::vector<ToolFormat> tool_table() {
+  return {
+      // Hermes 2 Pro / Qwen2.5 / Qwen3 / QwQ: <tool_call>\n{json}\n</tool_call>
+      {.name = "hermes", .aliases = {"qwen", "qwen2_5", "qwen3", "qwq", "hermes2_pro", "granite4", "granite_4"},
+       .starts = {"<tool_call>"}, .end = "</tool_call>",
+       .grammar = json_each("<tool_call>\n", "\n</tool_call>", "\n")},
+      // Qwen3-Coder / Qwen3.5: XML parameters typed by the tool schema.
+      {.name = "qwen3_coder", .aliases = {"qwen3_xml", "qwen3coder", "qwen3_5", "qwen35_coder"},
+       .body = Body::XmlFunction, .starts = {"<tool_call>"}, .end = "</tool_call>", .typing = ArgTyping::AlwaysString,
+       .grammar = xml_calls("", "<tool_call>\n<function={NAME}>\n{ARGS}</function>\n</tool_call>", "\n", "",
+                            "<parameter={KEY}>\n{VALUE}\n</parameter>\n")},
+      // Llama 3.1/3.2 JSON tool calls, with or without <|python_tag|>; several joined by ";".
+      {.name = "llama3_json", .aliases = {"llama", "llama3", "llama3_1", "llama3_2", "llama4_json"},
+       .starts = {"<|python_tag|>"}, .leading = {"{"}, .strip = {"<|eom_id|>", "<|eot_id|>"},
+       .grammar = {.call = "{\"name\": \"{NAME}\", \"parameters\": {ARGS}}", .sep = "; "}},
+      // Llama 4 pythonic: [f(a=1)], optionally inside <|python_start|> ... <|python_end|>.
+      {.name = "llama4_pythonic", .aliases = {"llama4"}, .body = Body::Pythonic, .starts = {"<|python_start|>"},
+       .end = "<|python_end|>", .leading = {"["}, .grammar = python_calls("[", ", ", "]")},
+      // Generic pythonic list: [f(a=1), g(b="x")].
+      {.name = "pythonic", .aliases = {"granite_pythonic"}, .body = Body::Pythonic, .leading = {"["},
+       .grammar = python_calls("[", ", ", "]")},
+      // Mistral: [TOOL_CALLS][{...}] before v11, [TOOL_CALLS]name[ARGS]{...} from v11 on.
+      {.name = "mistral", .aliases = {"mistral_v11", "devstral", "magistral", "ministral"}, .body = Body::MistralAny,
+       .starts = {"[TOOL_CALLS]"}, .ids = IdStyle::Mistral9, .grammar = {.call = "[TOOL_CALLS]{NAME}[ARGS]{ARGS}"}},
+      // DeepSeek V3 / R1: function<sep>name\n```json\n{...}\n```
+      {.name = "deepseek_v3", .aliases = {"deepseek_r1", "deepseekv3", "deepseek-v3", "deepseek_r1_0528"},
+       .body = Body::DeepseekV3, .starts = {kDsCallsBegin}, .end = kDsCallsEnd, .require_end = true,
+       .inner_start = kDsCallBegin, .inner_end = kDsCallEnd, .strip = {kDsEos}, .sep = kDsSep,
+       .grammar = {.prefix = kDsCallsBegin,
+                   .call = std::string(kDsCallBegin) + "function" + kDsSep + "{NAME}\n```json\n{ARGS}\n```" + kDsCallEnd,
+                   .sep = "\n", .suffix = kDsCallsEnd}},
+      // DeepSeek V3.1: name<sep>{json}
+      {.name = "deepseek_v31", .aliases = {"deepseekv31", "deepseek-v3.1"}, .body = Body::NameSepJson,
+       .starts = {kDsCallsBegin}, .end = kDsCallsEnd, .require_end = true, .inner_start = kDsCallBegin,
+       .inner_end = kDsCallEnd, .strip = {kDsEos}, .sep = kDsSep,
+       .grammar = {.prefix = kDsCallsBegin, .call = std::string(kDsCallBegin) + "{NAME}" + kDsSep + "{ARGS}" + kDsCallEnd,
+                   .suffix = kDsCallsEnd}},
+      // DeepSeek V3.2 DSML. Without the string="..." attribute the parser types values by the
+      // tool schema instead.
+      {.name = "deepseek_v32", .aliases = {"deepseekv32", "deepseek-v3.2", "dsml"}, .body = Body::XmlInvoke,
+       .starts = {"<｜DSML｜function_calls>"}, .end = "</｜DSML｜function_calls>",
+       .invoke_open = "<｜DSML｜invoke", .invoke_close = "</｜DSML｜invoke>",
+       .param_open = "<｜DSML｜parameter", .param_close = "</｜DSML｜parameter>",
+       .grammar = xml_calls("<｜DSML｜function_calls>\n", "<｜DSML｜invoke name=\"{NAME}\">\n{ARGS}</｜DSML｜invoke>\n", "",
+                            "</｜DSML｜function_calls>", "<｜DSML｜parameter name=\"{KEY}\">{VALUE}</｜DSML｜parameter>\n")},
+      // Kimi K2: ids are "functions.NAME:IDX".
+      {.name = "kimi_k2", .aliases = {"kimi", "kimi_k2_thinking"}, .body = Body::NameSepJson,
+       .starts = {"<|tool_calls_section_begin|>"}, .end = "<|tool_calls_section_end|>", .require_end = true,
+       .inner_start = "<|tool_call_begin|>", .inner_end = "<|tool_call_end|>", .ids = IdStyle::Kimi,
+       .sep = "<|tool_call_argument_begin|>",
+       .grammar = {.prefix = "<|tool_calls_section_begin|>",
+                   .call = "<|tool_call_begin|>functions.{NAME}:[0-9]+<|tool_call_argument_begin|>{ARGS}<|tool_call_end|>",
+                   .suffix = "<|tool_calls_section_end|>"}},
+      // GLM 4.5 / 4.6 / 4.7: <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
+      {.name = "glm45", .aliases = {"glm4_moe", "glm4.5", "glm46", "glm47", "glm4_7", "glm"}, .body = Body::GlmArgs,
+       .starts = {"<tool_call>"}, .end = "</tool_call>", .require_end = true,
+       .grammar = xml_calls("", "<tool_call>{NAME}\n{ARGS}</tool_call>", "\n", "",
+                            "<arg_key>{KEY}</arg_key>\n<arg_value>{VALUE}</arg_value>\n")},
+      // MiniMax M2 (vLLM keeps untyped values as text).
+      {.name = "minimax_m2", .aliases = {"minimax-m2", "minimax_m2_1"}, .body = Body::XmlInvoke,
+       .starts = {"<minimax:tool_call>"}, .end = "</minimax:tool_call>", .typing = ArgTyping::AlwaysString,
+       .invoke_open = "<invoke", .invoke_close = "</invoke>", .param_open = "<parameter", .param_close = "</parameter>",
+       .grammar = xml_calls("<minimax:tool_call>\n", "<invoke name=\"{NAME}\">\n{ARGS}</invoke>\n", "",
+                            "</minimax:tool_call>", "<parameter name=\"{KEY}\">{VALUE}</parameter>\n")},
+      // MiniMax M1: one JSON object per line inside <tool_calls>.
+      {.name = "minimax", .aliases = {"minimax_m1"}, .starts = {"<tool_calls>"}, .end = "</tool_calls>",
+       .grammar = {.prefix = "<tool_calls>\n", .call = std::string(kJsonCall) + "\n", .suffix = "</tool_calls>"}},
+      // Granite 3.x: <|tool_call|>[{...}]
+      {.name = "granite", .aliases = {"granite3"}, .starts = {"<|tool_call|>"}, .grammar = json_list("<|tool_call|>")},
+      // Granite 20B function calling: <function_call> {...} repeated.
+      {.name = "granite-20b-fc", .aliases = {"granite_20b_fc"}, .starts = {"<function_call>"},
+       .grammar = json_each("<function_call> ", "", " ")},
+      // Functionary v3.1 (Llama 3.1 base): <function=name>{json}</function>
+      {.name = "functionary_v3_1", .aliases = {"functionary-v3.1", "functionary_v31", "llama3_function"},
+       .body = Body::NameSepJson, .starts = {"<function="}, .end = "</function>", .strip = {"<|eom_id|>", "<|eot_id|>"},
+       .sep = ">", .grammar = {.call = "<function={NAME}>{ARGS}</function>"}},
+      // Functionary v3.2: the prompt ends with ">>>"; ">>>all\n" is text, ">>>name\n{json}" a call.
+      {.name = "functionary_v3_2", .aliases = {"functionary-v3.2", "functionary_v32", "functionary"},
+       .body = Body::NameSepJson, .starts = {">>>"}, .end = ">>>", .end_is_lookahead = true,
+       .strip = {">>>all\n", "<|eot_id|>"}, .implicit_prefix = ">>>", .sep = "\n",
+       .grammar = {.call = "{NAME}\n{ARGS}", .sep = ">>>"}},
+      // FireFunction v2: " functools[{...}]"
+      {.name = "firefunction_v2", .aliases = {"firefunction", "firefunction-v2"}, .starts = {" functools", "functools"},
+       .grammar = json_list(" functools")},
+      // xLAM: a bare JSON array (maybe fenced, maybe after [TOOL_CALLS] or <tool_call>).
+      {.name = "xlam", .aliases = {"xlam_llama", "xlam_qwen"}, .starts = {"[TOOL_CALLS]", "```json", "<tool_call>"},
+       .leading = {"[", "```"}, .strip = {"</tool_call>"}, .grammar = json_list("")},
+      // Phi-4-mini: functools[{...}]
+      {.name = "phi4_mini_json", .aliases = {"phi4_mini", "phi4mini"}, .starts = {"functools"},
+       .grammar = json_list("functools")},
+      // InternLM 2/2.5: <|action_start|><|plugin|>\n{"name", "parameters"}<|action_end|>
+      {.name = "internlm", .aliases = {"internlm2", "internlm2_5"}, .starts = {"<|action_start|><|plugin|>"},
+       .end = "<|action_end|>",
+       .grammar = {.call = "<|action_start|><|plugin|>\n{\"name\": \"{NAME}\", \"parameters\": {ARGS}}<|action_end|>"}},
+      // Jamba: <tool_calls>[{...}]</tool_calls>
+      {.name = "jamba", .aliases = {"jamba1_5"}, .starts = {"<tool_calls>"}, .end = "</tool_calls>",
+       .grammar = json_list("<tool_calls>", "</tool_calls>")},
+      // Hunyuan A13B: <tool_calls>[{...}]</tool_calls>, answers wrapped in <answer>.
+      {.name = "hunyuan_a13b", .aliases = {"hunyuan"}, .starts = {"<tool_calls>"}, .end = "</tool_calls>",
+       .strip = {"<answer>", "</answer>"}, .grammar = json_list("<tool_calls>", "</tool_calls>")},
+      // Seed-OSS: Qwen3-Coder style XML inside <seed:tool_call>.
+      {.name = "seed_oss", .aliases = {"seed-oss", "seed"}, .body = Body::XmlFunction, .starts = {"<seed:tool_call>"},
+       .end = "</seed:tool_call>", .typing = ArgTyping::AlwaysString,
+       .grammar = xml_calls("", "<seed:tool_call>\n<function={NAME}>\n{ARGS}</function>\n</seed:tool_call>", "", "",
+                            "<parameter={KEY}>{VALUE}</parameter>\n")},
+      // Step3: steptml invokes inside DeepSeek-like call markers.
+      {.name = "step3", .aliases = {"step-3"}, .body = Body::XmlInvoke, .starts = {"<｜tool_calls_begin｜>"},
+       .end = "<｜tool_calls_end｜>", .require_end = true, .inner_start = "<｜tool_call_begin｜>",
+       .inner_end = "<｜tool_call_end｜>", .invoke_open = "<steptml:invoke", .invoke_close = "</steptml:invoke>",
+       .param_open = "<steptml:parameter", .param_close = "</steptml:parameter>",
+       .grammar = xml_calls("<｜tool_calls_begin｜>",
+                            "<｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"{NAME}\">{ARGS}"
+                            "</steptml:invoke><｜tool_call_end｜>",
+                            "", "<｜tool_calls_end｜>", "<steptml:parameter name=\"{KEY}\">{VALUE}</steptml:parameter>")},
+      // LongCat Flash.
+      {.name = "longcat", .aliases = {"longcat_flash"}, .starts = {"<longcat_tool_call>"}, .end = "</longcat_tool_call>",
+       .grammar = json_each("<longcat_tool_call>", "</longcat_tool_call>")},
+      // FunctionGemma: <start_function_call>call:name{k:<escape>v<escape>}<end_function_call>
+      {.name = "functiongemma", .aliases = {"function_gemma"}, .body = Body::GemmaCall,
+       .starts = {"<start_function_call>"}, .end = "<end_function_call>", .q = "<escape>",
+       .grammar = {.call = "<start_function_call>call:{NAME}{ARGS}<end_function_call>", .args = "gemma:<escape>"}},
+      // Gemma 4: <|tool_call>call:name{k:<|"|>v<|"|>}<tool_call|>
+      {.name = "gemma4", .aliases = {"gemma-4"}, .body = Body::GemmaCall, .starts = {"<|tool_call>"},
+       .end = "<tool_call|>", .q = "<|\"|>",
+       .grammar = {.call = "<|tool_call>call:{NAME}{ARGS}<tool_call|>", .args = "gemma:<|\"|>"}},
+      // Command R7B: <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>
+      {.name = "command_r7b", .aliases = {"cohere", "command-r7b", "command_r"}, .starts = {"<|START_ACTION|>"},
+       .end = "<|END_ACTION|>", .strip = {"<|START_RESPONSE|>", "<|END_RESPONSE|>"},
+       .grammar = {.prefix = "<|START_ACTION|>[\n",
+                   .call = "{\"tool_call_id\": \"[0-9]+\", \"tool_name\": \"{NAME}\", \"parameters\": {ARGS}}",
+                   .sep = ",\n", .suffix = "\n]<|END_ACTION|>"}},
+      // ERNIE 4.5: <tool_call>{json}</tool_call>
+      {.name = "ernie45", .aliases = {"ernie", "ernie4_5"}, .starts = {"<tool_call>"}, .end = "</tool_call>",
+       .grammar = json_each("<tool_call>", "</tool_call>")},
+      // OLMo 3: <function_calls>f(a=1)\ng(b=2)</function_calls>
+      {.name = "olmo3", .aliases = {"olmo"}, .body = Body::PythonicLines, .starts = {"<function_calls>"},
+       .end = "</function_calls>", .grammar = python_calls("<function_calls>", "\n", "</function_calls>")},
+      // LFM2: <|tool_call_start|>[f(a=1)]<|tool_call_end|>
+      {.name = "lfm2", .aliases = {"lfm2.5", "liquid"}, .body = Body::Pythonic, .starts = {"<|tool_call_start|>"},
+       .end = "<|tool_call_end|>", .grammar = python_calls("<|tool_call_start|>[", ", ", "]<|tool_call_end|>")},
+      // GigaChat 3: <|message_sep|>\n\nfunction call<|role_sep|>\n{json}
+      {.name = "gigachat3", .aliases = {"gigachat"}, .starts = {"function call<|role_sep|>"},
+       .strip = {"<|message_sep|>\n\n", "<|message_sep|>"},
+       .grammar = json_each("<|message_sep|>\n\nfunction call<|role_sep|>\n", "")},
+      // NVIDIA Nemotron Nano v2: <TOOLCALL>[{...}]</TOOLCALL>
+      {.name = "nemotron", .aliases = {"nemotron_json", "nemotron_nano_v2"}, .starts = {"<TOOLCALL>"},
+       .end = "</TOOLCALL>", .grammar = json_list("<TOOLCALL>", "</TOOLCALL>")},
+      // Generic fallback: a bare {"name", "arguments"} object (or array of them) as the whole reply.
+      {.name = "json", .aliases = {"generic", "generic_json"}, .leading = {"{", "[", "```"},
+       .grammar = json_each("", "")},
+  };
 }
 
 std::vector<ReasoningFormat> build_reasoning_formats() {
@@ -462,7 +236,7 @@ std::string normalise(std::string n) {
 }  // namespace
 
 const std::vector<ToolFormat>& tool_formats() {
-  static const std::vector<ToolFormat> v = build_tool_formats();
+  static const std::vector<ToolFormat> v = tool_table();
   return v;
 }
 

@@ -78,12 +78,12 @@ ToolCallGrammar tool_call_grammar(const std::string& parser, const nlohmann::jso
   } else {
     const parsers::ToolFormat* f = parsers::find_tool_format(parser);
     if (!f) throw Error("unknown tool-call parser '" + parser + "'");
-    prefix = f->g_prefix;
-    call = f->g_call;
-    sep = f->g_sep;
-    suffix = f->g_suffix;
-    g.args_encoding = f->g_args;
-    g.param_syntax = f->g_param;
+    prefix = f->grammar.prefix;
+    call = f->grammar.call;
+    sep = f->grammar.sep;
+    suffix = f->grammar.suffix;
+    g.args_encoding = f->grammar.args;
+    g.param_syntax = f->grammar.param;
   }
   std::string root = "root ::= ";
   if (!prefix.empty()) root += gbnf_literal(prefix) + " ";

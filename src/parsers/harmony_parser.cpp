@@ -3,6 +3,8 @@
 #include <cctype>
 
 #include "parsers/marker_scan.h"
+#include "parsers/stream_body.h"
+#include "parsers/text_util.h"
 #include "parsers/value_parsers.h"
 
 namespace rapid::parsers {
@@ -79,18 +81,6 @@ void HarmonyParser::open_call(ParseDelta& out) {
   args_sent_ = 0;
 }
 
-void HarmonyParser::call_append(std::string_view s, ParseDelta& out) {
-  if (s.empty()) return;
-  if (!out.tool_calls.empty() && out.tool_calls.back().index == calls_) {
-    out.tool_calls.back().arguments.append(s);
-  } else {
-    ToolCallDelta d;
-    d.index = calls_;
-    d.arguments = std::string(s);
-    out.tool_calls.push_back(std::move(d));
-  }
-}
-
 // Argument text that starts with '{' or '[' is the model's text as written: release it up to
 // its trailing whitespace and any incomplete UTF-8 sequence (marker prefixes never reach
 // call_body_). Other text is released whole when the message closes.
@@ -104,17 +94,10 @@ void HarmonyParser::call_release(ParseDelta& out) {
   if (!args_stream_) return;
   size_t r = call_body_.size();
   while (r > args_begin_ && std::isspace(static_cast<unsigned char>(call_body_[r - 1]))) --r;
-  // Do not split a UTF-8 sequence.
-  size_t i = r, back = 0;
-  while (i > args_begin_ && back < 4 && (static_cast<unsigned char>(call_body_[i - 1]) & 0xC0) == 0x80) --i, ++back;
-  if (i > args_begin_) {
-    unsigned char lead = static_cast<unsigned char>(call_body_[i - 1]);
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    if (need > 1 && back + 1 < need) r = i - 1;
-  }
+  r = utf8_cut(call_body_, args_begin_, r);  // never split a UTF-8 sequence
   size_t done = args_begin_ + args_sent_;
   if (r <= done) return;
-  call_append(std::string_view(call_body_).substr(done, r - done), out);
+  append_call_args(out, calls_, std::string_view(call_body_).substr(done, r - done));
   args_sent_ = r - args_begin_;
 }
 
@@ -126,11 +109,11 @@ void HarmonyParser::close_message(ParseDelta& out) {
     size_t b = args.find_first_not_of(" \t\r\n");
     args = b == std::string::npos ? "" : args.substr(b, args.find_last_not_of(" \t\r\n") - b + 1);
     if (args_stream_) {
-      call_append(std::string_view(args).substr(std::min(args_sent_, args.size())), out);
+      append_call_args(out, calls_, std::string_view(args).substr(std::min(args_sent_, args.size())));
     } else {
       nlohmann::json v = nesting_ok(args) ? nlohmann::json::parse(args, nullptr, false)
                                           : nlohmann::json(nlohmann::json::value_t::discarded);
-      call_append(v.is_discarded() ? (args.empty() ? "{}" : args) : arguments_text(v), out);
+      append_call_args(out, calls_, v.is_discarded() ? (args.empty() ? "{}" : args) : arguments_text(v));
     }
     ++calls_;
   }

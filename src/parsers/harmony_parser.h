@@ -22,7 +22,6 @@ class HarmonyParser : public OutputParser {
   void open_call(ParseDelta& out);
   void close_message(ParseDelta& out);
   void call_release(ParseDelta& out);
-  void call_append(std::string_view s, ParseDelta& out);
 
   ToolIdMaker ids_;
   State state_ = State::Start;

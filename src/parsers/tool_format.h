@@ -28,32 +28,36 @@ enum class IdStyle { OpenAI, Mistral9, Kimi };
 
 enum class ArgTyping { AlwaysString, Infer };  // XML values with no schema: keep text or try JSON
 
+// A format's call syntax for constrained decoding (grammar.cpp).
+struct CallGrammar {
+  std::string prefix{}, call{}, sep{}, suffix{};  // call uses {NAME} and {ARGS}
+  std::string args = "json";                   // how {ARGS} is encoded
+  std::string param{};                         // xml param syntax, {KEY} {VALUE}
+};
+
+// Every field has a default, so the table (format_registry.cpp) names only what a format sets.
 struct ToolFormat {
-  std::string name;
-  std::vector<std::string> aliases;
-  std::vector<std::string> starts;   // open a call block anywhere in content
-  std::string end;                   // closes it; "" = the block runs to the end of the output
-  bool end_is_lookahead = false;     // end marker also begins the next block (Functionary v3.2)
-  bool require_end = false;          // an unterminated block is text, not a call (GLM, sections)
+  std::string name{};
+  std::vector<std::string> aliases{};
+  Body body = Body::JsonCalls;
+  std::vector<std::string> starts{};           // open a call block anywhere in content
+  std::string end{};                           // closes it; "" = the block runs to the end of the output
+  bool end_is_lookahead = false;               // end marker also begins the next block (Functionary v3.2)
+  bool require_end = false;                    // an unterminated block is text, not a call (GLM, sections)
   // A block that is a section of calls: each call sits between inner_start and inner_end
   // (DeepSeek, Kimi K2, Step3); the section is a call block only if some call parses.
-  std::string inner_start, inner_end;
-  std::vector<std::string> leading;  // open a block only as the first thing in content; kept in body
-  std::vector<std::string> strip;    // wrapper tokens dropped from content
-  std::string implicit_prefix;       // text the prompt already emitted (Functionary v3.2 ">>>")
-  Body body = Body::JsonCalls;
+  std::string inner_start{}, inner_end{};
+  std::vector<std::string> leading{};          // open a block only as the first thing in content; kept in body
+  std::vector<std::string> strip{};            // wrapper tokens dropped from content
+  std::string implicit_prefix{};               // text the prompt already emitted (Functionary v3.2 ">>>")
   IdStyle ids = IdStyle::OpenAI;
   ArgTyping typing = ArgTyping::Infer;
   // Body details.
-  std::string sep;                   // NameSepJson / DeepseekV3 separator
-  std::string q;                     // GemmaCall string quote token
-  std::string content_recipient;     // NameSepJson: this "name" means plain content (">>>all")
+  std::string sep{};                           // NameSepJson / DeepseekV3 separator
+  std::string q{};                             // GemmaCall string quote token
   // XmlInvoke tag names.
-  std::string invoke_open, invoke_close, param_open, param_close;
-  // Grammar description for constrained decoding.
-  std::string g_prefix, g_call, g_sep, g_suffix;  // g_call uses {NAME} and {ARGS}
-  std::string g_args = "json";                    // how {ARGS} is encoded
-  std::string g_param;                            // xml param syntax, {KEY} {VALUE}
+  std::string invoke_open{}, invoke_close{}, param_open{}, param_close{};
+  CallGrammar grammar{};
 };
 
 struct ReasoningFormat {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include "common/utf8.h"
+#include "parsers/text_util.h"
 
 namespace rapid::parsers {
 
@@ -25,34 +26,6 @@ bool nesting_ok(std::string_view s, int max_depth) {
   }
   return true;
 }
-
-size_t json_extent(std::string_view s, size_t pos) {
-  if (pos >= s.size()) return std::string_view::npos;
-  int depth = 0;
-  bool in_str = false;
-  for (size_t i = pos; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_str) {
-      if (c == '\\') ++i;
-      else if (c == '"') {
-        in_str = false;
-        if (depth == 0) return i + 1;
-      }
-      continue;
-    }
-    if (c == '"') in_str = true;
-    else if (c == '{' || c == '[') ++depth;
-    else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-      if (depth < 0) return std::string_view::npos;
-    } else if (depth == 0) {
-      return std::string_view::npos;  // not an object/array/string
-    }
-  }
-  return std::string_view::npos;
-}
-
-
 
 static std::optional<std::string> python_string(std::string_view s, size_t& pos) {
   char quote = s[pos];
@@ -121,6 +94,21 @@ static bool word_at(std::string_view s, size_t pos, std::string_view w) {
   return e >= s.size() || !(std::isalnum(static_cast<unsigned char>(s[e])) || s[e] == '_');
 }
 
+// Items separated by ',' up to `close` (pos is past the opener): `item` reads one item. False
+// when an item does not parse or neither ',' nor `close` follows one.
+template <class Item>
+static bool parse_items(std::string_view s, size_t& pos, char close, Item item) {
+  for (;;) {
+    skip_ws(s, pos);
+    if (pos < s.size() && s[pos] == close) { ++pos; return true; }
+    if (!item()) return false;
+    skip_ws(s, pos);
+    if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
+    if (pos < s.size() && s[pos] == close) { ++pos; return true; }
+    return false;
+  }
+}
+
 std::optional<json> parse_python_literal(std::string_view s, size_t& pos) {
   skip_ws(s, pos);
   if (pos >= s.size()) return std::nullopt;
@@ -134,37 +122,28 @@ std::optional<json> parse_python_literal(std::string_view s, size_t& pos) {
     char close = c == '[' ? ']' : ')';
     ++pos;
     json arr = json::array();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == close) { ++pos; return arr; }
+    bool ok = parse_items(s, pos, close, [&] {
       auto v = parse_python_literal(s, pos);
-      if (!v) return std::nullopt;
-      arr.push_back(std::move(*v));
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == close) { ++pos; return arr; }
-      return std::nullopt;
-    }
+      if (v) arr.push_back(std::move(*v));
+      return v.has_value();
+    });
+    return ok ? std::optional<json>(std::move(arr)) : std::nullopt;
   }
   if (c == '{') {
     ++pos;
     json obj = json::object();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
+    bool ok = parse_items(s, pos, '}', [&] {
       auto k = parse_python_literal(s, pos);
-      if (!k) return std::nullopt;
+      if (!k) return false;
       skip_ws(s, pos);
-      if (pos >= s.size() || s[pos] != ':') return std::nullopt;
+      if (pos >= s.size() || s[pos] != ':') return false;
       ++pos;
       auto v = parse_python_literal(s, pos);
-      if (!v) return std::nullopt;
+      if (!v) return false;
       obj[k->is_string() ? k->get<std::string>() : k->dump()] = std::move(*v);
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
-      return std::nullopt;
-    }
+      return true;
+    });
+    return ok ? std::optional<json>(std::move(obj)) : std::nullopt;
   }
   if (word_at(s, pos, "True") || word_at(s, pos, "true")) { pos += 4; return json(true); }
   if (word_at(s, pos, "False") || word_at(s, pos, "false")) { pos += 5; return json(false); }
@@ -186,46 +165,37 @@ std::optional<json> parse_gemma_value(std::string_view s, size_t& pos, std::stri
   if (c == '{') {
     ++pos;
     json obj = json::object();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
+    bool ok = parse_items(s, pos, '}', [&] {
       std::string key;
       if (s.substr(pos, q.size()) == q) {
         auto k = parse_gemma_value(s, pos, q);
-        if (!k) return std::nullopt;
+        if (!k) return false;
         key = k->get<std::string>();
       } else {
         size_t colon = s.find(':', pos);
-        if (colon == std::string_view::npos) return std::nullopt;
+        if (colon == std::string_view::npos) return false;
         key = std::string(s.substr(pos, colon - pos));
         pos = colon;
       }
       skip_ws(s, pos);
-      if (pos >= s.size() || s[pos] != ':') return std::nullopt;
+      if (pos >= s.size() || s[pos] != ':') return false;
       ++pos;
       auto v = parse_gemma_value(s, pos, q);
-      if (!v) return std::nullopt;
+      if (!v) return false;
       obj[key] = std::move(*v);
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == '}') { ++pos; return obj; }
-      return std::nullopt;
-    }
+      return true;
+    });
+    return ok ? std::optional<json>(std::move(obj)) : std::nullopt;
   }
   if (c == '[') {
     ++pos;
     json arr = json::array();
-    for (;;) {
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ']') { ++pos; return arr; }
+    bool ok = parse_items(s, pos, ']', [&] {
       auto v = parse_gemma_value(s, pos, q);
-      if (!v) return std::nullopt;
-      arr.push_back(std::move(*v));
-      skip_ws(s, pos);
-      if (pos < s.size() && s[pos] == ',') { ++pos; continue; }
-      if (pos < s.size() && s[pos] == ']') { ++pos; return arr; }
-      return std::nullopt;
-    }
+      if (v) arr.push_back(std::move(*v));
+      return v.has_value();
+    });
+    return ok ? std::optional<json>(std::move(arr)) : std::nullopt;
   }
   if (word_at(s, pos, "true")) { pos += 4; return json(true); }
   if (word_at(s, pos, "false")) { pos += 5; return json(false); }
@@ -322,11 +292,11 @@ std::string arguments_text(const json& args) {
     const std::string& s = args.get_ref<const std::string&>();
     // Already-serialised objects pass through once; any other string is itself the value.
     json inner = json::parse(s, nullptr, false);
-    if (!inner.is_discarded() && inner.is_object()) return inner.dump(-1, ' ', false, json::error_handler_t::replace);
-    return args.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (!inner.is_discarded() && inner.is_object()) return dump_json(inner);
+    return dump_json(args);
   }
   if (args.is_null()) return "{}";
-  return args.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dump_json(args);
 }
 
 }  // namespace rapid::parsers

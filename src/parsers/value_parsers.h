@@ -17,9 +17,6 @@ void skip_ws(std::string_view s, size_t& pos);
 // JSON / literal parser sees it (a model can emit "[[[[..." until the stack runs out).
 bool nesting_ok(std::string_view s, int max_depth = 128);
 
-// End (exclusive) of the JSON object/array/string starting at `pos`, or npos when unbalanced.
-size_t json_extent(std::string_view s, size_t pos);
-
 // Python literal: str, int, float, True/False/None, list, tuple, dict.
 std::optional<nlohmann::json> parse_python_literal(std::string_view s, size_t& pos);
 
