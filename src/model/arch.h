@@ -38,6 +38,9 @@ ArchSpec gemma3_arch();
 std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec,
                                           const ModelOptions& opts);
 
+// Qwen3.5 dense hybrid (Gated DeltaNet + gated full attention), model/qwen3_5.cpp.
+std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
+
 // create_model with explicit options (threads, exact f32 path, KV dtype).
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 

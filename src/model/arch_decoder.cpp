@@ -369,30 +369,13 @@ class DecoderModel final : public Model {
       for (int64_t j = 0; j < half; ++j) v[2 * j + s] = hf[s * half + j];
   }
 
-  // Exact (parity) mode: dequantize every projection once to f32 so each step is an f32 GEMV
-  // over exactly the values transformers multiplies with.
+  // Exact (parity) mode: every projection dequantized once to f32.
   void materialize_f32() {
-    auto conv = [&](Linear& l) {
-      if (!l.present() || l.w.dtype == DType::F32) return;
-      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(l.w.rows * l.w.cols * 4));
-      auto* f = reinterpret_cast<float*>(buf->data());
-      pool_.parallel_for(l.w.rows, 64, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) weight_row_f32(l.w, r, f + r * l.w.cols);
-      });
-      WeightView v;
-      v.dtype = DType::F32;
-      v.data = f;
-      v.rows = l.w.rows;
-      v.cols = l.w.cols;
-      v.row_stride = static_cast<size_t>(l.w.cols) * 4;
-      l.w = v;
-      owned_.push_back(std::move(buf));
-    };
-    conv(lm_head_);
-    conv(mtp_fc_);
+    rapid::materialize_f32(lm_head_, pool_, owned_);
+    rapid::materialize_f32(mtp_fc_, pool_, owned_);
     for (auto* group : {&layers_, &mtp_layers_})
       for (auto& L : *group)
-        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) conv(*l);
+        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::materialize_f32(*l, pool_, owned_);
   }
 
   void reserve(int64_t n) {
