@@ -9,7 +9,7 @@ linear_num_key_heads and GQA) it writes, under OUT/<config>/:
   hf-f32/   the same weights in the Hugging Face checkpoint layout (`model.language_model.*`,
             conv1d [C, 1, K], norms stored as w - 1), which mlx_lm's sanitize turns back
   mlx-q4/   mlx_lm.utils.quantize_model (affine, 4 bits, group 64) of the f32 model
-and in each directory greedy.json: 5 prompts of random token ids, 64 greedy steps each, with the
+and in each directory a byte-level BPE tokenizer.json of the model's vocabulary and greedy.json: 5 prompts of random token ids, 64 greedy steps each, with the
 token, top-8 logits and 64 probe logits per step, computed by mlx_lm.utils.load_model of that very
 directory (prompt in one call, then one token per call with mlx-lm's own cache).
 
@@ -30,6 +30,7 @@ from mlx.utils import tree_flatten
 from mlx_lm.models import qwen3_5
 from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.utils import load_model, quantize_model, save_config, save_model
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 STEPS = 64
 TOPN = 8
@@ -53,7 +54,7 @@ BASE = {
     "attention_bias": False,
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                         "mrope_section": [11, 11, 10], "mrope_interleaved": True},
-    "eos_token_id": 511,
+    "eos_token_id": 0,
     "bos_token_id": None,
 }
 
@@ -131,6 +132,18 @@ def write_hf_copy(src_dir, dst_dir, tc):
         json.dump(full_config(tc), f, indent=2)
 
 
+def write_tokenizer(model_dir, vocab_size):
+    """A byte-level BPE of the model's vocabulary size (id 0 = <|endoftext|>, the eos), trained on
+    this file's own text, so that the CLI can run the tiny models on text."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(open(__file__).read().splitlines(), trainer)
+    tok.save(str(model_dir / "tokenizer.json"))
+
+
 def goldens(model_dir, seed):
     model, _ = load_model(model_dir)
     model.eval()
@@ -175,6 +188,7 @@ def main():
         save_model(d / "mlx-q4", qmodel)
         save_config(qcfg, d / "mlx-q4" / "config.json")
         for sub in ("mlx-f32", "hf-f32", "mlx-q4"):
+            write_tokenizer(d / sub, tc["vocab_size"])
             goldens(d / sub, 2000 + i)
     # Complete or absent: the tests generate the set when the directory is missing.
     shutil.rmtree(out, ignore_errors=True)

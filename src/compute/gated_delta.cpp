@@ -64,25 +64,26 @@ void l2norm_scaled(float* x, int64_t n, float scale, float eps) {
 }
 
 void gated_delta_gates(const float* a, const float* b, const float* A_log, const float* dt_bias,
-                       int64_t v_heads, float* g, float* beta) {
+                       int64_t v_heads, float* log_g, float* beta) {
   for (int64_t h = 0; h < v_heads; ++h) {
     const float u = a[h] + dt_bias[h];
     const float softplus = std::fmax(u, 0.0f) + std::log1p(std::exp(-std::fabs(u)));
-    g[h] = std::exp(-std::exp(A_log[h]) * softplus);
+    log_g[h] = -std::exp(A_log[h]) * softplus;
     beta[h] = 1.0f / (1.0f + std::exp(-b[h]));
   }
 }
 
 void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, const float* v,
-                      const float* g, const float* beta, float* state, float* y, int64_t h0, int64_t h1) {
+                      const float* log_g, const float* beta, float* state, float* y, int64_t h0, int64_t h1) {
   const gdn::RowStep step = row_step();
   const int64_t ratio = s.v_heads / s.k_heads;
   for (int64_t h = h0; h < h1; ++h) {
     const float* kh = k + (h / ratio) * s.k_dim;
     const float* qh = q + (h / ratio) * s.k_dim;
     float* S = state + h * s.v_dim * s.k_dim;
+    const float g = std::exp(log_g[h]);
     for (int64_t d = 0; d < s.v_dim; ++d)
-      step(S + d * s.k_dim, kh, qh, s.k_dim, g[h], v[h * s.v_dim + d], beta[h], y + h * s.v_dim + d);
+      step(S + d * s.k_dim, kh, qh, s.k_dim, g, v[h * s.v_dim + d], beta[h], y + h * s.v_dim + d);
   }
 }
 

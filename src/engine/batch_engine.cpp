@@ -43,6 +43,11 @@ struct BatchEngine::Work {
 
 BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts)
     : model_(std::move(model)), tok_(std::move(tok)), opts_(std::move(opts)), spec_(opts_.spec) {
+  // The batch engine keeps a sequence as KV pages only (prefix cache, preemption, speculation all
+  // truncate them); a recurrent state cannot follow yet (issue 17).
+  if (model_->has_recurrent_state())
+    throw Error("serving " + model_->config().architecture +
+                " (a hybrid with recurrent state) is not supported yet; use `rapid-mlx run`");
   opts_.max_num_seqs = std::max<int64_t>(1, opts_.max_num_seqs);
   // Every running sequence must be able to take at least one token per step.
   opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_num_seqs);

@@ -23,6 +23,7 @@ double get_d(const json& j, const char* k, double fallback) {
 
 std::string normalize_arch(std::string t) {
   if (t == "gemma3_text") return "gemma3";
+  if (t == "qwen3_5_text") return "qwen3_5";
   return t;
 }
 

@@ -69,6 +69,10 @@ class Model {
   // holds PagedKvState::blocks_needed(n) free blocks for each entry.
   virtual void forward_batch(const BatchEntry* entries, size_t count) = 0;
 
+  // True when a sequence's state holds more than KV (Qwen3.5's DeltaNet layers): it cannot be
+  // truncated to an arbitrary length nor rebuilt from KV pages.
+  virtual bool has_recurrent_state() const { return false; }
+
   // MTP heads shipped with the weights (0 = none). Their KV pages have their own geometry.
   virtual int mtp_layers() const { return 0; }
   virtual cache::BlockShape mtp_block_shape(int32_t block_size) const;

@@ -1,8 +1,8 @@
 // Qwen3.5 (model_type qwen3_5 / qwen3_5_text), dense: a hybrid of Gated DeltaNet layers
 // (linear attention with a recurrent state) and gated full-attention layers, after mlx-lm's
 // qwen3_5.py. A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
-// layer, the convolution tail and the f32 recurrent state (HybridState). Prefill runs the
-// recurrence token by token.
+// layer, the convolution tail and the f32 recurrent state (HybridState). Decode runs the
+// recurrence, prefill its chunk-parallel form.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -93,6 +93,7 @@ class Qwen35Model final : public Model {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  bool has_recurrent_state() const override { return true; }
 
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
     if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
@@ -162,6 +163,9 @@ class Qwen35Model final : public Model {
 
  private:
   static constexpr int32_t kPrivateBlock = 16;
+  // Runs of at least this many tokens of one sequence take the chunked DeltaNet form (decode
+  // steps and short speculation windows stay recurrent).
+  static constexpr int64_t kChunkedMin = 16;
 
   struct Seq {
     HybridState* st;
@@ -346,6 +350,11 @@ class Qwen35Model final : public Model {
     for (const Seq& s : seqs_) {
       float* state = s.st->ssm(L.index);
       pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
+        if (s.n >= kChunkedMin) {
+          gated_delta_chunked(gd_, conv + s.row * C_, C_, g_.data() + s.row * Hv, beta_.data() + s.row * Hv, s.n,
+                              state, y + s.row * value_dim_, value_dim_, h0, h1);
+          return;
+        }
         for (int64_t t = s.row; t < s.row + s.n; ++t) {
           const float* r = conv + t * C_;
           gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g_.data() + t * Hv, beta_.data() + t * Hv, state,
@@ -463,7 +472,7 @@ class Qwen35Model final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_, beta_, cos_, sin_, logits_buf_;
+  std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_;
   std::vector<Seq> seqs_;
   std::vector<AttentionSegment> segs_;
 };
