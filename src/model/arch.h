@@ -14,6 +14,9 @@ struct ModelOptions {
   int num_threads = 0;                 // 0 → all cores
   MatmulPath matmul = MatmulPath::Fast;
   DType kv_dtype = DType::F16;         // F16 (default), BF16 or F32
+  // Qwen3.5: prefill runs of >= 16 tokens through the chunk-parallel DeltaNet form. Off by default:
+  // on AVX2 it is slower than the recurrence so far (bench/compute_gated_delta_bench).
+  bool chunked_deltanet = false;
 };
 
 enum class Activation { Silu, GeluTanh };

@@ -2,7 +2,7 @@
 // (linear attention with a recurrent state) and gated full-attention layers, after mlx-lm's
 // qwen3_5.py. A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
 // layer, the convolution tail and the f32 recurrent state (HybridState). Decode runs the
-// recurrence, prefill its chunk-parallel form.
+// recurrence; prefill too, or its chunk-parallel form (ModelOptions::chunked_deltanet).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -163,8 +163,8 @@ class Qwen35Model final : public Model {
 
  private:
   static constexpr int32_t kPrivateBlock = 16;
-  // Runs of at least this many tokens of one sequence take the chunked DeltaNet form (decode
-  // steps and short speculation windows stay recurrent).
+  // With ModelOptions::chunked_deltanet, runs of at least this many tokens of one sequence take
+  // the chunked DeltaNet form (decode steps and short speculation windows stay recurrent).
   static constexpr int64_t kChunkedMin = 16;
 
   struct Seq {
@@ -350,7 +350,7 @@ class Qwen35Model final : public Model {
     for (const Seq& s : seqs_) {
       float* state = s.st->ssm(L.index);
       pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
-        if (s.n >= kChunkedMin) {
+        if (opts_.chunked_deltanet && s.n >= kChunkedMin) {
           gated_delta_chunked(gd_, conv + s.row * C_, C_, g_.data() + s.row * Hv, beta_.data() + s.row * Hv, s.n,
                               state, y + s.row * value_dim_, value_dim_, h0, h1);
           return;
