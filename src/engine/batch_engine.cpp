@@ -43,11 +43,16 @@ struct BatchEngine::Work {
 
 BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts)
     : model_(std::move(model)), tok_(std::move(tok)), opts_(std::move(opts)), spec_(opts_.spec) {
-  // The batch engine keeps a sequence as KV pages only (prefix cache, preemption, speculation all
-  // truncate them); a recurrent state cannot follow yet (issue 17).
-  if (model_->has_recurrent_state())
-    throw Error("serving " + model_->config().architecture +
-                " (a hybrid with recurrent state) is not supported yet; use `rapid-mlx run`");
+  // A hybrid's recurrent state cannot be rolled back to an earlier token: no speculation (its
+  // rejected drafts are rolled back) and no prefix cache (KvCacheManager; nothing to warm).
+  if (model_->has_recurrent_state()) {
+    if (opts_.spec.mode != SpecMode::Off || opts_.draft_model)
+      log::info("speculative decoding is off: " + model_->config().architecture + " keeps a recurrent state");
+    opts_.spec.mode = SpecMode::Off;
+    opts_.draft_model.reset();
+    spec_ = SpeculationController(opts_.spec);
+    opts_.kv.prefix_cache = false;
+  }
   opts_.max_num_seqs = std::max<int64_t>(1, opts_.max_num_seqs);
   // Every running sequence must be able to take at least one token per step.
   opts_.max_step_tokens = std::max(opts_.max_step_tokens, opts_.max_num_seqs);
@@ -90,6 +95,7 @@ BatchEngine::~BatchEngine() {
 }
 
 uint64_t BatchEngine::submit(GenerationRequest req, EventCallback on_event) {
+  if (req.warm_only && !opts_.kv.prefix_cache) throw Error("no prefix cache to warm");
   std::lock_guard lk(mu_);
   uint64_t id = next_id_++;
   if (!req.warm_only) ++n_queued_;  // warming is not a client's request: not counted as queued

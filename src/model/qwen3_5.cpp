@@ -21,32 +21,32 @@
 namespace rapid {
 namespace {
 
-// KV pages of the full-attention layers + conv and recurrent state of the DeltaNet layers.
-class HybridState final : public SequenceState {
+// KV pages of the full-attention layers (the PagedKvState base, so the engine's paged
+// bookkeeping applies unchanged) + conv and recurrent state of the DeltaNet layers.
+class HybridState final : public PagedKvState {
  public:
-  HybridState(std::unique_ptr<PagedKvState> kv, int64_t n_linear, int64_t conv_floats, int64_t ssm_floats)
-      : kv_(std::move(kv)), conv_floats_(conv_floats), ssm_floats_(ssm_floats),
+  HybridState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens, int64_t n_linear, int64_t conv_floats,
+              int64_t ssm_floats)
+      : PagedKvState(std::move(pool), max_tokens), conv_floats_(conv_floats), ssm_floats_(ssm_floats),
         conv_(static_cast<size_t>(n_linear * conv_floats), 0.0f),
         ssm_(static_cast<size_t>(n_linear * ssm_floats), 0.0f) {}
 
-  int64_t length() const override { return kv_->length(); }
   // The recurrent state cannot be rewound: only "keep everything" and "start over" are possible.
   void truncate(int64_t n) override {
     if (n == length()) return;
     if (n != 0)
       throw Error("hybrid (Gated DeltaNet) state cannot roll back from " + std::to_string(length()) + " to " +
                   std::to_string(n) + " tokens");
-    kv_->truncate(0);
+    PagedKvState::truncate(0);
     std::fill(conv_.begin(), conv_.end(), 0.0f);
     std::fill(ssm_.begin(), ssm_.end(), 0.0f);
   }
 
-  PagedKvState& kv() { return *kv_; }
+  PagedKvState& kv() { return *this; }
   float* conv(int64_t l) { return conv_.data() + l * conv_floats_; }
   float* ssm(int64_t l) { return ssm_.data() + l * ssm_floats_; }
 
  private:
-  std::unique_ptr<PagedKvState> kv_;
   int64_t conv_floats_, ssm_floats_;
   std::vector<float> conv_, ssm_;
 };
@@ -124,8 +124,7 @@ class Qwen35Model final : public Model {
     if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
         got.dtype != want.dtype)
       throw Error("KV pool shape does not match the model's full-attention layers");
-    auto kv = std::make_unique<PagedKvState>(std::move(pool), max_tokens);
-    return std::make_unique<HybridState>(std::move(kv), n_linear_, (K_ - 1) * C_, gd_.state_floats());
+    return std::make_unique<HybridState>(std::move(pool), max_tokens, n_linear_, (K_ - 1) * C_, gd_.state_floats());
   }
 
   void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) override {

@@ -77,14 +77,14 @@ class Server:
             return e.code, e.read()
 
 
-def launch(args, log_path, timeout=180, key_args=None):
-    """Starts `rapid-mlx serve` on the test model with extra `args` on a free port; waits for /health.
-    key_args replaces `--api-key API_KEY` (e.g. with --api-key-file)."""
+def launch(args, log_path, timeout=180, key_args=None, model=MODEL):
+    """Starts `rapid-mlx serve` on the test model (or `model`) with extra `args` on a free port;
+    waits for /health. key_args replaces `--api-key API_KEY` (e.g. with --api-key-file)."""
     port = _free_port()
     log = open(log_path, "w")
     key_args = ["--api-key", API_KEY] if key_args is None else list(key_args)
     proc = subprocess.Popen(
-        [BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port", str(port)] + key_args +
+        [BIN, "serve", "--model", model, "--host", "127.0.0.1", "--port", str(port)] + key_args +
         ["--served-model-name", MODEL_NAME, "--ctx", str(CTX), "--max-body-bytes", str(1 << 20)] + list(args),
         stdout=log, stderr=subprocess.STDOUT)
     srv = Server(proc, port, log_path)
