@@ -184,19 +184,7 @@ class DecoderModel final : public Model {
   }
 
   cache::BlockShape block_shape(int32_t num_layers, int32_t block_size) const {
-    cache::BlockShape sh;
-    sh.num_layers = num_layers;
-    sh.kv_heads = static_cast<int32_t>(nkv_);
-    sh.head_dim = static_cast<int32_t>(hd_);
-    sh.block_size = block_size;
-    switch (opts_.kv_dtype) {
-      case DType::F16: sh.dtype = cache::KvDType::F16; break;
-      case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
-      case DType::F32: sh.dtype = cache::KvDType::F32; break;
-      default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(opts_.kv_dtype));
-    }
-    sh.validate();
-    return sh;
+    return kv_block_shape_for(num_layers, nkv_, hd_, block_size, opts_.kv_dtype);
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
@@ -204,17 +192,6 @@ class DecoderModel final : public Model {
     if (!pool) throw Error("new_paged_state: no block pool");
     check_pool_shape(pool->shape());
     return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
-  }
-
-  void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
-               bool all_logits) override {
-    BatchEntry e;
-    e.tokens = tokens;
-    e.n = n;
-    e.state = &state;
-    e.logits = logits;
-    e.all_logits = all_logits;
-    forward_batch(&e, 1);
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {

@@ -17,6 +17,16 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
               "' (supported: llama, mistral, qwen2, qwen3, gemma3, qwen3_5)");
 }
 
+void Model::forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) {
+  BatchEntry e;
+  e.tokens = tokens;
+  e.n = n;
+  e.state = &state;
+  e.logits = logits;
+  e.all_logits = all_logits;
+  forward_batch(&e, 1);
+}
+
 // Models without MTP heads: asking for them is a caller error.
 cache::BlockShape Model::mtp_block_shape(int32_t) const { throw Error("this model has no MTP heads"); }
 std::unique_ptr<SequenceState> Model::new_mtp_state(std::shared_ptr<cache::BlockPool>, int64_t) {

@@ -52,8 +52,9 @@ class Model {
   // Processes `n` tokens appended after state.length() and advances the state.
   // Writes vocab_size logits for the last token into `logits` (or for every token, n*vocab_size
   // floats, when all_logits is true — used by speculative verification and tests).
+  // (By default the one-entry forward_batch.)
   virtual void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
-                       bool all_logits = false) = 0;
+                       bool all_logits = false);
 
   // Paged KV (continuous batching). The page geometry of this model for `block_size` token slots
   // per block, so the engine can size one shared pool from --kv-cache-memory.

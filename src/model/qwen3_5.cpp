@@ -103,19 +103,7 @@ class Qwen35Model final : public Model {
   }
 
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
-    cache::BlockShape sh;
-    sh.num_layers = static_cast<int32_t>(n_full_);
-    sh.kv_heads = static_cast<int32_t>(nkv_);
-    sh.head_dim = static_cast<int32_t>(hd_);
-    sh.block_size = block_size;
-    switch (opts_.kv_dtype) {
-      case DType::F16: sh.dtype = cache::KvDType::F16; break;
-      case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
-      case DType::F32: sh.dtype = cache::KvDType::F32; break;
-      default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(opts_.kv_dtype));
-    }
-    sh.validate();
-    return sh;
+    return kv_block_shape_for(static_cast<int32_t>(n_full_), nkv_, hd_, block_size, opts_.kv_dtype);
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
@@ -125,16 +113,6 @@ class Qwen35Model final : public Model {
         got.dtype != want.dtype)
       throw Error("KV pool shape does not match the model's full-attention layers");
     return std::make_unique<HybridState>(std::move(pool), max_tokens, n_linear_, (K_ - 1) * C_, gd_.state_floats());
-  }
-
-  void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) override {
-    BatchEntry e;
-    e.tokens = tokens;
-    e.n = n;
-    e.state = &state;
-    e.logits = logits;
-    e.all_logits = all_logits;
-    forward_batch(&e, 1);
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
