@@ -85,6 +85,16 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
       sched_({opts_.max_num_seqs, opts_.max_step_tokens, opts_.prefill_chunk_while_decoding}, spec_) {
   opts_.max_num_seqs = sched_.options().max_num_seqs;
   opts_.max_step_tokens = sched_.options().max_step_tokens;
+  // A hybrid's recurrent state cannot be rolled back to an earlier token: no speculation (its
+  // rejected drafts are rolled back) and no prefix cache (KvCacheManager; nothing to warm).
+  if (model_->has_recurrent_state()) {
+    if (opts_.spec.mode != SpecMode::Off || opts_.draft_model)
+      log::info("speculative decoding is off: " + model_->config().architecture + " keeps a recurrent state");
+    opts_.spec.mode = SpecMode::Off;
+    opts_.draft_model.reset();
+    spec_ = SpeculationController(opts_.spec);
+    opts_.kv.prefix_cache = false;
+  }
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
@@ -127,6 +137,7 @@ std::unique_ptr<DraftProposer> BatchEngine::make_proposer() {
 }
 
 uint64_t BatchEngine::submit(GenerationRequest req, EventCallback on_event) {
+  if (req.warm_only && !opts_.kv.prefix_cache) throw Error("no prefix cache to warm");
   std::lock_guard lk(mu_);
   uint64_t id = next_id_++;
   if (!req.warm_only) ++n_queued_;  // warming is not a client's request: not counted as queued

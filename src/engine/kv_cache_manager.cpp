@@ -9,6 +9,13 @@
 namespace rapid {
 
 KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::move(opts)) {
+  // A hybrid's state is its KV pages plus a recurrent state the radix tree cannot hold yet: no
+  // prefix cache (and so no snapshots); its sequences' states come from the model.
+  if (model.has_recurrent_state()) {
+    if (opts_.prefix_cache) log::info("prefix cache off: " + model.config().architecture + " keeps a recurrent state");
+    opts_.prefix_cache = false;
+    state_model_ = &model;
+  }
   cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
   pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
   if (opts_.prefix_cache) radix_ = std::make_unique<cache::RadixCache>(*pool_);
@@ -44,8 +51,15 @@ KvCacheManager::~KvCacheManager() {
 
 std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                    int64_t* cached) {
-  auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
   *cached = 0;
+  if (state_model_) {
+    std::unique_ptr<SequenceState> st = state_model_->new_paged_state(pool_, max_tokens);
+    auto* kv = dynamic_cast<PagedKvState*>(st.get());
+    if (!kv) throw Error("the model's sequence state is not paged");
+    st.release();
+    return std::unique_ptr<PagedKvState>(kv);
+  }
+  auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
   if (!radix_ || tokens.size() < 2) return kv;
   const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
   cache::PrefixMatch m = radix_->match_prefix(tokens);

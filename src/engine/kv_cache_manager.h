@@ -52,6 +52,7 @@ class KvCacheManager {
 
   // A fresh paged state for a sequence; adopts the longest cached prefix of `tokens` (memory
   // first, then disk), leaving at least one token to compute. Returns the adopted length.
+  // (A model with recurrent state makes its own state, never from the cache.)
   std::unique_ptr<PagedKvState> open(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
   // Make `n` blocks free, evicting least recently used cached prefixes no sequence holds.
   bool make_free(int64_t n);
@@ -84,6 +85,7 @@ class KvCacheManager {
   void open_store(const cache::BlockShape& shape);  // persistence, or one warning why not
 
   KvCacheOptions opts_;
+  Model* state_model_ = nullptr;  // a model with recurrent state: open() asks it for states
   std::shared_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::RadixCache> radix_;
   std::unique_ptr<cache::SnapshotStore> store_;

@@ -14,6 +14,9 @@ struct ModelOptions {
   int num_threads = 0;                 // 0 → all cores
   MatmulPath matmul = MatmulPath::Fast;
   DType kv_dtype = DType::F16;         // F16 (default), BF16 or F32
+  // Qwen3.5: prefill runs of >= 16 tokens through the chunk-parallel DeltaNet form. Off by default:
+  // on AVX2 it is slower than the recurrence so far (bench/compute_gated_delta_bench).
+  bool chunked_deltanet = false;
 };
 
 enum class Activation { Silu, GeluTanh };
@@ -37,6 +40,9 @@ ArchSpec gemma3_arch();
 
 std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec,
                                           const ModelOptions& opts);
+
+// Qwen3.5 dense hybrid (Gated DeltaNet + gated full attention), model/qwen3_5.cpp.
+std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
 // create_model with explicit options (threads, exact f32 path, KV dtype).
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);

@@ -184,19 +184,7 @@ class DecoderModel final : public Model {
   }
 
   cache::BlockShape block_shape(int32_t num_layers, int32_t block_size) const {
-    cache::BlockShape sh;
-    sh.num_layers = num_layers;
-    sh.kv_heads = static_cast<int32_t>(nkv_);
-    sh.head_dim = static_cast<int32_t>(hd_);
-    sh.block_size = block_size;
-    switch (opts_.kv_dtype) {
-      case DType::F16: sh.dtype = cache::KvDType::F16; break;
-      case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
-      case DType::F32: sh.dtype = cache::KvDType::F32; break;
-      default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(opts_.kv_dtype));
-    }
-    sh.validate();
-    return sh;
+    return kv_block_shape_for(num_layers, nkv_, hd_, block_size, opts_.kv_dtype);
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
@@ -204,17 +192,6 @@ class DecoderModel final : public Model {
     if (!pool) throw Error("new_paged_state: no block pool");
     check_pool_shape(pool->shape());
     return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
-  }
-
-  void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
-               bool all_logits) override {
-    BatchEntry e;
-    e.tokens = tokens;
-    e.n = n;
-    e.state = &state;
-    e.logits = logits;
-    e.all_logits = all_logits;
-    forward_batch(&e, 1);
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -369,30 +346,13 @@ class DecoderModel final : public Model {
       for (int64_t j = 0; j < half; ++j) v[2 * j + s] = hf[s * half + j];
   }
 
-  // Exact (parity) mode: dequantize every projection once to f32 so each step is an f32 GEMV
-  // over exactly the values transformers multiplies with.
+  // Exact (parity) mode: every projection dequantized once to f32.
   void materialize_f32() {
-    auto conv = [&](Linear& l) {
-      if (!l.present() || l.w.dtype == DType::F32) return;
-      auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(l.w.rows * l.w.cols * 4));
-      auto* f = reinterpret_cast<float*>(buf->data());
-      pool_.parallel_for(l.w.rows, 64, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) weight_row_f32(l.w, r, f + r * l.w.cols);
-      });
-      WeightView v;
-      v.dtype = DType::F32;
-      v.data = f;
-      v.rows = l.w.rows;
-      v.cols = l.w.cols;
-      v.row_stride = static_cast<size_t>(l.w.cols) * 4;
-      l.w = v;
-      owned_.push_back(std::move(buf));
-    };
-    conv(lm_head_);
-    conv(mtp_fc_);
+    rapid::materialize_f32(lm_head_, pool_, owned_);
+    rapid::materialize_f32(mtp_fc_, pool_, owned_);
     for (auto* group : {&layers_, &mtp_layers_})
       for (auto& L : *group)
-        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) conv(*l);
+        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::materialize_f32(*l, pool_, owned_);
   }
 
   void reserve(int64_t n) {

@@ -23,6 +23,7 @@ double get_d(const json& j, const char* k, double fallback) {
 
 std::string normalize_arch(std::string t) {
   if (t == "gemma3_text") return "gemma3";
+  if (t == "qwen3_5_text") return "qwen3_5";
   return t;
 }
 
@@ -50,6 +51,28 @@ void read_rope_scaling(const json& rs, RopeScaling& r) {
   r.beta_slow = get_d(rs, "beta_slow", r.beta_slow);
   if (rs.contains("attention_factor") && rs["attention_factor"].is_number())
     r.attention_factor = rs["attention_factor"].get<double>();
+}
+
+// Qwen3.5 / Qwen3-Next: which layers are Gated DeltaNet (layer_types, else every layer but each
+// full_attention_interval-th), their head geometry, and the partial rotary factor.
+void read_linear_attention(const json& j, ModelConfig& c) {
+  const json* rp = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : nullptr;
+  c.partial_rotary_factor = get_d(j, "partial_rotary_factor", rp ? get_d(*rp, "partial_rotary_factor", 1.0) : 1.0);
+  if (c.partial_rotary_factor <= 0 || c.partial_rotary_factor > 1)
+    throw Error("config.json: partial_rotary_factor must be in (0, 1]");
+  c.linear_num_key_heads = get_i(j, "linear_num_key_heads", 0);
+  c.linear_num_value_heads = get_i(j, "linear_num_value_heads", 0);
+  c.linear_key_head_dim = get_i(j, "linear_key_head_dim", 0);
+  c.linear_value_head_dim = get_i(j, "linear_value_head_dim", 0);
+  c.linear_conv_kernel_dim = get_i(j, "linear_conv_kernel_dim", 0);
+  if (c.linear_num_value_heads <= 0) return;
+  if (j.contains("layer_types") && j["layer_types"].is_array()) {
+    for (auto& t : j["layer_types"]) c.layer_is_linear.push_back(t == "linear_attention");
+  } else {
+    const int64_t every = get_i(j, "full_attention_interval", 4);
+    if (every <= 0) throw Error("config.json: full_attention_interval must be positive");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_linear.push_back((i + 1) % every != 0);
+  }
 }
 
 }  // namespace
@@ -118,6 +141,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
     int64_t pattern = get_i(j, "sliding_window_pattern", get_i(j, "_sliding_window_pattern", 6));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
   }
+  read_linear_attention(j, c);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
   else if (full.contains("bos_token_id") && full["bos_token_id"].is_number_integer()) c.bos_token_id = full["bos_token_id"].get<int32_t>();
   if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int32_t>();

@@ -30,6 +30,23 @@ Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, 
   return l;
 }
 
+void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
+  if (!l.present() || l.w.dtype == DType::F32) return;
+  auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(l.w.rows * l.w.cols * 4));
+  auto* f = reinterpret_cast<float*>(buf->data());
+  pool.parallel_for(l.w.rows, 64, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) weight_row_f32(l.w, r, f + r * l.w.cols);
+  });
+  WeightView v;
+  v.dtype = DType::F32;
+  v.data = f;
+  v.rows = l.w.rows;
+  v.cols = l.w.cols;
+  v.row_stride = static_cast<size_t>(l.w.cols) * 4;
+  l.w = v;
+  owned.push_back(std::move(buf));
+}
+
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n) {
   const Tensor& t = ws.get(name);
   if (t.numel() != n)

@@ -1,6 +1,8 @@
 // Building blocks shared by the architectures: a linear layer over any weight format, norm
 // weights held as f32, and the per-forward scratch buffers.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,9 @@ struct Linear {
 // Loads `name` as a Linear with `bias_name` if that tensor exists; checks the shape.
 Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, int64_t in,
                    bool require_bias = false);
+// Exact (parity) mode: replaces l's weights by an f32 copy (kept alive in `owned`) so each step
+// is an f32 GEMV over exactly the values the reference multiplies with. No-op if absent or f32.
+void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
 // A 1-D tensor (norm weight, bias) as f32; checks its length.
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n);
 // The config's RoPE scaling as compute's parameters, for `rotary_dim` dimensions rotating at `base`.

@@ -12,8 +12,19 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
   if (a == "qwen2") return make_decoder_model(ckpt, qwen2_arch(), opts);
   if (a == "qwen3") return make_decoder_model(ckpt, qwen3_arch(), opts);
   if (a == "gemma3" || a == "gemma3_text") return make_decoder_model(ckpt, gemma3_arch(), opts);
+  if (a == "qwen3_5" || a == "qwen3_5_text") return make_qwen3_5_model(ckpt, opts);
   throw Error(ckpt->path + ": unsupported architecture '" + a +
-              "' (supported: llama, mistral, qwen2, qwen3, gemma3)");
+              "' (supported: llama, mistral, qwen2, qwen3, gemma3, qwen3_5)");
+}
+
+void Model::forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) {
+  BatchEntry e;
+  e.tokens = tokens;
+  e.n = n;
+  e.state = &state;
+  e.logits = logits;
+  e.all_logits = all_logits;
+  forward_batch(&e, 1);
 }
 
 // Models without MTP heads: asking for them is a caller error.

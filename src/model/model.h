@@ -52,8 +52,9 @@ class Model {
   // Processes `n` tokens appended after state.length() and advances the state.
   // Writes vocab_size logits for the last token into `logits` (or for every token, n*vocab_size
   // floats, when all_logits is true — used by speculative verification and tests).
+  // (By default the one-entry forward_batch.)
   virtual void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits,
-                       bool all_logits = false) = 0;
+                       bool all_logits = false);
 
   // Paged KV (continuous batching). The page geometry of this model for `block_size` token slots
   // per block, so the engine can size one shared pool from --kv-cache-memory.
@@ -68,6 +69,10 @@ class Model {
   // The states must be paged states of distinct sequences; the caller has made sure the pool
   // holds PagedKvState::blocks_needed(n) free blocks for each entry.
   virtual void forward_batch(const BatchEntry* entries, size_t count) = 0;
+
+  // True when a sequence's state holds more than KV (Qwen3.5's DeltaNet layers): it cannot be
+  // truncated to an arbitrary length nor rebuilt from KV pages.
+  virtual bool has_recurrent_state() const { return false; }
 
   // MTP heads shipped with the weights (0 = none). Their KV pages have their own geometry.
   virtual int mtp_layers() const { return 0; }

@@ -40,6 +40,11 @@ struct ModelConfig {
   double query_pre_attn_scalar = 0.0;
   double final_logit_softcapping = 0.0;
   double attn_logit_softcapping = 0.0;
+  // Qwen3.5 hybrid: Gated DeltaNet ("linear_attention") layers between full-attention layers.
+  std::vector<bool> layer_is_linear;  // per layer; empty = no linear-attention layers
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
+  double partial_rotary_factor = 1.0;  // RoPE rotates the first head_dim × this dimensions
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

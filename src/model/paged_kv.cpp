@@ -17,6 +17,23 @@ DType view_dtype(cache::KvDType t) {
 }
 }  // namespace
 
+cache::BlockShape kv_block_shape_for(int32_t num_layers, int64_t kv_heads, int64_t head_dim, int32_t block_size,
+                                     DType kv_dtype) {
+  cache::BlockShape sh;
+  sh.num_layers = num_layers;
+  sh.kv_heads = static_cast<int32_t>(kv_heads);
+  sh.head_dim = static_cast<int32_t>(head_dim);
+  sh.block_size = block_size;
+  switch (kv_dtype) {
+    case DType::F16: sh.dtype = cache::KvDType::F16; break;
+    case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
+    case DType::F32: sh.dtype = cache::KvDType::F32; break;
+    default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(kv_dtype));
+  }
+  sh.validate();
+  return sh;
+}
+
 PagedKvState::PagedKvState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens)
     : pool_(std::move(pool)), table_(pool_ ? pool_->shape().block_size : 1), max_tokens_(max_tokens) {
   if (!pool_) throw Error("paged KV: no block pool");

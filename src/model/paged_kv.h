@@ -12,6 +12,11 @@
 
 namespace rapid {
 
+// The page geometry of `num_layers` attention layers with kv_heads × head_dim keys, in the KV
+// dtype a model was asked for (f16, bf16 or f32; anything else is an Error).
+cache::BlockShape kv_block_shape_for(int32_t num_layers, int64_t kv_heads, int64_t head_dim, int32_t block_size,
+                                     DType kv_dtype);
+
 class PagedKvState : public SequenceState {
  public:
   PagedKvState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens);

@@ -1,0 +1,97 @@
+#include "compute/gated_delta.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "compute/cpu_features.h"
+
+namespace rapid {
+namespace {
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+void row_step_scalar_impl(float* row, const float* k, const float* q, int64_t dk, float g, float v,
+                          float beta, float* y) {
+  float kv = 0;
+  for (int64_t i = 0; i < dk; ++i) {
+    row[i] *= g;
+    kv += row[i] * k[i];
+  }
+  const float d = (v - kv) * beta;
+  float out = 0;
+  for (int64_t i = 0; i < dk; ++i) {
+    row[i] += k[i] * d;
+    out += row[i] * q[i];
+  }
+  *y = out;
+}
+
+gdn::RowStep row_step() {
+  return active_isa() >= Isa::Avx2 ? gdn::row_step_avx2() : gdn::row_step_scalar();
+}
+
+}  // namespace
+
+gdn::RowStep gdn::row_step_scalar() { return row_step_scalar_impl; }
+
+void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
+                        int64_t n, float* out) {
+  const int64_t keep = K - 1;
+  // window = [state (K-1 rows); x (n rows)]; token t reads rows t .. t+K-1.
+  auto in = [&](int64_t r) { return r < keep ? state + r * C : x + (r - keep) * C; };
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * C;
+    for (int64_t c = 0; c < C; ++c) o[c] = 0;
+    for (int64_t j = 0; j < K; ++j) {
+      const float* r = in(t + j);
+      for (int64_t c = 0; c < C; ++c) o[c] += w[c * K + j] * r[c];
+    }
+    for (int64_t c = 0; c < C; ++c) o[c] = silu(o[c]);
+  }
+  // New state: the last K-1 rows of the window.
+  if (keep == 0) return;
+  std::vector<float> tail(static_cast<size_t>(keep * C));
+  for (int64_t r = 0; r < keep; ++r) std::memcpy(tail.data() + r * C, in(n + r), static_cast<size_t>(C) * 4);
+  std::memcpy(state, tail.data(), tail.size() * 4);
+}
+
+void l2norm_scaled(float* x, int64_t n, float scale, float eps) {
+  float ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float f = scale / std::sqrt(ss + eps);
+  for (int64_t i = 0; i < n; ++i) x[i] *= f;
+}
+
+void gated_delta_gates(const float* a, const float* b, const float* A_log, const float* dt_bias,
+                       int64_t v_heads, float* log_g, float* beta) {
+  for (int64_t h = 0; h < v_heads; ++h) {
+    const float u = a[h] + dt_bias[h];
+    const float softplus = std::fmax(u, 0.0f) + std::log1p(std::exp(-std::fabs(u)));
+    log_g[h] = -std::exp(A_log[h]) * softplus;
+    beta[h] = 1.0f / (1.0f + std::exp(-b[h]));
+  }
+}
+
+void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, const float* v,
+                      const float* log_g, const float* beta, float* state, float* y, int64_t h0, int64_t h1) {
+  const gdn::RowStep step = row_step();
+  const int64_t ratio = s.v_heads / s.k_heads;
+  for (int64_t h = h0; h < h1; ++h) {
+    const float* kh = k + (h / ratio) * s.k_dim;
+    const float* qh = q + (h / ratio) * s.k_dim;
+    float* S = state + h * s.v_dim * s.k_dim;
+    const float g = std::exp(log_g[h]);
+    for (int64_t d = 0; d < s.v_dim; ++d)
+      step(S + d * s.k_dim, kh, qh, s.k_dim, g, v[h * s.v_dim + d], beta[h], y + h * s.v_dim + d);
+  }
+}
+
+void gated_rms_norm(const float* x, const float* z, const float* w, int64_t n, float eps, float* out) {
+  float ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i] * silu(z[i]);
+}
+
+}  // namespace rapid

@@ -1,0 +1,463 @@
+// Qwen3.5 (model_type qwen3_5 / qwen3_5_text), dense: a hybrid of Gated DeltaNet layers
+// (linear attention with a recurrent state) and gated full-attention layers, after mlx-lm's
+// qwen3_5.py. A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
+// layer, the convolution tail and the f32 recurrent state (HybridState). Decode runs the
+// recurrence; prefill too, or its chunk-parallel form (ModelOptions::chunked_deltanet).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "compute/attention.h"
+#include "tensor/dequantize.h"
+#include "compute/gated_delta.h"
+#include "compute/ops.h"
+#include "compute/rope.h"
+#include "model/arch.h"
+#include "model/layers.h"
+#include "model/paged_kv.h"
+
+namespace rapid {
+namespace {
+
+// KV pages of the full-attention layers (the PagedKvState base, so the engine's paged
+// bookkeeping applies unchanged) + conv and recurrent state of the DeltaNet layers.
+class HybridState final : public PagedKvState {
+ public:
+  HybridState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens, int64_t n_linear, int64_t conv_floats,
+              int64_t ssm_floats)
+      : PagedKvState(std::move(pool), max_tokens), conv_floats_(conv_floats), ssm_floats_(ssm_floats),
+        conv_(static_cast<size_t>(n_linear * conv_floats), 0.0f),
+        ssm_(static_cast<size_t>(n_linear * ssm_floats), 0.0f) {}
+
+  // The recurrent state cannot be rewound: only "keep everything" and "start over" are possible.
+  void truncate(int64_t n) override {
+    if (n == length()) return;
+    if (n != 0)
+      throw Error("hybrid (Gated DeltaNet) state cannot roll back from " + std::to_string(length()) + " to " +
+                  std::to_string(n) + " tokens");
+    PagedKvState::truncate(0);
+    std::fill(conv_.begin(), conv_.end(), 0.0f);
+    std::fill(ssm_.begin(), ssm_.end(), 0.0f);
+  }
+
+  PagedKvState& kv() { return *this; }
+  float* conv(int64_t l) { return conv_.data() + l * conv_floats_; }
+  float* ssm(int64_t l) { return ssm_.data() + l * ssm_floats_; }
+
+ private:
+  int64_t conv_floats_, ssm_floats_;
+  std::vector<float> conv_, ssm_;
+};
+
+struct Layer {
+  bool linear = false;
+  int32_t index = 0;  // among the layers of its kind (KV layer / DeltaNet state slot)
+  std::vector<float> in_norm, post_norm;
+  Linear gate, up, down;
+  // Gated DeltaNet
+  Linear qkv, z, b, a, out;
+  std::vector<float> conv_w, A_log, dt_bias, gnorm;
+  // Gated full attention (q_proj rows: per head, the query then its output gate)
+  Linear q, k, v, o;
+  std::vector<float> q_norm, k_norm;
+};
+
+class Qwen35Model final : public Model {
+ public:
+  Qwen35Model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts)
+      : ckpt_(std::move(ckpt)), opts_(opts), pool_(opts.num_threads) {
+    cfg_ = ckpt_->config;
+    read_geometry();
+    ctx_.pool = &pool_;
+    ctx_.path = opts.matmul;
+    const WeightStore& ws = ckpt_->weights;
+    hf_layout_ = has_hf_layout(ws);
+    embed_ = &ws.get("model.embed_tokens.weight");
+    if (embed_->rows() != V_ || embed_->cols() != H_)
+      throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
+    if (ws.find("lm_head.weight") && !cfg_.tie_word_embeddings) lm_head_ = load_linear(ws, "lm_head", V_, H_);
+    else lm_head_.w = WeightView::of(*embed_);
+    final_norm_ = norm(ws, "model.norm.weight", H_);
+    layers_.resize(static_cast<size_t>(cfg_.num_hidden_layers));
+    for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) load_layer(ws, i);
+    if (n_full_ == 0) throw Error(ckpt_->path + ": Qwen3.5 config has no full-attention layer");
+    if (opts.matmul == MatmulPath::Exact) {
+      materialize_f32(lm_head_, pool_, owned_);
+      for (auto& L : layers_)
+        for (Linear* l : {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.q, &L.k, &L.v, &L.o})
+          materialize_f32(*l, pool_, owned_);
+    }
+    rope_ = Rope(rope_params(cfg_, rot_, cfg_.rope_theta, cfg_.rope_scaling));
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  bool has_recurrent_state() const override { return true; }
+
+  std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
+    if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
+    cache::BlockShape sh = kv_block_shape(kPrivateBlock);
+    const uint64_t blocks = static_cast<uint64_t>((max_tokens + kPrivateBlock - 1) / kPrivateBlock);
+    return new_paged_state(std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes()), max_tokens);
+  }
+
+  cache::BlockShape kv_block_shape(int32_t block_size) const override {
+    return kv_block_shape_for(static_cast<int32_t>(n_full_), nkv_, hd_, block_size, opts_.kv_dtype);
+  }
+
+  std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
+    if (!pool) throw Error("new_paged_state: no block pool");
+    const cache::BlockShape want = kv_block_shape(pool->shape().block_size), &got = pool->shape();
+    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
+        got.dtype != want.dtype)
+      throw Error("KV pool shape does not match the model's full-attention layers");
+    return std::make_unique<HybridState>(std::move(pool), max_tokens, n_linear_, (K_ - 1) * C_, gd_.state_floats());
+  }
+
+  void forward_batch(const BatchEntry* entries, size_t count) override {
+    if (count == 0) return;
+    const int64_t total = admit(entries, count);
+    reserve(total);
+    const int64_t half = rope_.half();
+    for (const Seq& s : seqs_)
+      for (int64_t t = 0; t < s.n; ++t) {
+        const int64_t r = s.row + t;
+        dequantize_row(*embed_, s.tokens[t], x_.data() + r * H_);
+        rope_.angles(s.pos0 + t, cos_.data() + r * half, sin_.data() + r * half);
+      }
+    for (const Layer& L : layers_) {
+      for (int64_t t = 0; t < total; ++t)
+        rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+      if (L.linear) delta_net(L, total);
+      else full_attention(L, total);
+      add_inplace(x_.data(), tmp_.data(), total * H_);
+      mlp(L, total);
+      add_inplace(x_.data(), tmp_.data(), total * H_);
+    }
+    write_logits(entries, count);
+  }
+
+ private:
+  static constexpr int32_t kPrivateBlock = 16;
+  // With ModelOptions::chunked_deltanet, runs of at least this many tokens of one sequence take
+  // the chunked DeltaNet form (decode steps and short speculation windows stay recurrent).
+  static constexpr int64_t kChunkedMin = 16;
+
+  struct Seq {
+    HybridState* st;
+    const int32_t* tokens;
+    int64_t pos0, row, n;
+  };
+
+  void read_geometry() {
+    const auto& c = cfg_;
+    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 || c.vocab_size <= 0 ||
+        c.intermediate_size <= 0)
+      throw Error(ckpt_->path + ": config lacks sizes for Qwen3.5");
+    if (static_cast<int64_t>(c.layer_is_linear.size()) != c.num_hidden_layers || c.linear_num_key_heads <= 0 ||
+        c.linear_key_head_dim <= 0 || c.linear_value_head_dim <= 0 || c.linear_conv_kernel_dim <= 0)
+      throw Error(ckpt_->path + ": config lacks the linear-attention (Gated DeltaNet) geometry of Qwen3.5");
+    if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+      throw Error(ckpt_->path + ": linear_num_value_heads is not a multiple of linear_num_key_heads");
+    if (cfg_.num_key_value_heads <= 0) cfg_.num_key_value_heads = c.num_attention_heads;
+    if (cfg_.head_dim <= 0) cfg_.head_dim = c.hidden_size / c.num_attention_heads;
+    if (c.num_attention_heads % cfg_.num_key_value_heads != 0)
+      throw Error(ckpt_->path + ": attention heads not a multiple of KV heads");
+    H_ = c.hidden_size;
+    I_ = c.intermediate_size;
+    V_ = c.vocab_size;
+    nh_ = c.num_attention_heads;
+    nkv_ = cfg_.num_key_value_heads;
+    hd_ = cfg_.head_dim;
+    rot_ = static_cast<int64_t>(static_cast<double>(hd_) * c.partial_rotary_factor);
+    if (rot_ <= 0 || rot_ % 2 != 0) throw Error(ckpt_->path + ": rotary dimension must be even and positive");
+    gd_ = GatedDeltaShape{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
+                          c.linear_value_head_dim};
+    key_dim_ = gd_.k_heads * gd_.k_dim;
+    value_dim_ = gd_.v_heads * gd_.v_dim;
+    C_ = 2 * key_dim_ + value_dim_;
+    K_ = c.linear_conv_kernel_dim;
+    eps_ = static_cast<float>(c.rms_norm_eps);
+    attn_scale_ = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd_)));
+  }
+
+  // mlx-lm's sanitize moves conv1d weights to [C, K, 1] and folds the (1 + w) norm offsets; a
+  // checkpoint whose conv weights are still [C, 1, K] is in the Hugging Face layout.
+  static bool has_hf_layout(const WeightStore& ws) {
+    for (auto& [name, t] : ws.all())
+      if (name.find("conv1d.weight") != std::string::npos && !t.shape.empty() && t.shape.back() != 1) return true;
+    return false;
+  }
+
+  // A (1 + w) RMSNorm weight as the multiplier itself.
+  std::vector<float> norm(const WeightStore& ws, const std::string& name, int64_t n) const {
+    std::vector<float> w = load_vector(ws, name, n);
+    if (hf_layout_)
+      for (float& x : w) x += 1.0f;
+    return w;
+  }
+
+  void load_layer(const WeightStore& ws, int64_t i) {
+    Layer& L = layers_[static_cast<size_t>(i)];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    L.linear = cfg_.layer_is_linear[static_cast<size_t>(i)];
+    L.index = static_cast<int32_t>(L.linear ? n_linear_++ : n_full_++);
+    L.in_norm = norm(ws, p + "input_layernorm.weight", H_);
+    L.post_norm = norm(ws, p + "post_attention_layernorm.weight", H_);
+    L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
+    L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
+    L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
+    if (L.linear) {
+      const std::string a = p + "linear_attn.";
+      L.qkv = load_linear(ws, a + "in_proj_qkv", C_, H_);
+      L.z = load_linear(ws, a + "in_proj_z", value_dim_, H_);
+      L.b = load_linear(ws, a + "in_proj_b", gd_.v_heads, H_);
+      L.a = load_linear(ws, a + "in_proj_a", gd_.v_heads, H_);
+      L.out = load_linear(ws, a + "out_proj", H_, value_dim_);
+      // [C, K, 1] (MLX) and [C, 1, K] (HF) both flatten to w[c*K + j].
+      L.conv_w = load_vector(ws, a + "conv1d.weight", C_ * K_);
+      L.A_log = load_vector(ws, a + "A_log", gd_.v_heads);
+      L.dt_bias = load_vector(ws, a + "dt_bias", gd_.v_heads);
+      L.gnorm = load_vector(ws, a + "norm.weight", gd_.v_dim);  // a plain w norm in both layouts
+    } else {
+      const std::string a = p + "self_attn.";
+      L.q = load_linear(ws, a + "q_proj", nh_ * hd_ * 2, H_);
+      L.k = load_linear(ws, a + "k_proj", nkv_ * hd_, H_);
+      L.v = load_linear(ws, a + "v_proj", nkv_ * hd_, H_);
+      L.o = load_linear(ws, a + "o_proj", H_, nh_ * hd_);
+      L.q_norm = norm(ws, a + "q_norm.weight", hd_);
+      L.k_norm = norm(ws, a + "k_norm.weight", hd_);
+    }
+  }
+
+  // Checks every entry before touching any state (a refused batch changes nothing), then
+  // reserves KV slots. Returns the number of rows.
+  int64_t admit(const BatchEntry* entries, size_t count) {
+    seqs_.clear();
+    int64_t total = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const BatchEntry& e = entries[i];
+      auto* st = dynamic_cast<HybridState*>(e.state);
+      if (!st) throw Error("forward: sequence state was not created by this model");
+      if (e.n <= 0) throw Error("forward: no tokens");
+      if (!e.tokens || !e.logits) throw Error("forward: null tokens or logits");
+      for (const Seq& s : seqs_)
+        if (s.st == st) throw Error("forward_batch: the same sequence appears twice in a batch");
+      PagedKvState& kv = st->kv();
+      if (kv.length() + e.n > kv.capacity())
+        throw Error("forward: " + std::to_string(kv.length() + e.n) + " tokens exceed the sequence's capacity of " +
+                    std::to_string(kv.capacity()));
+      for (int64_t t = 0; t < e.n; ++t)
+        if (e.tokens[t] < 0 || e.tokens[t] >= V_)
+          throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
+                      std::to_string(V_) + ")");
+      seqs_.push_back(Seq{st, e.tokens, kv.length(), total, e.n});
+      total += e.n;
+    }
+    // Free blocks per pool, summed over the entries that share it.
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      cache::BlockPool* pool = &seqs_[i].st->kv().pool();
+      int64_t need = 0;
+      bool seen = false;
+      for (size_t j = 0; j < seqs_.size(); ++j) {
+        if (&seqs_[j].st->kv().pool() != pool) continue;
+        if (j < i) seen = true;
+        need += seqs_[j].st->kv().blocks_needed(seqs_[j].n);
+      }
+      if (!seen && need > static_cast<int64_t>(pool->free_count()))
+        throw Error("forward: KV pool has " + std::to_string(pool->free_count()) + " free blocks, " +
+                    std::to_string(need) + " needed");
+    }
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      try {
+        seqs_[i].st->kv().append(seqs_[i].n);
+      } catch (...) {
+        for (size_t j = 0; j < i; ++j) seqs_[j].st->kv().truncate(seqs_[j].pos0);
+        throw;
+      }
+    }
+    return total;
+  }
+
+  void reserve(int64_t n) {
+    if (n <= cap_) return;
+    cap_ = n;
+    const int64_t wide = std::max({C_, 2 * nh_ * hd_, I_, H_});
+    x_.resize(n * H_);
+    xn_.resize(n * H_);
+    tmp_.resize(n * H_);
+    w1_.resize(n * wide);
+    w2_.resize(n * wide);
+    w3_.resize(n * std::max({value_dim_, I_, nh_ * hd_}));
+    k_.resize(n * nkv_ * hd_);
+    v_.resize(n * nkv_ * hd_);
+    b_.resize(n * gd_.v_heads);
+    a_.resize(n * gd_.v_heads);
+    g_.resize(n * gd_.v_heads);
+    beta_.resize(n * gd_.v_heads);
+    cos_.resize(n * rope_.half());
+    sin_.resize(n * rope_.half());
+  }
+
+  // Gated DeltaNet: projections over all rows, then per sequence the causal conv and the
+  // recurrence (heads in parallel), the gated norm, out_proj. Result in tmp_.
+  void delta_net(const Layer& L, int64_t n) {
+    float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
+    float* conv = w2_.data();
+    float* z = w3_.data();     // [n][value_dim]
+    {
+      MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
+      matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+    }
+    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
+    for (const Seq& s : seqs_)
+      causal_conv1d_silu(L.conv_w.data(), C_, K_, s.st->conv(L.index), qkv + s.row * C_, s.n, conv + s.row * C_);
+    const int64_t Hv = gd_.v_heads;
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = conv + t * C_;
+      for (int64_t h = 0; h < gd_.k_heads; ++h) {
+        l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
+        l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
+      }
+      gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
+                        g_.data() + t * Hv, beta_.data() + t * Hv);
+    }
+    float* y = qkv;  // the projections are consumed: y [n][value_dim] reuses their buffer
+    for (const Seq& s : seqs_) {
+      float* state = s.st->ssm(L.index);
+      pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
+        if (opts_.chunked_deltanet && s.n >= kChunkedMin) {
+          gated_delta_chunked(gd_, conv + s.row * C_, C_, g_.data() + s.row * Hv, beta_.data() + s.row * Hv, s.n,
+                              state, y + s.row * value_dim_, value_dim_, h0, h1);
+          return;
+        }
+        for (int64_t t = s.row; t < s.row + s.n; ++t) {
+          const float* r = conv + t * C_;
+          gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g_.data() + t * Hv, beta_.data() + t * Hv, state,
+                           y + t * value_dim_, h0, h1);
+        }
+      });
+    }
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < Hv; ++h) {
+        float* yh = y + t * value_dim_ + h * gd_.v_dim;
+        gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
+      }
+    L.out(y, n, tmp_.data(), ctx_);
+  }
+
+  // Gated full attention: q_proj gives per head the query and a sigmoid output gate; q/k
+  // RMS-normed per head, partial RoPE, GQA over the paged KV. Result in tmp_.
+  void full_attention(const Layer& L, int64_t n) {
+    float* qg = w1_.data();  // [n][nh][2*hd]
+    float* q = w2_.data();   // [n][nh*hd]
+    float* att = w3_.data();
+    {
+      MatmulOut outs[3] = {{&L.q.w, qg}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
+      matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+    }
+    const int64_t half = rope_.half();
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = q + t * nh_ * hd_;
+      float* kt = k_.data() + t * nkv_ * hd_;
+      for (int64_t h = 0; h < nh_; ++h)
+        rms_norm(qg + (t * nh_ + h) * 2 * hd_, L.q_norm.data(), hd_, eps_, false, qt + h * hd_);
+      for (int64_t h = 0; h < nkv_; ++h) rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, false, kt + h * hd_);
+      rope_.apply(qt, nh_, hd_, cos_.data() + t * half, sin_.data() + t * half);
+      rope_.apply(kt, nkv_, hd_, cos_.data() + t * half, sin_.data() + t * half);
+    }
+    segs_.resize(seqs_.size());
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      const Seq& s = seqs_[i];
+      AttentionSegment& sg = segs_[i];
+      sg.kv = s.st->kv().layer(L.index);
+      sg.q = q + s.row * nh_ * hd_;
+      sg.out = att + s.row * nh_ * hd_;
+      sg.n = s.n;
+      sg.pos0 = s.pos0;
+      kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
+    }
+    const AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_};
+    attention_batch(segs_.data(), segs_.size(), ap, pool_);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < nh_; ++h) {
+        float* o = att + (t * nh_ + h) * hd_;
+        const float* gate = qg + (t * nh_ + h) * 2 * hd_ + hd_;
+        for (int64_t d = 0; d < hd_; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gate[d]));
+      }
+    L.o(att, n, tmp_.data(), ctx_);
+  }
+
+  void mlp(const Layer& L, int64_t n) {
+    for (int64_t t = 0; t < n; ++t)
+      rms_norm(x_.data() + t * H_, L.post_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    float* gate = w1_.data();
+    float* up = w3_.data();
+    {
+      MatmulOut outs[2] = {{&L.gate.w, gate}, {&L.up.w, up}};
+      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+    }
+    pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) { silu_mul(gate + b, up + b, e - b, gate + b); });
+    L.down(gate, n, tmp_.data(), ctx_);
+  }
+
+  // Final norm + lm_head over the rows whose logits are wanted (and the normed hidden states an
+  // entry asks for).
+  void write_logits(const BatchEntry* entries, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+      if (entries[i].hidden)
+        for (int64_t t = 0; t < seqs_[i].n; ++t)
+          rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, false, entries[i].hidden + t * H_);
+    int64_t rows = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const Seq& s = seqs_[i];
+      for (int64_t t = entries[i].all_logits ? 0 : s.n - 1; t < s.n; ++t, ++rows)
+        rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, xn_.data() + rows * H_);
+    }
+    float* out = entries[0].logits;
+    if (count > 1) {
+      logits_buf_.resize(static_cast<size_t>(rows * V_));
+      out = logits_buf_.data();
+    }
+    lm_head_(xn_.data(), rows, out, ctx_);
+    if (count > 1) {
+      int64_t r = 0;
+      for (size_t i = 0; i < count; ++i) {
+        const int64_t k = entries[i].all_logits ? entries[i].n : 1;
+        std::memcpy(entries[i].logits, out + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
+        r += k;
+      }
+    }
+  }
+
+  std::shared_ptr<Checkpoint> ckpt_;
+  ModelOptions opts_;
+  ModelConfig cfg_;
+  ThreadPool pool_;
+  ExecContext ctx_;
+  int64_t H_ = 0, I_ = 0, V_ = 0, nh_ = 0, nkv_ = 0, hd_ = 0, rot_ = 0;
+  GatedDeltaShape gd_;
+  int64_t key_dim_ = 0, value_dim_ = 0, C_ = 0, K_ = 0;
+  int64_t n_linear_ = 0, n_full_ = 0;
+  float eps_ = 1e-6f, attn_scale_ = 1.0f;
+  bool hf_layout_ = false;
+  const Tensor* embed_ = nullptr;
+  Linear lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<Layer> layers_;
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
+  Rope rope_;
+  int64_t cap_ = 0;
+  std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_;
+  std::vector<Seq> seqs_;
+  std::vector<AttentionSegment> segs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
+  return std::make_unique<Qwen35Model>(std::move(ckpt), opts);
+}
+
+}  // namespace rapid
