@@ -31,6 +31,11 @@ std::vector<std::string> read_records(const std::string& path) {
   return out;
 }
 
+// Both commands' --tokenizer.
+rapid::cli::Flag tokenizer_flag(std::string* path) {
+  return rapid::cli::text("--tokenizer", "PATH", "a model directory, tokenizer.json or .gguf", path).required();
+}
+
 struct TokenizeArgs {
   std::string path, records;
   std::optional<std::string> text;
@@ -42,7 +47,7 @@ rapid::cli::FlagTable tokenize_table(TokenizeArgs& a) {
   using namespace rapid::cli;
   return FlagTable(
       "tokenize",
-      {text("--tokenizer", "PATH", "a model directory, tokenizer.json or .gguf", &a.path).required(),
+      {tokenizer_flag(&a.path),
        text("TEXT", "", "the text to tokenize (or --file / --records)", &a.text).as_positional(),
        text("--file", "F", "tokenize this file's contents (repeatable: one output line per file)", &a.files),
        text("--records", "F", "texts stored as [u32 little-endian length][bytes]...: one output line per text",
@@ -90,7 +95,7 @@ rapid::cli::FlagTable detokenize_table(DetokenizeArgs& a) {
   using namespace rapid::cli;
   return FlagTable(
       "detokenize",
-      {text("--tokenizer", "PATH", "a model directory, tokenizer.json or .gguf", &a.path).required(),
+      {tokenizer_flag(&a.path),
        integer("IDS", "", "token ids", &a.ids).as_positional(),
        text("--ids-file", "F", "one line of space-separated ids per text; prints one JSON string per line",
             &a.ids_file),
