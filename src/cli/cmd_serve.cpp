@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "server/http_server.h"
+#include "server/kv_event_publisher.h"
 #include "server/model_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,7 +41,9 @@ int usage() {
                "                       [--speculative auto|off|ngram|draft|mtp] [--num-speculative-tokens N]\n"
                "                       [--draft-model PATH] [--max-queued-requests N] [--max-connections N]\n"
                "                       [--allowed-origins ORIGIN,...|*] [--api-key KEY]\n"
-               "                       [--model-alias 'PATTERN=NAME']...\n"
+               "                       [--model-alias 'PATTERN=NAME']... [--kv-events-endpoint tcp://*:5557]\n"
+               "                       [--kv-events-topic TOPIC] [--kv-events-replay-endpoint tcp://*:5558]\n"
+               "                       [--kv-events-format array|map]\n"
                "SIZE: bytes with an optional K/M/G(iB) suffix, or a fraction of RAM (0.25). KV cache default:\n"
                "enough for --max-num-seqs full contexts, at most 25%% of RAM.\n"
                "PATH: a model directory (config.json + safetensors) or a .gguf file.\n"
@@ -85,6 +88,7 @@ int run_serve(const std::vector<std::string>& args) {
   long long threads = 0, ctx = 0;
   rapid::BatchEngineOptions eo;
   rapid::ModelOptions mo;
+  rapid::server::KvEventOptions ko;  // KV-cache events: off unless --kv-events-endpoint
   std::string kv_memory, cache_dir, disk_limit = "8GiB", draft_path;
   bool persist = true;
   std::vector<std::string> aliases;  // PATTERN=NAME
@@ -158,6 +162,14 @@ int run_serve(const std::vector<std::string>& args) {
     else if (a == "--cache-disk-limit") ok = value(disk_limit);
     else if (a == "--cache-key-file") ok = value(eo.kv.snapshot_key_file);
     else if (a == "--encrypt-cache") eo.kv.snapshot_encrypt = true;
+    else if (a == "--kv-events-endpoint") ok = value(ko.endpoint);
+    else if (a == "--kv-events-replay-endpoint") ok = value(ko.replay_endpoint);
+    else if (a == "--kv-events-topic") ok = value(ko.topic);
+    else if (a == "--kv-events-format") {
+      std::string f;
+      ok = value(f) && (f == "array" || f == "map");
+      ko.map_events = f == "map";
+    }
     else if (a == "--speculative") {
       std::string m;
       ok = value(m);
@@ -232,6 +244,14 @@ int run_serve(const std::vector<std::string>& args) {
             4 * ds.block_bytes(),
         ram / 8);
   }
+  std::shared_ptr<rapid::server::KvEventPublisher> kv_events;
+  if (!ko.endpoint.empty() && !eo.kv.prefix_cache)
+    rapid::log::warn("--kv-events-endpoint ignored: --no-prefix-cache leaves no cached blocks to announce");
+  if (!ko.endpoint.empty() && eo.kv.prefix_cache) {
+    ko.block_size = eo.kv.block_size;
+    kv_events = std::make_shared<rapid::server::KvEventPublisher>(ko);
+    eo.kv.on_events = [kv_events](std::vector<rapid::cache::KvEvent> ev) { kv_events->publish(std::move(ev)); };
+  }
   auto engine = std::make_unique<rapid::BatchEngine>(model, tok, eo);
   {
     rapid::BatchEngineStats st = engine->stats();
@@ -247,6 +267,7 @@ int run_serve(const std::vector<std::string>& args) {
 
   rapid::server::HttpServer server(backend, so);
   int port = server.bind();
+  if (kv_events) kv_events->start(ko.topic.empty() ? rapid::server::default_kv_events_topic(so.host, port, bo.served_name) : ko.topic);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   g_server = &server;
   std::signal(SIGINT, on_signal);
