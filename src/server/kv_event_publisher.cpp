@@ -108,6 +108,9 @@ KvEventPublisher::KvEventPublisher(KvEventOptions opts) : opts_(std::move(opts))
     zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
     int hwm = type == ZMQ_PUB ? opts_.hwm : int(2 * (opts_.buffer_batches + 1));  // a whole replay fits
     zmq_setsockopt(s, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    // Peers only send subscriptions and 8-byte replay requests: a larger frame drops the peer.
+    int64_t max_in = 4096;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &max_in, sizeof max_in);
     if ((bind ? zmq_bind(s, ep.c_str()) : zmq_connect(s, ep.c_str())) == 0) return s;
     error = "kv events: cannot " + std::string(bind ? "bind " : "connect ") + ep + ": " + zmq_strerror(zmq_errno());
     zmq_close(s);

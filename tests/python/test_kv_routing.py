@@ -331,6 +331,24 @@ def events_scenario(ctx, esrv):
     assert fresh.prefixes() == idx.prefixes()
 
 
+def test_hostile_replay_requests_are_ignored_and_replay_keeps_working(esrv):
+    ctx = zmq.Context()
+    try:
+        bad = ctx.socket(zmq.DEALER)
+        bad.connect(f"tcp://127.0.0.1:{esrv.replay_port}")
+        bad.send_multipart([b"", b"\x00" * 3])           # sequence of the wrong size
+        bad.send_multipart([b"", b"a", b"b", b"c"])         # too many frames
+        bad.send_multipart([b"", b"\xff" * (1 << 20)])     # 1 MiB frame: over the socket's limit
+        assert not bad.poll(1000), "a malformed request was answered"
+        complete(esrv, PROMPTS[0])
+        time.sleep(0.3)
+        got = replay(ctx, esrv.replay_port, 0)
+        assert got and [s for _, s, _ in got] == list(range(got[0][1], got[0][1] + len(got)))
+        assert esrv.get("/health")[0] == 200
+    finally:
+        ctx.destroy(linger=0)
+
+
 def load_vllm_kv_events():
     """vllm/distributed/kv_events.py from the vLLM wheel, unchanged, with its vllm-internal imports
     (config, logger, network utils, the ExternalBlockHash alias) stubbed: they play no part in the
