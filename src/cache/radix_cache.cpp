@@ -15,6 +15,7 @@ struct RadixNode {
   int32_t locks = 0;
   uint64_t last_access = 0;
   std::shared_ptr<StateSnapshot> state;  // valid at the end of this node's edge
+  std::vector<uint64_t> hashes;  // chained hash of each full block of the edge (while recording events)
 };
 
 namespace {
@@ -83,6 +84,9 @@ RadixNode* RadixCache::split(RadixNode* child, size_t at) {
   size_t nb = at / bs_;
   mid->blocks.assign(child->blocks.begin(), child->blocks.begin() + nb);
   child->blocks.erase(child->blocks.begin(), child->blocks.begin() + nb);
+  size_t nh = std::min(nb, child->hashes.size());
+  mid->hashes.assign(child->hashes.begin(), child->hashes.begin() + nh);
+  child->hashes.erase(child->hashes.begin(), child->hashes.begin() + nh);
   RadixNode* raw = mid.get();
   for (auto& slot : p->children) {
     if (slot.get() == child) {
@@ -131,6 +135,7 @@ int64_t RadixCache::insert(const std::vector<Token>& tokens, const std::vector<B
     for (BlockId b : leaf->blocks) pool_.incref(b);
     cached_blocks_ += leaf->blocks.size();
     leaf->state = std::move(state);
+    if (record_events_) record_stored(node, leaf.get());
     node->children.push_back(std::move(leaf));
     ++nodes_;
     return int64_t(n - pos);
@@ -164,6 +169,7 @@ size_t RadixCache::evict(size_t n_blocks) {
     RadixNode* n = heap.top().second;
     heap.pop();
     for (BlockId b : n->blocks) pool_.decref(b);
+    if (record_events_) record_removed(n);
     freed += n->blocks.size();
     cached_blocks_ -= n->blocks.size();
     RadixNode* p = n->parent;
@@ -180,6 +186,45 @@ bool RadixCache::ensure_free(size_t n) {
   while (pool_.free_count() < n)
     if (evict(n - pool_.free_count()) == 0) return false;
   return true;
+}
+
+// Inner nodes cover whole blocks, so the block before a new leaf is its parent's last one.
+void RadixCache::record_stored(const RadixNode* parent, RadixNode* leaf) {
+  const size_t full = leaf->tokens.size() / size_t(bs_);
+  if (full == 0) return;
+  KvEvent e;
+  if (parent != root_.get() && !parent->hashes.empty()) e.parent_hash = parent->hashes.back();
+  std::optional<uint64_t> prev = e.parent_hash;
+  for (size_t i = 0; i < full; ++i) {
+    prev = block_hash(prev, leaf->tokens.data() + i * bs_, size_t(bs_));
+    leaf->hashes.push_back(*prev);
+  }
+  e.block_hashes = leaf->hashes;
+  e.token_ids.assign(leaf->tokens.begin(), leaf->tokens.begin() + full * bs_);
+  events_.push_back(std::move(e));
+}
+
+void RadixCache::record_removed(const RadixNode* n) {
+  if (n->hashes.empty()) return;
+  KvEvent e;
+  e.kind = KvEventKind::Removed;
+  e.block_hashes = n->hashes;
+  events_.push_back(std::move(e));
+}
+
+std::vector<std::vector<Token>> RadixCache::sequences() const {
+  std::vector<std::vector<Token>> out;
+  std::vector<std::pair<const RadixNode*, size_t>> stack{{root_.get(), 0}};  // node, prefix length
+  std::vector<Token> path;
+  while (!stack.empty()) {
+    auto [n, len] = stack.back();
+    stack.pop_back();
+    path.resize(len);
+    path.insert(path.end(), n->tokens.begin(), n->tokens.end());
+    if (n->children.empty() && n != root_.get()) out.push_back(path);
+    for (auto& c : n->children) stack.push_back({c.get(), path.size()});
+  }
+  return out;
 }
 
 size_t RadixCache::evictable_leaves() const {

@@ -10,9 +10,11 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "cache/block_pool.h"
+#include "cache/kv_events.h"
 
 namespace rapid::cache {
 
@@ -61,6 +63,13 @@ class RadixCache {
   // Evict until the pool has `n` free blocks (or nothing evictable is left). True on success.
   bool ensure_free(size_t n);
 
+  // KV-cache events (full blocks stored / removed) are recorded only once this is turned on, and
+  // handed over by take_events() in the order they happened.
+  void record_events(bool on) { record_events_ = on; }
+  std::vector<KvEvent> take_events() { return std::exchange(events_, {}); }
+  // Every cached token sequence (root to leaf), for inspection; O(cached tokens).
+  std::vector<std::vector<Token>> sequences() const;
+
   RadixStats stats() const;
   size_t cached_blocks() const { return cached_blocks_; }
   // Number of (leaf) nodes that could be evicted right now.
@@ -69,12 +78,16 @@ class RadixCache {
  private:
   void free_subtree(RadixNode* n);
   RadixNode* split(RadixNode* child, size_t at);
+  void record_stored(const RadixNode* parent, RadixNode* leaf);
+  void record_removed(const RadixNode* n);
   BlockPool& pool_;
   int32_t bs_;
   std::unique_ptr<RadixNode> root_;
   uint64_t clock_ = 0;
   size_t nodes_ = 0, cached_blocks_ = 0;
   RadixStats st_;
+  bool record_events_ = false;
+  std::vector<KvEvent> events_;
 };
 
 }  // namespace rapid::cache

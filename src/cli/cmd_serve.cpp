@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "server/http_server.h"
+#include "server/kv_event_publisher.h"
 #include "server/model_backend.h"
 #include "tokenizer/tokenizer.h"
 
@@ -43,6 +44,7 @@ struct ServeArgs {
   bool persist = true;
   log::Level log_level = log::level();
   std::vector<std::string> aliases;  // PATTERN=NAME
+  server::KvEventOptions ko;          // KV-cache events: off unless --kv-events-endpoint
   uint64_t ram = cache::system_ram_bytes();
   ServeArgs() {
     if (const char* k = std::getenv("RAPID_API_KEY")) so.api_key = k;
@@ -135,9 +137,24 @@ std::vector<Flag> engine_flags(ServeArgs& a) {
   };
 }
 
+// KV-cache events for prefix-aware routers (vLLM's wire format over ZeroMQ).
+std::vector<Flag> kv_event_flags(ServeArgs& a) {
+  server::KvEventOptions& ko = a.ko;
+  return {
+      text("--kv-events-endpoint", "URL", "publish KV-cache events on this ZeroMQ endpoint (e.g. tcp://*:5557)",
+           &ko.endpoint).default_is("off"),
+      text("--kv-events-topic", "TOPIC", "the events' topic", &ko.topic).default_is("kv@HOST:PORT@MODEL"),
+      text("--kv-events-replay-endpoint", "URL", "answer replay requests (by sequence number) on this endpoint",
+           &ko.replay_endpoint).default_is("off"),
+      choice("--kv-events-format", "each event as a tagged array (llm-d) or a tagged map (vLLM 0.33)",
+             &ko.map_events, {{"array", false}, {"map", true}}),
+  };
+}
+
 FlagTable table(ServeArgs& a) {
   std::vector<Flag> flags = server_flags(a);
   for (Flag& f : engine_flags(a)) flags.push_back(std::move(f));
+  for (Flag& f : kv_event_flags(a)) flags.push_back(std::move(f));
   return FlagTable("serve", std::move(flags), "serve the OpenAI/Anthropic-compatible HTTP API", {},
                    "SIZE: bytes with an optional K/M/G/T(iB) suffix, or a fraction of RAM (0.25).\n"
                    "The API key: --api-key-file or --api-key, else the RAPID_API_KEY environment variable.\n"
@@ -201,6 +218,14 @@ int run_serve(ServeArgs& a) {
   a.bo.model_type = ckpt->config.architecture;
   a.bo.model_vocab = ckpt->config.vocab_size;
   plan_engine(a, *ckpt, *model);
+  std::shared_ptr<server::KvEventPublisher> kv_events;
+  if (!a.ko.endpoint.empty() && !a.eo.kv.prefix_cache)
+    log::warn("--kv-events-endpoint ignored: --no-prefix-cache leaves no cached blocks to announce");
+  if (!a.ko.endpoint.empty() && a.eo.kv.prefix_cache) {
+    a.ko.block_size = a.eo.kv.block_size;
+    kv_events = std::make_shared<server::KvEventPublisher>(a.ko);
+    a.eo.kv.on_events = [kv_events](std::vector<cache::KvEvent> ev) { kv_events->publish(std::move(ev)); };
+  }
   auto engine = std::make_unique<BatchEngine>(model, tok, a.eo);
   log_engine(*engine, a.eo);
   a.bo.warm_turns = a.bo.warm_turns && a.eo.kv.prefix_cache;  // warming fills the prefix cache
@@ -208,6 +233,8 @@ int run_serve(ServeArgs& a) {
 
   server::HttpServer server(backend, a.so);
   int port = server.bind();
+  if (kv_events)
+    kv_events->start(a.ko.topic.empty() ? rapid::server::default_kv_events_topic(a.so.host, port, a.bo.served_name) : a.ko.topic);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   g_server = &server;
   std::signal(SIGINT, on_signal);

@@ -72,6 +72,12 @@ class BatchEngine : public Engine {
   void purge_cache();
   // Waits until queued snapshot writes are on disk (tests, shutdown).
   void flush_cache();
+  // Every token sequence the prefix cache holds (root to leaf), read between steps.
+  std::vector<std::vector<int32_t>> cached_sequences() {
+    std::vector<std::vector<int32_t>> out;
+    run_on_worker([&] { out = kv_->sequences(); });
+    return out;
+  }
   const BatchEngineOptions& options() const { return opts_; }
 
  private:

@@ -19,6 +19,7 @@ KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::m
   cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
   pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
   if (opts_.prefix_cache) radix_ = std::make_unique<cache::RadixCache>(*pool_);
+  if (radix_ && opts_.on_events) radix_->record_events(true);
   if (opts_.prefix_cache && !opts_.snapshot_dir.empty()) open_store(shape);
   publish();
 }
@@ -163,7 +164,20 @@ void KvCacheManager::purge() {
   if (store_) store_->purge();
   reclaim();
   if (radix_) radix_->evict(pool_->total_blocks());
+  // A subscriber that missed some removals still ends with an empty index.
+  send_events(radix_ && radix_->stats().nodes == 0);
   publish();
+}
+
+void KvCacheManager::send_events(bool cleared) {
+  if (!radix_ || !opts_.on_events) return;
+  std::vector<cache::KvEvent> ev = radix_->take_events();
+  if (cleared) ev.push_back(cache::KvEvent{cache::KvEventKind::AllCleared, {}, std::nullopt, {}});
+  if (!ev.empty()) opts_.on_events(std::move(ev));
+}
+
+std::vector<std::vector<int32_t>> KvCacheManager::sequences() const {
+  return radix_ ? radix_->sequences() : std::vector<std::vector<int32_t>>{};
 }
 
 void KvCacheManager::flush() {
@@ -176,6 +190,7 @@ void KvCacheManager::flush() {
 
 void KvCacheManager::publish() {
   reclaim();
+  send_events();
   KvCacheStats s;
   s.pool = pool_->stats();
   s.block_size = opts_.block_size;

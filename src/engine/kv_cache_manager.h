@@ -31,6 +31,9 @@ struct KvCacheOptions {
   int64_t snapshot_max_tokens = 0;   // the context: longer headers are refused (0: no model bound)
   std::string snapshot_key_file;     // the install's key (cache::default_cache_key_path() if empty)
   bool snapshot_encrypt = false;     // prompts' tokens and KV as ciphertext on disk
+  // KV-cache events (memory tier), handed over once per engine step in the order they happened;
+  // called on the engine thread, so it must only queue them. Unset: no events are recorded.
+  std::function<void(std::vector<cache::KvEvent>)> on_events;
 };
 
 struct KvCacheStats {
@@ -64,6 +67,7 @@ class KvCacheManager {
   // Queues the prefix to disk (background write) if persistence is on and it is long enough.
   void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
   void purge();  // drops every unused cached prefix and every disk entry
+  std::vector<std::vector<int32_t>> sequences() const;  // engine thread: what the prefix cache holds
   void flush();  // waits for queued disk writes
   // Whether model steps are running: background snapshot writes wait for a pause (bounded).
   void set_busy(bool busy) {
@@ -83,6 +87,7 @@ class KvCacheManager {
   bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
   void reclaim();  // drops the pins of snapshot pages the writer has copied (engine thread)
   void open_store(const cache::BlockShape& shape);  // persistence, or one warning why not
+  void send_events(bool cleared = false);  // recorded events to opts_.on_events
 
   KvCacheOptions opts_;
   Model* state_model_ = nullptr;  // a model with recurrent state: open() asks it for states

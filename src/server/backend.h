@@ -36,6 +36,9 @@ struct EngineStats {
   uint64_t preemptions = 0, spec_drafted = 0, spec_accepted = 0, steps = 0;
   uint64_t disk_entries = 0, disk_bytes = 0, disk_hits = 0, disk_writes = 0;
   uint64_t warm_requests = 0, warm_tokens = 0;
+  int32_t kv_block_size = 0;
+  bool prefix_cache_enabled = false;
+  uint64_t prefix_cache_queried_tokens = 0, prefix_cache_hit_tokens = 0;
 };
 
 class Backend {
@@ -67,6 +70,8 @@ class Backend {
   // GET /v1/cache (KV pool, prefix cache and disk snapshot state) and DELETE /v1/cache (purge,
   // disk included). Null when the backend has no KV cache (→ 404).
   virtual nlohmann::ordered_json cache_info() const { return nullptr; }
+  // Every token sequence the prefix cache holds, as arrays of token ids.
+  virtual nlohmann::ordered_json cached_sequences() const { return nlohmann::ordered_json::array(); }
   virtual nlohmann::ordered_json purge_cache() { return nullptr; }
 };
 

@@ -130,11 +130,46 @@ std::string Metrics::render(const std::string& model, const EngineStats& s, cons
   counter("rapid_kv_snapshot_writes_total", "Prefix snapshots written to disk.", s.disk_writes);
   counter("rapid_warm_turns_total", "Follow-up prompts prefilled in idle time after a chat turn.", s.warm_requests);
   counter("rapid_warm_turn_tokens_total", "Tokens of those follow-up prompts (mostly cache hits).", s.warm_tokens);
+  render_vllm(out, model, s);
   ttft.render(out, "rapid_time_to_first_token_seconds", "Time to first generated token.", m);
   itl.render(out, "rapid_inter_token_latency_seconds", "Time between generated tokens.", m);
   e2e.render(out, "rapid_e2e_request_latency_seconds", "Time from submission to the last token.", m);
   render_speculation(out, m);
   return out;
+}
+
+// The series Gateway API Inference Extension endpoint pickers (llm-d, GIE's reference EPP) scrape,
+// under vLLM's names and with vLLM's semantics and labels (model_name, engine), so a replica plugs
+// into them unchanged. Values are the same figures as the rapid_* series above.
+void Metrics::render_vllm(std::string& out, const std::string& model, const EngineStats& s) const {
+  std::string m = "model_name=\"" + escape_label(model) + "\",engine=\"0\"";
+  auto series = [&](const char* type, const char* name, const char* help, const std::string& labels,
+                    const std::string& v) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + "{" +
+           labels + "} " + v + "\n";
+  };
+  auto gauge = [&](const char* name, const char* help, double v) { series("gauge", name, help, m, num(v)); };
+  auto counter = [&](const char* name, const char* help, uint64_t v) {
+    series("counter", name, help, m, std::to_string(v));
+  };
+  gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", double(s.queued));
+  gauge("vllm:num_requests_running", "Number of requests in model execution batches.", double(s.running));
+  gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", s.kv_usage);
+  // The name older EPP releases scrape (vLLM renamed it to kv_cache_usage_perc in V1).
+  gauge("vllm:gpu_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage (deprecated name).",
+        s.kv_usage);
+  series("gauge", "vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+         m + ",block_size=\"" + std::to_string(s.kv_block_size) + "\",num_gpu_blocks=\"" +
+             std::to_string(s.kv_blocks_total) + "\",num_cpu_blocks=\"0\",enable_prefix_caching=\"" +
+             (s.prefix_cache_enabled ? "True" : "False") + "\",cache_dtype=\"auto\"",
+         "1");
+  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", s.preemptions);
+  counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", prompt_tokens_.load());
+  counter("vllm:generation_tokens_total", "Number of generation tokens processed.", generated_tokens_.load());
+  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+          s.prefix_cache_queried_tokens);
+  counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+          s.prefix_cache_hit_tokens);
 }
 
 void Metrics::add_speculation(const SpeculationSummary& s) {

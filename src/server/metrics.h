@@ -51,6 +51,7 @@ class Metrics {
 
  private:
   void render_speculation(std::string& out, const std::string& labels) const;
+  void render_vllm(std::string& out, const std::string& model, const EngineStats& s) const;
   std::atomic<uint64_t> spec_requests_{0}, spec_requests_drafted_{0};
   Histogram spec_depth_{{0, 1, 2, 3, 4, 6, 8, 12, 16}};
   Histogram spec_acceptance_{{0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}};

@@ -177,6 +177,10 @@ EngineStats ModelBackend::engine_stats() const {
   s.disk_writes = b.kv.disk.writes;
   s.warm_requests = b.warm_requests;
   s.warm_tokens = b.warm_tokens;
+  s.kv_block_size = b.kv.block_size;
+  s.prefix_cache_enabled = b.kv.prefix_cache;
+  s.prefix_cache_queried_tokens = b.kv.radix.queried_tokens;
+  s.prefix_cache_hit_tokens = b.kv.radix.hit_tokens;
   return s;
 }
 
@@ -229,6 +233,8 @@ ojson ModelBackend::cache_info() const {
           {"speculative", spec},   {"warm_turns", warm}, {"running", b.running}, {"queued", b.queued},
           {"preemptions", b.preemptions}, {"steps", b.steps}};
 }
+
+ojson ModelBackend::cached_sequences() const { return ojson(engine_->cached_sequences()); }
 
 ojson ModelBackend::purge_cache() {
   engine_->purge_cache();
