@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compute/attention_impl.h"
+#include "compute/avx2_hsum.h"
 
 namespace rapid::attn {
 namespace {
@@ -117,11 +118,7 @@ void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale
       const __m256 in = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, lo), _mm256_cmpgt_epi32(hi, idx)));
       p[half] = _mm256_and_ps(in, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + 8 * half), mv)));
     }
-    __m256 t = _mm256_add_ps(p[0], p[1]);
-    __m128 u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
-    u = _mm_add_ps(u, _mm_movehl_ps(u, u));
-    u = _mm_add_ss(u, _mm_movehdup_ps(u));
-    w.l += _mm_cvtss_f32(u);
+    w.l += hsum256(_mm256_add_ps(p[0], p[1]));
     _mm256_store_ps(s, p[0]);
     _mm256_store_ps(s + 8, p[1]);
     for (int64_t e = 0; e < hdp; e += 32) {

@@ -2,17 +2,12 @@
 // CPU has them). Eight state elements per lane group, scalar tail.
 #include <immintrin.h>
 
+#include "compute/avx2_hsum.h"
 #include "compute/gated_delta.h"
 
 namespace rapid {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 void row_step(float* row, const float* k, const float* q, int64_t dk, float g, float v, float beta, float* y) {
   const int64_t n8 = dk & ~int64_t(7);
@@ -23,7 +18,7 @@ void row_step(float* row, const float* k, const float* q, int64_t dk, float g, f
     _mm256_storeu_ps(row + i, r);
     acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
   }
-  float kv = hsum(acc);
+  float kv = hsum256(acc);
   for (int64_t i = n8; i < dk; ++i) {
     row[i] *= g;
     kv += row[i] * k[i];
@@ -36,7 +31,7 @@ void row_step(float* row, const float* k, const float* q, int64_t dk, float g, f
     _mm256_storeu_ps(row + i, r);
     acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
   }
-  float out = hsum(acc);
+  float out = hsum256(acc);
   for (int64_t i = n8; i < dk; ++i) {
     row[i] += k[i] * d;
     out += row[i] * q[i];

@@ -1,17 +1,12 @@
 // AVX2 + FMA + F16C kernels (built with -mavx2 -mfma -mf16c; only called when the CPU has them).
 #include <immintrin.h>
 
+#include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
 
 namespace rapid {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -35,7 +30,7 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  float s = hsum(_mm256_add_ps(s0, s1));
+  float s = hsum256(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -43,7 +38,7 @@ float dot_f16(const float* x, const uint16_t* w, int64_t n) {
   __m256 s0 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_f16(w + i), s0);
-  float s = hsum(s0);
+  float s = hsum256(s0);
   for (; i < n; ++i) s += x[i] * h2f(w[i]);
   return s;
 }
@@ -51,7 +46,7 @@ float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
   __m256 s0 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load_bf16(w + i), s0);
-  float s = hsum(s0);
+  float s = hsum256(s0);
   for (; i < n; ++i) s += x[i] * bf(w[i]);
   return s;
 }
@@ -140,7 +135,7 @@ void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
 // Byte e = 0x10 where bit e of the block's 32-bit qh is set: the 5th bit of Q5_0/Q5_1 element e
@@ -185,7 +180,7 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
       if constexpr (Fmt::kMin) macc[t] += mw * a.d * a.sum;
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum(acc[t]) + macc[t] : hsum(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = Fmt::kMin ? hsum256(acc[t]) + macc[t] : hsum256(acc[t]);
 }
 
 #define RAPID_LEGACY_NT(fn, B)                                                  \
@@ -234,7 +229,7 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
       }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum(acc[t]) + off[t];
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
 }
 
 #define RAPID_DISPATCH_NT(fn, B)                                                           \

@@ -92,7 +92,6 @@ struct FileJob {
   const HubApi& api;
   const hub::ModelRef& ref;
   const RepoInfo& info;
-  const std::string& commit;
   const std::string& repo_path;
   const PullOptions& opts;
   std::mutex& progress_mu;
@@ -111,7 +110,7 @@ bool fetch_part(FileJob& j, const std::string& file, const std::string& part, ui
   PartFile out(part);
   p.done = have;
   try {
-    j.api.fetch(j.ref.repo, j.commit, file, have,
+    j.api.fetch(j.ref.repo, j.info.commit, file, have,
                 [&](uint64_t start) {
                   if (start == 0 && have > 0) out.restart(), p.done = 0;
                 },
@@ -143,7 +142,7 @@ uint64_t pull_file(FileJob& j, const std::string& file) {
   fs::create_directories(fs::path(blob).parent_path());
   BlobLock lock(j.opts.cache, j.repo_path, meta.etag);
   if (fs::exists(blob) && (meta.size == 0 || size_or_zero(blob) == meta.size)) {
-    hub::link_snapshot_file(j.repo_path, j.commit, file, meta.etag);
+    hub::link_snapshot_file(j.repo_path, j.info.commit, file, meta.etag);
     p.done = p.total, p.finished = p.cached = true;
     report(j, p);
     return 0;
@@ -173,7 +172,7 @@ uint64_t pull_file(FileJob& j, const std::string& file) {
     throw;
   }
   fs::rename(part, blob);
-  hub::link_snapshot_file(j.repo_path, j.commit, file, meta.etag);
+  hub::link_snapshot_file(j.repo_path, j.info.commit, file, meta.etag);
   p.done = p.total = size_or_zero(blob);
   p.finished = true;
   report(j, p);
@@ -187,7 +186,7 @@ PullResult pull_model(const HubApi& api, const hub::ModelRef& ref, const PullOpt
   std::string repo_path = hub::repo_dir(opts.cache, ref.repo);
   hub::ensure_cachedir_tag(opts.cache);
   std::mutex progress_mu;
-  FileJob job{api, ref, info, info.commit, repo_path, opts, progress_mu};
+  FileJob job{api, ref, info, repo_path, opts, progress_mu};
   std::atomic<size_t> next{0};
   std::atomic<uint64_t> fetched{0};
   std::atomic<int> fetched_files{0};
