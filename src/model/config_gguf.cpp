@@ -78,7 +78,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   }
   if (c.rope_scaling.type == "default") infer_llama3_rope(g, c);
   if (auto* emb = g.find("token_embd.weight")) c.vocab_size = emb->shape[0];
-  else if (auto* toks = g.get("tokenizer.ggml.tokens"); toks && toks->is_array()) c.vocab_size = int64_t(toks->size());
+  else if (auto toks = g.string_array("tokenizer.ggml.tokens"); !toks.empty()) c.vocab_size = int64_t(toks.size());
   c.vocab_size = g.get_int(k("vocab_size"), c.vocab_size);
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   c.attention_bias = g.find("blk.0.attn_q.bias") != nullptr;
@@ -117,25 +117,20 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   }
   // GGUF often names only one eos; chat models stop at their end-of-turn token too (HF lists it in
   // generation_config). Like llama.cpp, recognise the usual end-of-turn control tokens by text.
-  auto* toks = g.get("tokenizer.ggml.tokens");
-  auto* types = g.get("tokenizer.ggml.token_type");
-  if (toks && toks->is_array()) {
-    static const char* kEot[] = {"<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|eom_id|>", "<|end|>", "<|endoftext|>"};
-    for (size_t i = 0; i < toks->size(); ++i) {
-      const auto& tk = (*toks)[i];
-      if (!tk.is_string()) continue;
-      const std::string& s = tk.get_ref<const std::string&>();
-      if (s.size() < 5 || s[0] != '<') continue;
-      bool control = !(types && types->is_array() && types->size() == toks->size()) ||
-                     ((*types)[i].is_number_integer() && (*types)[i].get<int64_t>() == 3);
-      if (!control) continue;
-      for (const char* e : kEot)
-        if (s == e) {
-          bool dup = false;
-          for (auto x : c.eos_token_ids) dup |= x == int32_t(i);
-          if (!dup) c.eos_token_ids.push_back(int32_t(i));
-        }
-    }
+  auto toks = g.string_array("tokenizer.ggml.tokens");
+  auto types = g.int_array("tokenizer.ggml.token_type");
+  static const char* kEot[] = {"<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|eom_id|>", "<|end|>", "<|endoftext|>"};
+  for (size_t i = 0; i < toks.size(); ++i) {
+    std::string_view s = toks[i];
+    if (s.size() < 5 || s[0] != '<') continue;
+    bool control = types.size() != toks.size() || types[i] == 3;
+    if (!control) continue;
+    for (const char* e : kEot)
+      if (s == e) {
+        bool dup = false;
+        for (auto x : c.eos_token_ids) dup |= x == int32_t(i);
+        if (!dup) c.eos_token_ids.push_back(int32_t(i));
+      }
   }
   return c;
 }

@@ -37,9 +37,20 @@ class Cursor {
     pos_ += size_t(len);
     return s;
   }
+  void skip_string(const char* what) {
+    uint64_t len = read<uint64_t>(what);
+    need(len, what);
+    pos_ += size_t(len);
+  }
   void need(uint64_t bytes, const char* what) const {
     if (bytes > n_ - pos_)
       throw FileError(path_, std::string("truncated while reading ") + what + " at offset " + std::to_string(pos_));
+  }
+  const uint8_t* read_bytes(uint64_t n) {
+    need(n, "bytes");
+    const uint8_t* p = d_ + pos_;
+    pos_ += size_t(n);
+    return p;
   }
   size_t pos() const { return pos_; }
   size_t remaining() const { return n_ - pos_; }
@@ -95,6 +106,24 @@ nlohmann::json read_value(Cursor& c, uint32_t type, const std::string& key, cons
     }
     default: throw FileError(path, "metadata '" + key + "': unknown value type " + std::to_string(type));
   }
+}
+
+// Walks over a tokenizer array, checking its bounds as read_value would, without building it.
+GgufFile::ArraySpan skip_array(Cursor& c, const std::string& key, const std::string& path) {
+  GgufFile::ArraySpan a;
+  a.type = c.read<uint32_t>("array element type");
+  a.count = c.read<uint64_t>("array length");
+  a.offset = c.pos();
+  size_t es = min_value_size(a.type);
+  if (es == 0 || a.type == ARRAY)
+    throw FileError(path, "metadata '" + key + "': unsupported array element type " + std::to_string(a.type));
+  if (a.count > c.remaining() / es)
+    throw FileError(path, "metadata '" + key + "': array of " + std::to_string(a.count) + " elements extends past end of file");
+  if (a.type == STRING)
+    for (uint64_t i = 0; i < a.count; ++i) c.skip_string("string value");
+  else
+    c.need(a.count * es, "array values"), (void)c.read_bytes(a.count * es);
+  return a;
 }
 
 }  // namespace
@@ -162,6 +191,47 @@ std::string GgufFile::get_string(const std::string& key, const std::string& fall
   throw FileError(path, "metadata '" + key + "' is not a string");
 }
 
+void GgufFile::drop_header_pages() const {
+  file->drop_pages(0, std::min<uint64_t>(data_offset, file->size()));
+}
+
+std::vector<std::string_view> GgufFile::string_array(const std::string& key) const {
+  std::vector<std::string_view> out;
+  for (auto& [k, a] : lazy_arrays) {
+    if (k != key || a.type != STRING) continue;
+    // Bounds were checked when the file was read.
+    Cursor c(path, file->data() + a.offset, file->size() - a.offset);
+    out.reserve(size_t(a.count));
+    for (uint64_t i = 0; i < a.count; ++i) {
+      uint64_t len = c.read<uint64_t>("string length");
+      out.emplace_back(reinterpret_cast<const char*>(c.read_bytes(len)), size_t(len));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> GgufFile::int_array(const std::string& key) const {
+  std::vector<int64_t> out;
+  for (auto& [k, a] : lazy_arrays) {
+    if (k != key) continue;
+    const uint8_t* p = file->data() + a.offset;
+    auto at = [&](auto zero, uint64_t i) {
+      decltype(zero) v;
+      std::memcpy(&v, p + i * sizeof v, sizeof v);
+      return int64_t(v);
+    };
+    for (uint64_t i = 0; i < a.count; ++i) switch (a.type) {
+        case I32: out.push_back(at(int32_t{}, i)); break;
+        case U32: out.push_back(at(uint32_t{}, i)); break;
+        case I64: out.push_back(at(int64_t{}, i)); break;
+        case I8: out.push_back(at(int8_t{}, i)); break;
+        case U8: out.push_back(at(uint8_t{}, i)); break;
+        default: return {};
+      }
+  }
+  return out;
+}
+
 GgufFile read_gguf(const std::string& path) {
   GgufFile g;
   g.path = path;
@@ -182,8 +252,13 @@ GgufFile read_gguf(const std::string& path) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("metadata key");
     uint32_t type = c.read<uint32_t>("metadata value type");
-    if (g.metadata.contains(key)) throw FileError(path, "duplicate metadata key '" + key + "'");
-    g.metadata[key] = read_value(c, type, key, path, 0);
+    bool dup = g.metadata.contains(key);
+    for (auto& [k, a] : g.lazy_arrays) dup |= k == key;
+    if (dup) throw FileError(path, "duplicate metadata key '" + key + "'");
+    if (type == ARRAY && key.rfind("tokenizer.ggml.", 0) == 0)
+      g.lazy_arrays.emplace_back(key, skip_array(c, key, path));
+    else
+      g.metadata[key] = read_value(c, type, key, path, 0);
   }
   if (auto* a = g.get("general.alignment")) {
     if (!a->is_number_unsigned()) throw FileError(path, "general.alignment is not an unsigned integer");
@@ -236,10 +311,6 @@ GgufFile read_gguf(const std::string& path) {
                                 std::to_string(infos[i].nbytes) + ") extends past end of file");
     t.data = g.file->data() + g.data_offset + infos[i].offset;
   }
-  // Everything before the tensor data (metadata: the tokenizer's token and merge arrays, the chat
-  // template, tensor infos) now lives in `metadata` / `tensors`: drop those pages from the resident
-  // set instead of holding them twice for the life of the model.
-  g.file->drop_pages(0, std::min<uint64_t>(g.data_offset, fsize));
   return g;
 }
 

@@ -76,6 +76,7 @@ static std::unique_ptr<Checkpoint> load_gguf_checkpoint(const std::string& path)
   GgufFile g = read_gguf(path);
   ck->config = config_from_gguf(g);
   add_gguf_tensors(g, ck->config, ck->weights);
+  g.drop_header_pages();
   ck->rope_interleaved_qk = gguf_arch_permutes_qk(ck->config.architecture);
   return ck;
 }
