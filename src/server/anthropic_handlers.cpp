@@ -89,14 +89,20 @@ static TurnSpec make_messages_turn(HandlerContext& ctx, const MessagesRequest& m
   }
 }
 
-void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
-  MessagesRequest mr = parse_messages_request(body, ctx.limits());
+TurnSpec messages_turn(HandlerContext& ctx, const json& body, MessagesRequest& mr) {
+  mr = parse_messages_request(body, ctx.limits());
   ctx.check_model(mr.model);
   read_messages_extras(body, mr);
   TurnSpec spec = make_messages_turn(ctx, mr);
   spec.id_prefix = "toolu_";
   spec.parallel_tool_calls = mr.parallel_tool_calls;
+  return spec;
+}
+
+void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  MessagesRequest mr;
+  TurnSpec spec = messages_turn(ctx, body, mr);
   std::string id = random_id("msg_");
   if (mr.stream) {
     start_sse(res, std::make_shared<MessagesStream>(ctx, std::move(spec), id));

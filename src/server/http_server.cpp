@@ -14,6 +14,7 @@
 #include "server/cors.h"
 #include "server/openai_handlers.h"
 #include "server/openapi.h"
+#include "server/render_handlers.h"
 #include "server/responses_handlers.h"
 #include "server/sse.h"
 #include "server/turn.h"
@@ -37,6 +38,10 @@ static const Route kRoutes[] = {
     {"POST", "/messages", "/v1/messages", handle_messages, Lane::Slow, true},
     {"POST", "/messages/count_tokens", "/v1/messages/count_tokens", handle_count_tokens, Lane::Slow, false},
     {"POST", "/responses", "/v1/responses", handle_responses, Lane::Slow, true},
+    {"POST", "/chat/completions/render", "/v1/chat/completions/render", handle_chat_render, Lane::Slow, false},
+    {"POST", "/completions/render", "/v1/completions/render", handle_completions_render, Lane::Slow, false},
+    {"POST", "/messages/render", "/v1/messages/render", handle_messages_render, Lane::Slow, false},
+    {"POST", "/responses/render", "/v1/responses/render", handle_responses_render, Lane::Slow, false},
     {"GET", "/models", "/v1/models", handle_list_models, Lane::Fast, false},
     {"GET", "/models/", "/v1/models/{id}", handle_get_model, Lane::Fast, false},
     {"GET", "/cache", "/v1/cache", handle_cache_info, Lane::Fast, false},

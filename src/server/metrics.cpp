@@ -54,7 +54,8 @@ Metrics::Metrics() = default;
 
 static const char* const kEndpoints[] = {
     "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/responses",
-    "/v1/models", "/v1/models/{id}", "/v1/cache", "/health", "/metrics", "/openapi.json", "other"};
+    "/v1/models", "/v1/models/{id}", "/v1/cache", "/health", "/metrics", "/openapi.json",
+    "/v1/chat/completions/render", "/v1/completions/render", "/v1/messages/render", "/v1/responses/render", "other"};
 
 void Metrics::count_request(const std::string& endpoint, int status) {
   const char* label = "other";

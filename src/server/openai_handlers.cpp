@@ -222,14 +222,30 @@ void check_generation_error(const TurnResult& r) {
 
 }  // namespace
 
-void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
-  ChatRequest cr = parse_chat_request(body, ctx.limits());
+TurnSpec chat_turn(HandlerContext& ctx, const json& body, ChatRequest& cr) {
+  cr = parse_chat_request(body, ctx.limits());
   ctx.check_model(cr.model);
   parse_generation_prompt_flags(body, cr.template_extra);
   TurnSpec spec = make_chat_turn(ctx, cr.messages, cr.tools, cr.tool_choice.mode, cr.tool_choice.name, cr.constraint,
                                  cr.gen, cr.template_extra);
   spec.parallel_tool_calls = cr.parallel_tool_calls;
+  return spec;
+}
+
+TurnSpec completion_turn(HandlerContext& ctx, const json& body, CompletionRequest& cr) {
+  cr = parse_completion_request(body, ctx.limits());
+  ctx.check_model(cr.model);
+  TurnSpec spec;
+  spec.tool_mode = ToolMode::None;
+  spec.gen = cr.gen;
+  ctx.fit_context(spec.gen, cr.prompt_is_ids ? cr.prompt_ids : ctx.backend.encode_prompt(cr.prompt_text));
+  return spec;
+}
+
+void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  json body = parse_json_body(req);
+  ChatRequest cr;
+  TurnSpec spec = chat_turn(ctx, body, cr);
   std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
   ChatChunker chunker{random_id("chatcmpl-"), ctx.backend.model_id(), fingerprint(ctx), unix_now(), cr.include_usage};
   if (cr.stream) {
@@ -258,14 +274,9 @@ void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, h
 
 void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   json body = parse_json_body(req);
-  CompletionRequest cr = parse_completion_request(body, ctx.limits());
-  ctx.check_model(cr.model);
-  TurnSpec spec;
-  spec.tool_mode = ToolMode::None;
-  spec.gen = cr.gen;
-  std::vector<int32_t> prompt = cr.prompt_is_ids ? cr.prompt_ids : ctx.backend.encode_prompt(cr.prompt_text);
+  CompletionRequest cr;
+  TurnSpec spec = completion_turn(ctx, body, cr);
   std::string echo = cr.echo ? (cr.prompt_is_ids ? ctx.backend.tokenizer().decode(cr.prompt_ids) : cr.prompt_text) : "";
-  ctx.fit_context(spec.gen, std::move(prompt));
   std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
   std::string id = random_id("cmpl-");
   int64_t created = unix_now();

@@ -74,14 +74,20 @@ class ResponsesStream : public SsePump {
 
 }  // namespace
 
+TurnSpec responses_turn(HandlerContext& ctx, const json& body, ResponsesRequest& rr) {
+  rr = parse_responses_request(body, ctx.limits());
+  ctx.check_model(rr.model);
+  TurnSpec spec = make_chat_turn(ctx, rr.messages, rr.tools, rr.tool_choice.mode, rr.tool_choice.name, rr.constraint,
+                                 rr.gen, rr.template_extra);
+  rr.gen.max_tokens = spec.gen.max_tokens;
+  spec.parallel_tool_calls = rr.parallel_tool_calls;
+  return spec;
+}
+
 void handle_responses(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   json body = parse_json_body(req);
-  auto rr = std::make_shared<ResponsesRequest>(parse_responses_request(body, ctx.limits()));
-  ctx.check_model(rr->model);
-  TurnSpec spec = make_chat_turn(ctx, rr->messages, rr->tools, rr->tool_choice.mode, rr->tool_choice.name,
-                                 rr->constraint, rr->gen, rr->template_extra);
-  rr->gen.max_tokens = spec.gen.max_tokens;
-  spec.parallel_tool_calls = rr->parallel_tool_calls;
+  auto rr = std::make_shared<ResponsesRequest>();
+  TurnSpec spec = responses_turn(ctx, body, *rr);
   ResponseShell shell{random_id("resp_"), ctx.backend.model_id(), unix_now(), rr.get()};
   if (rr->stream) {
     start_sse(res, std::make_shared<ResponsesStream>(ctx, rr, std::move(spec), shell));
