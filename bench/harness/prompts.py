@@ -60,9 +60,9 @@ def agent_system_prompt(n_words=1500):
     return head + filler(max(0, n_words - 300), seed=1234)
 
 
-def agent_turns(n_turns):
+def agent_turns(n_turns, seed=500):
     """Scripted (tool call, tool result) pairs that grow the history the same way for every
-    engine, whatever the model itself generates."""
+    engine, whatever the model itself generates (`seed`: another session's results)."""
     calls = [("search", {"pattern": "def parse_"}), ("read_file", {"path": "src/parser.py"}),
              ("run_shell", {"command": "python -m pytest -q tests/test_parser.py"}),
              ("read_file", {"path": "tests/test_parser.py"}),
@@ -71,7 +71,7 @@ def agent_turns(n_turns):
     turns = []
     for i in range(n_turns):
         name, args = calls[i % len(calls)]
-        result = filler(110, seed=500 + i)
+        result = filler(110, seed=seed + i)
         turns.append((name, args, result))
     return turns
 

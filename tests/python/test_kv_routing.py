@@ -4,7 +4,8 @@ from a replica: vLLM-named Prometheus series, and KV-cache events over ZeroMQ in
 References: prometheus_client's text parser for /metrics; for the events an independent subscriber
 (pyzmq + msgpack) that rebuilds the set of cached block-aligned prefixes from the stream alone and
 compares it with the server's own listing (/v1/cache?sequences=1), recomputing every block hash
-from the documented FNV-1a chain; and, when the vLLM 0.33.0 wheel is at hand, vLLM's own event
+from the documented FNV-1a chain (bench/harness/kv_blocks.py, shared with the routing simulation);
+and, when the vLLM 0.33.0 wheel is at hand, vLLM's own event
 classes (vllm/distributed/kv_events.py read from the wheel, its four vllm-internal imports stubbed)
 decoding every payload."""
 import glob
@@ -23,7 +24,10 @@ import pytest
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import API_KEY, MODEL_NAME, own_server, stop
+from conftest import API_KEY, MODEL_NAME, ROOT, own_server, stop
+
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from harness.kv_blocks import as_map, fnv_block_hash  # noqa: E402  (the chain a router computes too)
 
 VLLM_WHEEL = os.environ.get("RAPID_VLLM_WHEEL") or next(
     iter(sorted(glob.glob(os.path.expanduser("~/.cache/rapid-mlx/wheels/vllm-0.33.0-*.whl")))), None)
@@ -148,29 +152,6 @@ def test_waiting_and_running_follow_streams_and_kv_usage_matches_cache(msrv):
 
 
 # --- KV-cache events ----------------------------------------------------------------------------
-
-def fnv_block_hash(parent, tokens):
-    h = 0xcbf29ce484222325
-    data = (parent.to_bytes(8, "little") if parent is not None else b"") + b"".join(
-        (t & 0xffffffff).to_bytes(4, "little") for t in tokens)
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-    return h & 0x7fffffffffffffff
-
-
-FIELDS = {"BlockStored": ["block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium",
-                           "lora_name"],
-          "BlockRemoved": ["block_hashes", "medium"], "AllBlocksCleared": []}
-
-
-def as_map(ev, arrays):
-    """An event as a dict: tagged arrays (llm-d's layout: tag, then vLLM's fields in order) or maps."""
-    if arrays:
-        assert isinstance(ev, list) and ev[0] in FIELDS and len(ev) == 1 + len(FIELDS[ev[0]]), ev
-        return dict(zip(["type"] + FIELDS[ev[0]], ev))
-    assert isinstance(ev, dict) and list(ev) == ["type"] + FIELDS[ev["type"]], ev
-    return ev
-
 
 class Index:
     """A router's view: live block hash -> the full token prefix it ends, from the events alone."""
