@@ -15,11 +15,10 @@ max-score-picker), fed only by what a replica publishes to such a router:
 * the weighted sum, highest wins, ties broken at random.
 
 Simplifications (none changes what is scored): metrics are scraped at each decision instead of
-every 50 ms in the background; the request's tokens come from the model's chat template (jinja2)
-and `rapid-mlx tokenize` instead of a vLLM render endpoint; one model, no LoRA, one medium."""
+every 50 ms in the background; the request's tokens come from a replica's vLLM-style render endpoint
+(/v1/chat/completions/render), as llm-d's token producer gets them; one model, no LoRA, one medium."""
 import json
 import random
-import subprocess
 import threading
 import urllib.request
 
@@ -111,24 +110,18 @@ def scrape(base_url):
     return got["vllm:num_requests_waiting"], got["vllm:kv_cache_usage_perc"]
 
 
-class ChatTokenizer:
-    """The prompt a replica builds from a chat request, as token ids: the model's chat template
-    rendered by jinja2 as transformers does, then `rapid-mlx tokenize` (no BOS/EOS added)."""
+class RenderTokenizer:
+    """The prompt a replica builds from a chat request, as token ids, asked of a replica's
+    /v1/chat/completions/render as llm-d's token producer asks vLLM's (any replica: one model)."""
 
-    def __init__(self, template, rapid_bin, tokenizer_path):
-        import jinja2
-        import jinja2.ext
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                            extensions=[jinja2.ext.loopcontrols])
-        env.filters["tojson"] = lambda x, indent=None, **k: json.dumps(x, ensure_ascii=False, indent=indent)
-        self.template = env.from_string(template)
-        self.cmd = [rapid_bin, "tokenize", "--tokenizer", tokenizer_path, "--no-add-special", "--file", "/dev/stdin"]
+    def __init__(self, base_url, model_name):
+        self.url, self.model = base_url + "/v1/chat/completions/render", model_name
 
     def __call__(self, messages):
-        text = self.template.render(messages=messages, add_generation_prompt=True, bos_token="", eos_token="")
-        out = subprocess.run(self.cmd, input=text.encode(), capture_output=True, check=True, timeout=60)
-        return [int(t) for t in out.stdout.split()]
+        body = json.dumps({"model": self.model, "messages": messages}).encode()
+        req = urllib.request.Request(self.url, data=body, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())["token_ids"]
 
 
 class PrefixAwareRouter:

@@ -12,9 +12,9 @@ session on the same replica each turn by accident); `sequential` runs them one a
 instead (deterministic placement, for the test).
 
 The assistant turns are sent back as text (the tool call as JSON in `content`, no `tool_calls`
-field, no `tools`): the prompt is then the chat template's own render, which the router tokenizes
-itself; a replica rewrites tool conversations for templates without tool support (docs/api.md),
-which a router outside the replica cannot reproduce (see docs/deploy.md).
+field, no `tools`), as written before the replicas served vLLM's render endpoints; the router
+now asks a replica's /v1/chat/completions/render for the tokens (tool rewriting included, see
+docs/deploy.md), so real tool calls would route the same way.
 
 usage (from bench/): ../.venv/bin/python -m harness.routing_sim [--bin ../build/rapid-mlx]
     [--replicas 2] [--sessions 8] [--turns 10] [--system-words 1500] [--gen-tokens 16]
@@ -32,7 +32,7 @@ import urllib.request
 import zmq
 
 from . import client, prompts, workloads
-from .prefix_router import ChatTokenizer, PrefixAwareRouter, ReplicaIndex, RoundRobinRouter
+from .prefix_router import PrefixAwareRouter, RenderTokenizer, ReplicaIndex, RoundRobinRouter
 from .servers import Server, free_port
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,12 +47,6 @@ TASKS = ["The parser drops the last field of each record. Find the bug, fix it a
          "Port the config loader from INI to TOML and keep the old files working.",
          "Speed up the tokenizer's hot loop and show a benchmark before and after.",
          "Write tests for the date parsing helpers, including time zones."]
-
-
-def chat_template(model_path):
-    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-    from gguf_meta import read_metadata  # an independent GGUF metadata reader (stdlib only)
-    return read_metadata(model_path, {"tokenizer.chat_template"})["tokenizer.chat_template"]
 
 
 class Replica:
@@ -120,7 +114,7 @@ def run_policy(policy, P, rapid_bin=None, model=MODEL, log_dir="/tmp", sequentia
         time.sleep(0.5)  # PUB/SUB: subscribed before the first event (a gap is replayed anyway)
         model_name = replicas[0].server.model_name
         if policy == "prefix-aware":
-            router = PrefixAwareRouter(replicas, ChatTokenizer(chat_template(model), rapid_bin, model), BLOCK)
+            router = PrefixAwareRouter(replicas, RenderTokenizer(replicas[0].base_url, model_name), BLOCK)
         else:
             router = RoundRobinRouter(replicas)
         records = []
