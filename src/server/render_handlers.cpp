@@ -36,31 +36,31 @@ json generate_request(const HandlerContext& ctx, const TurnSpec& spec, bool stre
           {"stream", stream}};
 }
 
+// What `to_turn` (the generation handler's own body-to-turn step) makes of the request.
+template <class Body>
+json render(HandlerContext& ctx, const httplib::Request& req, TurnSpec (*to_turn)(HandlerContext&, const json&, Body&)) {
+  Body body;
+  TurnSpec spec = to_turn(ctx, parse_json_body(req), body);
+  return generate_request(ctx, spec, body.stream);
+}
+
 }  // namespace
 
 void handle_chat_render(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ChatRequest cr;
-  TurnSpec spec = chat_turn(ctx, parse_json_body(req), cr);
-  send_json(res, 200, generate_request(ctx, spec, cr.stream));
+  send_json(res, 200, render(ctx, req, chat_turn));
 }
 
 // vLLM answers a list (one entry per prompt of a batched body); a body here holds one prompt.
 void handle_completions_render(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  CompletionRequest cr;
-  TurnSpec spec = completion_turn(ctx, parse_json_body(req), cr);
-  send_json(res, 200, json::array({generate_request(ctx, spec, cr.stream)}));
+  send_json(res, 200, json::array({render(ctx, req, completion_turn)}));
 }
 
 void handle_messages_render(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  MessagesRequest mr;
-  TurnSpec spec = messages_turn(ctx, parse_json_body(req), mr);
-  send_json(res, 200, generate_request(ctx, spec, mr.stream));
+  send_json(res, 200, render(ctx, req, messages_turn));
 }
 
 void handle_responses_render(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  ResponsesRequest rr;
-  TurnSpec spec = responses_turn(ctx, parse_json_body(req), rr);
-  send_json(res, 200, generate_request(ctx, spec, rr.stream));
+  send_json(res, 200, render(ctx, req, responses_turn));
 }
 
 }  // namespace rapid::server
