@@ -6,13 +6,12 @@
 // position, right at every position, or right for a varying prefix (every partial accept length).
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <random>
 
 #include "common/error.h"
 #include "engine/batch_engine.h"
 #include "engine/generator.h"
+#include "engine_run_helpers.h"
 #include "model/arch.h"
 #include "qwen35_models.h"
 #include "tokenizer/tokenizer.h"
@@ -54,33 +53,7 @@ std::vector<GenerationRequest> requests(int n, int64_t vocab) {
 }
 
 std::vector<int32_t> plain(const Tiny& t, const GenerationRequest& q) {
-  Generator g(*t.model, *t.tok, q);
-  std::vector<int32_t> out;
-  for (;;) {
-    GenerationEvent ev = g.step();
-    out.insert(out.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) return out;
-  }
-}
-
-std::vector<std::vector<int32_t>> run(BatchEngine& e, const std::vector<GenerationRequest>& qs) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::vector<int32_t>> out(qs.size());
-  size_t done = 0;
-  for (size_t i = 0; i < qs.size(); ++i)
-    e.submit(qs[i], [&, i](const GenerationEvent& ev) {
-      std::lock_guard lk(mu);
-      out[i].insert(out[i].end(), ev.tokens.begin(), ev.tokens.end());
-      if (ev.finished) {
-        EXPECT_NE(ev.finish_reason, FinishReason::Error) << ev.error;
-        ++done;
-        cv.notify_all();
-      }
-    });
-  std::unique_lock lk(mu);
-  cv.wait(lk, [&] { return done == qs.size(); });
-  return out;
+  return test::plain_tokens(*t.model, *t.tok, q);
 }
 
 BatchEngineOptions options(SpecMode mode) {
@@ -137,8 +110,8 @@ TEST(Qwen35Speculation, GreedyOutputEqualsPlainDecoding) {
     for (auto& q : qs) want.push_back(plain(t, q));
     for (SpecMode mode : {SpecMode::Mtp, SpecMode::Auto, SpecMode::Ngram, SpecMode::Off}) {
       BatchEngine e(t.model, t.tok, options(mode));
-      EXPECT_EQ(run(e, {qs[0]})[0], want[0]) << c << " " << spec_mode_name(mode);
-      auto got = run(e, qs);
+      EXPECT_EQ(test::run_all(e, {qs[0]})[0], want[0]) << c << " " << spec_mode_name(mode);
+      auto got = test::run_all(e, qs);
       for (size_t i = 0; i < qs.size(); ++i)
         EXPECT_EQ(got[i], want[i]) << c << " " << spec_mode_name(mode) << " request " << i;
       if (mode == SpecMode::Mtp || mode == SpecMode::Ngram) EXPECT_GT(e.stats().spec_drafted, 0u) << c;
@@ -164,7 +137,7 @@ TEST(Qwen35Speculation, RollbackKeepsOutputExactForAnyAcceptedPrefix) {
     BatchEngineOptions o = options(SpecMode::Ngram);
     o.proposer = [&] { return std::make_unique<OracleProposer>(full, V, kind); };
     BatchEngine e(t.model, t.tok, o);
-    auto got = run(e, qs);
+    auto got = test::run_all(e, qs);
     for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ(got[i], want[i]) << "proposer " << kind << " request " << i;
     const BatchEngineStats st = e.stats();
     EXPECT_GT(st.spec_drafted, 0u);

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <utility>
 #include <string>
 
 namespace rapid::qwen35 {
@@ -28,20 +30,26 @@ inline std::string ensure_set(const std::string& root, const std::string& marker
   return root;
 }
 
+// The set under cache_root()/`name`, generated once per process (and its failure remembered).
+inline const std::string& model_set(const std::string& name, const std::string& marker, const std::string& script,
+                                    std::string* why) {
+  static std::map<std::string, std::pair<std::string, std::string>> sets;  // name → (root, reason)
+  auto it = sets.find(name);
+  if (it == sets.end()) {
+    std::string reason;
+    std::string root = ensure_set(cache_root() + "/" + name, marker, script, reason);
+    it = sets.emplace(name, std::pair{root, reason}).first;
+  }
+  if (why) *why = it->second.second;
+  return it->second.first;
+}
+
 inline const std::string& tiny_models(std::string* why) {
-  static std::string reason;
-  static const std::string dir =
-      ensure_set(cache_root() + "/qwen35-tiny", "/vheads-untied/mlx-q4/greedy.json", "make_tiny_qwen35.py", reason);
-  if (why) *why = reason;
-  return dir;
+  return model_set("qwen35-tiny", "/vheads-untied/mlx-q4/greedy.json", "make_tiny_qwen35.py", why);
 }
 
 inline const std::string& mtp_models(std::string* why) {
-  static std::string reason;
-  static const std::string dir =
-      ensure_set(cache_root() + "/qwen35-tiny-mtp", "/vheads-untied/mtp_ref.json", "make_qwen35_mtp.py", reason);
-  if (why) *why = reason;
-  return dir;
+  return model_set("qwen35-tiny-mtp", "/vheads-untied/mtp_ref.json", "make_qwen35_mtp.py", why);
 }
 
 }  // namespace rapid::qwen35
