@@ -114,8 +114,12 @@ TEST(Qwen35Speculation, GreedyOutputEqualsPlainDecoding) {
       auto got = test::run_all(e, qs);
       for (size_t i = 0; i < qs.size(); ++i)
         EXPECT_EQ(got[i], want[i]) << c << " " << spec_mode_name(mode) << " request " << i;
-      if (mode == SpecMode::Mtp || mode == SpecMode::Ngram) EXPECT_GT(e.stats().spec_drafted, 0u) << c;
-      if (mode == SpecMode::Off) EXPECT_EQ(e.stats().spec_drafted, 0u) << c;
+      if (mode == SpecMode::Mtp || mode == SpecMode::Ngram) {
+        EXPECT_GT(e.stats().spec_drafted, 0u) << c;
+      }
+      if (mode == SpecMode::Off) {
+        EXPECT_EQ(e.stats().spec_drafted, 0u) << c;
+      }
     }
   }
 }
@@ -141,13 +145,18 @@ TEST(Qwen35Speculation, RollbackKeepsOutputExactForAnyAcceptedPrefix) {
     for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ(got[i], want[i]) << "proposer " << kind << " request " << i;
     const BatchEngineStats st = e.stats();
     EXPECT_GT(st.spec_drafted, 0u);
-    if (kind == OracleProposer::Wrong) EXPECT_EQ(st.spec_accepted, 0u);
-    if (kind == OracleProposer::Right) EXPECT_EQ(st.spec_accepted, st.spec_drafted);
+    if (kind == OracleProposer::Wrong) {
+      EXPECT_EQ(st.spec_accepted, 0u);
+    }
+    if (kind == OracleProposer::Right) {
+      EXPECT_EQ(st.spec_accepted, st.spec_drafted);
+      // 24 tokens each take at least 24 steps without drafts; about 4 tokens a step with them.
+      EXPECT_LT(st.steps, 16u);
+    }
     if (kind == OracleProposer::Partial) {
       EXPECT_GT(st.spec_accepted, 0u);
       EXPECT_LT(st.spec_accepted, st.spec_drafted);
     }
-    if (kind == OracleProposer::Right) EXPECT_LT(st.steps, 4u * 24u / 2) << "accepted drafts save steps";
   }
 }
 

@@ -129,7 +129,7 @@ std::unique_ptr<DraftProposer> BatchEngine::make_proposer() {
   const bool has_mtp = model_->mtp_layers() > 0;
   if (opts_.spec.mode == SpecMode::Mtp && !has_mtp) throw Error("--speculative mtp: the model has no MTP heads");
   if (has_mtp && (opts_.spec.mode == SpecMode::Mtp || opts_.spec.mode == SpecMode::Auto))
-    p = std::make_unique<MtpProposer>(*model_, opts_.kv.block_size, opts_.draft_pool_bytes);  // preferred
+    p = std::make_unique<MtpProposer>(*model_, opts_.kv.block_size, opts_.draft_pool_bytes, spec_);  // preferred
   if (!p) p = std::make_unique<PromptLookupProposer>();
   return p;
 }
