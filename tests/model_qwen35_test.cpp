@@ -149,8 +149,9 @@ TEST(Qwen35Model, BatchedForwardEqualsSeparate) {
   EXPECT_EQ(l2, s2);
 }
 
-// The recurrent state cannot be rewound: a partial truncate is refused and changes nothing;
-// truncate(0) starts the sequence over.
+// Outside a verification window (a forward over several tokens with every row's logits, see
+// RollbackInsideVerifyWindowEqualsPlainDecode) the recurrent state cannot be rewound: a partial
+// truncate is refused and changes nothing; truncate(0) starts the sequence over.
 TEST(Qwen35Model, TruncateRefusesRollbackAndRestartsAtZero) {
   REQUIRE_TINY();
   const std::string dir = root + "/dense-tied/mlx-f32";
