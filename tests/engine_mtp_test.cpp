@@ -5,13 +5,12 @@
 // single-sequence Generator), alone, batched and across prefix-cache hits.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
 #include <random>
 
 #include "common/error.h"
 #include "engine/batch_engine.h"
 #include "engine/generator.h"
+#include "engine_run_helpers.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
 
@@ -68,33 +67,7 @@ std::vector<GenerationRequest> requests(int n) {
 }
 
 std::vector<int32_t> plain(const GenerationRequest& q, const Tokenizer& tok) {
-  Generator g(*tiny_mtp(), tok, q);
-  std::vector<int32_t> t;
-  for (;;) {
-    GenerationEvent ev = g.step();
-    t.insert(t.end(), ev.tokens.begin(), ev.tokens.end());
-    if (ev.finished) return t;
-  }
-}
-
-std::vector<std::vector<int32_t>> run(BatchEngine& e, const std::vector<GenerationRequest>& qs) {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::vector<int32_t>> out(qs.size());
-  size_t done = 0;
-  for (size_t i = 0; i < qs.size(); ++i)
-    e.submit(qs[i], [&, i](const GenerationEvent& ev) {
-      std::lock_guard lk(mu);
-      out[i].insert(out[i].end(), ev.tokens.begin(), ev.tokens.end());
-      if (ev.finished) {
-        EXPECT_NE(ev.finish_reason, FinishReason::Error) << ev.error;
-        ++done;
-        cv.notify_all();
-      }
-    });
-  std::unique_lock lk(mu);
-  cv.wait(lk, [&] { return done == qs.size(); });
-  return out;
+  return test::plain_tokens(*tiny_mtp(), tok, q);
 }
 
 }  // namespace
@@ -112,9 +85,9 @@ TEST(MtpSpeculation, GreedyOutputEqualsPlainDecoding) {
     o.draft_pool_bytes = 4ull << 20;
     o.max_step_tokens = 32;
     BatchEngine e(tiny_mtp(), tok, o);
-    auto alone = run(e, {qs[0]});
+    auto alone = test::run_all(e, {qs[0]});
     EXPECT_EQ(alone[0], want[0]) << spec_mode_name(mode);
-    auto got = run(e, qs);  // batched; qs[0] now hits the prefix cache
+    auto got = test::run_all(e, qs);  // batched; qs[0] now hits the prefix cache
     for (size_t i = 0; i < qs.size(); ++i) EXPECT_EQ(got[i], want[i]) << spec_mode_name(mode) << " request " << i;
     BatchEngineStats st = e.stats();
     EXPECT_GT(st.spec_drafted, 0u) << spec_mode_name(mode);

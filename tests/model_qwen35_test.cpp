@@ -6,15 +6,20 @@
 // only when that is impossible (no mlx-lm in the test venv).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 
+#include "cache/block_pool.h"
 #include "common/error.h"
 #include "compute/cpu_features.h"
 #include "model/arch.h"
+#include "model/paged_kv.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
+#include "qwen35_models.h"
 
 namespace fs = std::filesystem;
 using namespace rapid;
@@ -24,30 +29,7 @@ namespace {
 
 const char* kConfigs[] = {"dense-tied", "vheads-untied"};
 
-std::string tiny_root() {
-  const char* c = std::getenv("RAPID_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  std::string cache = c ? c : std::string(home ? home : "") + "/.cache/rapid-mlx/models";
-  return cache + "/qwen35-tiny";
-}
-
-// The model set, generated once if absent. Empty string (and the reason) when it cannot be.
-const std::string& tiny_models(std::string* why) {
-  static std::string reason;
-  static const std::string dir = [] {
-    const std::string root = tiny_root();
-    if (fs::exists(root + "/vheads-untied/mlx-q4/greedy.json")) return root;
-    const std::string src = RAPID_SOURCE_DIR;
-    const std::string cmd = src + "/.venv/bin/python " + src + "/scripts/make_tiny_qwen35.py '" + root + "' > /dev/null";
-    if (std::system(cmd.c_str()) != 0 || !fs::exists(root + "/vheads-untied/mlx-q4/greedy.json")) {
-      reason = "could not generate the tiny Qwen3.5 models (needs mlx-lm in .venv): " + cmd;
-      return std::string();
-    }
-    return root;
-  }();
-  if (why) *why = reason;
-  return dir;
-}
+using qwen35::tiny_models;
 
 #define REQUIRE_TINY()                                  \
   std::string why_;                                     \
@@ -167,8 +149,9 @@ TEST(Qwen35Model, BatchedForwardEqualsSeparate) {
   EXPECT_EQ(l2, s2);
 }
 
-// The recurrent state cannot be rewound: a partial truncate is refused and changes nothing;
-// truncate(0) starts the sequence over.
+// Outside a verification window (a forward over several tokens with every row's logits, see
+// RollbackInsideVerifyWindowEqualsPlainDecode) the recurrent state cannot be rewound: a partial
+// truncate is refused and changes nothing; truncate(0) starts the sequence over.
 TEST(Qwen35Model, TruncateRefusesRollbackAndRestartsAtZero) {
   REQUIRE_TINY();
   const std::string dir = root + "/dense-tied/mlx-f32";
@@ -203,4 +186,139 @@ TEST(Qwen35Model, BadInputIsRefusedAndLosesNothing) {
   EXPECT_EQ(st->length(), 0);
   EXPECT_NO_THROW(m->forward(five, 4, *st, logits.data()));
   EXPECT_EQ(st->length(), 4);
+}
+
+// ---- MTP head and speculative rollback ----------------------------------------------------
+
+namespace {
+
+// Tiny Qwen3.5 models with random `mtp.*` heads (scripts/make_qwen35_mtp.py); their mtp_ref.json
+// holds mlx-lm's hidden rows of the target and a numpy reference of the head (its layer checked
+// against mlx-lm's).
+using qwen35::mtp_models;
+
+#define REQUIRE_MTP()                               \
+  std::string why_;                                 \
+  const std::string mroot = mtp_models(&why_);      \
+  if (mroot.empty()) GTEST_SKIP() << why_
+
+double rel_err(const float* got, const std::vector<float>& want) {
+  double mx = 0, worst = 0;
+  for (float w : want) mx = std::max(mx, double(std::fabs(w)));
+  for (size_t j = 0; j < want.size(); ++j) worst = std::max(worst, double(std::fabs(got[j] - want[j])));
+  return worst / mx;
+}
+
+}  // namespace
+
+// The head as shipped in Qwen3.5 checkpoints (Hugging Face layout, tied and own lm_head) against
+// the numpy reference: fed mlx-lm's hidden rows, every position's logits within 1e-4 (one row
+// per call, the head's KV growing), and the last row of one call over all positions. The
+// target's own hidden rows (BatchEntry::hidden) match mlx-lm's too.
+TEST(Qwen35Mtp, HeadMatchesNumpyReference) {
+  REQUIRE_MTP();
+  for (const char* c : kConfigs) {
+    const std::string dir = mroot + "/" + c;
+    json ref = read_json(dir + "/mtp_ref.json");
+    auto m = make(dir, MatmulPath::Exact, DType::F32);
+    ASSERT_EQ(m->mtp_layers(), 1) << c;
+    const int64_t V = m->config().vocab_size, H = m->config().hidden_size;
+    std::vector<int32_t> toks = ref["tokens"].get<std::vector<int32_t>>();
+    const int64_t T = static_cast<int64_t>(toks.size());
+    std::vector<float> hid;
+    for (auto& row : ref["hidden"]) for (float v : row.get<std::vector<float>>()) hid.push_back(v);
+
+    // The target's hidden rows.
+    std::vector<float> mine(static_cast<size_t>(T * H)), logits(static_cast<size_t>(V));
+    auto st = m->new_state(T);
+    BatchEntry be;
+    be.tokens = toks.data(), be.n = T, be.state = st.get(), be.logits = logits.data(), be.hidden = mine.data();
+    m->forward_batch(&be, 1);
+    EXPECT_LE(rel_err(mine.data(), hid), 1e-4) << c;
+
+    auto pool = std::make_shared<cache::BlockPool>(m->mtp_block_shape(16), 1u << 20);
+    auto one = m->new_mtp_state(pool, T);
+    double worst = 0;
+    for (int64_t i = 0; i + 1 < T; ++i) {
+      MtpEntry e{&toks[i + 1], hid.data() + i * H, 1, one.get(), logits.data(), nullptr, 0};
+      m->forward_mtp(&e, 1);
+      std::vector<float> want = ref["mtp_logits"][i].get<std::vector<float>>();
+      worst = std::max(worst, rel_err(logits.data(), want));
+      EXPECT_EQ(argmax(logits.data(), V), argmax(want.data(), V)) << c << " position " << i;
+    }
+    EXPECT_LE(worst, 1e-4) << c;
+    std::printf("%s: MTP head vs numpy, worst |dlogit| / max|logit| = %.3g\n", c, worst);
+    auto all = m->new_mtp_state(pool, T);
+    std::vector<float> hout(static_cast<size_t>(H));
+    MtpEntry e{&toks[1], hid.data(), T - 1, all.get(), logits.data(), hout.data(), 0};
+    m->forward_mtp(&e, 1);
+    EXPECT_LE(rel_err(logits.data(), ref["mtp_logits"][T - 2].get<std::vector<float>>()), 1e-4) << c;
+    EXPECT_EQ(all->length(), T - 1);
+  }
+}
+
+TEST(Qwen35Mtp, BadMtpInputIsRefused) {
+  REQUIRE_MTP();
+  auto m = make(mroot + "/dense-tied", MatmulPath::Fast, DType::F16);
+  const int64_t V = m->config().vocab_size, H = m->config().hidden_size;
+  auto pool = std::make_shared<cache::BlockPool>(m->mtp_block_shape(16), 1u << 20);
+  auto st = m->new_mtp_state(pool, 8);
+  std::vector<float> hid(static_cast<size_t>(H), 0.1f), logits(static_cast<size_t>(V));
+  int32_t bad = static_cast<int32_t>(V);
+  MtpEntry e{&bad, hid.data(), 1, st.get(), logits.data(), nullptr, 0};
+  EXPECT_THROW(m->forward_mtp(&e, 1), Error);
+  int32_t ok = 5;
+  e.tokens = &ok;
+  e.layer = 1;  // the model has one MTP layer
+  EXPECT_THROW(m->forward_mtp(&e, 1), Error);
+  EXPECT_EQ(st->length(), 0);
+  auto f32_pool = std::make_shared<cache::BlockPool>(
+      kv_block_shape_for(1, m->config().num_key_value_heads, m->config().head_dim, 16, DType::F32), 1u << 20);
+  EXPECT_THROW(m->new_mtp_state(f32_pool, 8), Error);  // another KV dtype than the model's
+}
+
+// Speculative verification on the hybrid: a forward over the next token plus k drafts (all
+// logits) gives bitwise the logits of feeding them one at a time (what plain decoding computes),
+// and truncating to any length inside that window leaves the state plain decoding of the kept
+// tokens leaves: the following forward's logits are bitwise equal. Outside the window it is
+// refused. Both configs, the production (fast) path.
+TEST(Qwen35Model, RollbackInsideVerifyWindowEqualsPlainDecode) {
+  REQUIRE_TINY();
+  for (const char* c : kConfigs) {
+    const std::string dir = root + "/" + c + "/mlx-q4";
+    json g = read_json(dir + "/greedy.json");
+    auto m = make(dir, MatmulPath::Fast, DType::F16);
+    const int64_t V = m->config().vocab_size;
+    std::vector<int32_t> prompt = g["cases"][2]["prompt_ids"].get<std::vector<int32_t>>();
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    const std::vector<int32_t> win = {7, 100, 33, 250};  // next token + 3 drafts
+    const int32_t after = 42;
+    std::vector<float> l(V);
+    // Plain: the prompt, then one token per call; keep every row and the next step's logits.
+    std::vector<std::vector<float>> plain_rows, plain_next;
+    for (size_t keep = 1; keep <= win.size(); ++keep) {
+      auto st = m->new_state(64);
+      m->forward(prompt.data(), P, *st, l.data());
+      for (size_t t = 0; t < keep; ++t) {
+        m->forward(&win[t], 1, *st, l.data());
+        if (keep == win.size()) plain_rows.push_back(l);
+      }
+      m->forward(&after, 1, *st, l.data());
+      plain_next.push_back(l);
+    }
+    for (size_t keep = 1; keep <= win.size(); ++keep) {
+      auto st = m->new_state(64);
+      m->forward(prompt.data(), P, *st, l.data());
+      std::vector<float> rows(win.size() * V);
+      m->forward(win.data(), static_cast<int64_t>(win.size()), *st, rows.data(), true);
+      for (size_t t = 0; t < win.size(); ++t)
+        EXPECT_TRUE(std::equal(plain_rows[t].begin(), plain_rows[t].end(), rows.begin() + t * V)) << c << " row " << t;
+      st->truncate(P + static_cast<int64_t>(keep));
+      EXPECT_EQ(st->length(), P + static_cast<int64_t>(keep));
+      m->forward(&after, 1, *st, l.data());
+      EXPECT_EQ(l, plain_next[keep - 1]) << c << " keeping " << keep << " of " << win.size();
+      // The window is gone with the rolled-back tokens: no second rollback.
+      EXPECT_THROW(st->truncate(P), Error) << c;
+    }
+  }
 }

@@ -85,16 +85,10 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
       sched_({opts_.max_num_seqs, opts_.max_step_tokens, opts_.prefill_chunk_while_decoding}, spec_) {
   opts_.max_num_seqs = sched_.options().max_num_seqs;
   opts_.max_step_tokens = sched_.options().max_step_tokens;
-  // A hybrid's recurrent state cannot be rolled back to an earlier token: no speculation (its
-  // rejected drafts are rolled back) and no prefix cache (KvCacheManager; nothing to warm).
-  if (model_->has_recurrent_state()) {
-    if (opts_.spec.mode != SpecMode::Off || opts_.draft_model)
-      log::info("speculative decoding is off: " + model_->config().architecture + " keeps a recurrent state");
-    opts_.spec.mode = SpecMode::Off;
-    opts_.draft_model.reset();
-    spec_ = SpeculationController(opts_.spec);
-    opts_.kv.prefix_cache = false;
-  }
+  // A hybrid's recurrent state cannot be truncated to an arbitrary earlier token: no prefix cache
+  // (KvCacheManager; nothing to warm). Speculation works: the state rolls back inside the window
+  // of its last verification forward (model/qwen3_5.cpp, HybridState), which is all it needs.
+  if (model_->has_recurrent_state()) opts_.kv.prefix_cache = false;
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
@@ -122,7 +116,11 @@ BatchEngine::~BatchEngine() {
 // The MTP heads when the model has them (and the mode allows), else a draft model if one is
 // given, else prompt lookup. Refuses a draft model with another vocabulary whatever the mode.
 std::unique_ptr<DraftProposer> BatchEngine::make_proposer() {
+  if (opts_.proposer) return opts_.proposer();
   std::unique_ptr<DraftProposer> p;
+  // A draft model steps one token at a time and rolls back several: only a KV-only model can.
+  if (opts_.draft_model && opts_.draft_model->has_recurrent_state())
+    throw Error("--draft-model: a hybrid (recurrent-state) model cannot be a draft model");
   if (opts_.draft_model)
     p = std::make_unique<DraftModelProposer>(opts_.draft_model, vocab_, opts_.kv.block_size, opts_.draft_pool_bytes,
                                              spec_);
@@ -131,7 +129,7 @@ std::unique_ptr<DraftProposer> BatchEngine::make_proposer() {
   const bool has_mtp = model_->mtp_layers() > 0;
   if (opts_.spec.mode == SpecMode::Mtp && !has_mtp) throw Error("--speculative mtp: the model has no MTP heads");
   if (has_mtp && (opts_.spec.mode == SpecMode::Mtp || opts_.spec.mode == SpecMode::Auto))
-    p = std::make_unique<MtpProposer>(*model_, opts_.kv.block_size, opts_.draft_pool_bytes);  // preferred
+    p = std::make_unique<MtpProposer>(*model_, opts_.kv.block_size, opts_.draft_pool_bytes, spec_);  // preferred
   if (!p) p = std::make_unique<PromptLookupProposer>();
   return p;
 }
@@ -350,15 +348,18 @@ void BatchEngine::step() {
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs);
   sched_.step_done(total);
   ++steps_;
   int64_t drafted = 0, accepted = 0, probes = 0;
+  rollback_s_ = 0;
   for (Work& w : plan) {
     drafted += int64_t(w.draft.size());
     probes += w.probe && !w.draft.empty() ? 1 : 0;
     accepted += process(w);
   }
+  // The step's cost includes rolling back rejected drafts (a hybrid replays its recurrence), so
+  // the depth rule weighs what speculation really costs on this model.
+  spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs + rollback_s_);
   if (log::level() == log::Level::Debug) log_step(plan.size(), total, drafted, accepted, probes, t0, secs);
 }
 
@@ -466,8 +467,11 @@ int BatchEngine::process(Work& w) {
     spec_accepted_ += uint64_t(v.accepted);
     decode_tokens_ += uint64_t(v.accepted);
   }
-  // KV of rejected drafts is dropped; the newest token is computed next step.
+  // KV of rejected drafts is dropped (a hybrid's recurrent state rolls back too); the newest token
+  // is computed next step.
+  const auto r0 = std::chrono::steady_clock::now();
   s->kv->truncate(std::min<int64_t>(s->kv->length(), int64_t(s->tokens.size()) - 1));
+  rollback_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
   proposer_->advance(s->id, p0, s->kv->length() - p0, hidden, true);
   // The client gets its token before the bookkeeping below (persisting copies the prompt's pages).
   if (!v.finished) {

@@ -49,6 +49,9 @@ struct BatchEngineOptions {
   // wall time was `measured` — replaying recorded step costs makes its choices deterministic.
   // Empty: the measured time.
   std::function<double(int64_t tokens, double measured)> step_cost;
+  // Tests: the proposer to draft with instead of the one the mode chooses (e.g. one that knows
+  // the right continuation, to force accepted and rejected drafts).
+  std::function<std::unique_ptr<DraftProposer>()> proposer;
 };
 
 struct BatchEngineStats {
@@ -122,6 +125,7 @@ class BatchEngine : public Engine {
   // Engine-thread state.
   std::vector<std::unique_ptr<Sequence>> all_;  // every live sequence (the scheduler queues them)
   std::chrono::steady_clock::time_point last_step_end_;  // debug log only
+  double rollback_s_ = 0;  // this step's time in truncate() (speculation rollback)
 
   std::atomic<int64_t> n_queued_{0}, n_running_{0};
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};

@@ -1,6 +1,7 @@
 #include "engine/mtp_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <string>
 
@@ -17,12 +18,13 @@ struct MtpProposer::Job {
   std::vector<float> logits, hout;
 };
 
-MtpProposer::MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes)
+MtpProposer::MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec)
     : model_(target),
       hidden_size_(target.config().hidden_size),
       vocab_(target.config().vocab_size),
       layers_(target.mtp_layers()),
-      pool_(std::make_shared<cache::BlockPool>(target.mtp_block_shape(block_size), pool_bytes)) {}
+      pool_(std::make_shared<cache::BlockPool>(target.mtp_block_shape(block_size), pool_bytes)),
+      spec_(spec) {}
 
 // The catch-up input: row i pairs the target's hidden row at Lm + i with token Lm + i + 1.
 bool MtpProposer::start(DraftJob& w, Job& j) {
@@ -51,8 +53,11 @@ void MtpProposer::propose(std::vector<DraftJob>& drafts) {
     Job j;
     if (start(w, j)) jobs.push_back(std::move(j));
   }
-  for (int step = 0; !jobs.empty() && forward_round(jobs, step); ++step) {
-  }
+  const auto t0 = std::chrono::steady_clock::now();
+  int step = 0;
+  while (!jobs.empty() && forward_round(jobs, step)) ++step;
+  if (step > 0)  // each guess is one head forward: the depth rule charges it per draft
+    spec_.observe_draft_step(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / step);
   for (Job& j : jobs) {
     j.s->hidden.clear();  // consumed (the heads saw every position up to the target's)
     j.s->hidden_pos = j.w->computed;

@@ -10,13 +10,14 @@
 
 #include "cache/block_pool.h"
 #include "engine/draft_proposer.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 
 namespace rapid {
 
 class MtpProposer : public DraftProposer {
  public:
-  MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes);
+  MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec);
   void propose(std::vector<DraftJob>& jobs) override;
   bool wants_hidden() const override { return true; }
   void advance(uint64_t seq, int64_t p0, int64_t rows, const float* hidden, bool sampled) override;
@@ -38,6 +39,7 @@ class MtpProposer : public DraftProposer {
   int layers_;
   std::shared_ptr<cache::BlockPool> pool_;
   std::unordered_map<uint64_t, Seq> seqs_;
+  SpeculationController& spec_;  // learns a head forward's cost (what a draft costs: --speculative auto)
 };
 
 }  // namespace rapid

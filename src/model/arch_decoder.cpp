@@ -10,6 +10,7 @@
 #include "compute/rope.h"
 #include "model/arch.h"
 #include "model/layers.h"
+#include "model/mtp_head.h"
 #include "model/paged_kv.h"
 #include "tensor/dequantize.h"
 
@@ -66,16 +67,11 @@ class DecoderModel final : public Model {
     }
     // MTP heads (Qwen3-Next / Qwen3.5 naming): fc over [norm(embedding), norm(hidden)], decoder
     // layer(s) of the model's own kind with their own KV, a final norm, the shared lm_head.
-    if (ws.find("mtp.fc.weight")) {
-      mtp_fc_ = load_linear(ws, "mtp.fc", H_, 2 * H_);
-      mtp_norm_emb_ = load_vector(ws, "mtp.pre_fc_norm_embedding.weight", H_);
-      mtp_norm_hidden_ = load_vector(ws, "mtp.pre_fc_norm_hidden.weight", H_);
-      mtp_norm_ = load_vector(ws, "mtp.norm.weight", H_);
-      for (int i = 0; ws.find("mtp.layers." + std::to_string(i) + ".input_layernorm.weight"); ++i) {
-        mtp_layers_.emplace_back();
-        load_layer(mtp_layers_.back(), ws, "mtp.layers." + std::to_string(i) + ".");
-      }
-      if (mtp_layers_.empty()) throw Error(ckpt_->path + ": mtp.fc.weight without any mtp.layers.N");
+    if (const int n = MtpHead::count_layers(ws); n > 0 || ws.find("mtp.fc.weight")) {
+      if (n == 0) throw Error(ckpt_->path + ": mtp.fc.weight without any mtp.layers.N");
+      mtp_.load(ws, H_, eps_, spec_.norm_add_one, [&](const std::string& name) { return load_vector(ws, name, H_); });
+      mtp_layers_.resize(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) load_layer(mtp_layers_[i], ws, "mtp.layers." + std::to_string(i) + ".");
     }
 
     if (opts.matmul == MatmulPath::Exact) materialize_f32();
@@ -124,62 +120,31 @@ class DecoderModel final : public Model {
   void forward_mtp(const MtpEntry* entries, size_t count) override {
     if (mtp_layers_.empty()) return Model::forward_mtp(entries, count);
     if (count == 0) return;
-    seqs_.resize(count);
-    int64_t total = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const MtpEntry& e = entries[i];
-      auto* kv = dynamic_cast<PagedKvState*>(e.state);
-      if (!kv) throw Error("forward_mtp: state was not created by new_mtp_state");
-      if (e.n <= 0 || !e.tokens || !e.hidden || !e.logits) throw Error("forward_mtp: empty entry");
-      if (e.layer < 0 || e.layer >= mtp_layers()) throw Error("forward_mtp: no MTP layer " + std::to_string(e.layer));
-      // One call runs one layer (one draft step), so its entries share the layer index.
-      if (e.layer != entries[0].layer) throw Error("forward_mtp: entries must use the same MTP layer");
-      check_shape(kv->pool().shape(), mtp_block_shape(kv->pool().shape().block_size));
-      for (size_t j = 0; j < i; ++j)
-        if (seqs_[j].kv == kv) throw Error("forward_mtp: the same state appears twice");
-      if (kv->length() + e.n > kv->capacity()) throw Error("forward_mtp: the MTP state is full");
-      for (int64_t t = 0; t < e.n; ++t)
-        if (e.tokens[t] < 0 || e.tokens[t] >= V_) throw Error("forward_mtp: token id outside the vocabulary");
-      if (kv->blocks_needed(e.n) > static_cast<int64_t>(kv->pool().free_count()))
-        throw Error("forward_mtp: MTP KV pool is full");
-      seqs_[i] = Seq{kv, kv->length(), total, e.n};
-      total += e.n;
-    }
-    for (size_t i = 0; i < count; ++i) seqs_[i].kv->append(entries[i].n);
+    const int64_t total = mtp_.admit(entries, count, mtp_layers(), V_,
+                                     [&](const cache::BlockShape& got) { check_shape(got, mtp_block_shape(got.block_size)); },
+                                     mtp_rows_);
     reserve(total);
-    cat_.resize(static_cast<size_t>(total * 2 * H_));
+    seqs_.clear();
     const int64_t half = global_rope_.half();
-    const bool one = spec_.norm_add_one;
-    for (size_t i = 0; i < count; ++i) {
-      const Seq& s = seqs_[i];
+    for (const MtpHead::Rows& s : mtp_rows_) {
+      seqs_.push_back(Seq{s.kv, s.pos0, s.row, s.n});
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
-        float* c = cat_.data() + r * 2 * H_;
-        dequantize_row(*embed_, entries[i].tokens[t], tmp_.data());
-        if (embed_scale_ != 1.0f) scale_inplace(tmp_.data(), embed_scale_, H_);
-        rms_norm(tmp_.data(), mtp_norm_emb_.data(), H_, eps_, one, c);
-        rms_norm(entries[i].hidden + t * H_, mtp_norm_hidden_.data(), H_, eps_, one, c + H_);
         global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
         local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
       }
     }
-    mtp_fc_(cat_.data(), total, x_.data(), ctx_);
+    mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) {
+      dequantize_row(*embed_, tok, out);
+      if (embed_scale_ != 1.0f) scale_inplace(out, embed_scale_, H_);
+    }, x_.data(), ctx_);
     segs_.resize(count);
     run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], entries[0].layer, total);
-    for (size_t i = 0; i < count; ++i) {
-      const Seq& s = seqs_[i];
-      rms_norm(x_.data() + (s.row + s.n - 1) * H_, mtp_norm_.data(), H_, eps_, one, xn_.data() + i * H_);
-      if (entries[i].hidden_out) std::memcpy(entries[i].hidden_out, xn_.data() + i * H_, static_cast<size_t>(H_) * 4);
-    }
-    logits_buf_.resize(static_cast<size_t>(count * V_));
-    lm_head_(xn_.data(), static_cast<int64_t>(count), logits_buf_.data(), ctx_);
-    for (size_t i = 0; i < count; ++i) {
-      float* out = entries[i].logits;
-      std::memcpy(out, logits_buf_.data() + i * V_, static_cast<size_t>(V_) * 4);
-      if (cfg_.final_logit_softcapping > 0) {
-        float cap = static_cast<float>(cfg_.final_logit_softcapping);
-        for (int64_t j = 0; j < V_; ++j) out[j] = cap * std::tanh(out[j] / cap);
-      }
+    mtp_.output(entries, mtp_rows_, x_.data(), lm_head_, V_, ctx_);
+    if (cfg_.final_logit_softcapping > 0) {
+      const float cap = static_cast<float>(cfg_.final_logit_softcapping);
+      for (size_t i = 0; i < count; ++i)
+        for (int64_t j = 0; j < V_; ++j) entries[i].logits[j] = cap * std::tanh(entries[i].logits[j] / cap);
     }
   }
 
@@ -349,7 +314,7 @@ class DecoderModel final : public Model {
   // Exact (parity) mode: every projection dequantized once to f32.
   void materialize_f32() {
     rapid::materialize_f32(lm_head_, pool_, owned_);
-    rapid::materialize_f32(mtp_fc_, pool_, owned_);
+    rapid::materialize_f32(mtp_.fc(), pool_, owned_);
     for (auto* group : {&layers_, &mtp_layers_})
       for (auto& L : *group)
         for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::materialize_f32(*l, pool_, owned_);
@@ -463,9 +428,9 @@ class DecoderModel final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_, cat_;
-  Linear mtp_fc_;
-  std::vector<float> mtp_norm_emb_, mtp_norm_hidden_, mtp_norm_;
+  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_;
+  MtpHead mtp_;
+  std::vector<MtpHead::Rows> mtp_rows_;
   std::vector<Layer> mtp_layers_;
   std::vector<Seq> seqs_;                // the current batch (valid during forward_batch)
   std::vector<AttentionSegment> segs_;

@@ -16,39 +16,65 @@
 #include "compute/rope.h"
 #include "model/arch.h"
 #include "model/layers.h"
+#include "model/mtp_head.h"
 #include "model/paged_kv.h"
 
 namespace rapid {
 namespace {
 
+class Qwen35Model;
+
 // KV pages of the full-attention layers (the PagedKvState base, so the engine's paged
 // bookkeeping applies unchanged) + conv and recurrent state of the DeltaNet layers.
+//
+// Rollback (speculative verification): a forward that asks for every row's logits over more than
+// one token records a window — the DeltaNet state before it plus, per DeltaNet layer, the inputs of
+// the recurrence (the pre-conv q/k/v projections and the gates). truncate() to a length inside that
+// window restores the state and replays only the conv and the recurrence over the kept positions
+// (no projections, no attention, no MLP), which yields exactly the state a forward over the kept
+// tokens alone would have left. The KV pages are truncated as for any model. Any other length
+// but 0 cannot be reached and is refused.
 class HybridState final : public PagedKvState {
  public:
-  HybridState(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens, int64_t n_linear, int64_t conv_floats,
-              int64_t ssm_floats)
-      : PagedKvState(std::move(pool), max_tokens), conv_floats_(conv_floats), ssm_floats_(ssm_floats),
-        conv_(static_cast<size_t>(n_linear * conv_floats), 0.0f),
+  HybridState(Qwen35Model* model, std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens, int64_t n_linear,
+              int64_t conv_floats, int64_t ssm_floats)
+      : PagedKvState(std::move(pool), max_tokens), model_(model), n_linear_(n_linear), conv_floats_(conv_floats),
+        ssm_floats_(ssm_floats), conv_(static_cast<size_t>(n_linear * conv_floats), 0.0f),
         ssm_(static_cast<size_t>(n_linear * ssm_floats), 0.0f) {}
 
-  // The recurrent state cannot be rewound: only "keep everything" and "start over" are possible.
-  void truncate(int64_t n) override {
-    if (n == length()) return;
-    if (n != 0)
-      throw Error("hybrid (Gated DeltaNet) state cannot roll back from " + std::to_string(length()) + " to " +
-                  std::to_string(n) + " tokens");
-    PagedKvState::truncate(0);
-    std::fill(conv_.begin(), conv_.end(), 0.0f);
-    std::fill(ssm_.begin(), ssm_.end(), 0.0f);
-  }
+  void truncate(int64_t n) override;
 
   PagedKvState& kv() { return *this; }
   float* conv(int64_t l) { return conv_.data() + l * conv_floats_; }
   float* ssm(int64_t l) { return ssm_.data() + l * ssm_floats_; }
 
+  // The recorded window (see above): positions [pos0, pos0 + n) of the last forward.
+  struct Window {
+    int64_t pos0 = 0, n = 0;
+    std::vector<float> conv0, ssm0;   // the DeltaNet state before that forward
+    std::vector<float> qkv, g, beta;  // per DeltaNet layer: [n][C] projections, [n][Hv] gates
+  };
+  // Called at the start of every forward of this state: drops the old window, and when `record`,
+  // snapshots the state for a new one over n tokens from the current length.
+  void begin_window(bool record, int64_t n, int64_t C, int64_t Hv) {
+    win_.n = 0;
+    if (!record) return;
+    win_.pos0 = length();
+    win_.n = n;
+    win_.conv0.assign(conv_.begin(), conv_.end());
+    win_.ssm0.assign(ssm_.begin(), ssm_.end());
+    win_.qkv.resize(static_cast<size_t>(n_linear_ * n * C));
+    win_.g.resize(static_cast<size_t>(n_linear_ * n * Hv));
+    win_.beta.resize(static_cast<size_t>(n_linear_ * n * Hv));
+  }
+  const Window& window() const { return win_; }
+  Window& window() { return win_; }
+
  private:
-  int64_t conv_floats_, ssm_floats_;
+  Qwen35Model* model_;
+  int64_t n_linear_, conv_floats_, ssm_floats_;
   std::vector<float> conv_, ssm_;
+  Window win_;
 };
 
 struct Layer {
@@ -81,13 +107,21 @@ class Qwen35Model final : public Model {
     else lm_head_.w = WeightView::of(*embed_);
     final_norm_ = norm(ws, "model.norm.weight", H_);
     layers_.resize(static_cast<size_t>(cfg_.num_hidden_layers));
-    for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) load_layer(ws, i);
+    for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+      Layer& L = layers_[static_cast<size_t>(i)];
+      L.linear = cfg_.layer_is_linear[static_cast<size_t>(i)];
+      L.index = static_cast<int32_t>(L.linear ? n_linear_++ : n_full_++);
+      load_layer(ws, "model.layers." + std::to_string(i) + ".", L);
+    }
     if (n_full_ == 0) throw Error(ckpt_->path + ": Qwen3.5 config has no full-attention layer");
+    load_mtp(ws);
     if (opts.matmul == MatmulPath::Exact) {
       materialize_f32(lm_head_, pool_, owned_);
-      for (auto& L : layers_)
-        for (Linear* l : {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.q, &L.k, &L.v, &L.o})
-          materialize_f32(*l, pool_, owned_);
+      materialize_f32(mtp_.fc(), pool_, owned_);
+      for (auto* group : {&layers_, &mtp_layers_})
+        for (auto& L : *group)
+          for (Linear* l : {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.q, &L.k, &L.v, &L.o})
+            materialize_f32(*l, pool_, owned_);
     }
     rope_ = Rope(rope_params(cfg_, rot_, cfg_.rope_theta, cfg_.rope_scaling));
   }
@@ -112,7 +146,57 @@ class Qwen35Model final : public Model {
     if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
         got.dtype != want.dtype)
       throw Error("KV pool shape does not match the model's full-attention layers");
-    return std::make_unique<HybridState>(std::move(pool), max_tokens, n_linear_, (K_ - 1) * C_, gd_.state_floats());
+    return std::make_unique<HybridState>(this, std::move(pool), max_tokens, n_linear_, (K_ - 1) * C_,
+                                         gd_.state_floats());
+  }
+
+  int mtp_layers() const override { return static_cast<int>(mtp_layers_.size()); }
+  cache::BlockShape mtp_block_shape(int32_t block_size) const override {
+    if (mtp_layers_.empty()) return Model::mtp_block_shape(block_size);
+    return kv_block_shape_for(mtp_layers(), nkv_, hd_, block_size, opts_.kv_dtype);
+  }
+  std::unique_ptr<SequenceState> new_mtp_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
+    if (mtp_layers_.empty()) return Model::new_mtp_state(pool, max_tokens);
+    if (!pool) throw Error("new_mtp_state: no block pool");
+    check_mtp_shape(pool->shape());
+    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+  }
+
+  // The MTP head (vLLM's Qwen3NextMultiTokenPredictor): fc over [norm(embed(token)), norm(hidden)],
+  // one gated full-attention layer of this model's kind with its own KV, mtp.norm, the lm_head.
+  void forward_mtp(const MtpEntry* entries, size_t count) override {
+    if (mtp_layers_.empty()) return Model::forward_mtp(entries, count);
+    if (count == 0) return;
+    const int64_t total = mtp_.admit(entries, count, mtp_layers(), V_,
+                                     [&](const cache::BlockShape& got) { check_mtp_shape(got); }, mtp_rows_);
+    reserve(total);
+    seqs_.clear();
+    for (const MtpHead::Rows& s : mtp_rows_) {
+      seqs_.push_back(Seq{nullptr, s.kv, entries[&s - mtp_rows_.data()].tokens, s.pos0, s.row, s.n});
+      for (int64_t t = 0; t < s.n; ++t)
+        rope_.angles(s.pos0 + t, cos_.data() + (s.row + t) * rope_.half(), sin_.data() + (s.row + t) * rope_.half());
+    }
+    mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) { dequantize_row(*embed_, tok, out); },
+               x_.data(), ctx_);
+    run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], total);
+    mtp_.output(entries, mtp_rows_, x_.data(), lm_head_, V_, ctx_);
+  }
+
+  // HybridState::truncate inside the recorded window: the state before it, then the conv and the
+  // recurrence of every DeltaNet layer over the first `keep` positions from the recorded inputs.
+  void replay(HybridState& st, int64_t keep) {
+    const HybridState::Window& w = st.window();
+    const int64_t Hv = gd_.v_heads;
+    reserve(keep);
+    for (const Layer& L : layers_) {
+      if (!L.linear) continue;
+      const int64_t l = L.index;
+      std::copy_n(w.conv0.begin() + l * (K_ - 1) * C_, (K_ - 1) * C_, st.conv(l));
+      std::copy_n(w.ssm0.begin() + l * gd_.state_floats(), gd_.state_floats(), st.ssm(l));
+      if (keep == 0) continue;
+      deltanet_seq(L, st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
+                   w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), false);
+    }
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -126,15 +210,7 @@ class Qwen35Model final : public Model {
         dequantize_row(*embed_, s.tokens[t], x_.data() + r * H_);
         rope_.angles(s.pos0 + t, cos_.data() + r * half, sin_.data() + r * half);
       }
-    for (const Layer& L : layers_) {
-      for (int64_t t = 0; t < total; ++t)
-        rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
-      if (L.linear) delta_net(L, total);
-      else full_attention(L, total);
-      add_inplace(x_.data(), tmp_.data(), total * H_);
-      mlp(L, total);
-      add_inplace(x_.data(), tmp_.data(), total * H_);
-    }
+    for (const Layer& L : layers_) run_layer(L, total);
     write_logits(entries, count);
   }
 
@@ -145,9 +221,11 @@ class Qwen35Model final : public Model {
   static constexpr int64_t kChunkedMin = 16;
 
   struct Seq {
-    HybridState* st;
+    HybridState* st;  // null for the MTP head's rows (KV only)
+    PagedKvState* kv;
     const int32_t* tokens;
     int64_t pos0, row, n;
+    bool record = false;  // keep a rollback window (HybridState)
   };
 
   void read_geometry() {
@@ -198,11 +276,30 @@ class Qwen35Model final : public Model {
     return w;
   }
 
-  void load_layer(const WeightStore& ws, int64_t i) {
-    Layer& L = layers_[static_cast<size_t>(i)];
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    L.linear = cfg_.layer_is_linear[static_cast<size_t>(i)];
-    L.index = static_cast<int32_t>(L.linear ? n_linear_++ : n_full_++);
+  // The MTP head, if the checkpoint ships one (Hugging Face layout only: mlx-lm's sanitize drops
+  // `mtp.*`). Its layers are gated full-attention layers whose KV is the head's own (index i).
+  void load_mtp(const WeightStore& ws) {
+    const int n = MtpHead::count_layers(ws);
+    if (n == 0) {
+      if (ws.find("mtp.fc.weight")) throw Error(ckpt_->path + ": mtp.fc.weight without any mtp.layers.N");
+      return;
+    }
+    mtp_.load(ws, H_, eps_, false, [&](const std::string& name) { return norm(ws, name, H_); });
+    mtp_layers_.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      mtp_layers_[i].index = i;
+      load_layer(ws, "mtp.layers." + std::to_string(i) + ".", mtp_layers_[i]);
+    }
+  }
+
+  void check_mtp_shape(const cache::BlockShape& got) const {
+    const cache::BlockShape want = mtp_block_shape(got.block_size);
+    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
+        got.dtype != want.dtype)
+      throw Error("MTP KV pool shape does not match the model's MTP layers");
+  }
+
+  void load_layer(const WeightStore& ws, const std::string& p, Layer& L) {
     L.in_norm = norm(ws, p + "input_layernorm.weight", H_);
     L.post_norm = norm(ws, p + "post_attention_layernorm.weight", H_);
     L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
@@ -252,7 +349,7 @@ class Qwen35Model final : public Model {
         if (e.tokens[t] < 0 || e.tokens[t] >= V_)
           throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
                       std::to_string(V_) + ")");
-      seqs_.push_back(Seq{st, e.tokens, kv.length(), total, e.n});
+      seqs_.push_back(Seq{st, &kv, e.tokens, kv.length(), total, e.n, e.all_logits && e.n > 1});
       total += e.n;
     }
     // Free blocks per pool, summed over the entries that share it.
@@ -270,10 +367,11 @@ class Qwen35Model final : public Model {
                     std::to_string(need) + " needed");
     }
     for (size_t i = 0; i < seqs_.size(); ++i) {
+      seqs_[i].st->begin_window(seqs_[i].record, seqs_[i].n, C_, gd_.v_heads);
       try {
-        seqs_[i].st->kv().append(seqs_[i].n);
-      } catch (...) {
-        for (size_t j = 0; j < i; ++j) seqs_[j].st->kv().truncate(seqs_[j].pos0);
+        seqs_[i].kv->append(seqs_[i].n);
+      } catch (...) {  // the DeltaNet state is untouched yet: only the KV goes back
+        for (size_t j = 0; j <= i; ++j) seqs_[j].kv->PagedKvState::truncate(seqs_[j].pos0);
         throw;
       }
     }
@@ -290,6 +388,7 @@ class Qwen35Model final : public Model {
     w1_.resize(n * wide);
     w2_.resize(n * wide);
     w3_.resize(n * std::max({value_dim_, I_, nh_ * hd_}));
+    y_.resize(n * value_dim_);
     k_.resize(n * nkv_ * hd_);
     v_.resize(n * nkv_ * hd_);
     b_.resize(n * gd_.v_heads);
@@ -300,8 +399,17 @@ class Qwen35Model final : public Model {
     sin_.resize(n * rope_.half());
   }
 
-  // Gated DeltaNet: projections over all rows, then per sequence the causal conv and the
-  // recurrence (heads in parallel), the gated norm, out_proj. Result in tmp_.
+  void run_layer(const Layer& L, int64_t n) {
+    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    if (L.linear) delta_net(L, n);
+    else full_attention(L, n);
+    add_inplace(x_.data(), tmp_.data(), n * H_);
+    mlp(L, n);
+    add_inplace(x_.data(), tmp_.data(), n * H_);
+  }
+
+  // Gated DeltaNet: projections and gates over all rows, then per sequence the causal conv and
+  // the recurrence (deltanet_seq), the gated norm, out_proj. Result in tmp_.
   void delta_net(const Layer& L, int64_t n) {
     float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
     float* conv = w2_.data();
@@ -310,41 +418,59 @@ class Qwen35Model final : public Model {
       MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
       matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     }
-    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
-    for (const Seq& s : seqs_)
-      causal_conv1d_silu(L.conv_w.data(), C_, K_, s.st->conv(L.index), qkv + s.row * C_, s.n, conv + s.row * C_);
     const int64_t Hv = gd_.v_heads;
-    for (int64_t t = 0; t < n; ++t) {
-      float* row = conv + t * C_;
-      for (int64_t h = 0; h < gd_.k_heads; ++h) {
-        l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
-        l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
-      }
+    for (int64_t t = 0; t < n; ++t)
       gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
                         g_.data() + t * Hv, beta_.data() + t * Hv);
-    }
-    float* y = qkv;  // the projections are consumed: y [n][value_dim] reuses their buffer
     for (const Seq& s : seqs_) {
-      float* state = s.st->ssm(L.index);
-      pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
-        if (opts_.chunked_deltanet && s.n >= kChunkedMin) {
-          gated_delta_chunked(gd_, conv + s.row * C_, C_, g_.data() + s.row * Hv, beta_.data() + s.row * Hv, s.n,
-                              state, y + s.row * value_dim_, value_dim_, h0, h1);
-          return;
-        }
-        for (int64_t t = s.row; t < s.row + s.n; ++t) {
-          const float* r = conv + t * C_;
-          gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g_.data() + t * Hv, beta_.data() + t * Hv, state,
-                           y + t * value_dim_, h0, h1);
-        }
-      });
+      if (!s.record) continue;  // the recurrence's inputs, for a rollback inside this window
+      HybridState::Window& w = s.st->window();
+      std::copy_n(qkv + s.row * C_, s.n * C_, w.qkv.begin() + L.index * s.n * C_);
+      std::copy_n(g_.data() + s.row * Hv, s.n * Hv, w.g.begin() + L.index * s.n * Hv);
+      std::copy_n(beta_.data() + s.row * Hv, s.n * Hv, w.beta.begin() + L.index * s.n * Hv);
     }
+    // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
+    // sequence has read its rows.
+    float* y = y_.data();
+    for (const Seq& s : seqs_)
+      deltanet_seq(L, s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
+                   beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
+                   opts_.chunked_deltanet && !s.record);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < Hv; ++h) {
         float* yh = y + t * value_dim_ + h * gd_.v_dim;
         gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
       }
     L.out(y, n, tmp_.data(), ctx_);
+  }
+
+  // One sequence's n rows of a DeltaNet layer from its projections and gates: the causal conv
+  // (advancing conv_state; output in conv [n][C]), q/k l2-normed per head, then the recurrence
+  // over ssm (y [n][value_dim]). Shared by the forward and the rollback replay, so both leave
+  // bit-identical states. `chunk_ok`: runs of kChunkedMin tokens may take the chunked form.
+  void deltanet_seq(const Layer& L, float* conv_state, float* ssm, const float* qkv, int64_t n, const float* g,
+                    const float* beta, float* conv, float* y, bool chunk_ok) {
+    causal_conv1d_silu(L.conv_w.data(), C_, K_, conv_state, qkv, n, conv);
+    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
+    for (int64_t t = 0; t < n; ++t) {
+      float* row = conv + t * C_;
+      for (int64_t h = 0; h < gd_.k_heads; ++h) {
+        l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
+        l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
+      }
+    }
+    const int64_t Hv = gd_.v_heads;
+    pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
+      if (chunk_ok && n >= kChunkedMin) {
+        gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
+        return;
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        const float* r = conv + t * C_;
+        gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g + t * Hv, beta + t * Hv, ssm, y + t * value_dim_,
+                         h0, h1);
+      }
+    });
   }
 
   // Gated full attention: q_proj gives per head the query and a sigmoid output gate; q/k
@@ -371,7 +497,7 @@ class Qwen35Model final : public Model {
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const Seq& s = seqs_[i];
       AttentionSegment& sg = segs_[i];
-      sg.kv = s.st->kv().layer(L.index);
+      sg.kv = s.kv->layer(L.index);
       sg.q = q + s.row * nh_ * hd_;
       sg.out = att + s.row * nh_ * hd_;
       sg.n = s.n;
@@ -446,13 +572,35 @@ class Qwen35Model final : public Model {
   Linear lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
+  MtpHead mtp_;
+  std::vector<MtpHead::Rows> mtp_rows_;
+  std::vector<Layer> mtp_layers_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_;
+  std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
   std::vector<Seq> seqs_;
   std::vector<AttentionSegment> segs_;
 };
+
+void HybridState::truncate(int64_t n) {
+  if (n == length()) return;
+  if (n == 0) {
+    PagedKvState::truncate(0);
+    std::fill(conv_.begin(), conv_.end(), 0.0f);
+    std::fill(ssm_.begin(), ssm_.end(), 0.0f);
+    win_.n = 0;
+    return;
+  }
+  if (win_.n > 0 && length() == win_.pos0 + win_.n && n >= win_.pos0 && n < length()) {
+    model_->replay(*this, n - win_.pos0);
+    PagedKvState::truncate(n);
+    win_.n = 0;  // the inputs after n are gone with the KV: no second rollback
+    return;
+  }
+  throw Error("hybrid (Gated DeltaNet) state cannot roll back from " + std::to_string(length()) + " to " +
+              std::to_string(n) + " tokens");
+}
 
 }  // namespace
 

@@ -1,9 +1,12 @@
 """The tiny random-weight Qwen3.5 models (scripts/make_tiny_qwen35.py) end to end: `rapid-mlx run
 --raw` and `rapid-mlx serve` (driven by the openai SDK, several clients at once, growing
 multi-turn prompts) print the text of mlx-lm's own greedy continuation of the same prompt
-(tokenized by HF `tokenizers` from the model's tokenizer.json, decoded the same way).
+(tokenized by HF `tokenizers` from the model's tokenizer.json, decoded the same way); served with
+`--speculative mtp` (the model's own random MTP head, scripts/make_qwen35_mtp.py), prompt lookup
+or speculation off, the text is the same.
 
 Skips when the binary is not built or mlx-lm is not installed."""
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("RAPID_MLX_BIN", str(ROOT / "build" / "rapid-mlx"))
 CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
 TINY = Path(CACHE) / "qwen35-tiny"
+TINY_MTP = Path(CACHE) / "qwen35-tiny-mtp"
 PROMPT = "def goldens(model_dir, seed):\n    model, _ = load_model("
 STEPS = 24
 
@@ -106,3 +110,38 @@ def test_serve_multi_turn_prompts_recompute_and_match(served):
         details = getattr(usage, "prompt_tokens_details", None)
         assert not details or not details.cached_tokens
         prompt = prompt + text + "\n# next\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_mtp(tiny):
+    if not (TINY_MTP / "vheads-untied" / "mtp_ref.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_qwen35_mtp.py"), str(TINY_MTP)], check=True,
+                       stdout=subprocess.DEVNULL)
+    return TINY_MTP
+
+
+@pytest.mark.parametrize("mode", ["mtp", "ngram", "off"])
+def test_serve_speculation_on_the_hybrid_keeps_mlx_lm_text(tiny_mtp, tmp_path, mode):
+    """The hybrid with its MTP head: every mode's text equals mlx-lm's greedy continuation (mlx-lm
+    drops the head and decodes plainly), for several clients at once; the engine's own counters
+    show that MTP drafted (random heads: mostly rejected, so the recurrent state rolled back).
+    Prompt lookup drafts only where the random text repeats itself, which it may not."""
+    model = tiny_mtp / "vheads-untied"
+    srv = conftest.launch(["--kv-dtype", "f32", "--speculative", mode, "--num-speculative-tokens", "3"],
+                          str(tmp_path / "serve.log"), model=str(model))
+    try:
+        prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n" * 3, "    return model"]
+        with ThreadPoolExecutor(len(prompts)) as ex:
+            got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
+        assert got == [mlx_greedy_text(model, p) for p in prompts]
+        status, body = srv.get("/v1/cache", headers={"Authorization": f"Bearer {conftest.API_KEY}"})
+        assert status == 200
+        spec = json.loads(body)["speculative"]
+        assert spec["mode"] == mode
+        if mode == "off":
+            assert spec["drafted_tokens"] == 0
+        if mode == "mtp":
+            assert spec["drafted_tokens"] > 0
+        assert srv.alive()
+    finally:
+        conftest.stop(srv)

@@ -1,0 +1,136 @@
+// Speculative decoding on the Qwen3.5 hybrid: what verification and the recurrent-state rollback
+// cost, and decode speed with MTP drafts on and off. The model is $RAPID_BENCH_QWEN35 (a Qwen3.5
+// checkpoint directory with `mtp.*` weights; tokenizer.json beside it) or the tiny one of
+// scripts/make_qwen35_mtp.py ($RAPID_MODEL_CACHE/qwen35-tiny-mtp/vheads-untied).
+//   build/qwen35_spec_bench
+// BM_VerifyAndRollback/k: a forward over the next token + k drafts with every row's logits (the
+//   verification; it snapshots the DeltaNet state), then truncate() keeping j = 0..k drafts (the
+//   rollback: state restored, conv + recurrence replayed over the kept positions). Counters:
+//   decode1_ms (one plain decode step, for scale), verify_ms, rollback_j<j>_ms.
+// BM_EngineDecode/mode: one greedy request of 64 tokens through the batching engine with
+//   --speculative off (0), mtp (1), auto (2); items = generated tokens; counters drafted/accepted.
+//   With random heads nearly every draft is rejected: mtp shows the cost of speculating for
+//   nothing, auto whether the depth rule turns it off.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "engine/batch_engine.h"
+#include "model/arch.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace rapid;
+
+namespace {
+
+std::string model_dir() {
+  if (const char* p = std::getenv("RAPID_BENCH_QWEN35")) return p;
+  const char* c = std::getenv("RAPID_MODEL_CACHE");
+  const char* home = std::getenv("HOME");
+  return std::string(c ? c : std::string(home ? home : "") + "/.cache/rapid-mlx/models") +
+         "/qwen35-tiny-mtp/vheads-untied";
+}
+
+std::shared_ptr<Model> model() {
+  static std::shared_ptr<Model> m = [] {
+    ModelOptions o;
+    o.num_threads = 2;
+    return std::shared_ptr<Model>(create_model(load_checkpoint(model_dir()), o));
+  }();
+  return m;
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void BM_VerifyAndRollback(benchmark::State& st) {
+  Model& m = *model();
+  const int k = static_cast<int>(st.range(0));
+  const int64_t V = m.config().vocab_size, P = 64, cap = 4096;
+  std::vector<int32_t> prompt(P);
+  for (int64_t i = 0; i < P; ++i) prompt[i] = int32_t(1 + (i * 37) % (V - 1));
+  std::vector<int32_t> win(static_cast<size_t>(k + 1));
+  for (int i = 0; i <= k; ++i) win[i] = int32_t(3 + 11 * i);
+  std::vector<float> logits(static_cast<size_t>((k + 1) * V));
+  auto plain = m.new_state(cap), s = m.new_state(cap);
+  auto restart = [&](SequenceState& x) {
+    x.truncate(0);
+    m.forward(prompt.data(), P, x, logits.data());
+  };
+  restart(*plain);
+  restart(*s);
+  double decode = 0, verify = 0;
+  std::vector<double> rollback(static_cast<size_t>(k), 0.0);
+  int64_t n = 0;
+  for (auto _ : st) {
+    if (s->length() + k * (k + 1) > cap || plain->length() + 1 > cap) {
+      st.PauseTiming();
+      restart(*s);
+      restart(*plain);
+      st.ResumeTiming();
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    m.forward(&win[0], 1, *plain, logits.data());
+    decode += ms_since(t0);
+    for (int j = 0; j < k; ++j) {  // keep the next token and j drafts (j == k would roll nothing back)
+      const int64_t L = s->length();
+      t0 = std::chrono::steady_clock::now();
+      m.forward(win.data(), k + 1, *s, logits.data(), true);
+      verify += ms_since(t0);
+      t0 = std::chrono::steady_clock::now();
+      s->truncate(L + 1 + j);
+      rollback[static_cast<size_t>(j)] += ms_since(t0);
+    }
+    ++n;
+  }
+  st.counters["decode1_ms"] = decode / double(n);
+  st.counters["verify_ms"] = verify / double(n * k);
+  for (int j = 0; j < k; ++j) st.counters["rollback_keep" + std::to_string(j) + "_ms"] = rollback[j] / double(n);
+}
+BENCHMARK(BM_VerifyAndRollback)->Arg(1)->Arg(3)->Unit(benchmark::kMillisecond);
+
+void BM_EngineDecode(benchmark::State& st) {
+  const SpecMode mode = st.range(0) == 0 ? SpecMode::Off : st.range(0) == 1 ? SpecMode::Mtp : SpecMode::Auto;
+  std::shared_ptr<const Tokenizer> tok = load_tokenizer(model_dir() + "/tokenizer.json");
+  BatchEngineOptions o;
+  o.spec.mode = mode;
+  o.spec.max_draft = 3;
+  o.kv.pool_bytes = 64ull << 20;
+  o.draft_pool_bytes = 16ull << 20;
+  BatchEngine e(model(), tok, o);
+  const int64_t V = model()->config().vocab_size;
+  int64_t tokens = 0;
+  for (auto _ : st) {
+    GenerationRequest q;
+    for (int i = 0; i < 32; ++i) q.prompt.push_back(int32_t(1 + (i * 53 + tokens) % (V - 1)));
+    q.sampling.temperature = 0;
+    q.max_tokens = 64;
+    q.ignore_eos = true;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    e.submit(q, [&](const GenerationEvent& ev) {
+      std::lock_guard lk(mu);
+      tokens += int64_t(ev.tokens.size());
+      if (ev.finished) done = true;
+      cv.notify_all();
+    });
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return done; });
+  }
+  const BatchEngineStats s = e.stats();
+  st.SetItemsProcessed(tokens);
+  st.counters["drafted"] = double(s.spec_drafted);
+  st.counters["accepted"] = double(s.spec_accepted);
+  st.SetLabel(spec_mode_name(mode));
+}
+BENCHMARK(BM_EngineDecode)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
