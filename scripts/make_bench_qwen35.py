@@ -23,7 +23,7 @@ import make_tiny_qwen35 as tiny  # noqa: E402
 SHAPE = {"hidden_size": 1024, "intermediate_size": 3584, "num_attention_heads": 8, "num_key_value_heads": 2,
          "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128,
          "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
-         "tie_word_embeddings": True}
+         "tie_word_embeddings": True, "max_position_embeddings": 32768}
 
 
 def main():
