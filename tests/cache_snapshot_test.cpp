@@ -364,3 +364,73 @@ TEST(CacheSnapshot, DeferredPagesAreGatheredByTheWriterAndReleasedOnce) {
   s.flush();
   EXPECT_EQ(s.stats().entries, 0u);
 }
+
+// A hybrid's recurrent-state checkpoint rides in the authenticated second section: a byte flipped
+// inside the state (not the tag) is refused on the hit with the file's path and the reason, and
+// the entry is deleted; an entry whose state is not this model's size is refused at start-up
+// (header check) before anything is read. The deferred state source is copied by the writer.
+TEST(CacheSnapshot, RecurrentStateIsAuthenticatedAndSizeChecked) {
+  std::mt19937 rng(9);
+  TempDir td;
+  SnapshotEntry e = make_entry(rng, 40, 4096, 1000);
+  SnapshotStoreOptions o = opts(td.path);
+  o.limits.state_bytes = 1000;
+  {
+    SnapshotStore s(o);
+    SnapshotEntry shell = e;
+    shell.pages.clear();
+    shell.state.clear();
+    PageSource src;
+    src.gather = [&] { return e.pages; };
+    src.state = [&] { return e.state; };
+    ASSERT_TRUE(s.put(shell, src));
+    s.flush();
+  }
+  {
+    SnapshotStore s(o);  // intact: the state comes back bit for bit
+    auto back = s.lookup(e.tokens);
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->state, e.state);
+  }
+  auto files = kvs_files(td.path / "modelA");
+  ASSERT_EQ(files.size(), 1u);
+  const fs::path f = files[0];
+  {
+    SnapshotStoreOptions other = o;
+    other.limits.state_bytes = 2000;  // another hybrid's state size
+    testing::internal::CaptureStderr();
+    SnapshotStore s(other);
+    std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(s.stats().entries, 0u);
+    EXPECT_NE(log.find(f.filename().string()), std::string::npos) << log;
+    EXPECT_NE(log.find("recurrent state of 1000 bytes; this model's is 2000"), std::string::npos) << log;
+  }
+  EXPECT_TRUE(kvs_files(td.path / "modelA").empty());  // refused and deleted
+  {
+    SnapshotStore s(o);
+    s.put(e);
+    s.flush();
+  }
+  files = kvs_files(td.path / "modelA");
+  ASSERT_EQ(files.size(), 1u);
+  {
+    const auto size = fs::file_size(files[0]);
+    std::fstream io(files[0], std::ios::in | std::ios::out | std::ios::binary);
+    const std::streamoff off = std::streamoff(size - SnapshotCodec::kTagBytes - 500);  // mid-state
+    io.seekg(off);
+    char c;
+    io.read(&c, 1);
+    c ^= 0x01;
+    io.seekp(off);
+    io.write(&c, 1);
+  }
+  SnapshotStore s(o);
+  EXPECT_EQ(s.stats().entries, 1u);  // the index (section 1) is intact
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE(s.lookup(e.tokens));
+  std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find(files[0].string()), std::string::npos) << log;
+  EXPECT_NE(log.find("authentication failed"), std::string::npos) << log;
+  EXPECT_EQ(s.stats().corrupt_skipped, 1u);
+  EXPECT_TRUE(kvs_files(td.path / "modelA").empty());
+}

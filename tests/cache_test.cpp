@@ -324,3 +324,131 @@ TEST(CacheRadix, EvictsLeastRecentlyUsedFirstAndCarriesState) {
   rc.evict(SIZE_MAX);
   EXPECT_EQ(pool.free_count(), pool.total_blocks());
 }
+
+namespace {
+// A checkpoint "of" a prefix: its bytes are the prefix's tokens, so whatever a match returns can
+// be checked against the query itself.
+std::shared_ptr<StateSnapshot> checkpoint_of(const std::vector<Token>& toks, size_t p) {
+  auto st = std::make_shared<StateSnapshot>();
+  st->position = int64_t(p);
+  st->bytes.assign(toks.begin(), toks.begin() + p);
+  return st;
+}
+
+// Reference: the deepest checkpointed prefix of q among those inserted.
+size_t brute_checkpoint(const std::vector<std::vector<Token>>& ckpts, const std::vector<Token>& q) {
+  size_t best = 0;
+  for (auto& c : ckpts)
+    if (c.size() <= q.size() && c.size() > best && std::equal(c.begin(), c.end(), q.begin())) best = c.size();
+  return best;
+}
+}  // namespace
+
+// Recurrent checkpoints at arbitrary positions (mid-block, mid-edge, later split by other
+// inserts): a match returns exactly the deepest checkpointed prefix of the query, the brute-force
+// answer, with that prefix's own bytes.
+TEST(CacheRadix, CheckpointsMatchBruteForceAcrossSplits) {
+  for (int bs : {1, 3, 4}) {
+    BlockShape sh = small_shape(bs);
+    BlockPool pool(sh, sh.block_bytes() * 4000);
+    RadixCache rc(pool);
+    std::vector<std::vector<Token>> inserted, ckpts;
+    size_t attached = 0, attached_bytes = 0;
+    std::mt19937 rng(700 + bs);
+    for (int step = 0; step < 500; ++step) {
+      std::vector<Token> q;
+      if (!inserted.empty() && rng() % 3) {
+        auto& base = inserted[rng() % inserted.size()];
+        q.assign(base.begin(), base.begin() + rng() % (base.size() + 1));
+      }
+      for (size_t extra = 1 + rng() % 10; extra > 0; --extra) q.push_back(Token(rng() % 3));
+      PrefixMatch m = rc.match_prefix(q);
+      const size_t want = brute_checkpoint(ckpts, q);
+      ASSERT_EQ(m.state ? size_t(m.state->position) : 0u, want) << "bs=" << bs << " step=" << step;
+      if (m.state) {
+        ASSERT_LE(m.state->position, m.matched);
+        ASSERT_TRUE(std::equal(m.state->bytes.begin(), m.state->bytes.end(), q.begin()));
+      }
+      Seq s{q, BlockTable(bs)};
+      s.table.adopt_prefix(pool, m.blocks, m.matched);
+      ASSERT_TRUE(fill(pool, rc, s));
+      const bool with = rng() % 2;
+      const size_t p = 1 + rng() % q.size();
+      rc.insert(q, s.table.blocks(), with ? checkpoint_of(q, p) : nullptr);
+      s.table.release(pool);
+      inserted.push_back(q);
+      std::vector<Token> key(q.begin(), q.begin() + p);
+      if (with && std::find(ckpts.begin(), ckpts.end(), key) == ckpts.end()) ckpts.push_back(key);
+      if (with) { ++attached; attached_bytes += p; }
+    }
+    // Siblings that diverge inside a block repeat their first tokens, so one prefix may be
+    // checkpointed in two of them: at least one per distinct prefix, at most one per insert.
+    RadixStats st = rc.stats();
+    EXPECT_GE(st.checkpoints, ckpts.size());
+    EXPECT_LE(st.checkpoints, attached);
+    EXPECT_LE(st.checkpoint_bytes, attached_bytes);
+    EXPECT_GT(st.checkpoints, 100u);
+    rc.evict(SIZE_MAX);
+    EXPECT_EQ(rc.stats().checkpoints, 0u);
+    EXPECT_EQ(rc.stats().checkpoint_bytes, 0u);
+    EXPECT_EQ(pool.free_count(), pool.total_blocks());
+  }
+}
+
+// Under KV eviction and a checkpoint budget, a match never returns a checkpoint whose prefix is
+// not the query's or that lies past the KV it matched; the budget holds; nothing leaks.
+TEST(CacheRadix, CheckpointsNeverOutliveTheirKvAndKeepTheBudget) {
+  BlockShape sh = small_shape(2);
+  BlockPool pool(sh, sh.block_bytes() * 30);
+  std::mt19937 rng(17);
+  {
+    RadixCache rc(pool);
+    const size_t budget = 40;
+    for (int step = 0; step < 3000; ++step) {
+      std::vector<Token> q(1 + rng() % 16);
+      for (auto& t : q) t = Token(rng() % 2);
+      PrefixMatch m = rc.match_prefix(q);
+      if (m.state) {
+        ASSERT_LE(m.state->position, m.matched);
+        ASSERT_TRUE(std::equal(m.state->bytes.begin(), m.state->bytes.end(), q.begin()));
+        ASSERT_EQ(m.state->bytes.size(), size_t(m.state->position));
+      }
+      if (rng() % 4 == 0) { rc.evict(1 + rng() % 4); continue; }
+      Seq s{q, BlockTable(2)};
+      s.table.adopt_prefix(pool, m.blocks, m.matched);
+      if (fill(pool, rc, s)) rc.insert(q, s.table.blocks(), checkpoint_of(q, 1 + rng() % q.size()));
+      s.table.release(pool);
+      rc.evict_checkpoints(budget);
+      ASSERT_LE(rc.stats().checkpoint_bytes, budget);
+    }
+    EXPECT_GT(rc.stats().evicted_checkpoints, 0u);
+    rc.evict(SIZE_MAX);
+    EXPECT_EQ(rc.stats().checkpoints, 0u);
+  }
+  EXPECT_EQ(pool.free_count(), pool.total_blocks());
+}
+
+// The budget drops checkpoints of the least recently used path first and never drops KV.
+TEST(CacheRadix, CheckpointBudgetDropsLeastRecentlyUsedFirst) {
+  BlockShape sh = small_shape(2);
+  BlockPool pool(sh, sh.block_bytes() * 16);
+  RadixCache rc(pool);
+  auto add = [&](const std::vector<Token>& t, size_t p) {
+    Seq s{t, BlockTable(2)};
+    ASSERT_TRUE(fill(pool, rc, s));
+    rc.insert(t, s.table.blocks(), checkpoint_of(t, p));
+    s.table.release(pool);
+  };
+  add({1, 1, 1, 1}, 3);
+  add({2, 2, 2, 2}, 4);
+  add({3, 3, 3, 3}, 2);
+  rc.match_prefix({1, 1, 1, 1});  // 2 is now the least recently used
+  EXPECT_EQ(rc.evict_checkpoints(6), 1u);  // 3 + 4 + 2 bytes -> drop 2's (4 bytes)
+  EXPECT_FALSE(rc.match_prefix({2, 2, 2, 2, 0}).state);
+  EXPECT_EQ(rc.match_prefix({2, 2, 2, 2, 0}).matched, 4);  // its KV stays
+  EXPECT_EQ(rc.match_prefix({1, 1, 1, 1, 0}).state->position, 3);
+  EXPECT_EQ(rc.match_prefix({3, 3, 3}).state->position, 2);
+  EXPECT_THROW(rc.insert({4, 4}, {0}, checkpoint_of({4, 4}, 0)), rapid::Error);
+  rc.evict(SIZE_MAX);
+  EXPECT_EQ(pool.free_count(), pool.total_blocks());
+}

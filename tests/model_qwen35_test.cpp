@@ -170,6 +170,46 @@ TEST(Qwen35Model, TruncateRefusesRollbackAndRestartsAtZero) {
   EXPECT_EQ(first, again);
 }
 
+// A prefix-cache checkpoint: the recurrent state saved after p tokens, restored into a fresh
+// sequence that adopts the first sequence's KV pages, continues with mlx-lm's greedy tokens
+// (prompt in one call, then one token per call with mlx-lm's cache) for every cut p, including
+// mid-block ones; a wrong-size state is refused.
+TEST(Qwen35Model, RecurrentCheckpointResumesAsMlxLm) {
+  REQUIRE_TINY();
+  for (const char* cfg : kConfigs) {
+    const std::string dir = root + "/" + cfg + "/mlx-f32";
+    json g = read_json(dir + "/greedy.json");
+    auto m = make(dir, MatmulPath::Exact, DType::F32);
+    const int64_t V = m->config().vocab_size;
+    const json& c = g["cases"][4];
+    std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>(), want;
+    for (auto& st : c["steps"]) want.push_back(st["token"].get<int32_t>());
+    auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 40);
+    for (int64_t p : {int64_t(1), int64_t(16), int64_t(23), int64_t(ids.size()) - 1}) {
+      std::vector<float> logits(V);
+      auto a = m->new_paged_state(pool, 256);
+      m->forward(ids.data(), p, *a, logits.data());
+      std::vector<uint8_t> bytes(a->recurrent_bytes());
+      ASSERT_EQ(bytes.size(), m->recurrent_state_bytes());
+      a->save_recurrent(bytes.data());
+      auto b = m->new_paged_state(pool, 256);
+      auto* pb = static_cast<PagedKvState*>(b.get());
+      pb->adopt_prefix(static_cast<PagedKvState*>(a.get())->table().blocks(), p);
+      EXPECT_THROW(b->restore_recurrent(bytes.data(), bytes.size() - 4), Error);
+      b->restore_recurrent(bytes.data(), bytes.size());
+      a.reset();  // b holds its own references on the adopted pages
+      m->forward(ids.data() + p, int64_t(ids.size()) - p, *b, logits.data());
+      std::vector<int32_t> got;
+      for (size_t i = 0; i < want.size(); ++i) {
+        int32_t t = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        got.push_back(t);
+        m->forward(&t, 1, *b, logits.data());
+      }
+      EXPECT_EQ(got, want) << cfg << " cut at " << p;
+    }
+  }
+}
+
 // Hostile input: out-of-vocabulary ids and overflowing the capacity are refused without
 // advancing the state.
 TEST(Qwen35Model, BadInputIsRefusedAndLosesNothing) {

@@ -10,8 +10,10 @@
                fresh, and after a restart with the prompt restored from the disk snapshot
   chat         decode tok/s of open-ended chat, auto / off
 
-usage (from bench/): python -m harness.engine_ratios [--model GGUF] [--bin build/rapid-mlx]
-                     [--out DIR] [--quick] [--only code_edit] [--repeats N] [--server-arg FLAG]
+usage (from bench/): python -m harness.engine_ratios [--model GGUF|DIR] [--bin build/rapid-mlx]
+                     [--out DIR] [--quick] [--only code_edit|agent] [--repeats N] [--server-arg FLAG]
+--only agent: the agent loop and restart rows only (e.g. on a Qwen3.5 hybrid, whose prefix cache
+resumes from recurrent-state checkpoints and which runs without speculation).
 Writes DIR/engine_ratios.json and prints a Markdown table."""
 import argparse
 import json
@@ -217,8 +219,9 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "rapid-mlx"))
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, asserts nothing")
-    ap.add_argument("--only", choices=("all", "code_edit"), default="all",
-                    help="code_edit: only the code-edit rows (fresh and after a restart), auto vs off")
+    ap.add_argument("--only", choices=("all", "code_edit", "agent"), default="all",
+                    help="code_edit: only the code-edit rows (fresh and after a restart), auto vs off; "
+                         "agent: only the agent-loop and restart rows")
     ap.add_argument("--repeats", type=int, default=None, help="runs per code-edit row (default 3)")
     ap.add_argument("--server-arg", action="append", default=[], help="extra rapid-mlx serve flag (repeatable)")
     a = ap.parse_args()
@@ -240,41 +243,52 @@ def main():
         return s
 
     res = {"model": a.model, "load_avg_start": os.getloadavg()}
-    if a.only == "all":
+    if a.only in ("all", "agent"):
         srv = make_server("off", "batching-off")
         try:
-            res["batching_spec_off"] = batching(srv, P)
+            if a.only == "all":
+                res["batching_spec_off"] = batching(srv, P)
             res["agent"] = agent(srv, P)
             res["restart"] = restart(srv, P)
         finally:
             srv.stop()
+    if a.only == "all":
         srv = make_server("auto", "batching-auto")
         try:
             res["batching_spec_auto"] = batching(srv, P)
         finally:
             srv.stop()
-    res["speculative"] = sp = spec_compare(make_server, P, chat=a.only == "all")
+    if a.only != "agent":
+        res["speculative"] = sp = spec_compare(make_server, P, chat=a.only == "all")
     res["load_avg_end"] = os.getloadavg()
     with open(os.path.join(out_dir, "engine_ratios.json"), "w") as f:
         json.dump(res, f, indent=1)
 
     rows = []
     if a.only == "all":
-        b, bo, ag, rs = res["batching_spec_off"], res["batching_spec_auto"], res["agent"], res["restart"]
+        b, bo = res["batching_spec_off"], res["batching_spec_auto"]
         rows += [
             ("8 streams / 1 stream, aggregate decode (spec off)", f"{b['eight_streams_tok_s']:.0f} / {b['one_stream_tok_s']:.0f} tok/s", b["ratio"], ">= 3"),
             ("8 streams / 1 stream, streams ending where the model stops (spec off)", f"{b['natural_end']['eight_streams_tok_s']:.0f} / {b['natural_end']['one_stream_tok_s']:.0f} tok/s", b["natural_end"]["ratio"], ""),
             ("8 streams / 1 stream (spec auto)", f"{bo['eight_streams_tok_s']:.0f} / {bo['one_stream_tok_s']:.0f} tok/s", bo["ratio"], ""),
+        ]
+    if a.only in ("all", "agent"):
+        ag, rs = res["agent"], res["restart"]
+        rows += [
             ("agent loop TTFT turns 2-10, warm / cold (mean)", f"max {ag['max_ratio']:.3f}", ag["mean_ratio"], "<= 0.10"),
             ("TTFT after restart / cold", f"{rs['ttft_after_restart_s']*1000:.0f} / {rs['ttft_cold_s']*1000:.0f} ms", rs["ratio"], "<= 0.15"),
         ]
-    rows += code_edit_rows(sp)
+    if a.only == "agent":
+        sp = None
+    else:
+        rows += code_edit_rows(sp)
     if a.only == "all":
         rows.append(("open chat decode, auto / off", f"{sp['auto']['chat_decode_tok_s']:.0f} / {sp['off']['chat_decode_tok_s']:.0f} tok/s", sp["chat_ratio"], ">= 0.95"))
     lines = [f"model `{os.path.basename(a.model)}`, {os.cpu_count()} cores, load {res['load_avg_start'][0]:.2f} -> {res['load_avg_end'][0]:.2f}",
              "", "| measure | figures | ratio | target |", "|---|---|---|---|"]
     lines += [f"| {n} | {f} | {r:.3f} | {t} |" for n, f, r, t in rows]
-    lines += [""] + spec_lines(sp)
+    if sp:
+        lines += [""] + spec_lines(sp)
     text = "\n".join(lines)
     with open(os.path.join(out_dir, "engine_ratios.md"), "w") as f:
         f.write(text + "\n")

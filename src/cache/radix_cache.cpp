@@ -1,6 +1,7 @@
 #include "cache/radix_cache.h"
 
 #include <algorithm>
+#include <iterator>
 #include <queue>
 
 #include "common/error.h"
@@ -14,7 +15,9 @@ struct RadixNode {
   std::vector<BlockId> blocks;  // ceil(tokens.size() / block_size), one pool reference each
   int32_t locks = 0;
   uint64_t last_access = 0;
-  std::shared_ptr<StateSnapshot> state;  // valid at the end of this node's edge
+  int64_t start = 0;            // absolute position of the edge's first token
+  // Recurrent checkpoints at positions in (start, start + tokens.size()], ascending.
+  std::vector<std::shared_ptr<StateSnapshot>> states;
   std::vector<uint64_t> hashes;  // chained hash of each full block of the edge (while recording events)
 };
 
@@ -26,13 +29,19 @@ size_t lcp(const std::vector<Token>& edge, const std::vector<Token>& q, size_t p
 }
 
 // Child with the longest common prefix with q[pos..]; siblings may share < block_size tokens.
-RadixNode* best_child(RadixNode* node, const std::vector<Token>& q, size_t pos, size_t& best_len) {
+// With `state`: the deepest checkpoint any child holds within its common prefix with q (a
+// sibling that diverges sooner may hold one the best child does not).
+RadixNode* best_child(RadixNode* node, const std::vector<Token>& q, size_t pos, size_t& best_len,
+                      std::shared_ptr<StateSnapshot>* state = nullptr) {
   RadixNode* best = nullptr;
   best_len = 0;
   for (auto& c : node->children) {
     if (c->tokens[0] != q[pos]) continue;
     size_t l = lcp(c->tokens, q, pos);
     if (l > best_len) { best_len = l; best = c.get(); }
+    if (state)
+      for (auto& st : c->states)
+        if (st->position <= c->start + int64_t(l) && (!*state || st->position > (*state)->position)) *state = st;
   }
   return best;
 }
@@ -49,15 +58,15 @@ void RadixCache::free_subtree(RadixNode* n) {
   n->blocks.clear();
 }
 
-PrefixMatch RadixCache::match_prefix(const std::vector<Token>& tokens) {
+PrefixMatch RadixCache::match_prefix(const std::vector<Token>& tokens, bool count) {
   PrefixMatch m;
-  st_.queried_tokens += tokens.size();
+  if (count) st_.queried_tokens += tokens.size();
   RadixNode* node = root_.get();
   size_t pos = 0;
   uint64_t now = ++clock_;
   while (pos < tokens.size()) {
     size_t l;
-    RadixNode* c = best_child(node, tokens, pos, l);
+    RadixNode* c = best_child(node, tokens, pos, l, &m.state);
     if (!c) break;
     c->last_access = now;
     size_t nb = (l + bs_ - 1) / bs_;
@@ -65,11 +74,10 @@ PrefixMatch RadixCache::match_prefix(const std::vector<Token>& tokens) {
     pos += l;
     m.node = c;
     if (l < c->tokens.size()) break;
-    if (c->state) m.state = c->state;
     node = c;
   }
   m.matched = int64_t(pos);
-  st_.hit_tokens += pos;
+  if (count) st_.hit_tokens += pos;
   return m;
 }
 
@@ -79,6 +87,12 @@ RadixNode* RadixCache::split(RadixNode* child, size_t at) {
   mid->parent = p;
   mid->locks = child->locks;  // every lock through child also passes through mid
   mid->last_access = child->last_access;
+  mid->start = child->start;
+  child->start += int64_t(at);
+  auto first_kept = std::find_if(child->states.begin(), child->states.end(),
+                                 [&](auto& st) { return st->position > child->start; });
+  mid->states.assign(std::make_move_iterator(child->states.begin()), std::make_move_iterator(first_kept));
+  child->states.erase(child->states.begin(), first_kept);
   mid->tokens.assign(child->tokens.begin(), child->tokens.begin() + at);
   child->tokens.erase(child->tokens.begin(), child->tokens.begin() + at);
   size_t nb = at / bs_;
@@ -106,9 +120,17 @@ int64_t RadixCache::insert(const std::vector<Token>& tokens, const std::vector<B
   if (blocks.size() != (n + bs_ - 1) / bs_)
     throw Error("RadixCache::insert: " + std::to_string(blocks.size()) + " blocks for " +
                 std::to_string(n) + " tokens (block size " + std::to_string(bs_) + ")");
-  if (state && state->position != int64_t(n))
-    throw Error("RadixCache::insert: recurrent state position does not match the sequence end");
+  if (state && (state->position < 1 || state->position > int64_t(n)))
+    throw Error("RadixCache::insert: recurrent checkpoint position " + std::to_string(state->position) +
+                " outside the " + std::to_string(n) + " inserted tokens");
   ++st_.inserts;
+  const int64_t added = insert_kv(tokens, blocks);
+  if (state) attach(tokens, std::move(state));
+  return added;
+}
+
+int64_t RadixCache::insert_kv(const std::vector<Token>& tokens, const std::vector<BlockId>& blocks) {
+  const size_t n = tokens.size();
   RadixNode* node = root_.get();
   size_t pos = 0;
   uint64_t now = ++clock_;
@@ -116,10 +138,7 @@ int64_t RadixCache::insert(const std::vector<Token>& tokens, const std::vector<B
     size_t l;
     RadixNode* c = best_child(node, tokens, pos, l);
     if (c) c->last_access = now;
-    if (c && l == n - pos) {  // already cached in full
-      if (state && l == c->tokens.size()) c->state = state;
-      return 0;
-    }
+    if (c && l == n - pos) return 0;  // already cached in full
     if (c && l >= size_t(bs_)) {
       size_t s = l / bs_ * bs_;
       if (s < c->tokens.size()) c = split(c, s);
@@ -130,17 +149,80 @@ int64_t RadixCache::insert(const std::vector<Token>& tokens, const std::vector<B
     auto leaf = std::make_unique<RadixNode>();
     leaf->parent = node;
     leaf->last_access = now;
+    leaf->start = int64_t(pos);
     leaf->tokens.assign(tokens.begin() + pos, tokens.end());
     leaf->blocks.assign(blocks.begin() + pos / bs_, blocks.end());
     for (BlockId b : leaf->blocks) pool_.incref(b);
     cached_blocks_ += leaf->blocks.size();
-    leaf->state = std::move(state);
     if (record_events_) record_stored(node, leaf.get());
     node->children.push_back(std::move(leaf));
     ++nodes_;
     return int64_t(n - pos);
   }
   return 0;
+}
+
+// After insert_kv every position of `tokens` is in the tree: find the node holding the
+// checkpoint's position and keep the checkpoint there, in position order.
+void RadixCache::attach(const std::vector<Token>& tokens, std::shared_ptr<StateSnapshot> state) {
+  RadixNode* node = root_.get();
+  size_t pos = 0;
+  while (pos < tokens.size()) {
+    size_t l;
+    RadixNode* c = best_child(node, tokens, pos, l);
+    if (!c) break;
+    pos += l;
+    if (int64_t(pos) >= state->position) {
+      auto& v = c->states;
+      auto it = std::lower_bound(v.begin(), v.end(), state->position,
+                                 [](auto& s, int64_t p) { return s->position < p; });
+      if (it != v.end() && (*it)->position == state->position) {
+        checkpoint_bytes_ -= (*it)->bytes.size();
+        *it = std::move(state);
+      } else {
+        ++checkpoints_;
+        it = v.insert(it, std::move(state));
+      }
+      checkpoint_bytes_ += (*it)->bytes.size();
+      return;
+    }
+    if (l < c->tokens.size()) break;
+    node = c;
+  }
+  throw Error("RadixCache: no cached node holds the checkpoint's position");  // insert_kv broke its promise
+}
+
+void RadixCache::drop_states(RadixNode* n) {
+  for (auto& st : n->states) checkpoint_bytes_ -= st->bytes.size();
+  checkpoints_ -= n->states.size();
+  st_.evicted_checkpoints += n->states.size();
+  n->states.clear();
+}
+
+size_t RadixCache::evict_checkpoints(size_t max_bytes) {
+  if (checkpoint_bytes_ <= max_bytes) return 0;
+  std::vector<RadixNode*> with;
+  std::vector<RadixNode*> stack{root_.get()};
+  while (!stack.empty()) {
+    RadixNode* n = stack.back();
+    stack.pop_back();
+    if (!n->states.empty()) with.push_back(n);
+    for (auto& c : n->children) stack.push_back(c.get());
+  }
+  std::sort(with.begin(), with.end(), [](auto* a, auto* b) { return a->last_access < b->last_access; });
+  size_t dropped = 0;
+  for (RadixNode* n : with) {
+    // Shallowest first within a node: a deeper checkpoint skips more of a later prompt.
+    while (!n->states.empty() && checkpoint_bytes_ > max_bytes) {
+      checkpoint_bytes_ -= n->states.front()->bytes.size();
+      n->states.erase(n->states.begin());
+      --checkpoints_;
+      ++st_.evicted_checkpoints;
+      ++dropped;
+    }
+    if (checkpoint_bytes_ <= max_bytes) break;
+  }
+  return dropped;
 }
 
 void RadixCache::lock(RadixNode* node) {
@@ -169,6 +251,7 @@ size_t RadixCache::evict(size_t n_blocks) {
     RadixNode* n = heap.top().second;
     heap.pop();
     for (BlockId b : n->blocks) pool_.decref(b);
+    drop_states(n);
     if (record_events_) record_removed(n);
     freed += n->blocks.size();
     cached_blocks_ -= n->blocks.size();
@@ -243,6 +326,8 @@ RadixStats RadixCache::stats() const {
   RadixStats s = st_;
   s.nodes = nodes_;
   s.cached_blocks = cached_blocks_;
+  s.checkpoints = checkpoints_;
+  s.checkpoint_bytes = checkpoint_bytes_;
   return s;
 }
 

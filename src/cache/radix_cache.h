@@ -32,12 +32,14 @@ struct PrefixMatch {
   int64_t matched = 0;             // tokens of the query covered by cached KV
   std::vector<BlockId> blocks;     // ceil(matched / block_size) blocks (no reference taken)
   RadixNode* node = nullptr;       // deepest node touched; pass to lock()/unlock()
-  std::shared_ptr<StateSnapshot> state;  // deepest recurrent snapshot at or before `matched`
+  std::shared_ptr<StateSnapshot> state;  // deepest recurrent checkpoint at or before `matched`
 };
 
 struct RadixStats {
   uint64_t queried_tokens = 0, hit_tokens = 0, inserts = 0, evicted_blocks = 0;
+  uint64_t evicted_checkpoints = 0;
   size_t nodes = 0, cached_blocks = 0;
+  size_t checkpoints = 0, checkpoint_bytes = 0;  // recurrent-state checkpoints held by the tree
   double hit_rate() const { return queried_tokens ? double(hit_tokens) / double(queried_tokens) : 0.0; }
 };
 
@@ -48,18 +50,24 @@ class RadixCache {
   RadixCache(const RadixCache&) = delete;
   RadixCache& operator=(const RadixCache&) = delete;
 
-  // Longest cached prefix of `tokens`; refreshes LRU time along the path.
-  PrefixMatch match_prefix(const std::vector<Token>& tokens);
+  // Longest cached prefix of `tokens`; refreshes LRU time along the path. `count`: whether it is
+  // a request's lookup (queried / hit tokens in stats()).
+  PrefixMatch match_prefix(const std::vector<Token>& tokens, bool count = true);
   // Cache `tokens` whose KV lives in `blocks` (ceil(n / block_size) of them). Positions already
   // cached keep their existing blocks; the tree takes its own reference on the blocks it keeps.
-  // `state`, if given, is attached when the inserted sequence ends at a node boundary.
-  // Returns the number of newly cached tokens.
+  // `state`, if given, is a recurrent checkpoint at state->position (1..n) of `tokens`: it is
+  // attached beside the KV of that position (replacing one already there) and lives as long as
+  // the node holding that position. Returns the number of newly cached tokens.
   int64_t insert(const std::vector<Token>& tokens, const std::vector<BlockId>& blocks,
                  std::shared_ptr<StateSnapshot> state = nullptr);
   void lock(RadixNode* node);
   void unlock(RadixNode* node);
   // Drop up to n blocks' worth of unlocked leaves, LRU first; returns tree references released.
+  // A node's checkpoints go with it.
   size_t evict(size_t n_blocks);
+  // Drops checkpoints (never KV), least recently used node first, until the tree holds at most
+  // `max_bytes` of them. Returns the number dropped.
+  size_t evict_checkpoints(size_t max_bytes);
   // Evict until the pool has `n` free blocks (or nothing evictable is left). True on success.
   bool ensure_free(size_t n);
 
@@ -77,6 +85,9 @@ class RadixCache {
 
  private:
   void free_subtree(RadixNode* n);
+  int64_t insert_kv(const std::vector<Token>& tokens, const std::vector<BlockId>& blocks);
+  void attach(const std::vector<Token>& tokens, std::shared_ptr<StateSnapshot> state);
+  void drop_states(RadixNode* n);
   RadixNode* split(RadixNode* child, size_t at);
   void record_stored(const RadixNode* parent, RadixNode* leaf);
   void record_removed(const RadixNode* n);
@@ -84,7 +95,7 @@ class RadixCache {
   int32_t bs_;
   std::unique_ptr<RadixNode> root_;
   uint64_t clock_ = 0;
-  size_t nodes_ = 0, cached_blocks_ = 0;
+  size_t nodes_ = 0, cached_blocks_ = 0, checkpoints_ = 0, checkpoint_bytes_ = 0;
   RadixStats st_;
   bool record_events_ = false;
   std::vector<KvEvent> events_;

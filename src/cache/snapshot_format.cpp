@@ -168,6 +168,9 @@ SnapshotCodec::HeaderCheck SnapshotCodec::check_header(const uint8_t* p, uint64_
     return bad("inconsistent page sizes");
   if (h.state_bytes > limits_.max_state_bytes || (h.state_bytes != 0) != bool(h.flags & kFlagState))
     return bad("implausible state size " + std::to_string(h.state_bytes));
+  if (limits_.state_bytes && h.state_bytes != *limits_.state_bytes)
+    return bad("recurrent state of " + std::to_string(h.state_bytes) + " bytes; this model's is " +
+               std::to_string(*limits_.state_bytes));
   if (Layout(h).size != file_size) return bad("truncated or oversized (size does not match header)");
   if (limits_.max_file_bytes && file_size > limits_.max_file_bytes) return bad("larger than the disk limit");
   return HeaderCheck::Ok;

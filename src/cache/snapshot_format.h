@@ -30,6 +30,9 @@ struct SnapshotLimits {
   uint64_t max_tokens = uint64_t(1) << 24;      // the model's context
   uint64_t block_tokens = 0, block_bytes = 0;   // when set: pages == ceil(tokens/block_tokens) blocks
   uint64_t max_state_bytes = uint64_t(1) << 28;
+  // When set: the recurrent state must be exactly this size (a hybrid's; 0 for a KV-only model),
+  // so an entry is refused before its state reaches the model.
+  std::optional<uint64_t> state_bytes;
   uint64_t max_file_bytes = 0;                  // 0: no cap (the store's disk limit otherwise)
 };
 

@@ -192,6 +192,7 @@ void SnapshotStore::writer_loop() {
     try {
       give_way(deadline);
       if (q.src.gather) q.e.pages = q.src.gather();
+      if (q.src.state) q.e.state = q.src.state();
       release(q);
       write_one(q.e, deadline);
     } catch (const std::exception& ex) {

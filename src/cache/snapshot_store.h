@@ -48,6 +48,7 @@ std::string default_cache_root();  // $XDG_CACHE_HOME/rapid-mlx/kv or ~/.cache/r
 // when the entry is dropped unwritten (queue full, purge), on whichever thread that happens.
 struct PageSource {
   std::function<std::vector<uint8_t>()> gather;
+  std::function<std::vector<uint8_t>()> state;  // optional: the entry's recurrent state, copied by the writer
   std::function<void()> release;
 };
 

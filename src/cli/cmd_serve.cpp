@@ -217,6 +217,7 @@ int run_serve(ServeArgs& a) {
   apply_aliases(a);
   a.bo.model_type = ckpt->config.architecture;
   a.bo.model_vocab = ckpt->config.vocab_size;
+  a.bo.message_checkpoints = model->has_recurrent_state() && a.eo.kv.prefix_cache;
   plan_engine(a, *ckpt, *model);
   std::shared_ptr<server::KvEventPublisher> kv_events;
   if (!a.ko.endpoint.empty() && !a.eo.kv.prefix_cache)

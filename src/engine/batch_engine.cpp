@@ -85,10 +85,9 @@ BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tok
       sched_({opts_.max_num_seqs, opts_.max_step_tokens, opts_.prefill_chunk_while_decoding}, spec_) {
   opts_.max_num_seqs = sched_.options().max_num_seqs;
   opts_.max_step_tokens = sched_.options().max_step_tokens;
-  // A hybrid's recurrent state cannot be truncated to an arbitrary earlier token: no prefix cache
-  // (KvCacheManager; nothing to warm). Speculation works: the state rolls back inside the window
-  // of its last verification forward (model/qwen3_5.cpp, HybridState), which is all it needs.
-  if (model_->has_recurrent_state()) opts_.kv.prefix_cache = false;
+  // A hybrid's recurrent state cannot be truncated like KV; both features work around that: the
+  // prefix cache resumes from recurrent checkpoints (KvCacheManager), and speculation rolls the
+  // state back inside its last verification window (model/qwen3_5.cpp, HybridState).
   vocab_ = model_->config().vocab_size;
   context_ = opts_.context_length;
   kv_ = std::make_unique<KvCacheManager>(*model_, opts_.kv);
@@ -374,6 +373,9 @@ std::vector<BatchEngine::Work> BatchEngine::plan_step() {
     w.seq = static_cast<Sequence*>(p.seq);
     w.n = p.n;
     w.probe = p.probe;
+    // A hybrid's prefill chunk ends at the message boundary, so its recurrent state is checkpointed there.
+    const int64_t at = w.seq->out->request().checkpoint_at, from = w.seq->kv->length();
+    if (model_->has_recurrent_state() && from < at && at < from + w.n) w.n = at - from;
     if (p.draft > 0) {
       const Sequence& s = *w.seq;
       jobs.push_back(DraftJob{s.id, &s.tokens, s.kv->length(), s.capacity, p.draft, {}});
@@ -437,6 +439,8 @@ int BatchEngine::process(Work& w) {
   if (!complete) {  // a prefill chunk; more of the prompt next step
     prefill_tokens_ += uint64_t(w.n);
     proposer_->advance(s->id, p0, int64_t(w.input.size()), hidden, false);
+    // A hybrid's resumable points: the message boundary, and now and then in a long prefill.
+    kv_->checkpoint(s->tokens, *s->kv, s->kv->length() == s->out->request().checkpoint_at);
     return 0;
   }
   if (s->out->request().warm_only) {  // the whole prompt is in the cache: nothing to sample

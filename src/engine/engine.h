@@ -32,6 +32,9 @@ struct GenerationRequest {
   // while no other request is running or waiting, and is cancelled (keeping the KV computed so
   // far) when one arrives, so it never delays a client; its final event has no tokens.
   bool warm_only = false;
+  // A position inside the prompt where a hybrid model's prefix cache also checkpoints the
+  // recurrent state: where the last message ends, which the next turn's prompt shares. 0: none.
+  int64_t checkpoint_at = 0;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };

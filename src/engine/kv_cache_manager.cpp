@@ -7,14 +7,28 @@
 #include "common/log.h"
 
 namespace rapid {
+namespace {
+std::shared_ptr<cache::StateSnapshot> save_state(const PagedKvState& kv) {
+  auto snap = std::make_shared<cache::StateSnapshot>();
+  snap->position = kv.length();
+  snap->bytes.resize(kv.recurrent_bytes());
+  kv.save_recurrent(snap->bytes.data());
+  return snap;
+}
+}  // namespace
 
 KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::move(opts)) {
-  // A hybrid's state is its KV pages plus a recurrent state the radix tree cannot hold yet: no
-  // prefix cache (and so no snapshots); its sequences' states come from the model.
+  // A hybrid's state is its KV pages plus a recurrent state that cannot be truncated: its
+  // sequences' states come from the model, and the prefix cache keeps checkpoints of the recurrent
+  // state beside the KV, within a budget taken out of the pool's.
   if (model.has_recurrent_state()) {
-    if (opts_.prefix_cache) log::info("prefix cache off: " + model.config().architecture + " keeps a recurrent state");
-    opts_.prefix_cache = false;
     state_model_ = &model;
+    state_bytes_ = model.recurrent_state_bytes();
+    if (opts_.prefix_cache) {
+      checkpoint_budget_ = opts_.checkpoint_bytes ? std::min(opts_.checkpoint_bytes, opts_.pool_bytes / 2)
+                                                  : opts_.pool_bytes / 4;
+      opts_.pool_bytes -= checkpoint_budget_;
+    }
   }
   cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
   pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
@@ -34,6 +48,7 @@ void KvCacheManager::open_store(const cache::BlockShape& shape) {
     so.encrypt = opts_.snapshot_encrypt;
     so.limits.block_tokens = uint64_t(shape.block_size);
     so.limits.block_bytes = shape.block_bytes();
+    so.limits.state_bytes = state_bytes_;  // a hybrid's entries carry exactly its state, others none
     if (opts_.snapshot_max_tokens > 0) so.limits.max_tokens = uint64_t(opts_.snapshot_max_tokens);
     so.key = cache::load_or_create_cache_key(opts_.snapshot_key_file.empty() ? cache::default_cache_key_path()
                                                                               : opts_.snapshot_key_file);
@@ -53,13 +68,9 @@ KvCacheManager::~KvCacheManager() {
 std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                    int64_t* cached) {
   *cached = 0;
-  if (state_model_) {
-    std::unique_ptr<SequenceState> st = state_model_->new_paged_state(pool_, max_tokens);
-    auto* kv = dynamic_cast<PagedKvState*>(st.get());
-    if (!kv) throw Error("the model's sequence state is not paged");
-    st.release();
-    return std::unique_ptr<PagedKvState>(kv);
-  }
+  last_ckpt_.reset();
+  last_ckpt_kv_ = nullptr;
+  if (state_model_) return open_hybrid(tokens, max_tokens, cached);
   auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
   if (!radix_ || tokens.size() < 2) return kv;
   const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
@@ -76,6 +87,51 @@ std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& t
   kv->adopt_prefix(blocks, take);
   *cached = take;
   return kv;
+}
+
+// Resumes at the deepest checkpoint at or before the longest cached prefix of all but the last
+// token (which must run for its logits): KV up to the checkpoint is adopted, the recurrent state
+// restored; matched tokens past the checkpoint are recomputed (and not counted as cached).
+std::unique_ptr<PagedKvState> KvCacheManager::open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens,
+                                                          int64_t* cached) {
+  std::unique_ptr<SequenceState> st = state_model_->new_paged_state(pool_, max_tokens);
+  auto* raw = dynamic_cast<PagedKvState*>(st.get());
+  if (!raw) throw Error("the model's sequence state is not paged");
+  st.release();
+  std::unique_ptr<PagedKvState> kv(raw);
+  if (!radix_ || tokens.size() < 2) return kv;
+  const std::vector<int32_t> usable(tokens.begin(), tokens.end() - 1);
+  cache::PrefixMatch m = radix_->match_prefix(usable);
+  const int64_t have = m.state ? m.state->position : 0;
+  if (store_ && have + opts_.block_size <= int64_t(usable.size()) && restore_hybrid_from_disk(usable, have))
+    m = radix_->match_prefix(usable);
+  if (!m.state) return kv;
+  const int64_t take = m.state->position;
+  std::vector<cache::BlockId> blocks(m.blocks.begin(), m.blocks.begin() + (take + opts_.block_size - 1) / opts_.block_size);
+  kv->adopt_prefix(blocks, take);
+  kv->restore_recurrent(m.state->bytes.data(), m.state->bytes.size());
+  *cached = take;
+  return kv;
+}
+
+// A disk entry is a whole prefix with its checkpoint at its end (only whole-prefix entries: the
+// state is valid at the entry's last token, not at a shorter shared part).
+bool KvCacheManager::restore_hybrid_from_disk(const std::vector<int32_t>& tokens, int64_t have) {
+  std::optional<cache::SnapshotEntry> e = store_->lookup(tokens, size_t(have) + 1);
+  if (!e || e->state.size() != state_bytes_) return false;  // the header check refuses other sizes
+  const size_t bb = pool_->shape().block_bytes();
+  if (!make_free(int64_t(e->pages.size() / bb))) return false;
+  std::optional<std::vector<cache::BlockId>> blocks = cache::scatter_pages(*pool_, e->pages);
+  if (!blocks) return false;
+  auto snap = std::make_shared<cache::StateSnapshot>();
+  snap->position = int64_t(e->tokens.size());
+  snap->bytes = std::move(e->state);
+  radix_->insert(e->tokens, *blocks, std::move(snap));
+  for (cache::BlockId b : *blocks) pool_->decref(b);  // the tree holds them now
+  radix_->evict_checkpoints(checkpoint_budget_);
+  ++restored_entries_;
+  restored_tokens_ += e->tokens.size();
+  return true;
 }
 
 bool KvCacheManager::restore_from_disk(const std::vector<int32_t>& tokens, int64_t have) {
@@ -121,7 +177,35 @@ void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvS
   if (!radix_ || kv.length() == 0) return;
   if (kv.length() > int64_t(tokens.size())) return;  // unverified drafts in the KV: never cache them
   std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
-  radix_->insert(prefix, kv.table().blocks());
+  if (!state_model_) {
+    radix_->insert(prefix, kv.table().blocks());
+    return;
+  }
+  std::shared_ptr<cache::StateSnapshot> snap = save_state(kv);
+  radix_->insert(prefix, kv.table().blocks(), snap);
+  radix_->evict_checkpoints(checkpoint_budget_);
+  last_ckpt_ = std::move(snap);
+  last_ckpt_kv_ = &kv;
+}
+
+// The checkpoint remember() just made for this sequence at this length, else a fresh copy.
+// (open() forgets it: a new sequence may reuse a freed one's address.)
+std::shared_ptr<cache::StateSnapshot> KvCacheManager::snapshot_of(const PagedKvState& kv) {
+  if (last_ckpt_ && last_ckpt_kv_ == &kv && last_ckpt_->position == kv.length()) return last_ckpt_;
+  return save_state(kv);
+}
+
+void KvCacheManager::checkpoint(const std::vector<int32_t>& tokens, const PagedKvState& kv, bool boundary) {
+  if (!state_model_ || !radix_ || kv.length() > int64_t(tokens.size())) return;
+  if (boundary) {
+    remember(tokens, kv);
+    persist(tokens, kv);
+    return;
+  }
+  if (opts_.checkpoint_interval <= 0) return;
+  const std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
+  cache::PrefixMatch m = radix_->match_prefix(prefix, /*count=*/false);
+  if (kv.length() - (m.state ? m.state->position : 0) >= opts_.checkpoint_interval) remember(tokens, kv);
 }
 
 void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
@@ -130,6 +214,8 @@ void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvSt
   if (store_->contains(prefix)) return;
   cache::SnapshotEntry e;
   e.tokens = std::move(prefix);
+  std::shared_ptr<const cache::StateSnapshot> snap;
+  if (state_model_) snap = snapshot_of(kv);  // the checkpoint remember() just made, as a rule
   // Full blocks are never written again (a sequence only appends past its length), so the writer
   // copies them later from the pool, pinned until then; a partly filled last block is still being
   // appended to and is copied now (one block).
@@ -157,6 +243,7 @@ void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvSt
     }
     if (wake) wake();
   };
+  if (snap) src.state = [snap] { return snap->bytes; };  // immutable once made: copied by the writer
   if (!store_->put(std::move(e), std::move(src))) log::debug("kv snapshot queue full: entry dropped");
 }
 
@@ -201,6 +288,8 @@ void KvCacheManager::publish() {
   s.persist_disabled = persist_disabled_;
   s.restored_entries = restored_entries_;
   s.restored_tokens = restored_tokens_;
+  s.state_bytes_per_seq = state_bytes_;
+  s.checkpoint_budget = checkpoint_budget_;
   std::lock_guard lk(stats_mu_);
   stats_ = std::move(s);
 }

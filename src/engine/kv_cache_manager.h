@@ -23,6 +23,11 @@ struct KvCacheOptions {
   int32_t block_size = 16;
   uint64_t pool_bytes = 1ull << 30;
   bool prefix_cache = true;
+  // A hybrid (recurrent-state) model's checkpoints: at most this many bytes of them in the prefix
+  // cache, carved out of pool_bytes (0: a quarter of it). A prefill also checkpoints at a chunk's
+  // end once it is this many tokens past the deepest checkpoint on its path (0: never).
+  uint64_t checkpoint_bytes = 0;
+  int64_t checkpoint_interval = 1024;
   // Disk persistence; empty dir = off.
   std::string snapshot_dir;      // the model's own directory (root + model key)
   std::string model_key;
@@ -46,6 +51,9 @@ struct KvCacheStats {
   cache::SnapshotStats disk;
   uint64_t restored_entries = 0, restored_tokens = 0;
   int32_t block_size = 0;
+  // Hybrid models: one sequence's recurrent state, and the checkpoints' budget (radix has their
+  // count and bytes). 0 for KV-only models.
+  uint64_t state_bytes_per_seq = 0, checkpoint_budget = 0;
 };
 
 class KvCacheManager {
@@ -55,7 +63,8 @@ class KvCacheManager {
 
   // A fresh paged state for a sequence; adopts the longest cached prefix of `tokens` (memory
   // first, then disk), leaving at least one token to compute. Returns the adopted length.
-  // (A model with recurrent state makes its own state, never from the cache.)
+  // A hybrid resumes from the deepest recurrent checkpoint at or before the match (its KV up to
+  // there, its recurrent state restored): the adopted length is that checkpoint's position.
   std::unique_ptr<PagedKvState> open(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
   // Make `n` blocks free, evicting least recently used cached prefixes no sequence holds.
   bool make_free(int64_t n);
@@ -63,7 +72,12 @@ class KvCacheManager {
   int64_t total_blocks() const { return int64_t(pool_->total_blocks()); }
   // Keeps the first kv.length() tokens' KV in the prefix cache (a sequence that finishes or is
   // preempted; also a prompt once prefilled, so concurrent requests share it at once).
+  // A hybrid's recurrent state at kv.length() is kept as a checkpoint beside that KV.
   void remember(const std::vector<int32_t>& tokens, const PagedKvState& kv);
+  // After a prefill chunk: a hybrid remembers the prefix (with its checkpoint) at a message
+  // boundary (also persisted: what the next turn resumes from after a restart) or when it is
+  // checkpoint_interval tokens past the deepest checkpoint on its path; otherwise nothing.
+  void checkpoint(const std::vector<int32_t>& tokens, const PagedKvState& kv, bool boundary);
   // Queues the prefix to disk (background write) if persistence is on and it is long enough.
   void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
   void purge();  // drops every unused cached prefix and every disk entry
@@ -85,12 +99,20 @@ class KvCacheManager {
 
  private:
   bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
+  std::unique_ptr<PagedKvState> open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
+  bool restore_hybrid_from_disk(const std::vector<int32_t>& tokens, int64_t have);
+  std::shared_ptr<cache::StateSnapshot> snapshot_of(const PagedKvState& kv);
   void reclaim();  // drops the pins of snapshot pages the writer has copied (engine thread)
   void open_store(const cache::BlockShape& shape);  // persistence, or one warning why not
   void send_events(bool cleared = false);  // recorded events to opts_.on_events
 
   KvCacheOptions opts_;
   Model* state_model_ = nullptr;  // a model with recurrent state: open() asks it for states
+  uint64_t state_bytes_ = 0;      // its per-sequence recurrent state
+  uint64_t checkpoint_budget_ = 0;
+  // The checkpoint remember() made last (persist() of the same sequence writes it to disk).
+  std::shared_ptr<cache::StateSnapshot> last_ckpt_;
+  const PagedKvState* last_ckpt_kv_ = nullptr;
   std::shared_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::RadixCache> radix_;
   std::unique_ptr<cache::SnapshotStore> store_;

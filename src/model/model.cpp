@@ -27,6 +27,10 @@ void Model::forward(const int32_t* tokens, int64_t n, SequenceState& state, floa
   forward_batch(&e, 1);
 }
 
+void SequenceState::restore_recurrent(const uint8_t*, size_t n) {
+  if (n != 0) throw Error("this sequence state has no recurrent state to restore");
+}
+
 // Models without MTP heads: asking for them is a caller error.
 cache::BlockShape Model::mtp_block_shape(int32_t) const { throw Error("this model has no MTP heads"); }
 std::unique_ptr<SequenceState> Model::new_mtp_state(std::shared_ptr<cache::BlockPool>, int64_t) {

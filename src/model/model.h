@@ -16,6 +16,13 @@ class SequenceState {
   virtual ~SequenceState() = default;
   virtual int64_t length() const = 0;       // tokens already processed
   virtual void truncate(int64_t n) = 0;     // roll back to the first n tokens (speculation)
+  // A recurrent state (Gated DeltaNet conv + SSM) as opaque bytes, valid at length(): what the
+  // prefix cache checkpoints. 0 bytes for a state that is only KV.
+  virtual size_t recurrent_bytes() const { return 0; }
+  virtual void save_recurrent(uint8_t* out) const { (void)out; }
+  // Sets the recurrent state from save_recurrent()'s bytes (the KV of the first length() tokens
+  // is already in place); a size that is not recurrent_bytes() is an Error.
+  virtual void restore_recurrent(const uint8_t* bytes, size_t n);
 };
 
 // One sequence's share of a batched forward: n new tokens appended after state->length().
@@ -73,6 +80,8 @@ class Model {
   // True when a sequence's state holds more than KV (Qwen3.5's DeltaNet layers): it cannot be
   // truncated to an arbitrary length nor rebuilt from KV pages.
   virtual bool has_recurrent_state() const { return false; }
+  // Bytes of one sequence's recurrent state (SequenceState::recurrent_bytes); 0 without one.
+  virtual size_t recurrent_state_bytes() const { return 0; }
 
   // MTP heads shipped with the weights (0 = none). Their KV pages have their own geometry.
   virtual int mtp_layers() const { return 0; }

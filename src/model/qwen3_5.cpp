@@ -44,6 +44,21 @@ class HybridState final : public PagedKvState {
 
   void truncate(int64_t n) override;
 
+  // conv tails then SSM states, f32 host order (checkpoints never leave this machine's format:
+  // the disk store's directory key covers the weights and the page layout).
+  size_t recurrent_bytes() const override { return (conv_.size() + ssm_.size()) * sizeof(float); }
+  void save_recurrent(uint8_t* out) const override {
+    std::memcpy(out, conv_.data(), conv_.size() * sizeof(float));
+    std::memcpy(out + conv_.size() * sizeof(float), ssm_.data(), ssm_.size() * sizeof(float));
+  }
+  void restore_recurrent(const uint8_t* bytes, size_t n) override {
+    if (n != recurrent_bytes())
+      throw Error("recurrent state of " + std::to_string(n) + " bytes for a model whose state is " +
+                  std::to_string(recurrent_bytes()) + " bytes");
+    std::memcpy(conv_.data(), bytes, conv_.size() * sizeof(float));
+    std::memcpy(ssm_.data(), bytes + conv_.size() * sizeof(float), ssm_.size() * sizeof(float));
+  }
+
   PagedKvState& kv() { return *this; }
   float* conv(int64_t l) { return conv_.data() + l * conv_floats_; }
   float* ssm(int64_t l) { return ssm_.data() + l * ssm_floats_; }
@@ -128,6 +143,9 @@ class Qwen35Model final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   bool has_recurrent_state() const override { return true; }
+  size_t recurrent_state_bytes() const override {
+    return static_cast<size_t>(n_linear_ * ((K_ - 1) * C_ + gd_.state_floats())) * sizeof(float);
+  }
 
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
     if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");

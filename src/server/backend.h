@@ -18,6 +18,9 @@ namespace rapid::server {
 struct RenderedPrompt {
   std::vector<int32_t> tokens;
   bool starts_in_reasoning = false;  // the rendered prompt already opened a thinking block
+  // Tokens before the generation prompt (where the last message ends: the next turn's prompt
+  // re-renders everything up to here the same way); 0 when not asked for or not found.
+  int64_t history_end = 0;
 };
 
 // Structured-output request passed to the constrained-decoding hook.
@@ -39,6 +42,8 @@ struct EngineStats {
   int32_t kv_block_size = 0;
   bool prefix_cache_enabled = false;
   uint64_t prefix_cache_queried_tokens = 0, prefix_cache_hit_tokens = 0;
+  // Hybrid (recurrent-state) models; 0 otherwise.
+  uint64_t state_bytes_per_seq = 0, checkpoints = 0, checkpoint_bytes = 0;
 };
 
 class Backend {

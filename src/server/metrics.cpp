@@ -121,6 +121,16 @@ std::string Metrics::render(const std::string& model, const EngineStats& s, cons
   gauge("rapid_kv_cache_blocks_total", "KV-cache blocks in the pool.", double(s.kv_blocks_total));
   gauge("rapid_kv_cache_blocks_free", "KV-cache blocks free.", double(s.kv_blocks_free));
   gauge("rapid_prefix_cache_blocks", "KV-cache blocks held by the prefix cache.", double(s.prefix_cache_blocks));
+  if (s.state_bytes_per_seq) {  // hybrid models only
+    gauge("rapid_recurrent_state_bytes_per_seq", "Recurrent (DeltaNet conv + SSM) state of one sequence.",
+          double(s.state_bytes_per_seq));
+    gauge("rapid_recurrent_state_bytes", "Recurrent state of the running sequences.",
+          double(s.state_bytes_per_seq * uint64_t(s.running)));
+    gauge("rapid_prefix_cache_checkpoints", "Recurrent-state checkpoints held by the prefix cache.",
+          double(s.checkpoints));
+    gauge("rapid_prefix_cache_checkpoint_bytes", "Bytes of recurrent-state checkpoints in the prefix cache.",
+          double(s.checkpoint_bytes));
+  }
   counter("rapid_num_preemptions_total", "Sequences preempted for lack of KV memory.", s.preemptions);
   counter("rapid_engine_steps_total", "Batched forward steps.", s.steps);
   counter("rapid_spec_decode_num_draft_tokens_total", "Drafted tokens verified.", s.spec_drafted);

@@ -101,7 +101,28 @@ RenderedPrompt ModelBackend::render_chat(const ojson& messages, const ojson& too
   // add_special_tokens=False: a template that wants BOS writes it itself.
   p.tokens = tok_->encode(text, /*add_special=*/false, /*parse_special=*/true);
   p.starts_in_reasoning = prompt_opens_reasoning(text);
+  if (opts_.message_checkpoints) p.history_end = history_end(p.tokens, text, messages, tools, extra);
   return p;
+}
+
+// The conversation rendered without the generation prompt is a prefix of the text; its tokens
+// shared with the prompt's end where the last message does.
+int64_t ModelBackend::history_end(const std::vector<int32_t>& tokens, const std::string& text, const ojson& messages,
+                                  const ojson& tools, const ojson& extra) const {
+  if (extra.is_object() && extra.value("continue_final_message", false)) return 0;
+  ojson without = extra.is_object() ? extra : ojson::object();
+  without["add_generation_prompt"] = false;
+  std::string head;
+  try {
+    head = render_text(messages, tools, without);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  if (head.size() >= text.size() || text.compare(0, head.size(), head) != 0) return 0;
+  const std::vector<int32_t> h = tok_->encode(head, /*add_special=*/false, /*parse_special=*/true);
+  size_t k = 0;
+  while (k < h.size() && k < tokens.size() && h[k] == tokens[k]) ++k;
+  return int64_t(k);
 }
 
 std::vector<int32_t> ModelBackend::encode_prompt(const std::string& text) const { return tok_->encode(text, true, true); }
@@ -181,6 +202,9 @@ EngineStats ModelBackend::engine_stats() const {
   s.prefix_cache_enabled = b.kv.prefix_cache;
   s.prefix_cache_queried_tokens = b.kv.radix.queried_tokens;
   s.prefix_cache_hit_tokens = b.kv.radix.hit_tokens;
+  s.state_bytes_per_seq = b.kv.state_bytes_per_seq;
+  s.checkpoints = b.kv.radix.checkpoints;
+  s.checkpoint_bytes = b.kv.radix.checkpoint_bytes;
   return s;
 }
 
@@ -203,6 +227,14 @@ ojson ModelBackend::cache_info() const {
                   {"hit_tokens", k.radix.hit_tokens},
                   {"hit_rate", k.radix.hit_rate()},
                   {"evicted_blocks", k.radix.evicted_blocks}};
+  if (k.state_bytes_per_seq) {  // a hybrid: recurrent state per sequence, checkpoints in the tree
+    prefix["state_bytes_per_seq"] = k.state_bytes_per_seq;
+    prefix["running_state_bytes"] = k.state_bytes_per_seq * uint64_t(b.running);
+    prefix["checkpoints"] = k.radix.checkpoints;
+    prefix["checkpoint_bytes"] = k.radix.checkpoint_bytes;
+    prefix["checkpoint_budget_bytes"] = k.checkpoint_budget;
+    prefix["evicted_checkpoints"] = k.radix.evicted_checkpoints;
+  }
   ojson disk = {{"enabled", k.persistent}};
   if (!k.persist_disabled.empty()) disk["disabled_reason"] = k.persist_disabled;
   if (k.persistent) {

@@ -21,6 +21,9 @@ struct ModelBackendOptions {
   int64_t context_length = 4096;
   int64_t model_vocab = 0;        // logits per step (may exceed the tokenizer's vocabulary)
   bool warm_turns = true;         // prefill each chat turn's predicted follow-up prompt when idle
+  // A hybrid model's prefix cache: render_chat also says where the conversation's last message
+  // ends (RenderedPrompt::history_end), the engine checkpoints the recurrent state there.
+  bool message_checkpoints = false;
 };
 
 class ModelBackend : public Backend {
@@ -52,6 +55,9 @@ class ModelBackend : public Backend {
 
  private:
   std::string render_context(nlohmann::ordered_json ctx) const;  // adds bos/eos, renders
+  int64_t history_end(const std::vector<int32_t>& tokens, const std::string& text,
+                      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+                      const nlohmann::ordered_json& extra) const;
 
   std::shared_ptr<const Tokenizer> tok_;
   std::unique_ptr<BatchEngine> engine_;

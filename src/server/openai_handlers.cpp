@@ -43,6 +43,7 @@ TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& t
   // tool_choice "none": the template still sees no tools, so the model is not invited to call.
   RenderedPrompt p = ctx.backend.render_chat(messages, mode == ToolMode::None ? json::array() : tools, template_extra);
   spec.starts_in_reasoning = p.starts_in_reasoning;
+  gen.checkpoint_at = p.history_end;
   ctx.fit_context(gen, std::move(p.tokens));
   spec.constraint = (mode == ToolMode::Named || mode == ToolMode::Required) ? tool_constraint(tools, mode, forced)
                                                                              : constraint;

@@ -100,16 +100,20 @@ def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
 
 
 def test_serve_multi_turn_prompts_recompute_and_match(served):
-    """Each turn's prompt extends the last one (as an agent's): no prefix reuse on the hybrid yet,
-    so every turn recomputes it, and still continues exactly as mlx-lm does."""
+    """Each turn's prompt extends the last one (as an agent's): later turns resume from the
+    recurrent-state checkpoints of earlier ones (prompt and sequence ends) and still continue
+    exactly as mlx-lm does from scratch."""
     srv, model = served
     prompt = PROMPT
+    cached = []
     for turn in range(4):
         text, usage = complete(srv, prompt, 12)
         assert text == mlx_greedy_text(model, prompt, 12), f"turn {turn}"
         details = getattr(usage, "prompt_tokens_details", None)
-        assert not details or not details.cached_tokens
+        cached.append(details.cached_tokens or 0 if details else 0)
+        assert cached[-1] < usage.prompt_tokens
         prompt = prompt + text + "\n# next\n"
+    assert cached[0] == 0 and any(cached[1:]), cached
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""A random-weight Qwen3.5 with the 0.8B model's layer shapes (hidden 1024; DeltaNet 16 key and
+16 value heads of 128, so the real 1 MiB f32 state per layer; gated attention 8 heads / 2 KV heads
+of 256; MLP 3584), for benchmarks of the hybrid's serving path (the prefix cache's recurrent
+checkpoints: bench/harness/engine_ratios.py --only agent). Written by mlx-lm itself (random init,
+affine 4-bit, group 64), with the tiny byte-level tokenizer of scripts/make_tiny_qwen35.py (so the
+vocabulary stays 512 and the embeddings small) and the real Qwen3.5 chat template.
+
+usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--template Qwen3.5-4B.jinja]
+(--layers: 24 is the real depth; fewer keep a run on 2 cores short, every 4th is full attention)"""
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import mlx.core as mx
+from mlx_lm.utils import quantize_model, save_config, save_model
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_qwen35 as tiny  # noqa: E402
+
+SHAPE = {"hidden_size": 1024, "intermediate_size": 3584, "num_attention_heads": 8, "num_key_value_heads": 2,
+         "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 16, "linear_key_head_dim": 128,
+         "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
+         "tie_word_embeddings": True, "max_position_embeddings": 32768}
+
+
+def main():
+    root = Path(__file__).resolve().parents[1]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--template", default=str(root / ".." / "shared" / "fixtures" / "chat-templates" /
+                                              "Qwen3.5-4B.jinja"))
+    a = ap.parse_args()
+    mx.set_default_device(mx.cpu)
+    tc = dict(tiny.BASE, **SHAPE, num_hidden_layers=a.layers)
+    tc["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(a.layers)]
+    model = tiny.build(7, tc)
+    qmodel, qcfg = quantize_model(model, tiny.full_config(tc), 64, 4)
+    out = Path(a.out)
+    save_model(out, qmodel)
+    save_config(qcfg, out / "config.json")
+    tiny.write_tokenizer(out, tc["vocab_size"])
+    (out / "tokenizer_config.json").write_text(json.dumps({"chat_template": Path(a.template).read_text()}))
+    print("wrote", out)
+
+
+if __name__ == "__main__":
+    main()
