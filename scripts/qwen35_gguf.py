@@ -15,8 +15,9 @@ checks it against mlx-lm on the same weights) is what confirms the layout.
 usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
        .venv/bin/python scripts/qwen35_gguf.py --bench [OUT_DIR]
   --bench: a Qwen3.5-0.8B-shaped model with random weights (QWEN35_08B, the released text config)
-  and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/f16.gguf,
-  q8_0.gguf, q4_0.gguf (llama_model_quantize); default $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape.
+  and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
+  and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type); default
+  $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape.
   Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes TINY_ROOT/<config>/gguf-f32/model.gguf,
   gguf-q8_0/model.gguf (llama.cpp's own llama_model_quantize of the f32 file) and in each a
   greedy.json of llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json (the format
@@ -106,7 +107,8 @@ def hf_to_gguf_tensors(gguf, tc, weights):
 
 def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
     """tc: the text_config dict; tensors from hf_to_gguf_tensors; tokenizer: dict with tokens,
-    merges, eos_token_id. out_type f32 or f16 (2-D weights; the rest f32 as the converter does)."""
+    merges, eos_token_id. out_type f32, f16, q8_0 or q4_0 for the 2-D weights (gguf-py's own
+    quantizer, every 2-D weight including token_embd); the rest f32 as the converter does."""
     gguf = import_gguf()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +128,8 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
     w.add_layer_norm_rms_eps(tc["rms_norm_eps"])
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16}[out_type]
+    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+             "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
     w.add_file_type(ftype)
     w.add_ssm_conv_kernel(tc["linear_conv_kernel_dim"])
     w.add_ssm_state_size(tc["linear_key_head_dim"])
@@ -149,6 +152,9 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
         keep_f32 = a.ndim <= 1 or name.endswith("_norm.weight") or ".ssm_conv1d." in name or not name.endswith(".weight")
         if out_type == "f16" and not keep_f32:
             w.add_tensor(name, a.astype(np.float16))
+        elif out_type in ("q8_0", "q4_0") and not keep_f32:
+            qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
+            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
         else:
             w.add_tensor(name, a.astype(np.float32))
     w.write_header_to_file()
@@ -293,16 +299,13 @@ def bench(out):
     vocab = Path(sdist_dir()) / "vocab" / "ggml-vocab-qwen35.gguf"
     if not vocab.exists():
         raise SystemExit(f"{vocab} missing (tests/python/test_tokenizer_llamacpp_vocab.py extracts it)")
-    out.mkdir(parents=True, exist_ok=True)
-    f16 = out / "f16.gguf"
-    if not f16.exists():
-        tc = QWEN35_08B
-        tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
-        write_gguf(f16, tc, tensors, tokenizer_from_gguf(gguf, vocab), out_type="f16")
-    for name, ftype in (("q8_0", "MOSTLY_Q8_0"), ("q4_0", "MOSTLY_Q4_0")):
-        if not (out / f"{name}.gguf").exists():
-            quantize(f16, out / f"{name}.gguf", ftype)
-        print("wrote", out / f"{name}.gguf", flush=True)
+    tc = QWEN35_08B
+    tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
+    tok = tokenizer_from_gguf(gguf, vocab)
+    for q in ("q8_0", "q4_0"):
+        if not (out / f"{q}.gguf").exists():
+            write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
+        print("wrote", out / f"{q}.gguf", flush=True)
 
 
 def tiny(root):
