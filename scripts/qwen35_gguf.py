@@ -18,10 +18,11 @@ usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
   and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
   and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type); default
   $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape.
-  Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes TINY_ROOT/<config>/gguf-f32/model.gguf,
-  gguf-q8_0/model.gguf (llama.cpp's own llama_model_quantize of the f32 file) and in each a
-  greedy.json of llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json (the format
-  of make_tiny_qwen35.py's goldens, read by tests/model_qwen35_test.cpp).
+  Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes
+  TINY_ROOT/<config>/gguf-f32/model.gguf and, with llama-cpp-python installed, gguf-q8_0/model.gguf
+  (llama.cpp's own llama_model_quantize of the f32 file) and in each a greedy.json of
+  llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json (the format of
+  make_tiny_qwen35.py's goldens, read by tests/model_qwen35_gguf_test.cpp).
 """
 import json
 import os
@@ -309,14 +310,24 @@ def bench(out):
 
 
 def tiny(root):
+    """The f32 GGUF of each tiny model (kept if present); then, with llama-cpp-python installed,
+    its Q8_0 copy and llama.cpp's goldens of both."""
     from safetensors.numpy import load_file
     gguf = import_gguf()
     for cfg in ("dense-tied", "vheads-untied"):
         hf = root / cfg / "hf-f32"
-        tc = json.load(open(hf / "config.json"))["text_config"]
         f32 = root / cfg / "gguf-f32" / "model.gguf"
-        tensors = hf_to_gguf_tensors(gguf, tc, load_file(str(hf / "model.safetensors")))
-        write_gguf(f32, tc, tensors, tokenizer_from_json(hf / "tokenizer.json"))
+        if not f32.exists():
+            tc = json.load(open(hf / "config.json"))["text_config"]
+            tensors = hf_to_gguf_tensors(gguf, tc, load_file(str(hf / "model.safetensors")))
+            write_gguf(f32, tc, tensors, tokenizer_from_json(hf / "tokenizer.json"))
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python not installed: no Q8_0 copies, no llama.cpp goldens", flush=True)
+        return
+    for cfg in ("dense-tied", "vheads-untied"):
+        hf, f32 = root / cfg / "hf-f32", root / cfg / "gguf-f32" / "model.gguf"
         q8 = root / cfg / "gguf-q8_0" / "model.gguf"
         q8.parent.mkdir(parents=True, exist_ok=True)
         quantize(f32, q8, "MOSTLY_Q8_0")

@@ -4,9 +4,11 @@ llama.cpp's own quantizer):
 - the GGUF is right: llama-cpp-python running the f32 file gives mlx-lm's greedy tokens and logits
   on the Hugging Face copy of the same weights (a wrong norm offset, A sign or head order would not);
 - `rapid-mlx run --raw` on each GGUF prints llama-cpp-python's greedy text of the same prompt
-  (both tokenize with the file's own vocabulary and `qwen35` pre-tokenizer).
+  (both tokenize with the file's own vocabulary and `qwen35` pre-tokenizer);
+- a corrupt qwen35 file is refused with its path and reason.
 
-Skips when the binary is not built or mlx-lm / llama-cpp-python are not installed."""
+Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
+without llama-cpp-python."""
 import json
 import os
 import subprocess
@@ -25,7 +27,6 @@ STEPS = 24
 CONFIGS = ["dense-tied", "vheads-untied"]
 
 pytest.importorskip("mlx_lm")
-pytest.importorskip("llama_cpp")
 sys.path.insert(0, str(ROOT / "scripts"))
 import qwen35_gguf  # noqa: E402
 
@@ -36,6 +37,7 @@ def tiny():
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_qwen35.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
     if not (TINY / "vheads-untied" / "gguf-q8_0" / "greedy.json").exists():
+        # f32 GGUFs always; the Q8_0 copies and llama.cpp's goldens with llama-cpp-python installed.
         subprocess.run([sys.executable, str(ROOT / "scripts" / "qwen35_gguf.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
     return TINY
@@ -43,6 +45,7 @@ def tiny():
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config):
+    pytest.importorskip("llama_cpp")
     mlx = json.load(open(tiny / config / "hf-f32" / "greedy.json"))
     lc = json.load(open(tiny / config / "gguf-f32" / "greedy.json"))
     assert lc["probe_ids"] == mlx["probe_ids"]
@@ -75,6 +78,7 @@ def llama_greedy_text(gguf, prompt=PROMPT, steps=STEPS):
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("copy,flags", [("gguf-f32", ["--exact", "--kv-dtype", "f32"]), ("gguf-q8_0", [])])
 def test_run_raw_prints_llamacpp_greedy_text(tiny, config, copy, flags):
+    pytest.importorskip("llama_cpp")
     if not os.path.exists(BIN):
         pytest.skip(f"{BIN} not built")
     gguf = tiny / config / copy / "model.gguf"
