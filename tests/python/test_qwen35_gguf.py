@@ -18,15 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BIN = os.environ.get("RAPID_MLX_BIN", str(ROOT / "build" / "rapid-mlx"))
-CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
-TINY = Path(CACHE) / "qwen35-tiny"
-PROMPT = "def goldens(model_dir, seed):\n    model, _ = load_model("
-STEPS = 24
+from test_qwen35 import BIN, PROMPT, ROOT, STEPS, TINY  # the same binary, models and prompt (skips without mlx-lm)
+
 CONFIGS = ["dense-tied", "vheads-untied"]
 
-pytest.importorskip("mlx_lm")
 sys.path.insert(0, str(ROOT / "scripts"))
 import qwen35_gguf  # noqa: E402
 
