@@ -26,6 +26,9 @@ DEFAULT_MODELS = [
     os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q8_0.gguf"),
     os.path.join(CACHE, "bench", "qwen2.5-0.5b-shape", "q4_1.gguf"),
     os.path.join(CACHE, "bench", "qwen2.5-0.5b-shape", "q8_0.gguf"),
+    # Issue #17: the Qwen3.5-0.8B shape (Gated DeltaNet hybrid), `scripts/qwen35_gguf.py --bench`.
+    os.path.join(CACHE, "bench", "qwen3.5-0.8b-shape", "q4_0.gguf"),
+    os.path.join(CACHE, "bench", "qwen3.5-0.8b-shape", "q8_0.gguf"),
 ]
 # ~128 tokens with the SmolLM2 and Qwen2.5 tokenizers (the exact count is reported).
 PROMPT = ("The old lighthouse keeper climbed the spiral stairs every evening, counting each of the one hundred "
@@ -60,11 +63,11 @@ def rapid(binary, model, threads, max_tokens, reps):
     return best
 
 
-def llama(oracle, model, threads):
+def llama(oracle, model, threads, repack=False):
     if not oracle:
         return None
-    r = subprocess.run([oracle, os.path.join(ROOT, "bench", "decode_bench.py"), model, str(threads), "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run([oracle, os.path.join(ROOT, "bench", "decode_bench.py"), model, str(threads), "--json"]
+                       + (["--repack"] if repack else []), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"decode_bench.py failed on {model}:\n{r.stderr[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -89,6 +92,8 @@ def main(argv=None):
     ap.add_argument("--probe-mib", type=int, default=256, help="stream_probe buffer per thread")
     ap.add_argument("--oracle", default=os.path.join(ROOT, ".venv-oracle", "bin", "python"),
                     help="python with llama_cpp (llama-cpp-python); '' to skip llama.cpp")
+    ap.add_argument("--llama-repack", action="store_true",
+                    help="let llama.cpp repack weights (extra buffer types; crashes on Intel AMX)")
     ap.add_argument("--quick", action="store_true", help="smoke run: first model, 1 thread, 1 rep, 8 tokens, no llama.cpp")
     ap.add_argument("--json", help="also write the rows as JSON")
     a = ap.parse_args(argv)
@@ -112,7 +117,7 @@ def main(argv=None):
         size = os.path.getsize(model)
         for t in threads:
             r = rapid(a.bin, model, t, a.max_tokens, a.reps)
-            l = llama(oracle, model, t)
+            l = llama(oracle, model, t, a.llama_repack)
             gbps = bw.get(t)
             bound = gbps * 1e9 / size if gbps else None  # tok/s if each token streamed the whole file
             rows.append({"model": model, "threads": t, "bytes_per_token": size, "prompt_tokens": r["prompt"],

@@ -2,7 +2,7 @@
 """Decode / prefill tok/s of llama.cpp (llama-cpp-python) on a GGUF, for comparison with
 `rapid-mlx run` / bench/decode.sh. Same shape as bench/decode.sh: 128-token prompt, 64 decode steps.
 
-usage: .venv-oracle/bin/python bench/decode_bench.py GGUF THREADS [--json]
+usage: .venv-oracle/bin/python bench/decode_bench.py GGUF THREADS [--json] [--repack]
   --json: one JSON object {"threads", "prefill", "decode", "prefill_cpu", "decode_cpu"} instead
           of the text line (bench/core_table.sh reads it).
 """
@@ -12,6 +12,17 @@ from llama_cpp import Llama
 
 path, threads = sys.argv[1], int(sys.argv[2])
 as_json = "--json" in sys.argv[3:]
+# llama-cpp-python 0.3.36 crashes on Intel AMX CPUs with the extra (repacked-weight) buffer types:
+# off unless --repack (llama.cpp's faster repacked Q4_0/Q8_0 layouts, where the CPU allows them).
+if "--repack" not in sys.argv[3:]:
+    import llama_cpp.llama_cpp as lcpp
+    _defaults = lcpp.llama_model_default_params
+
+    def _no_extra_bufts():
+        p = _defaults()
+        p.use_extra_bufts = False
+        return p
+    lcpp.llama_model_default_params = _no_extra_bufts
 llm = Llama(model_path=path, n_ctx=1024, n_batch=512, n_threads=threads, n_threads_batch=threads,
             verbose=False)
 prompt = [100 + i for i in range(128)]

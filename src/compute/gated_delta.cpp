@@ -76,10 +76,9 @@ void gated_delta_gates(const float* a, const float* b, const float* A_log, const
 void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, const float* v,
                       const float* log_g, const float* beta, float* state, float* y, int64_t h0, int64_t h1) {
   const gdn::RowStep step = row_step();
-  const int64_t ratio = s.v_heads / s.k_heads;
   for (int64_t h = h0; h < h1; ++h) {
-    const float* kh = k + (h / ratio) * s.k_dim;
-    const float* qh = q + (h / ratio) * s.k_dim;
+    const float* kh = k + s.k_head(h) * s.k_dim;
+    const float* qh = q + s.k_head(h) * s.k_dim;
     float* S = state + h * s.v_dim * s.k_dim;
     const float g = std::exp(log_g[h]);
     for (int64_t d = 0; d < s.v_dim; ++d)

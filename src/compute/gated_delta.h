@@ -1,7 +1,7 @@
 // Gated DeltaNet (Qwen3.5 / Qwen3-Next linear attention) kernels: the causal depthwise
 // convolution over q/k/v, the gates, and the recurrent delta-rule step over an f32 state.
 // Shapes follow mlx-lm's gated_delta.py: state [Hv][Dv][Dk], a value head hv reads key head
-// hv / (Hv / Hk).
+// hv / (Hv / Hk), or hv % Hk when the value heads are tiled (llama.cpp's GGUF order).
 #pragma once
 #include <cstdint>
 
@@ -9,7 +9,9 @@ namespace rapid {
 
 struct GatedDeltaShape {
   int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0;
+  bool tiled = false;
   int64_t state_floats() const { return v_heads * v_dim * k_dim; }
+  int64_t k_head(int64_t hv) const { return tiled ? hv % k_heads : hv / (v_heads / k_heads); }
 };
 
 // n tokens of a depthwise causal convolution with kernel K over C channels, then SiLU.

@@ -105,9 +105,9 @@ void gated_delta_chunked(const GatedDeltaShape& s, const float* qkv, int64_t ld,
   const Kernels& kr = kernels();
   thread_local Scratch sc;
   sc.fit(kGatedDeltaChunk, s.k_dim, s.v_dim);
-  const int64_t ratio = s.v_heads / s.k_heads, key_dim = s.k_heads * s.k_dim;
+  const int64_t key_dim = s.k_heads * s.k_dim;
   for (int64_t h = h0; h < h1; ++h) {
-    const int64_t kh = (h / ratio) * s.k_dim;
+    const int64_t kh = s.k_head(h) * s.k_dim;
     float* S = state + h * s.v_dim * s.k_dim;
     for (int64_t t0 = 0; t0 < n; t0 += kGatedDeltaChunk) {
       const int64_t L = std::min<int64_t>(kGatedDeltaChunk, n - t0);

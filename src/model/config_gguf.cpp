@@ -44,6 +44,46 @@ void infer_llama3_rope(const GgufFile& g, ModelConfig& c) {
   }
 }
 
+// llama.cpp's qwen35: the Gated DeltaNet geometry under ssm.*, the layer kinds as
+// attention.recurrent_layers (or every full_attention_interval-th layer full), MTP blocks counted
+// in block_count, partial RoPE as rope.dimension_count and value heads in tiled order.
+void read_qwen35(const GgufFile& g, ModelConfig& c) {
+  const std::string a = "qwen35.";
+  auto need = [&](const std::string& key) {
+    int64_t v = g.get_int(a + key, -1);
+    if (v <= 0) throw FileError(g.path, "metadata '" + a + key + "' is missing or invalid");
+    return v;
+  };
+  c.architecture = "qwen3_5";
+  const int64_t nextn = g.get_int(a + "nextn_predict_layers", 0);
+  if (nextn < 0 || nextn >= c.num_hidden_layers) throw FileError(g.path, "metadata 'qwen35.nextn_predict_layers' is invalid");
+  c.num_hidden_layers -= nextn;
+  c.linear_conv_kernel_dim = need("ssm.conv_kernel");
+  c.linear_key_head_dim = need("ssm.state_size");
+  c.linear_num_key_heads = need("ssm.group_count");
+  c.linear_num_value_heads = need("ssm.time_step_rank");
+  const int64_t inner = need("ssm.inner_size");
+  if (inner % c.linear_num_value_heads) throw FileError(g.path, "qwen35.ssm.inner_size is not a multiple of ssm.time_step_rank");
+  c.linear_value_head_dim = inner / c.linear_num_value_heads;
+  c.linear_v_heads_tiled = true;
+  const int64_t rot = g.get_int(a + "rope.dimension_count", c.head_dim);
+  if (rot <= 0 || rot > c.head_dim) throw FileError(g.path, "metadata 'qwen35.rope.dimension_count' is invalid");
+  c.partial_rotary_factor = double(rot) / double(c.head_dim);
+  const nlohmann::json* rl = g.get(a + "attention.recurrent_layers");
+  if (rl && rl->is_array()) {
+    if (int64_t(rl->size()) < c.num_hidden_layers)
+      throw FileError(g.path, "qwen35.attention.recurrent_layers has fewer entries than layers");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const auto& v = (*rl)[size_t(i)];
+      c.layer_is_linear.push_back(v.is_boolean() ? v.get<bool>() : (v.is_number_integer() && v.get<int64_t>() != 0));
+    }
+  } else {
+    const int64_t every = g.get_int(a + "full_attention_interval", 4);
+    if (every <= 0) throw FileError(g.path, "metadata 'qwen35.full_attention_interval' is invalid");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_linear.push_back((i + 1) % every != 0);
+  }
+}
+
 }  // namespace
 
 ModelConfig config_from_gguf(const GgufFile& g) {
@@ -82,6 +122,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   c.vocab_size = g.get_int(k("vocab_size"), c.vocab_size);
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   c.attention_bias = g.find("blk.0.attn_q.bias") != nullptr;
+  if (arch == "qwen35") read_qwen35(g, c);
   if (arch == "gemma3") {
     c.hidden_act = "gelu_pytorch_tanh";
     c.sliding_window = g.get_int(k("attention.sliding_window"), 0);

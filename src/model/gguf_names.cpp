@@ -1,5 +1,6 @@
 #include "model/gguf_names.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -7,18 +8,41 @@
 
 namespace rapid {
 
+namespace {
+
+// llama.cpp's qwen35 names of the Gated DeltaNet parts (its converter renames dt_bias to
+// "ssm_dt.bias" and stores A as the bare "ssm_a"). Full "model.layers.<i>." suffix or nullptr.
+const char* qwen35_part(const std::string& part, const std::string& suffix, std::string& out) {
+  static const std::pair<const char*, const char*> weights[] = {
+      {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
+      {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
+      {"ssm_out", "linear_attn.out_proj"},     {"ssm_conv1d", "linear_attn.conv1d"},
+      {"ssm_norm", "linear_attn.norm"}};
+  for (auto& [g, hf] : weights)
+    if (part == g) return (out = std::string(hf) + suffix).c_str();
+  if (part == "ssm_dt" && suffix == ".bias") return (out = "linear_attn.dt_bias").c_str();
+  return nullptr;
+}
+
+}  // namespace
+
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   bool gemma = arch == "gemma3";
+  bool qwen35 = arch == "qwen3_5";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
     size_t d1 = n.find('.', 4);
+    if (qwen35 && d1 != std::string::npos && n.compare(d1, std::string::npos, ".ssm_a") == 0)
+      return "model.layers." + n.substr(4, d1 - 4) + ".linear_attn.A_log";
     size_t dl = n.rfind('.');
     if (d1 == std::string::npos || dl <= d1) return n;
     std::string layer = n.substr(4, d1 - 4), part = n.substr(d1 + 1, dl - d1 - 1), suffix = n.substr(dl);
     for (char ch : layer)
       if (ch < '0' || ch > '9') return n;
+    std::string q35;
+    if (qwen35 && qwen35_part(part, suffix, q35)) return "model.layers." + layer + "." + q35;
     const char* hf = nullptr;
     if (part == "attn_q") hf = "self_attn.q_proj";
     else if (part == "attn_k") hf = "self_attn.k_proj";
@@ -58,10 +82,11 @@ void check_head_split(const Tensor& src, int64_t n_head, const std::string& path
                               std::to_string(n_head) + " heads of even size");
 }
 
-// llama.cpp's Gemma converters store RMSNorm weights as (1 + w); HF keeps w.
-void unshift_norm(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst) {
+// An f32 copy of a small float tensor with `f` applied to each value (kept alive by the store).
+template <class F>
+void map_floats(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst, F f) {
   if (src.dtype != DType::F32 && src.dtype != DType::F16 && src.dtype != DType::BF16)
-    throw FileError(path, "tensor '" + src.name + "': norm weight of unexpected dtype " + dtype_name(src.dtype));
+    throw FileError(path, "tensor '" + src.name + "': expected a float tensor, got " + dtype_name(src.dtype));
   int64_t n = src.numel();
   auto buf = std::make_shared<std::vector<uint8_t>>(size_t(n) * 4);
   float* out = reinterpret_cast<float*>(buf->data());
@@ -74,12 +99,26 @@ void unshift_norm(const Tensor& src, const std::string& path, WeightStore& store
       std::memcpy(&hv, in + 2 * i, 2);
       v = src.dtype == DType::F16 ? f16_to_f32(hv) : bf16_to_f32(hv);
     }
-    out[i] = v - 1.0f;
+    out[i] = f(v);
   }
   dst.dtype = DType::F32;
   dst.data = buf->data();
   dst.nbytes = buf->size();
   store.keep_alive(buf);
+}
+
+// llama.cpp's Gemma and Qwen3.5 converters store RMSNorm weights as (1 + w); HF keeps w. For
+// Qwen3.5 the model adds the 1 back: (m - 1) + 1 == m exactly for every m >= 0.5.
+void unshift_norm(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst) {
+  map_floats(src, path, store, dst, [](float v) { return v - 1.0f; });
+}
+
+// llama.cpp's qwen35 stores A = -exp(A_log); the model takes A_log.
+void a_to_log(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst) {
+  map_floats(src, path, store, dst, [&](float v) {
+    if (!(v < 0.0f)) throw FileError(path, "tensor '" + src.name + "': ssm_a must be negative (it is -exp(A_log))");
+    return std::log(-v);
+  });
 }
 
 bool ends_with(const std::string& s, const char* suf) {
@@ -102,6 +141,11 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
       check_head_split(src, cfg.num_key_value_heads, g.path);
     else if (cfg.architecture == "gemma3" && ends_with(t.name, "norm.weight"))
       unshift_norm(src, g.path, store, t);
+    else if (cfg.architecture == "qwen3_5" && ends_with(t.name, "norm.weight") &&
+             !ends_with(t.name, "linear_attn.norm.weight"))  // the gated DeltaNet norm is a plain w
+      unshift_norm(src, g.path, store, t);
+    else if (cfg.architecture == "qwen3_5" && ends_with(t.name, ".A_log"))
+      a_to_log(src, g.path, store, t);
     store.add(std::move(t));
   }
 }

@@ -45,6 +45,9 @@ struct ModelConfig {
   int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
   int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
   double partial_rotary_factor = 1.0;  // RoPE rotates the first head_dim × this dimensions
+  // Value heads in "tiled" order (llama.cpp's GGUF: v head h reads key head h % k_heads) rather
+  // than grouped by key head (HF / MLX: h / (v_heads / k_heads)).
+  bool linear_v_heads_tiled = false;
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

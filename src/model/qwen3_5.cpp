@@ -269,7 +269,7 @@ class Qwen35Model final : public Model {
     rot_ = static_cast<int64_t>(static_cast<double>(hd_) * c.partial_rotary_factor);
     if (rot_ <= 0 || rot_ % 2 != 0) throw Error(ckpt_->path + ": rotary dimension must be even and positive");
     gd_ = GatedDeltaShape{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
-                          c.linear_value_head_dim};
+                          c.linear_value_head_dim, c.linear_v_heads_tiled};
     key_dim_ = gd_.k_heads * gd_.k_dim;
     value_dim_ = gd_.v_heads * gd_.v_dim;
     C_ = 2 * key_dim_ + value_dim_;

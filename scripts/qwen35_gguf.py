@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Qwen3.5 (Gated DeltaNet hybrid) GGUF files of llama.cpp's `qwen35` architecture, written with
+llama.cpp's own gguf-py (from the pinned llama-cpp-python sdist, tests/python/llamacpp_sdist.py).
+
+llama.cpp's convert_hf_to_gguf.py needs PyTorch, which this environment cannot install (PyPI only
+has the CUDA build, gigabytes of nvidia-* wheels; the CPU wheels live on PyTorch's own index). So
+this script applies the transforms that converter's Qwen3_5TextModel (conversion/qwen.py) applies
+to the Hugging Face tensors, on numpy arrays, and takes every tensor name and metadata key from
+gguf-py (TensorNameMap, GGUFWriter): A_log -> A = -exp(A_log), dt_bias -> ssm_dt.bias, conv1d
+squeezed to [C, K], (1 + w) RMSNorm offsets folded (all but the gated DeltaNet norm), value heads
+reordered from grouped-by-key-head to tiled when linear_num_value_heads > linear_num_key_heads,
+1-D tensors, norms and conv1d kept f32. llama.cpp running the file (tests/python/test_qwen35_gguf.py
+checks it against mlx-lm on the same weights) is what confirms the layout.
+
+usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
+       .venv/bin/python scripts/qwen35_gguf.py --bench [OUT_DIR]
+  --bench: a Qwen3.5-0.8B-shaped model with random weights (QWEN35_08B, the released text config)
+  and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
+  and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type); default
+  $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape.
+  Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes
+  TINY_ROOT/<config>/gguf-f32/model.gguf and, with llama-cpp-python installed, gguf-q8_0/model.gguf
+  (llama.cpp's own llama_model_quantize of the f32 file) and in each a greedy.json of
+  llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json (the format of
+  make_tiny_qwen35.py's goldens, read by tests/model_qwen35_gguf_test.cpp).
+"""
+import json
+import os
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+from llamacpp_sdist import VENDOR, sdist_dir, sdist_path  # noqa: E402
+
+STEPS = 64
+TOPN = 8
+
+
+def import_gguf():
+    """gguf-py of the pinned llama.cpp, extracted once next to the sdist."""
+    dst = Path(sdist_dir()) / "gguf-py-0.3.36"
+    if not (dst / "gguf" / "__init__.py").exists():
+        prefix = VENDOR + "gguf-py/"
+        tmp = dst.with_name(dst.name + ".part")
+        with tarfile.open(sdist_path()) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and m.isfile()]
+            for m in members:
+                out = tmp / m.name[len(prefix):]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(m) as src, open(out, "wb") as f:
+                    f.write(src.read())
+        tmp.rename(dst)
+    sys.path.insert(0, str(dst))
+    import gguf
+    return gguf
+
+
+def tiled(x, axis, k_heads, per_k, head_dim):
+    """Value heads grouped by key head [K0v0 K0v1 .. K1v0 ..] -> tiled [K0v0 K1v0 .. K0v1 ..]."""
+    shape = list(x.shape)
+    x = x.reshape(shape[:axis] + [k_heads, per_k, head_dim] + shape[axis + 1:])
+    return np.swapaxes(x, axis, axis + 1).reshape(shape)
+
+
+def hf_to_gguf_tensors(gguf, tc, weights):
+    """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them."""
+    n = tc["num_hidden_layers"]
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN35, n)
+    hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
+    dk, dv = tc["linear_key_head_dim"], tc["linear_value_head_dim"]
+    per_k = hv // hk
+    out = []
+    for name, w in weights.items():
+        w = np.asarray(w, dtype=np.float32)
+        if name.startswith("model.language_model."):
+            name = "model." + name[len("model.language_model."):]
+        if name.startswith("model.visual.") or name.startswith("mtp."):
+            continue
+        if name.endswith(".A_log"):
+            w = -np.exp(w)
+        elif name.endswith(".dt_bias"):
+            name = name[: -len(".dt_bias")] + ".dt_proj.bias"
+        elif "conv1d" in name:
+            w = w.squeeze()
+        elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
+            w = w + 1.0
+        if per_k > 1 and "linear_attn." in name:
+            if ".in_proj_qkv." in name:
+                w = np.concatenate([w[: 2 * hk * dk], tiled(w[2 * hk * dk:], 0, hk, per_k, dv)])
+            elif ".in_proj_z." in name:
+                w = tiled(w, 0, hk, per_k, dv)
+            elif ".in_proj_a." in name or ".in_proj_b." in name or ".A_log" in name or ".dt_proj" in name:
+                w = tiled(w, 0, hk, per_k, 1)
+            elif ".conv1d" in name:
+                w = np.concatenate([w[: 2 * hk * dk], tiled(w[2 * hk * dk:], 0, hk, per_k, dv)])
+            elif ".out_proj." in name:
+                w = tiled(w, 1, hk, per_k, dv)
+        g = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"no GGUF name for {name}")
+        out.append((g, np.ascontiguousarray(w)))
+    return out
+
+
+def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
+    """tc: the text_config dict; tensors from hf_to_gguf_tensors; tokenizer: dict with tokens,
+    merges, eos_token_id. out_type f32, f16, q8_0 or q4_0 for the 2-D weights (gguf-py's own
+    quantizer, every 2-D weight including token_embd); the rest f32 as the converter does."""
+    gguf = import_gguf()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path) + ".part", "qwen35")
+    n = tc["num_hidden_layers"]
+    head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
+    rp = tc.get("rope_parameters", {})
+    w.add_name("qwen35-random")
+    w.add_block_count(n)
+    w.add_context_length(tc.get("max_position_embeddings", 4096))
+    w.add_embedding_length(tc["hidden_size"])
+    w.add_feed_forward_length(tc["intermediate_size"])
+    w.add_head_count(tc["num_attention_heads"])
+    w.add_head_count_kv(tc["num_key_value_heads"])
+    w.add_rope_dimension_sections(list(rp.get("mrope_section", [11, 11, 10])) + [0])
+    w.add_rope_freq_base(rp.get("rope_theta", 10000000.0))
+    w.add_layer_norm_rms_eps(tc["rms_norm_eps"])
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16,
+             "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0, "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
+    w.add_file_type(ftype)
+    w.add_ssm_conv_kernel(tc["linear_conv_kernel_dim"])
+    w.add_ssm_state_size(tc["linear_key_head_dim"])
+    w.add_ssm_group_count(tc["linear_num_key_heads"])
+    w.add_ssm_time_step_rank(tc["linear_num_value_heads"])
+    w.add_ssm_inner_size(tc["linear_value_head_dim"] * tc["linear_num_value_heads"])
+    every = tc.get("full_attention_interval", 4)
+    types = tc.get("layer_types") or ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
+    w.add_recurrent_layers([t == "linear_attention" for t in types])
+    w.add_full_attention_interval(every)
+    w.add_rope_dimension_count(int(head_dim * rp.get("partial_rotary_factor", 0.25)))
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen35")
+    w.add_token_list(tokenizer["tokens"])
+    w.add_token_types(tokenizer["types"])
+    w.add_token_merges(tokenizer["merges"])
+    w.add_eos_token_id(tokenizer["eos_token_id"])
+    w.add_add_bos_token(False)
+    for name, a in tensors:
+        keep_f32 = a.ndim <= 1 or name.endswith("_norm.weight") or ".ssm_conv1d." in name or not name.endswith(".weight")
+        if out_type == "f16" and not keep_f32:
+            w.add_tensor(name, a.astype(np.float16))
+        elif out_type in ("q8_0", "q4_0") and not keep_f32:
+            qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
+            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, a.astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(str(path) + ".part", path)
+
+
+def tokenizer_from_json(p):
+    """The byte-level BPE vocabulary of a tokenizer.json in GGUF form."""
+    t = json.load(open(p))
+    vocab = t["model"]["vocab"]
+    for a in t.get("added_tokens", []):
+        vocab[a["content"]] = a["id"]
+    tokens = [None] * (max(vocab.values()) + 1)
+    for s, i in vocab.items():
+        tokens[i] = s
+    special = {a["id"] for a in t.get("added_tokens", []) if a.get("special")}
+    types = [3 if i in special else 1 for i in range(len(tokens))]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in t["model"]["merges"]]
+    eos = next(a["id"] for a in t.get("added_tokens", []) if a["content"] == "<|endoftext|>")
+    return {"tokens": tokens, "types": types, "merges": merges, "eos_token_id": eos}
+
+
+def llama(path, n_ctx=512, n_threads=2):
+    """llama-cpp-python on a GGUF: all logits kept (scores), f32 KV cache, no extra buffer types
+    (llama-cpp-python 0.3.36 crashes on Intel AMX machines with them; Llama() has no argument for
+    it, so the model defaults it reads are patched)."""
+    import llama_cpp.llama_cpp as lcpp
+    from llama_cpp import Llama
+    defaults = lcpp.llama_model_default_params
+    if not getattr(defaults, "no_extra_bufts", False):
+        def no_extra_bufts():
+            p = defaults()
+            p.use_extra_bufts = False
+            return p
+        no_extra_bufts.no_extra_bufts = True
+        lcpp.llama_model_default_params = no_extra_bufts
+    return Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, n_threads_batch=n_threads, verbose=False,
+                 logits_all=True, seed=0, type_k=lcpp.GGML_TYPE_F32, type_v=lcpp.GGML_TYPE_F32)
+
+
+def llama_greedy(model_path, golden_ref, out_path):
+    """llama-cpp-python's greedy output on golden_ref's prompts (prompt in one eval, then one token
+    per eval), in make_tiny_qwen35.py's greedy.json format."""
+    import llama_cpp
+    ref = json.load(open(golden_ref))
+    probe = ref["probe_ids"]
+    lm = llama(model_path)
+    cases = []
+    for c in ref["cases"]:
+        lm.reset()
+        lm.eval(c["prompt_ids"])
+        steps = []
+        for _ in range(len(c["steps"])):
+            logits = np.array(lm.scores[lm.n_tokens - 1], dtype=np.float64)
+            nxt = int(np.argmax(logits))
+            top = np.argsort(-logits, kind="stable")[:TOPN]
+            steps.append({"token": nxt, "max_abs_logit": float(np.max(np.abs(logits))),
+                          "top_ids": [int(i) for i in top], "top_logits": [float(logits[i]) for i in top],
+                          "probe_logits": [float(logits[i]) for i in probe]})
+            lm.eval([nxt])
+        cases.append({"prompt": c["prompt"], "prompt_ids": c["prompt_ids"], "steps": steps})
+    g = {"model": str(model_path), "generator": "llama-cpp-python " + llama_cpp.__version__, "probe_ids": probe,
+         "cases": cases}
+    with open(out_path, "w") as f:
+        json.dump(g, f, separators=(",", ":"))
+
+
+def quantize(src, dst, ftype_name):
+    """llama.cpp's own quantizer (llama_model_quantize), e.g. ftype_name MOSTLY_Q8_0 / MOSTLY_Q4_0."""
+    import llama_cpp
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = getattr(llama_cpp, "LLAMA_FTYPE_" + ftype_name)
+    p.nthread = 2
+    tmp = str(dst) + ".part"
+    rc = llama_cpp.llama_model_quantize(str(src).encode(), tmp.encode(), p)
+    if rc != 0:
+        raise SystemExit(f"llama_model_quantize {src} -> {ftype_name} failed ({rc})")
+    os.replace(tmp, dst)
+
+
+# Qwen/Qwen3.5-0.8B's text_config (24 layers, 3 of 4 Gated DeltaNet, tied embeddings).
+QWEN35_08B = {
+    "vocab_size": 248320, "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24,
+    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256, "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 262144, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 16,
+    "full_attention_interval": 4, "tie_word_embeddings": True,
+    "rope_parameters": {"rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "mrope_section": [11, 11, 10]},
+}
+
+
+def random_hf_weights(tc, seed=0):
+    """HF-named random tensors of a Qwen3.5 text config (scaled so activations stay finite)."""
+    rng = np.random.default_rng(seed)
+    H, I, V = tc["hidden_size"], tc["intermediate_size"], tc["vocab_size"]
+    hd, nh, nkv = tc["head_dim"], tc["num_attention_heads"], tc["num_key_value_heads"]
+    hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
+    dk, dv, K = tc["linear_key_head_dim"], tc["linear_value_head_dim"], tc["linear_conv_kernel_dim"]
+    C = 2 * hk * dk + hv * dv
+    every = tc["full_attention_interval"]
+
+    def mat(r, c):
+        return (rng.standard_normal((r, c), dtype=np.float32) * (1.0 / np.sqrt(c))).astype(np.float32)
+
+    w = {"model.embed_tokens.weight": mat(V, H), "model.norm.weight": np.zeros(H, np.float32)}
+    for i in range(tc["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        w[p + "input_layernorm.weight"] = np.zeros(H, np.float32)
+        w[p + "post_attention_layernorm.weight"] = np.zeros(H, np.float32)
+        w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"], w[p + "mlp.down_proj.weight"] = mat(I, H), mat(I, H), mat(H, I)
+        if (i + 1) % every:
+            a = p + "linear_attn."
+            w[a + "in_proj_qkv.weight"], w[a + "in_proj_z.weight"] = mat(C, H), mat(hv * dv, H)
+            w[a + "in_proj_b.weight"], w[a + "in_proj_a.weight"] = mat(hv, H), mat(hv, H)
+            w[a + "out_proj.weight"] = mat(H, hv * dv)
+            w[a + "conv1d.weight"] = rng.standard_normal((C, 1, K), dtype=np.float32) * 0.5
+            w[a + "A_log"] = np.log(rng.uniform(1, 16, hv)).astype(np.float32)
+            w[a + "dt_bias"] = np.ones(hv, np.float32)
+            w[a + "norm.weight"] = np.ones(dv, np.float32)
+        else:
+            a = p + "self_attn."
+            w[a + "q_proj.weight"], w[a + "k_proj.weight"] = mat(2 * nh * hd, H), mat(nkv * hd, H)
+            w[a + "v_proj.weight"], w[a + "o_proj.weight"] = mat(nkv * hd, H), mat(H, nh * hd)
+            w[a + "q_norm.weight"], w[a + "k_norm.weight"] = np.zeros(hd, np.float32), np.zeros(hd, np.float32)
+    return w
+
+
+def tokenizer_from_gguf(gguf, path):
+    """tokens / types / merges / eos of a llama.cpp vocab GGUF."""
+    r = gguf.GGUFReader(str(path))
+    f = r.fields
+    return {"tokens": f["tokenizer.ggml.tokens"].contents(), "types": f["tokenizer.ggml.token_type"].contents(),
+            "merges": f["tokenizer.ggml.merges"].contents(),
+            "eos_token_id": int(f["tokenizer.ggml.eos_token_id"].contents())}
+
+
+def bench(out):
+    gguf = import_gguf()
+    vocab = Path(sdist_dir()) / "vocab" / "ggml-vocab-qwen35.gguf"
+    if not vocab.exists():
+        raise SystemExit(f"{vocab} missing (tests/python/test_tokenizer_llamacpp_vocab.py extracts it)")
+    tc = QWEN35_08B
+    tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
+    tok = tokenizer_from_gguf(gguf, vocab)
+    for q in ("q8_0", "q4_0"):
+        if not (out / f"{q}.gguf").exists():
+            write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
+        print("wrote", out / f"{q}.gguf", flush=True)
+
+
+def tiny(root):
+    """The f32 GGUF of each tiny model (kept if present); then, with llama-cpp-python installed,
+    its Q8_0 copy and llama.cpp's goldens of both."""
+    from safetensors.numpy import load_file
+    gguf = import_gguf()
+    for cfg in ("dense-tied", "vheads-untied"):
+        hf = root / cfg / "hf-f32"
+        f32 = root / cfg / "gguf-f32" / "model.gguf"
+        if not f32.exists():
+            tc = json.load(open(hf / "config.json"))["text_config"]
+            tensors = hf_to_gguf_tensors(gguf, tc, load_file(str(hf / "model.safetensors")))
+            write_gguf(f32, tc, tensors, tokenizer_from_json(hf / "tokenizer.json"))
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python not installed: no Q8_0 copies, no llama.cpp goldens", flush=True)
+        return
+    for cfg in ("dense-tied", "vheads-untied"):
+        hf, f32 = root / cfg / "hf-f32", root / cfg / "gguf-f32" / "model.gguf"
+        q8 = root / cfg / "gguf-q8_0" / "model.gguf"
+        q8.parent.mkdir(parents=True, exist_ok=True)
+        quantize(f32, q8, "MOSTLY_Q8_0")
+        for d in (f32.parent, q8.parent):
+            llama_greedy(d / "model.gguf", hf / "greedy.json", d / "greedy.json")
+            print("wrote", d, flush=True)
+
+
+if __name__ == "__main__":
+    cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+    args = sys.argv[1:]
+    if args[:1] == ["--bench"]:
+        bench(Path(args[1] if len(args) > 1 else os.path.join(cache, "bench", "qwen3.5-0.8b-shape")))
+    else:
+        tiny(Path(args[0] if args else os.path.join(cache, "qwen35-tiny")))
