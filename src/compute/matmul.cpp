@@ -97,11 +97,15 @@ bool mlx_fast(const WeightView& w, MatmulPath path) {
          w.group_size % 32 == 0;
 }
 
-float group_f32(const void* p, DType dt, int64_t i) {
+// n group values starting at index i, as f32 (one loop per dtype, so bf16/f32 vectorise).
+void groups_f32(const void* p, DType dt, int64_t i, int64_t n, float* out) {
   switch (dt) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F32: std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float)); break;
+    case DType::F16:
+      for (int64_t g = 0; g < n; ++g) out[g] = f16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
+      break;
+    default:
+      for (int64_t g = 0; g < n; ++g) out[g] = bf16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
   }
 }
 
@@ -118,10 +122,8 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     float tmp[4];
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        sb[g] = group_f32(w.scales, w.group_dtype, r * groups + g);
-        sb[groups + g] = group_f32(w.biases, w.group_dtype, r * groups + g);
-      }
+      groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data());
+      groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + groups);
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
         fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt, tmp);
