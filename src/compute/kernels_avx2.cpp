@@ -232,18 +232,27 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
 }
 
-// MLX affine rows: per 32-element block an integer dot of the unsigned values with the int8
-// activations, scaled by the group's scale·dx, plus the group's bias·dx·Σx (kept apart in float,
-// like Q4_1's min). 4-bit rows hold elements 2j, 2j+1 in byte j, so nibbles() gives the even then
-// the odd elements and the activations come in that order (permute_act_for_mlx4). 8-bit values
-// (0..255) would overflow maddubs' int16 pairs, so they are used as q - 128 with the sign moved
-// onto x (|q - 128| <= 128 fits u8) and 128·Σx added back exactly in int32.
+// MLX affine rows (scale part, see Kernels::MlxDot): per 32-element block an integer dot of the
+// unsigned values with the int8 activations, scaled by the group's scale·dx. 4-bit rows hold
+// elements 2j, 2j+1 in byte j, so nibbles() gives the even then the odd elements and the
+// activations come in that order (permute_act_for_mlx4). 8-bit values (0..255) would overflow
+// maddubs' int16 pairs, so they are used as q - 128 with the sign moved onto x (|q - 128| <= 128
+// fits u8) and 128·Σx added back exactly in int32.
+// Σ_g b[g]·s[g] for an MLX row's bias part: 8 groups per FMA, then the tail in order.
+inline float mlx_bias_dot(const float* b, const float* s, int64_t n) {
+  __m256 v = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) v = _mm256_fmadd_ps(_mm256_loadu_ps(b + g), _mm256_loadu_ps(s + g), v);
+  float r = hsum256(v);
+  for (; g < n; ++g) r += b[g] * s[g];
+  return r;
+}
+
 template <int NT, bool kFour>
-void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-            int64_t nb, float* out) {
+void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+            const float* gsum, float* out) {
   __m256 acc[NT];
-  float off[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const int bpg = gs / 32;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
@@ -254,28 +263,28 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
       sq = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32)), bias);
       q = _mm256_sign_epi8(sq, sq);
     }
-    const float s = sc[b / bpg], bb = bi[b / bpg];
+    const float s = sc[b / bpg];
     for (int t = 0; t < NT; ++t) {
       const ActQ8& a = x[t * xs + b];
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
       if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
       __m256i p = dot_u8s8(q, xv);
-      if constexpr (!kFour) p = _mm256_add_epi32(p, _mm256_setr_epi32(128 * a.sum, 0, 0, 0, 0, 0, 0, 0));
+      if constexpr (!kFour) p = _mm256_add_epi32(p, _mm256_zextsi128_si256(_mm_cvtsi32_si128(128 * a.sum)));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
-      off[t] += bb * a.d * a.sum;
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+  const int64_t groups = nb / bpg;
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, gsum + t * groups, groups);
 }
 
 template <bool kFour>
-void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-             int64_t nb, int nt, float* out) {
+void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+             int nt, const float* gsum, float* out) {
   switch (nt) {
-    case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    case 2: mlx_nt<2, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
+    case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 2: mlx_nt<2, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
   }
 }
 
