@@ -237,14 +237,19 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
 // elements 2j, 2j+1 in byte j, so nibbles() gives the even then the odd elements and the
 // activations come in that order (permute_act_for_mlx4). 8-bit values (0..255) would overflow
 // maddubs' int16 pairs, so they are used as q - 128 with the sign moved onto x (|q - 128| <= 128
-// fits u8) and 128·Σx added back exactly in int32.
-// Σ_g b[g]·s[g] for an MLX row's bias part: 8 groups per FMA, then the tail in order.
-inline float mlx_bias_dot(const float* b, const float* s, int64_t n) {
+// fits u8) and the 128·scale·dx·Σx they lose moved into the bias part (bias + 128·scale).
+// Σ_g (b[g] + off·sc[g])·s[g] for an MLX row's bias part (off: a value offset the block dots
+// took off): 8 groups per FMA, then the tail in order.
+inline float mlx_bias_dot(const float* b, const float* sc, float off, const float* s, int64_t n) {
   __m256 v = _mm256_setzero_ps();
+  const __m256 o = _mm256_set1_ps(off);
   int64_t g = 0;
-  for (; g + 8 <= n; g += 8) v = _mm256_fmadd_ps(_mm256_loadu_ps(b + g), _mm256_loadu_ps(s + g), v);
+  for (; g + 8 <= n; g += 8) {
+    const __m256 bo = _mm256_fmadd_ps(o, _mm256_loadu_ps(sc + g), _mm256_loadu_ps(b + g));
+    v = _mm256_fmadd_ps(bo, _mm256_loadu_ps(s + g), v);
+  }
   float r = hsum256(v);
-  for (; g < n; ++g) r += b[g] * s[g];
+  for (; g < n; ++g) r += (b[g] + off * sc[g]) * s[g];
   return r;
 }
 
@@ -269,12 +274,12 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
       __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
       if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
       __m256i p = dot_u8s8(q, xv);
-      if constexpr (!kFour) p = _mm256_add_epi32(p, _mm256_zextsi128_si256(_mm_cvtsi32_si128(128 * a.sum)));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
     }
   }
   const int64_t groups = nb / bpg;
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, gsum + t * groups, groups);
+  constexpr float kOff = kFour ? 0.0f : 128.0f;
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, sc, kOff, gsum + t * groups, groups);
 }
 
 template <bool kFour>
