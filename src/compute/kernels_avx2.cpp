@@ -259,25 +259,28 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const int bpg = gs / 32;
+  const int64_t groups = nb / bpg;
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i q, sq = _mm256_setzero_si256();
-    if constexpr (kFour) {
-      q = nibbles(w + b * 16);
-    } else {
-      sq = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32)), bias);
-      q = _mm256_sign_epi8(sq, sq);
-    }
-    const float s = sc[b / bpg];
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + b];
-      __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-      if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
-      __m256i p = dot_u8s8(q, xv);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+  // Groups outer: the group's scale is one load, with no division per block.
+  for (int64_t g = 0, b = 0; g < groups; ++g) {
+    const float s = sc[g];
+    for (int i = 0; i < bpg; ++i, ++b) {
+      __m256i q, sq = _mm256_setzero_si256();
+      if constexpr (kFour) {
+        q = nibbles(w + b * 16);
+      } else {
+        sq = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32)), bias);
+        q = _mm256_sign_epi8(sq, sq);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a = x[t * xs + b];
+        __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+        if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
+        __m256i p = dot_u8s8(q, xv);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+      }
     }
   }
-  const int64_t groups = nb / bpg;
   constexpr float kOff = kFour ? 0.0f : 128.0f;
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, sc, kOff, gsum + t * groups, groups);
 }

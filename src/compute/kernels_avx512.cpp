@@ -304,16 +304,19 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const int bpg = gs / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i q = kFour ? nibbles(w + b * 16) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32));
-    const float s = sc[b / bpg];
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + b];
-      __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+  const int64_t groups = nb / bpg;
+  // Groups outer: the group's scale is one load, with no division per block.
+  for (int64_t g = 0, b = 0; g < groups; ++g) {
+    const float s = sc[g];
+    for (int i = 0; i < bpg; ++i, ++b) {
+      __m256i q = kFour ? nibbles(w + b * 16) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32));
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a = x[t * xs + b];
+        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+      }
     }
   }
-  const int64_t groups = nb / bpg;
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, gsum + t * groups, groups);
 }
 
