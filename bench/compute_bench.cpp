@@ -50,6 +50,37 @@ void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int thre
                                               benchmark::Counter::kIs1000);
 }
 
+// MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
+// same shape: bytes/s counts the packed values plus the scales and biases.
+void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t cols, int threads, int64_t n) {
+  std::vector<uint8_t> w(rows * cols * bits / 8);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  std::vector<uint16_t> sb(2 * rows * cols / gs);
+  for (auto& v : sb) v = f32_to_bf16(static_cast<float>(rng() % 64) / 1024.0f);
+  Tensor tt;
+  tt.name = "w";
+  tt.dtype = DType::MLX_AFFINE;
+  tt.shape = {rows, cols};
+  tt.data = w.data();
+  tt.bits = bits;
+  tt.group_size = gs;
+  tt.group_dtype = DType::BF16;
+  tt.scales = sb.data();
+  tt.biases = sb.data() + rows * cols / gs;
+  WeightView v = WeightView::of(tt);
+  std::vector<float> x(n * cols, 0.5f), y(n * rows);
+  ThreadPool pool(threads);
+  MatmulScratch s;
+  for (auto _ : st) {
+    matmul(v, x.data(), n, y.data(), pool, s);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size() + 2 * sb.size()));
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
 std::string smollm2() {
   if (const char* e = std::getenv("RAPID_SMOLLM2_GGUF")) return e;
   return std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
@@ -262,6 +293,16 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, DType::Q4_1, 1536, 576, 1, 8)->UseRea
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t, 4, 64, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_vocab_1t, 8, 64, 49152, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_big_1t, 4, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gemm128_1t, 4, 64, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_gemm128_1t, 8, 64, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 

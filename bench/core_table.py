@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Issue #3's speed table: rapid-mlx vs llama.cpp, 1 and 2 threads, prefill and decode tok/s,
 their ratios (targets: decode >= 0.8, prefill >= 0.5) and the fraction of the DRAM read-bandwidth
-bound that rapid-mlx's decode reaches (decode tok/s x GGUF bytes streamed per token / read
+bound that rapid-mlx's decode reaches (decode tok/s x model bytes streamed per token / read
 bandwidth at the same thread count, from bench/stream_probe.cpp). Run it on a quiet machine.
+MLX rows (a model directory: the same SmolLM2 weights as MLX affine 4-bit / 8-bit, from
+scripts/derive_models.sh) have no llama.cpp column; their bytes are the safetensors files'.
 
 Shape of both runs: a ~128-token prompt, 64 decode steps, best of --reps.
   rapid-mlx: `rapid-mlx run --raw --threads N --max-tokens 64 PROMPT` (its last stderr line);
   llama.cpp: bench/decode_bench.py --json under .venv-oracle (llama-cpp-python), same shape.
 Standard library only (llama.cpp's column is left empty when .venv-oracle has no llama_cpp).
 
-usage: bench/core_table.sh [--bin build/rapid-mlx] [--threads 1,2] [--reps 3] [--quick] [--json OUT] [GGUF...]
+usage: bench/core_table.sh [--bin build/rapid-mlx] [--threads 1,2] [--reps 3] [--quick] [--json OUT] [GGUF|MLX dir...]
 """
 import argparse
 import json
@@ -24,6 +26,8 @@ CACHE = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-m
 DEFAULT_MODELS = [
     os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q8_0.gguf"),
+    os.path.join(CACHE, "smollm2-135m-instruct", "mlx-q4"),
+    os.path.join(CACHE, "smollm2-135m-instruct", "mlx-q8"),
     os.path.join(CACHE, "bench", "qwen2.5-0.5b-shape", "q4_1.gguf"),
     os.path.join(CACHE, "bench", "qwen2.5-0.5b-shape", "q8_0.gguf"),
     # Issue #17: the Qwen3.5-0.8B shape (Gated DeltaNet hybrid), `scripts/qwen35_gguf.py --bench`.
@@ -63,8 +67,15 @@ def rapid(binary, model, threads, max_tokens, reps):
     return best
 
 
+def model_bytes(model):
+    """Bytes a decode step streams at most: the GGUF file, or an MLX directory's safetensors."""
+    if os.path.isdir(model):
+        return sum(os.path.getsize(os.path.join(model, f)) for f in os.listdir(model) if f.endswith(".safetensors"))
+    return os.path.getsize(model)
+
+
 def llama(oracle, model, threads, repack=False):
-    if not oracle:
+    if not oracle or not model.endswith(".gguf"):
         return None
     r = subprocess.run([oracle, os.path.join(ROOT, "bench", "decode_bench.py"), model, str(threads), "--json"]
                        + (["--repack"] if repack else []), capture_output=True, text=True)
@@ -84,7 +95,8 @@ def fmt(x, spec=".1f"):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("models", nargs="*", help="GGUF files (default: SmolLM2 Q4_1/Q8_0, Qwen2.5-0.5B-shape Q4_1/Q8_0)")
+    ap.add_argument("models", nargs="*", help="GGUF files or MLX model directories (default: SmolLM2 Q4_1/Q8_0 "
+                    "and its MLX 4-bit/8-bit copies, Qwen2.5-0.5B-shape Q4_1/Q8_0)")
     ap.add_argument("--bin", default=os.environ.get("RAPID_MLX_BIN", os.path.join(ROOT, "build", "rapid-mlx")))
     ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     ap.add_argument("--reps", type=int, default=3, help="rapid-mlx runs per cell, best kept (llama.cpp: 3 inside)")
@@ -114,7 +126,7 @@ def main(argv=None):
     load = os.getloadavg()[0]
     rows = []
     for model in models:
-        size = os.path.getsize(model)
+        size = model_bytes(model)
         for t in threads:
             r = rapid(a.bin, model, t, a.max_tokens, a.reps)
             l = llama(oracle, model, t, a.llama_repack)
@@ -130,7 +142,8 @@ def main(argv=None):
           + ", ".join(f"{k} thr {v:.1f}" for k, v in sorted(bw.items())) + "\n")
     print(f"Prefill: rapid-mlx `run --raw` on a fixed text (its token count in the `prompt` column), llama.cpp "
           f"128 token ids; decode: rapid-mlx {a.max_tokens} steps, llama.cpp 64; best of {a.reps} (llama.cpp: 3). "
-          f"Targets: decode ratio >= 0.8, prefill ratio >= 0.5. DRAM bound = read GB/s / GGUF bytes.\n")
+          f"Targets: decode ratio >= 0.8, prefill ratio >= 0.5. DRAM bound = read GB/s / model bytes "
+          f"(GGUF file, or an MLX directory's safetensors).\n")
     print("| model | thr | prompt | rapid prefill | llama prefill | ratio | rapid decode | llama decode | ratio "
           "| DRAM bound tok/s | decode / bound |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -39,9 +39,12 @@ struct Kernels {
   QDot dot_q4_0, dot_q4_1, dot_q8_0, dot_q4_k, dot_q6_k;
   QDot dot_q5_0, dot_q5_1, dot_q5_k;
   // MLX affine rows (4 or 8 bits): w = packed row bytes, scales/biases = the row's groups as f32.
+  // The bias part, Σ_groups bias·(Σ dx·Σx over the group's blocks), is one short dot per token
+  // after the block loop: gsum + t*groups holds token t's group sums (matmul's mlx_bias_sums).
   // For 4 bits the activation blocks must be in "nibble order" (see permute_act_for_mlx4).
   using MlxDot = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
-                          const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, float* out);
+                          const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, const float* gsum,
+                          float* out);
   MlxDot dot_mlx4, dot_mlx8;
   // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
   // packed by pack_act_lanes, a layout for kernels that work 8 blocks at a time: the int→float

@@ -232,6 +232,70 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
 }
 
+// MLX affine rows (scale part, see Kernels::MlxDot): per 32-element block an integer dot of the
+// unsigned values with the int8 activations, scaled by the group's scale·dx. 4-bit rows hold
+// elements 2j, 2j+1 in byte j, so nibbles() gives the even then the odd elements and the
+// activations come in that order (permute_act_for_mlx4). 8-bit values (0..255) would overflow
+// maddubs' int16 pairs, so they are used as q - 128 with the sign moved onto x (|q - 128| <= 128
+// fits u8) and the 128·scale·dx·Σx they lose moved into the bias part (bias + 128·scale).
+// Σ_g (b[g] + off·sc[g])·s[g] for an MLX row's bias part (off: a value offset the block dots
+// took off): 8 groups per FMA, then the tail in order.
+inline float mlx_bias_dot(const float* b, const float* sc, float off, const float* s, int64_t n) {
+  __m256 v = _mm256_setzero_ps();
+  const __m256 o = _mm256_set1_ps(off);
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) {
+    const __m256 bo = _mm256_fmadd_ps(o, _mm256_loadu_ps(sc + g), _mm256_loadu_ps(b + g));
+    v = _mm256_fmadd_ps(bo, _mm256_loadu_ps(s + g), v);
+  }
+  float r = hsum256(v);
+  for (; g < n; ++g) r += (b[g] + off * sc[g]) * s[g];
+  return r;
+}
+
+template <int NT, bool kFour>
+void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+            const float* gsum, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const int bpg = gs / 32;
+  const int64_t groups = nb / bpg;
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  // Groups outer: the group's scale is one load, with no division per block.
+  for (int64_t g = 0, b = 0; g < groups; ++g) {
+    const float s = sc[g];
+    for (int i = 0; i < bpg; ++i, ++b) {
+      __m256i q, sq = _mm256_setzero_si256();
+      if constexpr (kFour) {
+        q = nibbles(w + b * 16);
+      } else {
+        sq = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32)), bias);
+        q = _mm256_sign_epi8(sq, sq);
+      }
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a = x[t * xs + b];
+        __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+        if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
+        __m256i p = dot_u8s8(q, xv);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+      }
+    }
+  }
+  constexpr float kOff = kFour ? 0.0f : 128.0f;
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, sc, kOff, gsum + t * groups, groups);
+}
+
+template <bool kFour>
+void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+             int nt, const float* gsum, float* out) {
+  switch (nt) {
+    case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 2: mlx_nt<2, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+  }
+}
+
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
   void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \
@@ -267,6 +331,8 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_q5_0 = q5_0;
   k.dot_q5_1 = q5_1;
   k.dot_q5_k = q5_k;
+  k.dot_mlx4 = mlx_dot<true>;
+  k.dot_mlx8 = mlx_dot<false>;
 }
 
 }  // namespace rapid

@@ -288,34 +288,46 @@ void q6_k_nt(const BlockQ6_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
+// Σ_g b[g]·s[g] for an MLX row's bias part: 8 groups per FMA, then the tail in order.
+inline float mlx_bias_dot(const float* b, const float* s, int64_t n) {
+  __m256 v = _mm256_setzero_ps();
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) v = _mm256_fmadd_ps(_mm256_loadu_ps(b + g), _mm256_loadu_ps(s + g), v);
+  float r = hsum256(v);
+  for (; g < n; ++g) r += b[g] * s[g];
+  return r;
+}
+
 template <int NT, bool kFour>
-void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-            int64_t nb, float* out) {
+void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+            const float* gsum, float* out) {
   __m256 acc[NT];
-  float off[NT];
-  for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const int bpg = gs / 32;
-  for (int64_t b = 0; b < nb; ++b) {
-    __m256i q = kFour ? nibbles(w + b * 16) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32));
-    const float s = sc[b / bpg], bb = bi[b / bpg];
-    for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + b];
-      __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
-      off[t] += bb * a.d * a.sum;
+  const int64_t groups = nb / bpg;
+  // Groups outer: the group's scale is one load, with no division per block.
+  for (int64_t g = 0, b = 0; g < groups; ++g) {
+    const float s = sc[g];
+    for (int i = 0; i < bpg; ++i, ++b) {
+      __m256i q = kFour ? nibbles(w + b * 16) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32));
+      for (int t = 0; t < NT; ++t) {
+        const ActQ8& a = x[t * xs + b];
+        __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + mlx_bias_dot(bi, gsum + t * groups, groups);
 }
 
 template <bool kFour>
-void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-             int64_t nb, int nt, float* out) {
+void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+             int nt, const float* gsum, float* out) {
   switch (nt) {
-    case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    case 2: mlx_nt<2, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
-    default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, out); break;
+    case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 2: mlx_nt<2, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
+    default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
   }
 }
 

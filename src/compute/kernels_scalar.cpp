@@ -161,7 +161,7 @@ void dot_q5_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, fl
 // Scalar MLX dots work on the natural element order for 8 bits and on nibble order for 4 bits
 // (the same activation layout the SIMD kernels get).
 void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-              int64_t nb, int nt, float* out) {
+              int64_t nb, int nt, const float* gsum, float* out) {
   const int bpg = gs / 32;
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
@@ -170,14 +170,16 @@ void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const 
       const uint8_t* q = w + b * 16;
       int s = 0;
       for (int j = 0; j < 16; ++j) s += (q[j] & 0x0f) * a.qs[j] + (q[j] >> 4) * a.qs[j + 16];
-      acc += sc[b / bpg] * a.d * s + bi[b / bpg] * a.d * a.sum;
+      acc += sc[b / bpg] * a.d * s;
     }
+    const int64_t groups = nb / bpg;
+    for (int64_t g = 0; g < groups; ++g) acc += bi[g] * gsum[t * groups + g];
     out[t] = acc;
   }
 }
 
 void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
-              int64_t nb, int nt, float* out) {
+              int64_t nb, int nt, const float* gsum, float* out) {
   const int bpg = gs / 32;
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
@@ -186,8 +188,10 @@ void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const 
       const uint8_t* q = w + b * 32;
       int s = 0;
       for (int j = 0; j < 32; ++j) s += q[j] * a.qs[j];
-      acc += sc[b / bpg] * a.d * s + bi[b / bpg] * a.d * a.sum;
+      acc += sc[b / bpg] * a.d * s;
     }
+    const int64_t groups = nb / bpg;
+    for (int64_t g = 0; g < groups; ++g) acc += bi[g] * gsum[t * groups + g];
     out[t] = acc;
   }
 }

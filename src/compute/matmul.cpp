@@ -97,17 +97,44 @@ bool mlx_fast(const WeightView& w, MatmulPath path) {
          w.group_size % 32 == 0;
 }
 
-float group_f32(const void* p, DType dt, int64_t i) {
+// n group values starting at index i, as f32 (one loop per dtype, so bf16/f32 vectorise).
+void groups_f32(const void* p, DType dt, int64_t i, int64_t n, float* out) {
   switch (dt) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    default: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F32: std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float)); break;
+    case DType::F16:
+      for (int64_t g = 0; g < n; ++g) out[g] = f16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
+      break;
+    default:
+      for (int64_t g = 0; g < n; ++g) out[g] = bf16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
   }
+}
+
+// For each activation row t and group g of group_size gs: Σ over the group's blocks of dx·Σx, the
+// activation side of an MLX row's bias term (w = scale·q + bias); see Kernels::MlxDot.
+void mlx_bias_sums(const ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<float>& out) {
+  const int bpg = gs / kQK;
+  const int64_t groups = nb / bpg;
+  out.resize(static_cast<size_t>(n * groups));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0;
+      for (int i = 0; i < bpg; ++i) {
+        const ActQ8& a = xq[t * nb + g * bpg + i];
+        s += a.d * static_cast<float>(a.sum);
+      }
+      out[t * groups + g] = s;
+    }
+}
+
+const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
+  for (auto& [g, v] : s.mlx_gsum)
+    if (g == gs) return v.data();
+  return nullptr;
 }
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const ActQ8* xq,
               const ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, Kernels::QDotV qv,
-              const ActLanes& xl, const Kernels& k, MatmulPath path) {
+              const ActLanes& xl, const float* gsum, const Kernels& k, MatmulPath path) {
   const int64_t rows = w.rows, cols = w.cols;
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (mlx_fast(w, path)) {
@@ -118,13 +145,12 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     float tmp[4];
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        sb[g] = group_f32(w.scales, w.group_dtype, r * groups + g);
-        sb[groups + g] = group_f32(w.biases, w.group_dtype, r * groups + g);
-      }
+      groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data());
+      groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + groups);
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt, tmp);
+        fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt,
+           gsum + t * groups, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     }
@@ -254,6 +280,20 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     pack_act_lanes(xq, cols / kQK, n, lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data());
     xl = {lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data(), n};
   }
+  // The bias sums of each MLX group size in use (entries are kept across calls: no reallocation).
+  const float* gsum[8] = {};
+  int fresh[8], nfresh = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!mlx_fast(*outs[i].w, path)) continue;
+    const int gs = outs[i].w->group_size;
+    if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
+    auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
+    if (it == scratch.mlx_gsum.end()) it = scratch.mlx_gsum.insert(it, {gs, {}});
+    mlx_bias_sums(xq, cols / kQK, n, gs, it->second);
+    fresh[nfresh++] = gs;
+  }
+  for (int i = 0; i < count; ++i)
+    if (mlx_fast(*outs[i].w, path)) gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
   const ActQ8* xq4 = nullptr;
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;
@@ -265,7 +305,7 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     for (int i = 0; i < count && b < e; ++i) {
       int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
       if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], x, xq, xq4, n, outs[i].y, qd[i], qv[i], xl,
-                        k, path);
+                        gsum[i], k, path);
     }
   });
 }

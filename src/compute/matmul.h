@@ -34,6 +34,8 @@ struct WeightView {
 struct MatmulScratch {
   std::vector<ActQ8> xq;
   std::vector<ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
+  // Per MLX group size: for each activation row and group, Σ dx·Σx over the group's blocks.
+  std::vector<std::pair<int, std::vector<float>>> mlx_gsum;
   std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
   std::vector<float> ld, lds;
 };

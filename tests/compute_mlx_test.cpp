@@ -1,0 +1,154 @@
+// MLX affine matmul (decode GEMV and batched rows) against mlx.core itself: every bits x group
+// size x scale dtype case of tests/golden/compute/mlx_matmul.json (scripts/make_mlx_matmul_goldens.py:
+// mx.quantize'd weights, mx.quantized_matmul outputs), on every ISA this CPU has, exact and fast
+// paths, plus batch invariance (a row's result never depends on how many rows share the call).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compute/cpu_features.h"
+#include "compute/matmul.h"
+#include "compute/thread_pool.h"
+#include "tensor/tensor.h"
+
+using namespace rapid;
+
+namespace {
+
+struct Case {
+  int bits = 0, group_size = 0;
+  std::string dtype;
+  std::vector<uint32_t> weight;
+  std::vector<uint16_t> s16, b16;
+  std::vector<uint32_t> s32, b32;
+  std::vector<float> y;
+  std::vector<double> mag;
+
+  Tensor tensor(int64_t rows, int64_t cols) const {
+    Tensor t;
+    t.name = "mlx_b" + std::to_string(bits) + "_g" + std::to_string(group_size) + "_" + dtype;
+    t.dtype = DType::MLX_AFFINE;
+    t.shape = {rows, cols};
+    t.data = weight.data();
+    t.bits = bits;
+    t.group_size = group_size;
+    t.group_dtype = dtype == "f32" ? DType::F32 : dtype == "f16" ? DType::F16 : DType::BF16;
+    t.scales = dtype == "f32" ? static_cast<const void*>(s32.data()) : s16.data();
+    t.biases = dtype == "f32" ? static_cast<const void*>(b32.data()) : b16.data();
+    return t;
+  }
+};
+
+struct Golden {
+  int64_t rows = 0, cols = 0, n = 0;
+  std::vector<float> x;
+  std::vector<Case> cases;
+};
+
+const Golden& golden() {
+  static const Golden g = [] {
+    std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mlx_matmul.json");
+    auto j = nlohmann::json::parse(f);
+    Golden g;
+    g.rows = j["rows"];
+    g.cols = j["cols"];
+    g.n = j["n"];
+    g.x = j["x"].get<std::vector<float>>();
+    for (auto& c : j["cases"]) {
+      Case k;
+      k.bits = c["bits"];
+      k.group_size = c["group_size"];
+      k.dtype = c["dtype"];
+      k.weight = c["weight"].get<std::vector<uint32_t>>();
+      if (k.dtype == "f32") {
+        k.s32 = c["scales"].get<std::vector<uint32_t>>();
+        k.b32 = c["biases"].get<std::vector<uint32_t>>();
+      } else {
+        k.s16 = c["scales"].get<std::vector<uint16_t>>();
+        k.b16 = c["biases"].get<std::vector<uint16_t>>();
+      }
+      k.y = c["y"].get<std::vector<float>>();
+      k.mag = c["mag"].get<std::vector<double>>();
+      g.cases.push_back(std::move(k));
+    }
+    return g;
+  }();
+  return g;
+}
+
+std::vector<Isa> isas() {
+  std::vector<Isa> v{Isa::Scalar};
+  if (best_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
+  return v;
+}
+
+}  // namespace
+
+TEST(MlxMatmul, GoldenCoversEveryBitsGroupAndDtype) {
+  const Golden& g = golden();
+  EXPECT_EQ(g.cases.size(), 6u * 3u * 3u);
+  for (auto& c : g.cases) {
+    EXPECT_EQ(c.weight.size(), static_cast<size_t>(g.rows * g.cols * c.bits / 32));
+    EXPECT_EQ(c.y.size(), static_cast<size_t>(g.n * g.rows));
+  }
+}
+
+// Exact: f32 dequantization (bitwise mx.dequantize, see model_loader_test) and f32 dots, so only
+// summation order differs from MLX. Fast: int8 activations, the same bound as the GGUF kernels
+// (compute_test's Matmul.EveryFormatMatchesDequantizedReference).
+TEST(MlxMatmul, MatchesMlxQuantizedMatmulOnEveryIsa) {
+  const Golden& g = golden();
+  ThreadPool pool(2);
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    for (auto& c : g.cases) {
+      Tensor t = c.tensor(g.rows, g.cols);
+      WeightView w = WeightView::of(t);
+      for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
+        std::vector<float> y(g.n * g.rows);
+        MatmulScratch s;
+        matmul(w, g.x.data(), g.n, y.data(), pool, s, path);
+        const double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
+        for (int64_t i = 0; i < g.n * g.rows; ++i) {
+          // y is [n, rows] in both.
+          ASSERT_NEAR(y[i], c.y[i], rel * c.mag[i] + 1e-6)
+              << t.name << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast") << " i " << i;
+        }
+      }
+    }
+  }
+  set_active_isa(best_isa());
+}
+
+// Decode (n = 1), a tile (n = 4) and a ragged batch (n = 5) give every row bitwise the same result,
+// on every ISA and with 1 or 2 threads.
+TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
+  const Golden& g = golden();
+  ThreadPool p1(1), p2(2);
+  for (Isa isa : isas()) {
+    set_active_isa(isa);
+    for (auto& c : g.cases) {
+      Tensor t = c.tensor(g.rows, g.cols);
+      WeightView w = WeightView::of(t);
+      MatmulScratch s;
+      std::vector<float> all(g.n * g.rows), all1(g.n * g.rows);
+      matmul(w, g.x.data(), g.n, all.data(), p2, s, MatmulPath::Fast);
+      matmul(w, g.x.data(), g.n, all1.data(), p1, s, MatmulPath::Fast);
+      EXPECT_EQ(all, all1) << t.name << " " << isa_name(isa) << ": thread count changed the result";
+      for (int64_t n : {int64_t{1}, int64_t{4}}) {
+        for (int64_t t0 = 0; t0 + n <= g.n; t0 += n) {
+          std::vector<float> part(n * g.rows);
+          matmul(w, g.x.data() + t0 * g.cols, n, part.data(), p2, s, MatmulPath::Fast);
+          for (int64_t i = 0; i < n * g.rows; ++i)
+            ASSERT_EQ(part[i], all[t0 * g.rows + i]) << t.name << " " << isa_name(isa) << " n " << n << " t0 " << t0;
+        }
+      }
+    }
+  }
+  set_active_isa(best_isa());
+}
