@@ -45,6 +45,12 @@ struct ModelConfig {
   int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
   int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
   double partial_rotary_factor = 1.0;  // RoPE rotates the first head_dim × this dimensions
+  // Mixture of experts (qwen3_moe, qwen3_5_moe): layer_is_moe[i] says whether layer i's MLP is
+  // routed (empty = dense model).
+  std::vector<bool> layer_is_moe;
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
+  bool norm_topk_prob = false;  // renormalise the top-k routing weights to sum to 1
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
