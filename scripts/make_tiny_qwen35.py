@@ -148,7 +148,7 @@ def goldens(model_dir, seed):
     model, _ = load_model(model_dir)
     model.eval()
     rng = np.random.default_rng(seed)
-    V = model.args.text_config["vocab_size"]
+    V = model.args.text_config["vocab_size"] if hasattr(model.args, "text_config") else model.args.vocab_size
     probe = sorted(int(i) for i in rng.choice(V, 64, replace=False))
     cases = []
     for n in PROMPT_LENS:
