@@ -43,7 +43,7 @@ def mlx_greedy_text(model_dir, prompt=PROMPT, steps=STEPS):
     mx.set_default_device(mx.cpu)
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     model, config = load_model(model_dir)
-    eos = config["text_config"]["eos_token_id"]
+    eos = config.get("text_config", config)["eos_token_id"]
     cache = make_prompt_cache(model)
     logits = model(mx.array([tok.encode(prompt).ids]), cache=cache)[0, -1]
     out = []
