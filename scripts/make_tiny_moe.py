@@ -28,12 +28,11 @@ import sys
 from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_flatten
 from mlx_lm.models import qwen3_5_moe, qwen3_moe
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_qwen35 import FOLDED_NORMS, goldens, write_tokenizer  # noqa: E402
+from make_tiny_qwen35 import FOLDED_NORMS, goldens, spread, write_tokenizer  # noqa: E402
 
 MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
@@ -59,29 +58,13 @@ def qwen35_config():
             "tie_word_embeddings": True, "text_config": copy.deepcopy(QWEN35_TEXT)}
 
 
-def spread(model, seed):
-    """Random init leaves norms at 1 and a near-uniform router: spread them so a wrong offset,
-    a swapped expert or a missing gate changes the output, and routing is decisive."""
-    mx.random.seed(seed)
-    upd = {}
-    for k, v in tree_flatten(model.parameters()):
-        if k.endswith("norm.weight"):
-            upd[k] = 1.0 + 0.3 * mx.random.normal(v.shape)
-        elif k.endswith("dt_bias"):
-            upd[k] = mx.random.normal(v.shape)
-        elif k.endswith("embed_tokens.weight") or k.endswith("lm_head.weight"):
-            upd[k] = mx.random.normal(v.shape) * (0.3 if "embed" in k else 0.5)
-        elif k.endswith("conv1d.weight"):
-            upd[k] = mx.random.normal(v.shape) * 0.5
-        elif k.endswith("mlp.gate.weight"):
-            upd[k] = mx.random.normal(v.shape) * 0.5
-        elif k.endswith("shared_expert_gate.weight"):
-            upd[k] = mx.random.normal(v.shape) * 0.3
-        elif k.endswith("proj.weight") or k.endswith("proj_qkv.weight"):
-            upd[k] = v * 2.0
-    model.load_weights(list(upd.items()), strict=False)
-    mx.eval(model.parameters())
-    return model
+def moe_spread(k, v):
+    """A decisive router (random init makes it near uniform) and a visible shared-expert gate."""
+    if k.endswith("mlp.gate.weight"):
+        return mx.random.normal(v.shape) * 0.5
+    if k.endswith("shared_expert_gate.weight"):
+        return mx.random.normal(v.shape) * 0.3
+    return None
 
 
 def hf_qwen3_moe(w, cfg):
@@ -140,7 +123,7 @@ def main():
         cfg = config()
         d = tmp / name
         mx.random.seed(3000 + i)
-        model = spread(make(cfg), 3100 + i)
+        model = spread(make(cfg), moe_spread)
         save_model(d / "mlx-f32", model)
         save_config(cfg, d / "mlx-f32" / "config.json")
         (d / "hf-f32").mkdir(parents=True)

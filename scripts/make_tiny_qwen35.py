@@ -90,12 +90,18 @@ def full_config(tc):
 
 def build(seed, tc):
     mx.random.seed(seed)
-    model = qwen3_5.Model(qwen3_5.ModelArgs.from_dict(full_config(tc)))
-    # Random init leaves norms at 1, dt_bias at 1, and greedy output stuck on one token: spread
-    # them so that a wrong offset, a swapped half or a missing gate changes the output.
+    return spread(qwen3_5.Model(qwen3_5.ModelArgs.from_dict(full_config(tc))))
+
+
+def spread(model, extra=lambda k, v: None):
+    """Random init leaves norms at 1, dt_bias at 1, and greedy output stuck on one token: spread
+    them so that a wrong offset, a swapped half or a missing gate changes the output. `extra(k, v)`
+    may give a parameter its own value first (None: the rules below)."""
     upd = {}
     for k, v in tree_flatten(model.parameters()):
-        if k.endswith("norm.weight"):
+        if (x := extra(k, v)) is not None:
+            upd[k] = x
+        elif k.endswith("norm.weight"):
             upd[k] = 1.0 + 0.3 * mx.random.normal(v.shape)
         elif k.endswith("dt_bias"):
             upd[k] = mx.random.normal(v.shape)

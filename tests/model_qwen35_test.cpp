@@ -15,6 +15,7 @@
 #include "model/arch.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
+#include "tiny_model_set.h"
 
 namespace fs = std::filesystem;
 using namespace rapid;
@@ -24,27 +25,11 @@ namespace {
 
 const char* kConfigs[] = {"dense-tied", "vheads-untied"};
 
-std::string tiny_root() {
-  const char* c = std::getenv("RAPID_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  std::string cache = c ? c : std::string(home ? home : "") + "/.cache/rapid-mlx/models";
-  return cache + "/qwen35-tiny";
-}
-
 // The model set, generated once if absent. Empty string (and the reason) when it cannot be.
 const std::string& tiny_models(std::string* why) {
   static std::string reason;
-  static const std::string dir = [] {
-    const std::string root = tiny_root();
-    if (fs::exists(root + "/vheads-untied/mlx-q4/greedy.json")) return root;
-    const std::string src = RAPID_SOURCE_DIR;
-    const std::string cmd = src + "/.venv/bin/python " + src + "/scripts/make_tiny_qwen35.py '" + root + "' > /dev/null";
-    if (std::system(cmd.c_str()) != 0 || !fs::exists(root + "/vheads-untied/mlx-q4/greedy.json")) {
-      reason = "could not generate the tiny Qwen3.5 models (needs mlx-lm in .venv): " + cmd;
-      return std::string();
-    }
-    return root;
-  }();
+  static const std::string dir =
+      tiny::model_set("qwen35-tiny", "make_tiny_qwen35.py", "vheads-untied/mlx-q4/greedy.json", reason);
   if (why) *why = reason;
   return dir;
 }

@@ -1,39 +1,21 @@
 // The tiny random-weight MoE models of scripts/make_tiny_moe.py (see tests/model_moe_test.cpp),
 // generated into $RAPID_MODEL_CACHE/moe-tiny on first use.
 #pragma once
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "model/arch.h"
 #include "model/weights.h"
+#include "tiny_model_set.h"
 
 namespace rapid::moe_tiny {
 
 inline const char* kConfigs[] = {"qwen3-moe", "qwen35-moe"};
 
-inline std::string tiny_root() {
-  const char* c = std::getenv("RAPID_MODEL_CACHE");
-  const char* home = std::getenv("HOME");
-  std::string cache = c ? c : std::string(home ? home : "") + "/.cache/rapid-mlx/models";
-  return cache + "/moe-tiny";
-}
-
 // The model set, generated once if absent. Empty string (and the reason) when it cannot be.
 inline const std::string& tiny_models(std::string* why) {
   static std::string reason;
-  static const std::string dir = [] {
-    const std::string root = tiny_root();
-    if (std::filesystem::exists(root + "/qwen35-moe/mlx-q4/greedy.json")) return root;
-    const std::string src = RAPID_SOURCE_DIR;
-    const std::string cmd = src + "/.venv/bin/python " + src + "/scripts/make_tiny_moe.py '" + root + "' > /dev/null";
-    if (std::system(cmd.c_str()) != 0 || !std::filesystem::exists(root + "/qwen35-moe/mlx-q4/greedy.json")) {
-      reason = "could not generate the tiny MoE models (needs mlx-lm in .venv): " + cmd;
-      return std::string();
-    }
-    return root;
-  }();
+  static const std::string dir = tiny::model_set("moe-tiny", "make_tiny_moe.py", "qwen35-moe/mlx-q4/greedy.json", reason);
   if (why) *why = reason;
   return dir;
 }

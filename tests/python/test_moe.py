@@ -5,18 +5,14 @@ text of mlx-lm's own greedy continuation of the same prompt (tokenized by HF `to
 model's tokenizer.json, decoded the same way).
 
 Skips when the binary is not built or mlx-lm is not installed."""
-import os
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import conftest
-from test_qwen35 import BIN, CACHE, PROMPT, STEPS, complete, mlx_greedy_text
+from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, run_raw, tiny_set
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "moe-tiny"
 
 mlx_lm = pytest.importorskip("mlx_lm")
@@ -24,24 +20,14 @@ mlx_lm = pytest.importorskip("mlx_lm")
 
 @pytest.fixture(scope="module")
 def tiny():
-    if not os.path.exists(BIN):
-        pytest.skip(f"{BIN} not built")
-    if not (TINY / "qwen35-moe" / "mlx-q4" / "greedy.json").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_moe.py"), str(TINY)], check=True,
-                       stdout=subprocess.DEVNULL)
-    return TINY
+    return tiny_set(TINY, "make_tiny_moe.py", "qwen35-moe/mlx-q4/greedy.json")
 
 
 @pytest.mark.parametrize("config", ["qwen3-moe", "qwen35-moe"])
 @pytest.mark.parametrize("copy", ["mlx-f32", "hf-f32", "mlx-q4"])
 def test_run_raw_prints_mlx_lm_greedy_text(tiny, config, copy):
     d = tiny / config / copy
-    want = mlx_greedy_text(d)
-    r = subprocess.run([BIN, "run", "--model", str(d), "--raw", "--exact", "--kv-dtype", "f32", "--temperature", "0",
-                        "--max-tokens", str(STEPS), "--threads", "2", PROMPT],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.removesuffix("\n") == want, r.stderr
+    assert run_raw(d) == mlx_greedy_text(d)
 
 
 @pytest.fixture(scope="module", params=["qwen3-moe", "qwen35-moe"])
