@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "model/arch.h"
+#include "model/convert.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
 #include "moe_tiny.h"
@@ -140,6 +141,19 @@ TEST(MoeModel, MismatchedExpertsAreRefused) {
         EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
       }
     }
+  }
+  fs::remove_all(tmp);
+}
+
+// convert would write a config without the MoE fields: it refuses MoE checkpoints clearly.
+TEST(MoeModel, ConvertRefusesMoe) {
+  REQUIRE_TINY();
+  const fs::path tmp = fs::temp_directory_path() / ("rapid-moe-convert-" + std::to_string(::getpid()));
+  try {
+    convert_checkpoint(root + "/qwen3-moe/mlx-q4", tmp.string(), ConvertOptions{});
+    ADD_FAILURE() << "converted a MoE checkpoint";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
   }
   fs::remove_all(tmp);
 }

@@ -11,6 +11,7 @@
 #include "common/mapped_file.h"
 #include "model/config_load.h"
 #include "model/mlx_quant.h"
+#include "model/moe.h"
 #include "model/safetensors.h"
 #include "tensor/quant_formats.h"
 
@@ -158,8 +159,9 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       if (n.name.empty()) continue;
       // safetensors only aligns data when the writer pads its header (MLX's does not): give
       // misaligned tensors an aligned copy so every consumer may read them as typed arrays.
+      // Stacked experts stay in the mapping: MoeBlock copies an expert when it is first used.
       size_t align = block_bytes(n.dtype);
-      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0) {
+      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0 && !stacked_experts(n.name, n.shape.size())) {
         auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
                                                           static_cast<const uint8_t*>(n.data) + n.nbytes);
         n.data = buf->data();

@@ -34,7 +34,41 @@ WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, 
   return WeightView::of(s);
 }
 
+bool stacked_experts(const std::string& name, size_t ndim) {
+  return ndim == 3 && (name.find(".switch_mlp.") != std::string::npos || name.find(".experts.") != std::string::npos);
+}
+
 namespace {
+
+// Whether the kernels may read w's data (and MLX scales / biases) as typed arrays.
+bool aligned(const WeightView& w) {
+  auto ok = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+  switch (w.dtype) {
+    case DType::MLX_AFFINE: {
+      const size_t g = w.group_dtype == DType::F32 ? 4 : 2;
+      return ok(w.data, 4) && ok(w.scales, g) && ok(w.biases, g);
+    }
+    case DType::F32: return ok(w.data, 4);
+    case DType::F16: case DType::BF16: return ok(w.data, 2);
+    default: return true;  // GGUF blocks: the format aligns its data
+  }
+}
+
+// Points w at an aligned copy of its rows (kept alive in `keep`).
+void copy_aligned(WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
+  auto dup = [&](const void*& p, size_t bytes) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
+                                                      static_cast<const uint8_t*>(p) + bytes);
+    p = buf->data();
+    keep.push_back(std::move(buf));
+  };
+  dup(w.data, w.row_stride * static_cast<size_t>(w.rows));
+  if (w.dtype == DType::MLX_AFFINE) {
+    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * (w.group_dtype == DType::F32 ? 4 : 2);
+    dup(w.scales, g);
+    dup(w.biases, g);
+  }
+}
 
 Linear slice_linear(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
   Linear l;
@@ -66,6 +100,7 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
                      load_linear(ws, q + "down_proj", H, I)};
     }
   }
+  aligned_.assign(static_cast<size_t>(E), 0);
   if (sh_.shared_inter > 0) {
     const int64_t S = sh_.shared_inter;
     shared_ = {load_linear(ws, p + "shared_expert.gate_proj", S, H), load_linear(ws, p + "shared_expert.up_proj", S, H),
@@ -74,13 +109,26 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
   }
 }
 
+const MoeBlock::Expert& MoeBlock::expert(int64_t e) const {
+  Expert& ex = experts_[static_cast<size_t>(e)];
+  if (!aligned_[static_cast<size_t>(e)]) {
+    for (Linear* l : {&ex.gate, &ex.up, &ex.down})
+      if (!aligned(l->w)) copy_aligned(l->w, copies_);
+    aligned_[static_cast<size_t>(e)] = 1;
+  }
+  return ex;
+}
+
 void MoeBlock::materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
   rapid::materialize_f32(router_, pool, owned);
   rapid::materialize_f32(shared_gate_, pool, owned);
   for (Expert* ex : {&shared_})
     for (Linear* l : {&ex->gate, &ex->up, &ex->down}) rapid::materialize_f32(*l, pool, owned);
-  for (Expert& ex : experts_)
+  for (int64_t e = 0; e < sh_.experts; ++e) {
+    expert(e);  // the f32 copy reads every row as typed data
+    Expert& ex = experts_[static_cast<size_t>(e)];
     for (Linear* l : {&ex.gate, &ex.up, &ex.down}) rapid::materialize_f32(*l, pool, owned);
+  }
 }
 
 // Softmax over the router logits, the top-k (ties: the lower expert index first) in descending
@@ -156,7 +204,7 @@ void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx,
     s.yg.resize(static_cast<size_t>(m * H));
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(s.xg.data() + j * H, xn + (s.rows[b + j] / K) * H, static_cast<size_t>(H) * 4);
-    run_expert(experts_[e], s.xg.data(), m, s.yg.data(), ctx, s, sh_.expert_inter);
+    run_expert(expert(e), s.xg.data(), m, s.yg.data(), ctx, s, sh_.expert_inter);
     for (int64_t j = 0; j < m; ++j)
       std::memcpy(s.ys.data() + s.rows[b + j] * H, s.yg.data() + j * H, static_cast<size_t>(H) * 4);
   }

@@ -51,6 +51,8 @@ class MoeBlock {
   struct Expert {
     Linear gate, up, down;
   };
+  // Expert e's views, aligned (copied out of a misaligned mapping) the first time it is routed to.
+  const Expert& expert(int64_t e) const;
   void route(int64_t n, MoeScratch& s) const;
   void run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
                   int64_t inter) const;
@@ -58,10 +60,18 @@ class MoeBlock {
 
   MoeShape sh_;
   Linear router_;
-  std::vector<Expert> experts_;
+  mutable std::vector<Expert> experts_;
+  mutable std::vector<uint8_t> aligned_;  // per expert: its views are safe to read as typed arrays
+  mutable std::vector<std::shared_ptr<std::vector<uint8_t>>> copies_;
   Expert shared_;
   Linear shared_gate_;
 };
+
+// A 3-D tensor of stacked experts ([E, rows, cols]: mlx-lm's switch_mlp, transformers' fused
+// experts.gate_up_proj / down_proj, and their MLX scales / biases). The loader leaves these in the
+// file mapping even when the file misaligns them; MoeBlock reads only such tensors' data, and copies
+// one expert's slice out to aligned memory when the file's is misaligned, on its first use.
+bool stacked_experts(const std::string& name, size_t ndim);
 
 // Expert `e`'s rows [row0, row0 + rows) of a stacked [E, R, cols] tensor, as a 2-D weight view
 // into the same mapping (any row-quantized dtype or MLX affine). Throws Error on a shape mismatch.
