@@ -32,7 +32,7 @@ from mlx_lm.models import qwen3_5_moe, qwen3_moe
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_qwen35 import FOLDED_NORMS, goldens, spread, write_tokenizer  # noqa: E402
+from make_tiny_qwen35 import goldens, hf_tensor, spread, write_tokenizer  # noqa: E402
 
 MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
@@ -82,16 +82,7 @@ def hf_qwen3_moe(w, cfg):
 def hf_qwen35_moe(w, cfg):
     out = {}
     for k, v in w.items():
-        if k.startswith("language_model.model."):
-            nk = "model.language_model." + k[len("language_model.model."):]
-        elif k.startswith("language_model.lm_head."):
-            nk = "lm_head." + k[len("language_model.lm_head."):]
-        else:
-            raise SystemExit("unexpected tensor " + k)
-        if "conv1d.weight" in k:
-            v = v.moveaxis(2, 1)
-        elif any(k.endswith(s) for s in FOLDED_NORMS):
-            v = v - 1.0
+        nk, v = hf_tensor(k, v)
         if ".switch_mlp.gate_proj." in nk:
             pre = nk.split(".switch_mlp.")[0]
             up = w[k.replace("gate_proj", "up_proj")]

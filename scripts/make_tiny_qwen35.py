@@ -116,23 +116,26 @@ def spread(model, extra=lambda k, v: None):
     return model
 
 
+def hf_tensor(k, v):
+    """One mlx-lm tensor (name, value) in the Hugging Face layout."""
+    if k.startswith("language_model.model."):
+        nk = "model.language_model." + k[len("language_model.model."):]
+    elif k.startswith("language_model.lm_head."):
+        nk = "lm_head." + k[len("language_model.lm_head."):]
+    else:
+        raise SystemExit("unexpected tensor " + k)
+    if "conv1d.weight" in k:
+        v = v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
+    elif any(k.endswith(s) for s in FOLDED_NORMS):
+        v = v - 1.0
+    return nk, v
+
+
 def write_hf_copy(src_dir, dst_dir, tc):
     """The Hugging Face layout of the same weights (what mlx_lm.sanitize undoes)."""
     dst_dir.mkdir(parents=True, exist_ok=True)
     w = mx.load(str(src_dir / "model.safetensors"))
-    out = {}
-    for k, v in w.items():
-        if k.startswith("language_model.model."):
-            nk = "model.language_model." + k[len("language_model.model."):]
-        elif k.startswith("language_model.lm_head."):
-            nk = "lm_head." + k[len("language_model.lm_head."):]
-        else:
-            raise SystemExit("unexpected tensor " + k)
-        if "conv1d.weight" in k:
-            v = v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
-        elif any(k.endswith(s) for s in FOLDED_NORMS):
-            v = v - 1.0
-        out[nk] = v
+    out = dict(hf_tensor(k, v) for k, v in w.items())
     mx.save_safetensors(str(dst_dir / "model.safetensors"), out, metadata={"format": "pt"})
     with open(dst_dir / "config.json", "w") as f:
         json.dump(full_config(tc), f, indent=2)
