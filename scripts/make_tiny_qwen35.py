@@ -90,12 +90,18 @@ def full_config(tc):
 
 def build(seed, tc):
     mx.random.seed(seed)
-    model = qwen3_5.Model(qwen3_5.ModelArgs.from_dict(full_config(tc)))
-    # Random init leaves norms at 1, dt_bias at 1, and greedy output stuck on one token: spread
-    # them so that a wrong offset, a swapped half or a missing gate changes the output.
+    return spread(qwen3_5.Model(qwen3_5.ModelArgs.from_dict(full_config(tc))))
+
+
+def spread(model, extra=lambda k, v: None):
+    """Random init leaves norms at 1, dt_bias at 1, and greedy output stuck on one token: spread
+    them so that a wrong offset, a swapped half or a missing gate changes the output. `extra(k, v)`
+    may give a parameter its own value first (None: the rules below)."""
     upd = {}
     for k, v in tree_flatten(model.parameters()):
-        if k.endswith("norm.weight"):
+        if (x := extra(k, v)) is not None:
+            upd[k] = x
+        elif k.endswith("norm.weight"):
             upd[k] = 1.0 + 0.3 * mx.random.normal(v.shape)
         elif k.endswith("dt_bias"):
             upd[k] = mx.random.normal(v.shape)
@@ -110,23 +116,26 @@ def build(seed, tc):
     return model
 
 
+def hf_tensor(k, v):
+    """One mlx-lm tensor (name, value) in the Hugging Face layout."""
+    if k.startswith("language_model.model."):
+        nk = "model.language_model." + k[len("language_model.model."):]
+    elif k.startswith("language_model.lm_head."):
+        nk = "lm_head." + k[len("language_model.lm_head."):]
+    else:
+        raise SystemExit("unexpected tensor " + k)
+    if "conv1d.weight" in k:
+        v = v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
+    elif any(k.endswith(s) for s in FOLDED_NORMS):
+        v = v - 1.0
+    return nk, v
+
+
 def write_hf_copy(src_dir, dst_dir, tc):
     """The Hugging Face layout of the same weights (what mlx_lm.sanitize undoes)."""
     dst_dir.mkdir(parents=True, exist_ok=True)
     w = mx.load(str(src_dir / "model.safetensors"))
-    out = {}
-    for k, v in w.items():
-        if k.startswith("language_model.model."):
-            nk = "model.language_model." + k[len("language_model.model."):]
-        elif k.startswith("language_model.lm_head."):
-            nk = "lm_head." + k[len("language_model.lm_head."):]
-        else:
-            raise SystemExit("unexpected tensor " + k)
-        if "conv1d.weight" in k:
-            v = v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
-        elif any(k.endswith(s) for s in FOLDED_NORMS):
-            v = v - 1.0
-        out[nk] = v
+    out = dict(hf_tensor(k, v) for k, v in w.items())
     mx.save_safetensors(str(dst_dir / "model.safetensors"), out, metadata={"format": "pt"})
     with open(dst_dir / "config.json", "w") as f:
         json.dump(full_config(tc), f, indent=2)
@@ -148,7 +157,7 @@ def goldens(model_dir, seed):
     model, _ = load_model(model_dir)
     model.eval()
     rng = np.random.default_rng(seed)
-    V = model.args.text_config["vocab_size"]
+    V = model.args.text_config["vocab_size"] if hasattr(model.args, "text_config") else model.args.vocab_size
     probe = sorted(int(i) for i in rng.choice(V, 64, replace=False))
     cases = []
     for n in PROMPT_LENS:

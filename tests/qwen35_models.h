@@ -1,4 +1,4 @@
-// The tiny random-weight Qwen3.5 model sets of the tests, generated on first use into
+// The tiny random-weight model sets of the tests (Qwen3.5 here, MoE in moe_tiny.h), generated on first use into
 // $RAPID_MODEL_CACHE: qwen35-tiny (scripts/make_tiny_qwen35.py, mlx-lm's models and goldens) and
 // qwen35-tiny-mtp (scripts/make_qwen35_mtp.py, the same targets with random MTP heads and a
 // reference of the head). Empty string (and the reason) when a set cannot be generated.

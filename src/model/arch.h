@@ -36,12 +36,13 @@ struct ArchSpec {
 ArchSpec llama_arch();   // llama, mistral (SmolLM2, Llama 2/3.x)
 ArchSpec qwen2_arch();
 ArchSpec qwen3_arch();
+ArchSpec qwen3_moe_arch();
 ArchSpec gemma3_arch();
 
 std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec,
                                           const ModelOptions& opts);
 
-// Qwen3.5 dense hybrid (Gated DeltaNet + gated full attention), model/qwen3_5.cpp.
+// Qwen3.5 hybrid (Gated DeltaNet + gated full attention; dense or MoE MLPs), model/qwen3_5.cpp.
 std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
 // create_model with explicit options (threads, exact f32 path, KV dtype).

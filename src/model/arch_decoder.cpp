@@ -11,6 +11,7 @@
 #include "model/arch.h"
 #include "model/layers.h"
 #include "model/mtp_head.h"
+#include "model/moe.h"
 #include "model/paged_kv.h"
 #include "tensor/dequantize.h"
 
@@ -20,6 +21,7 @@ namespace {
 struct Layer {
   std::vector<float> in_norm, post_attn_norm, pre_ffn_norm, post_ffn_norm, q_norm, k_norm;
   Linear q, k, v, o, gate, up, down;
+  std::unique_ptr<MoeBlock> moe;  // routed experts instead of gate/up/down (qwen3_moe)
   bool sliding = false;
 };
 
@@ -30,7 +32,7 @@ class DecoderModel final : public Model {
     cfg_ = ckpt_->config;
     const auto& c = cfg_;
     if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
-        c.vocab_size <= 0 || c.intermediate_size <= 0)
+        c.vocab_size <= 0 || (c.intermediate_size <= 0 && c.layer_is_moe.empty()))
       throw Error(ckpt_->path + ": config lacks sizes for architecture " + spec.name);
     if (cfg_.num_key_value_heads <= 0) cfg_.num_key_value_heads = c.num_attention_heads;
     if (cfg_.head_dim <= 0) cfg_.head_dim = c.hidden_size / c.num_attention_heads;
@@ -61,7 +63,8 @@ class DecoderModel final : public Model {
 
     layers_.resize(static_cast<size_t>(c.num_hidden_layers));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-      load_layer(layers_[i], ws, "model.layers." + std::to_string(i) + ".");
+      const bool moe = i < static_cast<int64_t>(c.layer_is_moe.size()) && c.layer_is_moe[i];
+      load_layer(layers_[i], ws, "model.layers." + std::to_string(i) + ".", moe);
       layers_[i].sliding = i < static_cast<int64_t>(c.layer_is_sliding.size()) && c.layer_is_sliding[i] &&
                            c.sliding_window > 0;
     }
@@ -71,7 +74,10 @@ class DecoderModel final : public Model {
       if (n == 0) throw Error(ckpt_->path + ": mtp.fc.weight without any mtp.layers.N");
       mtp_.load(ws, H_, eps_, spec_.norm_add_one, [&](const std::string& name) { return load_vector(ws, name, H_); });
       mtp_layers_.resize(static_cast<size_t>(n));
-      for (int i = 0; i < n; ++i) load_layer(mtp_layers_[i], ws, "mtp.layers." + std::to_string(i) + ".");
+      for (int i = 0; i < n; ++i) {
+        const std::string p = "mtp.layers." + std::to_string(i) + ".";
+        load_layer(mtp_layers_[i], ws, p, c.num_experts > 0 && ws.find(p + "mlp.gate.weight"));
+      }
     }
 
     if (opts.matmul == MatmulPath::Exact) materialize_f32();
@@ -267,7 +273,7 @@ class DecoderModel final : public Model {
     int64_t pos0, row, n;
   };
 
-  void load_layer(Layer& L, const WeightStore& ws, const std::string& p) {
+  void load_layer(Layer& L, const WeightStore& ws, const std::string& p, bool moe) {
     L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);
     L.post_attn_norm = load_vector(ws, p + "post_attention_layernorm.weight", H_);
     if (spec_.sandwich_norms) {
@@ -286,6 +292,13 @@ class DecoderModel final : public Model {
         to_pair_order(L.q_norm);
         to_pair_order(L.k_norm);
       }
+    }
+    if (moe) {
+      const MoeShape sh{.hidden = H_, .experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
+                        .expert_inter = cfg_.moe_intermediate_size,
+                        .shared_inter = cfg_.shared_expert_intermediate_size, .norm_topk = cfg_.norm_topk_prob};
+      L.moe = std::make_unique<MoeBlock>(ws, p + "mlp.", sh);
+      return;
     }
     L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
     L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
@@ -316,8 +329,10 @@ class DecoderModel final : public Model {
     rapid::materialize_f32(lm_head_, pool_, owned_);
     rapid::materialize_f32(mtp_.fc(), pool_, owned_);
     for (auto* group : {&layers_, &mtp_layers_})
-      for (auto& L : *group)
+      for (auto& L : *group) {
         for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::materialize_f32(*l, pool_, owned_);
+        if (L.moe) L.moe->materialize_f32(pool_, owned_);
+      }
   }
 
   void reserve(int64_t n) {
@@ -393,6 +408,11 @@ class DecoderModel final : public Model {
     const std::vector<float>& ffn_norm = spec_.sandwich_norms ? L.pre_ffn_norm : L.post_attn_norm;
     for (int64_t t = 0; t < n; ++t)
       rms_norm(x_.data() + t * H_, ffn_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+    if (L.moe) {
+      L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
+      add_inplace(x_.data(), tmp_.data(), n * H_);
+      return;
+    }
     {
       MatmulOut outs[2] = {{&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}};
       matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
@@ -432,6 +452,7 @@ class DecoderModel final : public Model {
   MtpHead mtp_;
   std::vector<MtpHead::Rows> mtp_rows_;
   std::vector<Layer> mtp_layers_;
+  MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;                // the current batch (valid during forward_batch)
   std::vector<AttentionSegment> segs_;
 };

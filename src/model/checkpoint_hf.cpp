@@ -11,6 +11,7 @@
 #include "common/mapped_file.h"
 #include "model/config_load.h"
 #include "model/mlx_quant.h"
+#include "model/moe.h"
 #include "model/safetensors.h"
 #include "tensor/quant_formats.h"
 
@@ -85,20 +86,25 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     if (!spec) throw bad("has scales but config.json marks it unquantized");
     const Tensor* biases = raw.find(module + ".biases");
     if (!biases) throw bad("has scales but no biases");
-    if (t.dtype != DType::U32 || t.shape.size() != 2) throw bad("packed weight is not a 2-D uint32 tensor");
-    int64_t rows = t.shape[0], pcols = t.shape[1];
+    // 3-D: stacked experts [E, rows, cols] (mlx-lm's switch_mlp), scales [E, rows, groups].
+    if (t.dtype != DType::U32 || (t.shape.size() != 2 && t.shape.size() != 3))
+      throw bad("packed weight is not a 2-D or 3-D uint32 tensor");
+    const bool stacked = t.shape.size() == 3;
+    int64_t rows = t.shape[stacked ? 1 : 0], pcols = t.shape.back();
     if ((pcols * 32) % spec->bits) throw bad("packed width is not a whole number of " + std::to_string(spec->bits) + "-bit values");
     int64_t cols = pcols * 32 / spec->bits;
     if (cols % spec->group_size) throw bad("row of " + std::to_string(cols) + " is not a whole number of groups");
     std::vector<int64_t> gshape = {rows, cols / spec->group_size};
+    if (stacked) gshape.insert(gshape.begin(), t.shape[0]);
     if (scales->shape != gshape || biases->shape != gshape)
-      throw bad("scales/biases shape does not match " + std::to_string(rows) + " x " + std::to_string(gshape[1]) +
+      throw bad("scales/biases shape does not match " + std::to_string(rows) + " x " + std::to_string(gshape.back()) +
                 " groups (bits " + std::to_string(spec->bits) + ", group_size " + std::to_string(spec->group_size) + ")");
     if (scales->dtype != biases->dtype || (scales->dtype != DType::F16 && scales->dtype != DType::BF16 && scales->dtype != DType::F32))
       throw bad("scales/biases must share one float dtype");
     Tensor q = t;
     q.dtype = DType::MLX_AFFINE;
     q.shape = {rows, cols};
+    if (stacked) q.shape.insert(q.shape.begin(), t.shape[0]);
     q.bits = spec->bits;
     q.group_size = spec->group_size;
     q.group_dtype = scales->dtype;
@@ -129,6 +135,14 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   } catch (const Error& e) {
     throw FileError(cpath, e.what());
   }
+  // Per-module overrides name modules as the file does (language_model.model.layers.0.mlp.gate);
+  // the tensors are looked up under their normalized names.
+  if (qc) {
+    std::map<std::string, std::optional<mlx::QuantSpec>> norm;
+    for (auto& [m, spec] : qc->overrides)
+      if (std::string n = normalize_hf_name(m); !n.empty()) norm[n] = spec;
+    qc->overrides = std::move(norm);
+  }
   std::map<std::string, std::string> weight_map;
   WeightStore raw;
   for (auto& file : shard_files(dir, weight_map)) {
@@ -145,8 +159,9 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       if (n.name.empty()) continue;
       // safetensors only aligns data when the writer pads its header (MLX's does not): give
       // misaligned tensors an aligned copy so every consumer may read them as typed arrays.
+      // Stacked experts stay in the mapping: MoeBlock copies an expert when it is first used.
       size_t align = block_bytes(n.dtype);
-      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0) {
+      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0 && !stacked_experts(n.name, n.shape.size())) {
         auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
                                                           static_cast<const uint8_t*>(n.data) + n.nbytes);
         n.data = buf->data();

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 
 #include "common/error.h"
@@ -24,6 +25,7 @@ double get_d(const json& j, const char* k, double fallback) {
 std::string normalize_arch(std::string t) {
   if (t == "gemma3_text") return "gemma3";
   if (t == "qwen3_5_text") return "qwen3_5";
+  if (t == "qwen3_5_moe_text") return "qwen3_5_moe";
   return t;
 }
 
@@ -73,6 +75,29 @@ void read_linear_attention(const json& j, ModelConfig& c) {
     if (every <= 0) throw Error("config.json: full_attention_interval must be positive");
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_linear.push_back((i + 1) % every != 0);
   }
+}
+
+// MoE geometry. Which layers route (transformers' rule for qwen3_moe): those not in
+// mlp_only_layers whose (index + 1) is a multiple of decoder_sparse_step. qwen3_5_moe always
+// renormalises the top-k weights; qwen3_moe only with norm_topk_prob.
+void read_moe(const json& j, ModelConfig& c) {
+  c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
+  if (c.num_experts <= 0) return;
+  c.num_experts_per_tok = get_i(j, "num_experts_per_tok", 0);
+  c.moe_intermediate_size = get_i(j, "moe_intermediate_size", 0);
+  c.shared_expert_intermediate_size = get_i(j, "shared_expert_intermediate_size", 0);
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts || c.moe_intermediate_size <= 0)
+    throw Error("config.json: num_experts_per_tok must be in [1, num_experts] and moe_intermediate_size positive");
+  const bool q35 = c.architecture == "qwen3_5_moe";
+  c.norm_topk_prob = q35 ? true : j.value("norm_topk_prob", false);
+  const int64_t step = get_i(j, "decoder_sparse_step", 1);
+  if (step <= 0) throw Error("config.json: decoder_sparse_step must be positive");
+  std::vector<int64_t> dense;
+  if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
+    for (auto& v : j["mlp_only_layers"])
+      if (v.is_number_integer()) dense.push_back(v.get<int64_t>());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    c.layer_is_moe.push_back(std::find(dense.begin(), dense.end(), i) == dense.end() && (q35 || (i + 1) % step == 0));
 }
 
 }  // namespace
@@ -142,6 +167,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
   }
   read_linear_attention(j, c);
+  read_moe(j, c);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
   else if (full.contains("bos_token_id") && full["bos_token_id"].is_number_integer()) c.bos_token_id = full["bos_token_id"].get<int32_t>();
   if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int32_t>();

@@ -82,6 +82,9 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   if (!mlx::valid_group_size(opt.group_size)) throw Error("--group-size must be 32, 64 or 128");
   if (opt.dtype && !is_float(*opt.dtype)) throw Error("--dtype must be f32, f16 or bf16");
   auto ck = load_checkpoint(from);
+  // Its config.json would lose the MoE fields (and stacked experts stay unaligned in the mapping).
+  if (ck->config.num_experts > 0)
+    throw Error(from + ": convert does not handle mixture-of-experts models (" + ck->config.architecture + ") yet");
   if (fs::absolute(to) == fs::absolute(from)) throw Error("--to must differ from --from");
   fs::create_directories(to);
 

@@ -48,6 +48,12 @@ struct ModelConfig {
   // Value heads in "tiled" order (llama.cpp's GGUF: v head h reads key head h % k_heads) rather
   // than grouped by key head (HF / MLX: h / (v_heads / k_heads)).
   bool linear_v_heads_tiled = false;
+  // Mixture of experts (qwen3_moe, qwen3_5_moe): layer_is_moe[i] says whether layer i's MLP is
+  // routed (empty = dense model).
+  std::vector<bool> layer_is_moe;
+  int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
+  bool norm_topk_prob = false;  // renormalise the top-k routing weights to sum to 1
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

@@ -18,4 +18,11 @@ ArchSpec qwen3_arch() {
   return s;
 }
 
+// Qwen3 attention with mixture-of-experts MLPs (model/moe.h) in the layers the config routes.
+ArchSpec qwen3_moe_arch() {
+  ArchSpec s = qwen3_arch();
+  s.name = "qwen3_moe";
+  return s;
+}
+
 }  // namespace rapid

@@ -17,6 +17,7 @@
 #include "model/arch.h"
 #include "model/layers.h"
 #include "model/mtp_head.h"
+#include "model/moe.h"
 #include "model/paged_kv.h"
 
 namespace rapid {
@@ -97,6 +98,7 @@ struct Layer {
   int32_t index = 0;  // among the layers of its kind (KV layer / DeltaNet state slot)
   std::vector<float> in_norm, post_norm;
   Linear gate, up, down;
+  std::unique_ptr<MoeBlock> moe;  // qwen3_5_moe: routed + shared experts instead of gate/up/down
   // Gated DeltaNet
   Linear qkv, z, b, a, out;
   std::vector<float> conv_w, A_log, dt_bias, gnorm;
@@ -126,7 +128,8 @@ class Qwen35Model final : public Model {
       Layer& L = layers_[static_cast<size_t>(i)];
       L.linear = cfg_.layer_is_linear[static_cast<size_t>(i)];
       L.index = static_cast<int32_t>(L.linear ? n_linear_++ : n_full_++);
-      load_layer(ws, "model.layers." + std::to_string(i) + ".", L);
+      const bool moe = i < static_cast<int64_t>(cfg_.layer_is_moe.size()) && cfg_.layer_is_moe[static_cast<size_t>(i)];
+      load_layer(ws, "model.layers." + std::to_string(i) + ".", L, moe);
     }
     if (n_full_ == 0) throw Error(ckpt_->path + ": Qwen3.5 config has no full-attention layer");
     load_mtp(ws);
@@ -134,9 +137,11 @@ class Qwen35Model final : public Model {
       materialize_f32(lm_head_, pool_, owned_);
       materialize_f32(mtp_.fc(), pool_, owned_);
       for (auto* group : {&layers_, &mtp_layers_})
-        for (auto& L : *group)
+        for (auto& L : *group) {
           for (Linear* l : {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.q, &L.k, &L.v, &L.o})
             materialize_f32(*l, pool_, owned_);
+          if (L.moe) L.moe->materialize_f32(pool_, owned_);
+        }
     }
     rope_ = Rope(rope_params(cfg_, rot_, cfg_.rope_theta, cfg_.rope_scaling));
   }
@@ -249,7 +254,7 @@ class Qwen35Model final : public Model {
   void read_geometry() {
     const auto& c = cfg_;
     if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 || c.vocab_size <= 0 ||
-        c.intermediate_size <= 0)
+        (c.intermediate_size <= 0 && c.layer_is_moe.empty()))
       throw Error(ckpt_->path + ": config lacks sizes for Qwen3.5");
     if (static_cast<int64_t>(c.layer_is_linear.size()) != c.num_hidden_layers || c.linear_num_key_heads <= 0 ||
         c.linear_key_head_dim <= 0 || c.linear_value_head_dim <= 0 || c.linear_conv_kernel_dim <= 0)
@@ -306,7 +311,8 @@ class Qwen35Model final : public Model {
     mtp_layers_.resize(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
       mtp_layers_[i].index = i;
-      load_layer(ws, "mtp.layers." + std::to_string(i) + ".", mtp_layers_[i]);
+      const std::string p = "mtp.layers." + std::to_string(i) + ".";
+      load_layer(ws, p, mtp_layers_[i], cfg_.num_experts > 0 && ws.find(p + "mlp.gate.weight"));
     }
   }
 
@@ -317,12 +323,19 @@ class Qwen35Model final : public Model {
       throw Error("MTP KV pool shape does not match the model's MTP layers");
   }
 
-  void load_layer(const WeightStore& ws, const std::string& p, Layer& L) {
+  void load_layer(const WeightStore& ws, const std::string& p, Layer& L, bool moe) {
     L.in_norm = norm(ws, p + "input_layernorm.weight", H_);
     L.post_norm = norm(ws, p + "post_attention_layernorm.weight", H_);
-    L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
-    L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
-    L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
+    if (moe) {
+      const MoeShape sh{.hidden = H_, .experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
+                        .expert_inter = cfg_.moe_intermediate_size,
+                        .shared_inter = cfg_.shared_expert_intermediate_size, .norm_topk = cfg_.norm_topk_prob};
+      L.moe = std::make_unique<MoeBlock>(ws, p + "mlp.", sh);
+    } else {
+      L.gate = load_linear(ws, p + "mlp.gate_proj", I_, H_);
+      L.up = load_linear(ws, p + "mlp.up_proj", I_, H_);
+      L.down = load_linear(ws, p + "mlp.down_proj", H_, I_);
+    }
     if (L.linear) {
       const std::string a = p + "linear_attn.";
       L.qkv = load_linear(ws, a + "in_proj_qkv", C_, H_);
@@ -536,6 +549,7 @@ class Qwen35Model final : public Model {
   void mlp(const Layer& L, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
       rms_norm(x_.data() + t * H_, L.post_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    if (L.moe) return L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
     float* gate = w1_.data();
     float* up = w3_.data();
     {
@@ -597,6 +611,7 @@ class Qwen35Model final : public Model {
   Rope rope_;
   int64_t cap_ = 0;
   std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
+  MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;
   std::vector<AttentionSegment> segs_;
 };

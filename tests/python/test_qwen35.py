@@ -28,14 +28,28 @@ STEPS = 24
 mlx_lm = pytest.importorskip("mlx_lm")
 
 
-@pytest.fixture(scope="module")
-def tiny():
+def tiny_set(path, script, marker):
+    """The model set at `path`, written by scripts/`script` unless `marker` is already there."""
     if not os.path.exists(BIN):
         pytest.skip(f"{BIN} not built")
-    if not (TINY / "vheads-untied" / "mlx-q4" / "tokenizer.json").exists():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_qwen35.py"), str(TINY)], check=True,
+    if not (path / marker).exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(path)], check=True,
                        stdout=subprocess.DEVNULL)
-    return TINY
+    return path
+
+
+def run_raw(d):
+    """`rapid-mlx run --raw` on the exact path (f32 KV): the greedy continuation of PROMPT."""
+    r = subprocess.run([BIN, "run", "--model", str(d), "--raw", "--exact", "--kv-dtype", "f32", "--temperature", "0",
+                        "--max-tokens", str(STEPS), "--threads", "2", PROMPT],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.removesuffix("\n")
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_set(TINY, "make_tiny_qwen35.py", "vheads-untied/mlx-q4/tokenizer.json")
 
 
 def mlx_greedy_text(model_dir, prompt=PROMPT, steps=STEPS):
@@ -47,7 +61,7 @@ def mlx_greedy_text(model_dir, prompt=PROMPT, steps=STEPS):
     mx.set_default_device(mx.cpu)
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     model, config = load_model(model_dir)
-    eos = config["text_config"]["eos_token_id"]
+    eos = config.get("text_config", config)["eos_token_id"]
     cache = make_prompt_cache(model)
     logits = model(mx.array([tok.encode(prompt).ids]), cache=cache)[0, -1]
     out = []
@@ -64,12 +78,7 @@ def mlx_greedy_text(model_dir, prompt=PROMPT, steps=STEPS):
 @pytest.mark.parametrize("copy", ["mlx-f32", "hf-f32", "mlx-q4"])
 def test_run_raw_prints_mlx_lm_greedy_text(tiny, config, copy):
     d = tiny / config / copy
-    want = mlx_greedy_text(d)
-    r = subprocess.run([BIN, "run", "--model", str(d), "--raw", "--exact", "--kv-dtype", "f32", "--temperature", "0",
-                        "--max-tokens", str(STEPS), "--threads", "2", PROMPT],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.removesuffix("\n") == want, r.stderr
+    assert run_raw(d) == mlx_greedy_text(d)
 
 
 @pytest.fixture(scope="module")

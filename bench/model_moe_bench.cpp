@@ -1,0 +1,94 @@
+// One mixture-of-experts MLP (model/moe.h) at Qwen3-30B-A3B's shape (hidden 2048, 128 experts of
+// 768, top-8, softmax routing, normalised top-k), MLX affine 4-bit (group 64) random weights, over
+// n rows: n = 1 is one decode step, n = 16 a batch of 16 decodes. items = tokens. Counters:
+//   expert_MB_read_per_token: bytes of the distinct experts the step routed to, per token
+//   active_MB_per_token:      top-k experts' bytes (the active parameters of the block)
+// Usage: build/model_moe_bench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "model/moe.h"
+
+using namespace rapid;
+
+namespace {
+
+constexpr int64_t kH = 2048, kE = 128, kK = 8, kI = 768, kGroup = 64;
+
+struct Block {
+  WeightStore ws;
+  std::unique_ptr<MoeBlock> moe;
+  double expert_bytes = 0;
+
+  // An MLX 4-bit tensor of shape dims (rows along the last-but-one axis), random nibbles,
+  // f16 scales 0.01 and biases -0.08.
+  void add_q4(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng) {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
+    const int64_t cols = dims.back(), groups = cols / kGroup;
+    auto q = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * cols / 2));
+    for (auto& b : *q) b = static_cast<uint8_t>(rng());
+    auto sb = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * groups * 4));
+    auto* h = reinterpret_cast<uint16_t*>(sb->data());
+    for (int64_t i = 0; i < rows * groups; ++i) {
+      h[i] = 0x211F;                     // scales: 0.01 (f16)
+      h[rows * groups + i] = 0xAD1F;     // biases: -0.08 (f16)
+    }
+    Tensor t;
+    t.name = name;
+    t.dtype = DType::MLX_AFFINE;
+    t.shape = dims;
+    t.data = q->data();
+    t.nbytes = q->size();
+    t.bits = 4;
+    t.group_size = kGroup;
+    t.group_dtype = DType::F16;
+    t.scales = h;
+    t.biases = h + rows * groups;
+    ws.add(t);
+    ws.keep_alive(q);
+    ws.keep_alive(sb);
+  }
+
+  Block() {
+    std::mt19937 rng(7);
+    add_q4("mlp.gate.weight", {kE, kH}, rng);
+    add_q4("mlp.switch_mlp.gate_proj.weight", {kE, kI, kH}, rng);
+    add_q4("mlp.switch_mlp.up_proj.weight", {kE, kI, kH}, rng);
+    add_q4("mlp.switch_mlp.down_proj.weight", {kE, kH, kI}, rng);
+    moe = std::make_unique<MoeBlock>(ws, "mlp.", MoeShape{kH, kE, kK, kI, 0, true});
+    expert_bytes = 3.0 * kI * kH * (0.5 + 4.0 / kGroup);  // nibbles + f16 scale and bias per group
+  }
+};
+
+void BM_MoeBlock(benchmark::State& st) {
+  static Block b;
+  const int64_t n = st.range(0);
+  ThreadPool pool(static_cast<int>(st.range(1)));
+  ExecContext ctx;
+  ctx.pool = &pool;
+  MoeScratch s;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(static_cast<size_t>(n * kH)), y(x.size());
+  double read = 0;
+  for (auto _ : st) {
+    for (float& v : x) v = nd(rng);  // a new routing every step
+    b.moe->forward(x.data(), n, y.data(), ctx, s);
+    int64_t used = 0;
+    for (int64_t e = 0; e < kE; ++e) used += s.count[e + 1] > s.count[e];
+    read += used * b.expert_bytes / n;
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+  st.counters["expert_MB_read_per_token"] = read / st.iterations() / 1e6;
+  st.counters["active_MB_per_token"] = kK * b.expert_bytes / 1e6;
+}
+BENCHMARK(BM_MoeBlock)->ArgNames({"rows", "threads"})->Args({1, 1})->Args({1, 2})->Args({16, 2})->Args({64, 2})
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,224 @@
+#include "model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "compute/ops.h"
+#include "tensor/quant_formats.h"
+
+namespace rapid {
+
+WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
+  if (t.shape.size() != 3 || e < 0 || e >= t.shape[0] || row0 < 0 || row0 + rows > t.shape[1] || t.shape[2] != cols)
+    throw Error("expert tensor " + t.name + " does not have the expected [experts, rows, " + std::to_string(cols) +
+                "] shape");
+  const int64_t first = e * t.shape[1] + row0;  // flat row index of the slice's first row
+  Tensor s = t;
+  s.shape = {rows, cols};
+  if (t.dtype == DType::MLX_AFFINE) {
+    const size_t stride = static_cast<size_t>(cols * t.bits / 8);
+    const size_t gbytes = static_cast<size_t>(cols / t.group_size) * (t.group_dtype == DType::F32 ? 4 : 2);
+    s.data = static_cast<const uint8_t*>(t.data) + first * stride;
+    s.scales = static_cast<const uint8_t*>(t.scales) + first * gbytes;
+    s.biases = static_cast<const uint8_t*>(t.biases) + first * gbytes;
+    s.nbytes = stride * static_cast<size_t>(rows);
+  } else {
+    const size_t stride = row_bytes(t.dtype, cols);
+    if (t.nbytes && t.nbytes < stride * static_cast<size_t>(t.shape[0] * t.shape[1]))
+      throw Error("expert tensor " + t.name + " is smaller than its shape says");
+    s.data = static_cast<const uint8_t*>(t.data) + first * stride;
+    s.nbytes = stride * static_cast<size_t>(rows);
+  }
+  return WeightView::of(s);
+}
+
+bool stacked_experts(const std::string& name, size_t ndim) {
+  return ndim == 3 && (name.find(".switch_mlp.") != std::string::npos || name.find(".experts.") != std::string::npos);
+}
+
+namespace {
+
+// Whether the kernels may read w's data (and MLX scales / biases) as typed arrays.
+bool aligned(const WeightView& w) {
+  auto ok = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
+  switch (w.dtype) {
+    case DType::MLX_AFFINE: {
+      const size_t g = w.group_dtype == DType::F32 ? 4 : 2;
+      return ok(w.data, 4) && ok(w.scales, g) && ok(w.biases, g);
+    }
+    case DType::F32: return ok(w.data, 4);
+    case DType::F16: case DType::BF16: return ok(w.data, 2);
+    default: return true;  // GGUF blocks: the format aligns its data
+  }
+}
+
+// Points w at an aligned copy of its rows (kept alive in `keep`).
+void copy_aligned(WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
+  auto dup = [&](const void*& p, size_t bytes) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
+                                                      static_cast<const uint8_t*>(p) + bytes);
+    p = buf->data();
+    keep.push_back(std::move(buf));
+  };
+  dup(w.data, w.row_stride * static_cast<size_t>(w.rows));
+  if (w.dtype == DType::MLX_AFFINE) {
+    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * (w.group_dtype == DType::F32 ? 4 : 2);
+    dup(w.scales, g);
+    dup(w.biases, g);
+  }
+}
+
+Linear slice_linear(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
+  Linear l;
+  l.w = expert_slice(t, e, row0, rows, cols);
+  return l;
+}
+
+}  // namespace
+
+MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& shape) : sh_(shape) {
+  const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
+  if (E <= 0 || sh_.top_k <= 0 || sh_.top_k > E || I <= 0 || H <= 0)
+    throw Error(p + ": bad mixture-of-experts geometry");
+  router_ = load_linear(ws, p + "gate", E, H);
+  experts_.resize(static_cast<size_t>(E));
+  if (const Tensor* g = ws.find(p + "switch_mlp.gate_proj.weight")) {
+    const Tensor& u = ws.get(p + "switch_mlp.up_proj.weight");
+    const Tensor& d = ws.get(p + "switch_mlp.down_proj.weight");
+    for (int64_t e = 0; e < E; ++e)
+      experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
+  } else if (const Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
+    const Tensor& d = ws.get(p + "experts.down_proj");
+    for (int64_t e = 0; e < E; ++e)
+      experts_[e] = {slice_linear(*gu, e, 0, I, H), slice_linear(*gu, e, I, I, H), slice_linear(d, e, 0, H, I)};
+  } else {
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      experts_[e] = {load_linear(ws, q + "gate_proj", I, H), load_linear(ws, q + "up_proj", I, H),
+                     load_linear(ws, q + "down_proj", H, I)};
+    }
+  }
+  aligned_.assign(static_cast<size_t>(E), 0);
+  if (sh_.shared_inter > 0) {
+    const int64_t S = sh_.shared_inter;
+    shared_ = {load_linear(ws, p + "shared_expert.gate_proj", S, H), load_linear(ws, p + "shared_expert.up_proj", S, H),
+               load_linear(ws, p + "shared_expert.down_proj", H, S)};
+    shared_gate_ = load_linear(ws, p + "shared_expert_gate", 1, H);
+  }
+}
+
+const MoeBlock::Expert& MoeBlock::expert(int64_t e) const {
+  Expert& ex = experts_[static_cast<size_t>(e)];
+  if (!aligned_[static_cast<size_t>(e)]) {
+    for (Linear* l : {&ex.gate, &ex.up, &ex.down})
+      if (!aligned(l->w)) copy_aligned(l->w, copies_);
+    aligned_[static_cast<size_t>(e)] = 1;
+  }
+  return ex;
+}
+
+void MoeBlock::materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
+  rapid::materialize_f32(router_, pool, owned);
+  rapid::materialize_f32(shared_gate_, pool, owned);
+  for (Expert* ex : {&shared_})
+    for (Linear* l : {&ex->gate, &ex->up, &ex->down}) rapid::materialize_f32(*l, pool, owned);
+  for (int64_t e = 0; e < sh_.experts; ++e) {
+    expert(e);  // the f32 copy reads every row as typed data
+    Expert& ex = experts_[static_cast<size_t>(e)];
+    for (Linear* l : {&ex.gate, &ex.up, &ex.down}) rapid::materialize_f32(*l, pool, owned);
+  }
+}
+
+// Softmax over the router logits, the top-k (ties: the lower expert index first) in descending
+// order, renormalised when the family asks. Then a counting sort of (row, rank) pairs by expert,
+// rows ascending within an expert.
+void MoeBlock::route(int64_t n, MoeScratch& s) const {
+  const int64_t E = sh_.experts, K = sh_.top_k;
+  s.sel.resize(static_cast<size_t>(n * K));
+  s.weight.resize(static_cast<size_t>(n * K));
+  std::vector<float> p(static_cast<size_t>(E));
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < n; ++t) {
+    const float* l = s.logits.data() + t * E;
+    const float mx = *std::max_element(l, l + E);
+    float sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(l[e] - mx);
+    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+    for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    float tot = 0;
+    for (int64_t k = 0; k < K; ++k) tot += p[order[k]];
+    for (int64_t k = 0; k < K; ++k) {
+      s.sel[t * K + k] = order[k];
+      s.weight[t * K + k] = sh_.norm_topk ? p[order[k]] / tot : p[order[k]];
+    }
+  }
+  s.count.assign(static_cast<size_t>(E + 1), 0);
+  for (int64_t i = 0; i < n * K; ++i) ++s.count[s.sel[i] + 1];
+  for (int64_t e = 0; e < E; ++e) s.count[e + 1] += s.count[e];  // count[e] = first slot of expert e
+  s.offset.assign(s.count.begin(), s.count.end());
+  s.rows.resize(static_cast<size_t>(n * K));
+  for (int64_t i = 0; i < n * K; ++i) s.rows[s.offset[s.sel[i]]++] = static_cast<int32_t>(i);  // i = t*K + rank
+}
+
+// y [n, H] = down(silu(gate(x)) * up(x)) for one expert over its n gathered rows.
+void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
+                          int64_t inter) const {
+  s.g.resize(static_cast<size_t>(n * inter));
+  s.u.resize(static_cast<size_t>(n * inter));
+  MatmulOut outs[2] = {{&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}};
+  matmul_multi(outs, 2, x, n, *ctx.pool, ctx.scratch, ctx.path);
+  float* g = s.g.data();
+  const float* u = s.u.data();
+  // Element-wise (libm exp per element), so how the pool splits it cannot change a row.
+  ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) { silu_mul(g + b, u + b, e - b, g + b); });
+  ex.down(s.g.data(), n, y, ctx);
+}
+
+void MoeBlock::shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const {
+  const int64_t H = sh_.hidden;
+  s.sh_y.resize(static_cast<size_t>(n * H));
+  s.sg.resize(static_cast<size_t>(n));
+  shared_gate_(xn, n, s.sg.data(), ctx);
+  run_expert(shared_, xn, n, s.sh_y.data(), ctx, s, sh_.shared_inter);
+  for (int64_t t = 0; t < n; ++t) {
+    const float g = 1.0f / (1.0f + std::exp(-s.sg[t]));
+    for (int64_t h = 0; h < H; ++h) out[t * H + h] += g * s.sh_y[t * H + h];
+  }
+}
+
+void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const {
+  const int64_t E = sh_.experts, K = sh_.top_k, H = sh_.hidden;
+  s.logits.resize(static_cast<size_t>(n * E));
+  router_(xn, n, s.logits.data(), ctx);
+  route(n, s);
+  // Each selected expert once over all its rows; results land at [t*K + rank].
+  s.ys.resize(static_cast<size_t>(n * K * H));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = s.count[e], m = s.count[e + 1] - b;
+    if (m == 0) continue;
+    s.xg.resize(static_cast<size_t>(m * H));
+    s.yg.resize(static_cast<size_t>(m * H));
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(s.xg.data() + j * H, xn + (s.rows[b + j] / K) * H, static_cast<size_t>(H) * 4);
+    run_expert(expert(e), s.xg.data(), m, s.yg.data(), ctx, s, sh_.expert_inter);
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(s.ys.data() + s.rows[b + j] * H, s.yg.data() + j * H, static_cast<size_t>(H) * 4);
+  }
+  // A row's weighted sum in its own rank order, independent of the batch.
+  for (int64_t t = 0; t < n; ++t) {
+    float* o = out + t * H;
+    std::fill(o, o + H, 0.0f);
+    for (int64_t k = 0; k < K; ++k) {
+      const float w = s.weight[t * K + k];
+      const float* y = s.ys.data() + (t * K + k) * H;
+      for (int64_t h = 0; h < H; ++h) o[h] += w * y[h];
+    }
+  }
+  if (sh_.shared_inter > 0) shared(xn, n, out, ctx, s);
+}
+
+}  // namespace rapid

@@ -1,0 +1,80 @@
+// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next): a softmax router picks the
+// top-k of E SwiGLU experts per token, their outputs are summed with the routing weights, plus
+// (where the family has one) a shared expert scaled by a sigmoid gate.
+//
+// Tokens are grouped by expert, so each selected expert's weights are read once per forward for
+// all the rows routed to it, and experts no row selected are not touched (their pages of the
+// mapping never become resident). Batch-invariant: a row goes through the same matmul kernels
+// (which are row-invariant) whatever other rows share its experts, and its k expert outputs are
+// summed in its own rank order.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/layers.h"
+#include "model/weights.h"
+
+namespace rapid {
+
+struct MoeShape {
+  int64_t hidden = 0, experts = 0, top_k = 0, expert_inter = 0;
+  int64_t shared_inter = 0;  // 0 = no shared expert
+  bool norm_topk = false;
+};
+
+// Per-forward buffers, shared by every MoE layer of a model.
+struct MoeScratch {
+  std::vector<float> logits, weight, xg, g, u, yg, ys, sg, sh_g, sh_u, sh_y;
+  std::vector<int32_t> sel, count, offset, rows;
+};
+
+class MoeBlock {
+ public:
+  // Loads `prefix` ("model.layers.N.mlp.") in any of the layouts checkpoints ship:
+  //   experts.E.{gate,up,down}_proj.weight   per-expert 2-D (Hugging Face qwen3_moe releases)
+  //   experts.gate_up_proj [E, 2I, H] + experts.down_proj [E, H, I]   (transformers 5 fused)
+  //   switch_mlp.{gate,up,down}_proj.weight [E, I, H] / [E, H, I]      (mlx-lm, maybe quantized)
+  // plus gate.weight [E, H] (router) and shared_expert.* / shared_expert_gate.weight [1, H].
+  MoeBlock(const WeightStore& ws, const std::string& prefix, const MoeShape& shape);
+
+  // out [n, H] = MoE(xn [n, H]).
+  void forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
+
+  // Exact (parity) mode: every projection as f32 (see materialize_f32 in layers.h).
+  void materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
+
+  const MoeShape& shape() const { return sh_; }
+
+ private:
+  struct Expert {
+    Linear gate, up, down;
+  };
+  // Expert e's views, aligned (copied out of a misaligned mapping) the first time it is routed to.
+  const Expert& expert(int64_t e) const;
+  void route(int64_t n, MoeScratch& s) const;
+  void run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
+                  int64_t inter) const;
+  void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
+
+  MoeShape sh_;
+  Linear router_;
+  mutable std::vector<Expert> experts_;
+  mutable std::vector<uint8_t> aligned_;  // per expert: its views are safe to read as typed arrays
+  mutable std::vector<std::shared_ptr<std::vector<uint8_t>>> copies_;
+  Expert shared_;
+  Linear shared_gate_;
+};
+
+// A 3-D tensor of stacked experts ([E, rows, cols]: mlx-lm's switch_mlp, transformers' fused
+// experts.gate_up_proj / down_proj, and their MLX scales / biases). The loader leaves these in the
+// file mapping even when the file misaligns them; MoeBlock reads only such tensors' data, and copies
+// one expert's slice out to aligned memory when the file's is misaligned, on its first use.
+bool stacked_experts(const std::string& name, size_t ndim);
+
+// Expert `e`'s rows [row0, row0 + rows) of a stacked [E, R, cols] tensor, as a 2-D weight view
+// into the same mapping (any row-quantized dtype or MLX affine). Throws Error on a shape mismatch.
+WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols);
+
+}  // namespace rapid
