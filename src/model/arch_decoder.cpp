@@ -30,14 +30,8 @@ class DecoderModel final : public Model {
   DecoderModel(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec, const ModelOptions& opts)
       : ckpt_(std::move(ckpt)), spec_(spec), opts_(opts), pool_(opts.num_threads) {
     cfg_ = ckpt_->config;
+    check_decoder_sizes(cfg_, ckpt_->path, "architecture " + spec.name);
     const auto& c = cfg_;
-    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 ||
-        c.vocab_size <= 0 || (c.intermediate_size <= 0 && c.layer_is_moe.empty()))
-      throw Error(ckpt_->path + ": config lacks sizes for architecture " + spec.name);
-    if (cfg_.num_key_value_heads <= 0) cfg_.num_key_value_heads = c.num_attention_heads;
-    if (cfg_.head_dim <= 0) cfg_.head_dim = c.hidden_size / c.num_attention_heads;
-    if (cfg_.num_attention_heads % cfg_.num_key_value_heads != 0)
-      throw Error(ckpt_->path + ": attention heads not a multiple of KV heads");
     H_ = c.hidden_size;
     I_ = c.intermediate_size;
     nh_ = c.num_attention_heads;

@@ -59,6 +59,15 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
   return v;
 }
 
+void check_decoder_sizes(ModelConfig& c, const std::string& path, const std::string& what) {
+  if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 || c.vocab_size <= 0 ||
+      (c.intermediate_size <= 0 && c.layer_is_moe.empty()))
+    throw Error(path + ": config lacks sizes for " + what);
+  if (c.num_key_value_heads <= 0) c.num_key_value_heads = c.num_attention_heads;
+  if (c.head_dim <= 0) c.head_dim = c.hidden_size / c.num_attention_heads;
+  if (c.num_attention_heads % c.num_key_value_heads != 0) throw Error(path + ": attention heads not a multiple of KV heads");
+}
+
 RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& s) {
   RopeParams p;
   p.rotary_dim = rotary_dim;

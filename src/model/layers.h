@@ -39,6 +39,10 @@ Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, 
 void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
 // A 1-D tensor (norm weight, bias) as f32; checks its length.
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n);
+// The sizes every decoder needs (throws Error naming `path` and `what` when one is missing or
+// inconsistent), with the defaults HF configs leave implicit filled in: KV heads = attention heads,
+// head_dim = hidden / heads.
+void check_decoder_sizes(ModelConfig& c, const std::string& path, const std::string& what);
 // The config's RoPE scaling as compute's parameters, for `rotary_dim` dimensions rotating at `base`.
 RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& scaling);
 

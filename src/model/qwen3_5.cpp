@@ -252,19 +252,13 @@ class Qwen35Model final : public Model {
   };
 
   void read_geometry() {
+    check_decoder_sizes(cfg_, ckpt_->path, "Qwen3.5");
     const auto& c = cfg_;
-    if (c.hidden_size <= 0 || c.num_hidden_layers <= 0 || c.num_attention_heads <= 0 || c.vocab_size <= 0 ||
-        (c.intermediate_size <= 0 && c.layer_is_moe.empty()))
-      throw Error(ckpt_->path + ": config lacks sizes for Qwen3.5");
     if (static_cast<int64_t>(c.layer_is_linear.size()) != c.num_hidden_layers || c.linear_num_key_heads <= 0 ||
         c.linear_key_head_dim <= 0 || c.linear_value_head_dim <= 0 || c.linear_conv_kernel_dim <= 0)
       throw Error(ckpt_->path + ": config lacks the linear-attention (Gated DeltaNet) geometry of Qwen3.5");
     if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
       throw Error(ckpt_->path + ": linear_num_value_heads is not a multiple of linear_num_key_heads");
-    if (cfg_.num_key_value_heads <= 0) cfg_.num_key_value_heads = c.num_attention_heads;
-    if (cfg_.head_dim <= 0) cfg_.head_dim = c.hidden_size / c.num_attention_heads;
-    if (c.num_attention_heads % cfg_.num_key_value_heads != 0)
-      throw Error(ckpt_->path + ": attention heads not a multiple of KV heads");
     H_ = c.hidden_size;
     I_ = c.intermediate_size;
     V_ = c.vocab_size;
