@@ -60,6 +60,37 @@ std::set<std::vector<Token>> tree_prefixes(const RadixCache& rc, int32_t bs) {
   return s;
 }
 
+// One step of a random workload over the alphabet {0, 1, 2} (so prefixes are shared and edges
+// split): a query that often extends a part of an earlier one, inserted with its blocks (evicting
+// when the pool is full). checkpoints: most inserts carry a recurrent checkpoint at a random
+// position of the query, as a hybrid's do.
+void random_insert(RadixCache& rc, BlockPool& pool, int32_t bs, std::mt19937& rng,
+                   std::vector<std::vector<Token>>& seen, bool checkpoints) {
+  std::vector<Token> q;
+  if (!seen.empty() && rng() % 3) {
+    auto& base = seen[rng() % seen.size()];
+    q.assign(base.begin(), base.begin() + rng() % (base.size() + 1));
+  }
+  for (size_t extra = 1 + rng() % 10; extra > 0; --extra) q.push_back(Token(rng() % 3));
+  PrefixMatch m = rc.match_prefix(q);
+  BlockTable t(bs);
+  t.adopt_prefix(pool, m.blocks, m.matched);
+  bool ok = true;
+  while (ok && t.length() < int64_t(q.size()))
+    if (!t.append_token(pool)) ok = rc.ensure_free(1);
+  if (ok) {
+    std::shared_ptr<StateSnapshot> st;
+    if (checkpoints && rng() % 4) {
+      st = std::make_shared<StateSnapshot>();
+      st->position = 1 + int64_t(rng() % q.size());
+      st->bytes.resize(8 + rng() % 8);
+    }
+    rc.insert(q, t.blocks(), st);
+    seen.push_back(q);
+  }
+  t.release(pool);
+}
+
 uint64_t fnv1a(const std::vector<uint8_t>& bytes) {
   uint64_t h = 14695981039346656037ull;
   for (uint8_t b : bytes) { h ^= b; h *= 1099511628211ull; }
@@ -77,29 +108,44 @@ TEST(CacheKvEvents, IndexFromEventsEqualsTreeThroughInsertsEvictionsAndPurges) {
     std::vector<std::vector<Token>> seen;
     std::mt19937 rng(7 + bs);
     for (int step = 0; step < 600; ++step) {
-      std::vector<Token> q;
-      if (!seen.empty() && rng() % 3) {
-        auto& base = seen[rng() % seen.size()];
-        q.assign(base.begin(), base.begin() + rng() % (base.size() + 1));
-      }
-      for (size_t extra = 1 + rng() % 10; extra > 0; --extra) q.push_back(Token(rng() % 3));
-      PrefixMatch m = rc.match_prefix(q);
-      BlockTable t(bs);
-      t.adopt_prefix(pool, m.blocks, m.matched);
-      bool ok = true;
-      while (ok && t.length() < int64_t(q.size()))
-        if (!t.append_token(pool)) ok = rc.ensure_free(1);
-      if (ok) {
-        rc.insert(q, t.blocks());
-        seen.push_back(q);
-      }
-      t.release(pool);
+      random_insert(rc, pool, bs, rng, seen, false);
       if (step % 97 == 96) rc.evict(SIZE_MAX);
       idx.apply(rc.take_events(), bs);
       ASSERT_FALSE(HasFailure()) << "bs=" << bs << " step=" << step;
       ASSERT_EQ(idx.prefixes(), tree_prefixes(rc, bs)) << "bs=" << bs << " step=" << step;
     }
     EXPECT_GT(rc.stats().evicted_blocks, 0u);
+  }
+}
+
+// A hybrid's block is servable only with a recurrent checkpoint at or after its end on its path:
+// the reference index is, by that definition, every block-aligned prefix of every checkpoint's
+// prefix. Random inserts with checkpoints (splits, replacements), checkpoint-budget evictions,
+// leaf evictions and purges; the index rebuilt from the events must equal it after every step.
+TEST(CacheKvEvents, HybridAnnouncesExactlyTheBlocksACheckpointCovers) {
+  for (int32_t bs : {1, 2, 4}) {
+    BlockShape sh = shape(bs);
+    BlockPool pool(sh, sh.block_bytes() * 40);
+    RadixCache rc(pool);
+    rc.record_events(true, /*need_checkpoint=*/true);
+    Index idx;
+    std::vector<std::vector<Token>> seen;
+    std::mt19937 rng(11 + bs);
+    size_t announced_max = 0;
+    for (int step = 0; step < 800; ++step) {
+      random_insert(rc, pool, bs, rng, seen, true);
+      if (step % 5 == 4) rc.evict_checkpoints(size_t(rng() % 200));
+      if (step % 131 == 130) rc.evict(SIZE_MAX);
+      idx.apply(rc.take_events(), bs);
+      ASSERT_FALSE(HasFailure()) << "bs=" << bs << " step=" << step;
+      std::set<std::vector<Token>> want;
+      for (auto& cp : rc.checkpoint_prefixes())
+        for (size_t k = size_t(bs); k <= cp.size(); k += size_t(bs)) want.insert({cp.begin(), cp.begin() + k});
+      ASSERT_EQ(idx.prefixes(), want) << "bs=" << bs << " step=" << step;
+      announced_max = std::max(announced_max, want.size());
+    }
+    EXPECT_GT(rc.stats().evicted_checkpoints, 0u);
+    EXPECT_GT(announced_max, 10u);  // the walk really announced blocks
   }
 }
 

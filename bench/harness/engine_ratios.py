@@ -7,7 +7,9 @@
                turns 2-10 with the prefix cache / TTFT of the same prompt cold (cache purged)
   restart      TTFT on a persisted prefix right after a restart / cold TTFT of that prompt
   code_edit    decode tok/s of a 150-line file rewrite, --speculative auto / off (+ acceptance),
-               fresh, and after a restart with the prompt restored from the disk snapshot
+               fresh, and after a restart with the prompt restored from the disk snapshot; the
+               answer is started with "```python" (continue_final_message) so the model rewrites
+               the file on every ISA instead of sometimes describing it (prompts.CODE_EDIT_EXTRA)
   chat         decode tok/s of open-ended chat, auto / off
 
 usage (from bench/): python -m harness.engine_ratios [--model GGUF|DIR] [--bin build/rapid-mlx]
@@ -123,11 +125,11 @@ def restart(srv, P):
             "cached_tokens": info["prefix_cache"]["hit_tokens"], "ratio": after["ttft"] / cold}
 
 
-def decode_runs(srv, msgs, gen, repeats):
+def decode_runs(srv, msgs, gen, repeats, extra=None):
     rates = []
     for _ in range(repeats):
         cache_call(srv, "DELETE")  # the same cold start for every run and every mode
-        r = ask(srv, msgs, gen)
+        r = ask(srv, msgs, gen, extra=extra)
         rates.append(decode_rate(r))
     return statistics.median(rates), r
 
@@ -138,38 +140,38 @@ def wait_persisted(srv):
         time.sleep(0.1)
 
 
-def after_restart_runs(srv, msgs, gen, repeats):
+def after_restart_runs(srv, msgs, gen, repeats, extra=None):
     """The edit on a prompt restored from the disk snapshot (issue 22): the prompt is persisted,
     the server restarts on the same --cache-dir, answers a short request, then the edit. Each run
     is its own restart; returns every run's decode tok/s and what its speculation did."""
     runs = []
     for _ in range(repeats):
         cache_call(srv, "DELETE")
-        ask(srv, msgs, 1)  # prefill and persist the prompt
+        ask(srv, msgs, 1, extra=extra)  # prefill and persist the prompt
         wait_persisted(srv)
         srv.stop()
         srv.start()
         ask(srv, [{"role": "user", "content": "Hello"}], 4)
-        r = ask(srv, msgs, gen)
+        r = ask(srv, msgs, gen, extra=extra)
         runs.append({"decode_tok_s": decode_rate(r), "cached_tokens": r["cached_tokens"],
                      "prompt_tokens": r["prompt_tokens"], "speculative": cache_call(srv)["speculative"]})
     return runs
 
 
 def spec_compare(make_server, P, chat=True):
-    code_msgs, src = prompts.code_edit_messages(P["code_lines"])
+    code_msgs, src = prompts.code_edit_messages(P["code_lines"], prefill=True)
     chat_msgs = [{"role": "user", "content": "Write a long story about a lighthouse keeper and a storm."}]
     out = {}
     for mode in ("off", "auto"):
         srv = make_server(mode)
         try:
-            code, code_r = decode_runs(srv, code_msgs, P["code_gen"], P["repeats"])
+            code, code_r = decode_runs(srv, code_msgs, P["code_gen"], P["repeats"], prompts.CODE_EDIT_EXTRA)
             spec = cache_call(srv)["speculative"]
             o = {"code_edit_decode_tok_s": code, "code_edit_tokens": code_r["completion_tokens"], "speculative": spec}
             if chat:
                 o["chat_decode_tok_s"], _ = decode_runs(srv, chat_msgs, P["chat_gen"], P["repeats"])
                 o["speculative_after_chat"] = cache_call(srv)["speculative"]
-            o["after_restart"] = after_restart_runs(srv, code_msgs, P["code_gen"], P["repeats"])
+            o["after_restart"] = after_restart_runs(srv, code_msgs, P["code_gen"], P["repeats"], prompts.CODE_EDIT_EXTRA)
             o["after_restart_decode_tok_s"] = statistics.median(r["decode_tok_s"] for r in o["after_restart"])
             out[mode] = o
         finally:

@@ -108,8 +108,19 @@ def code_file(n_lines=150):
     return "\n".join(lines[:n_lines]) + "\n"
 
 
-def code_edit_messages(n_lines=150):
+# The edit's answer is started for the model (an assistant message the server continues, vLLM's
+# continue_final_message), as agents that prefill an edit do. Without it a 135M model's greedy
+# choice between writing the file and describing it flips with the ISA's rounding (it describes it
+# on AVX2, rewrites it on AVX-512), and the row would measure prose, not an edit.
+CODE_EDIT_EXTRA = {"continue_final_message": True, "add_generation_prompt": False}
+
+
+def code_edit_messages(n_lines=150, prefill=False):
+    """The edit request; prefill: with its answer's start (send with CODE_EDIT_EXTRA)."""
     src = code_file(n_lines)
     task = ("Rename the function compute_total_3 to compute_sum_3 and change nothing else. "
             "Reply with the complete updated file only, no explanation.\n\n```python\n" + src + "```")
-    return [{"role": "user", "content": task}], src
+    msgs = [{"role": "user", "content": task}]
+    if prefill:
+        msgs.append({"role": "assistant", "content": "```python\n"})
+    return msgs, src

@@ -19,9 +19,17 @@ struct RadixNode {
   // Recurrent checkpoints at positions in (start, start + tokens.size()], ascending.
   std::vector<std::shared_ptr<StateSnapshot>> states;
   std::vector<uint64_t> hashes;  // chained hash of each full block of the edge (while recording events)
+  size_t announced = 0;          // leading blocks of `hashes` announced as stored
+  int64_t deepest = 0;           // deepest checkpoint position in this subtree (0: none)
 };
 
 namespace {
+// n's deepest checkpoint from its own and its children's (which must be current).
+void refresh_deepest(RadixNode* n) {
+  n->deepest = n->states.empty() ? 0 : n->states.back()->position;
+  for (auto& c : n->children) n->deepest = std::max(n->deepest, c->deepest);
+}
+
 size_t lcp(const std::vector<Token>& edge, const std::vector<Token>& q, size_t pos) {
   size_t n = std::min(edge.size(), q.size() - pos), i = 0;
   while (i < n && edge[i] == q[pos + i]) ++i;
@@ -101,6 +109,12 @@ RadixNode* RadixCache::split(RadixNode* child, size_t at) {
   size_t nh = std::min(nb, child->hashes.size());
   mid->hashes.assign(child->hashes.begin(), child->hashes.begin() + nh);
   child->hashes.erase(child->hashes.begin(), child->hashes.begin() + nh);
+  // Announcements follow their blocks; the states that moved to mid end at or before child's
+  // start, so they never covered child's blocks and coverage is unchanged by the split.
+  mid->announced = std::min(child->announced, nh);
+  child->announced -= mid->announced;
+  mid->deepest = child->deepest;
+  refresh_deepest(child);
   RadixNode* raw = mid.get();
   for (auto& slot : p->children) {
     if (slot.get() == child) {
@@ -154,9 +168,13 @@ int64_t RadixCache::insert_kv(const std::vector<Token>& tokens, const std::vecto
     leaf->blocks.assign(blocks.begin() + pos / bs_, blocks.end());
     for (BlockId b : leaf->blocks) pool_.incref(b);
     cached_blocks_ += leaf->blocks.size();
-    if (record_events_) record_stored(node, leaf.get());
+    RadixNode* raw = leaf.get();
     node->children.push_back(std::move(leaf));
     ++nodes_;
+    if (record_events_) {
+      hash_blocks(node, raw);
+      sync_events(raw);
+    }
     return int64_t(n - pos);
   }
   return 0;
@@ -184,6 +202,7 @@ void RadixCache::attach(const std::vector<Token>& tokens, std::shared_ptr<StateS
         it = v.insert(it, std::move(state));
       }
       checkpoint_bytes_ += (*it)->bytes.size();
+      if (record_events_) sync_events(c);
       return;
     }
     if (l < c->tokens.size()) break;
@@ -220,6 +239,7 @@ size_t RadixCache::evict_checkpoints(size_t max_bytes) {
       ++st_.evicted_checkpoints;
       ++dropped;
     }
+    if (record_events_) sync_events(n);
     if (checkpoint_bytes_ <= max_bytes) break;
   }
   return dropped;
@@ -252,13 +272,14 @@ size_t RadixCache::evict(size_t n_blocks) {
     heap.pop();
     for (BlockId b : n->blocks) pool_.decref(b);
     drop_states(n);
-    if (record_events_) record_removed(n);
+    if (record_events_) record_removed(n, 0);
     freed += n->blocks.size();
     cached_blocks_ -= n->blocks.size();
     RadixNode* p = n->parent;
     auto& sib = p->children;
     sib.erase(std::find_if(sib.begin(), sib.end(), [n](auto& c) { return c.get() == n; }));
     --nodes_;
+    if (record_events_ && p != root_.get()) sync_events(p);  // n's checkpoints may have covered p's blocks
     if (p != root_.get() && p->children.empty() && p->locks == 0) heap.push({p->last_access, p});
   }
   st_.evicted_blocks += freed;
@@ -272,26 +293,55 @@ bool RadixCache::ensure_free(size_t n) {
 }
 
 // Inner nodes cover whole blocks, so the block before a new leaf is its parent's last one.
-void RadixCache::record_stored(const RadixNode* parent, RadixNode* leaf) {
-  const size_t full = leaf->tokens.size() / size_t(bs_);
-  if (full == 0) return;
-  KvEvent e;
-  if (parent != root_.get() && !parent->hashes.empty()) e.parent_hash = parent->hashes.back();
-  std::optional<uint64_t> prev = e.parent_hash;
-  for (size_t i = 0; i < full; ++i) {
+void RadixCache::hash_blocks(const RadixNode* parent, RadixNode* leaf) {
+  std::optional<uint64_t> prev;
+  if (parent != root_.get() && !parent->hashes.empty()) prev = parent->hashes.back();
+  for (size_t i = 0; i < leaf->tokens.size() / size_t(bs_); ++i) {
     prev = block_hash(prev, leaf->tokens.data() + i * bs_, size_t(bs_));
     leaf->hashes.push_back(*prev);
   }
-  e.block_hashes = leaf->hashes;
-  e.token_ids.assign(leaf->tokens.begin(), leaf->tokens.begin() + full * bs_);
-  events_.push_back(std::move(e));
 }
 
-void RadixCache::record_removed(const RadixNode* n) {
-  if (n->hashes.empty()) return;
+// Leading full blocks of n's edge a request could resume from: all of them, or for a hybrid those
+// ending at or before the deepest checkpoint below n (n->start is block-aligned).
+size_t RadixCache::announceable(const RadixNode* n) const {
+  if (!need_checkpoint_) return n->hashes.size();
+  const int64_t ends = (n->deepest - n->start) / bs_;
+  return ends <= 0 ? 0 : std::min(n->hashes.size(), size_t(ends));
+}
+
+// Brings the announcements of n and its ancestors in line with what they can serve after n's
+// blocks, checkpoints or children changed: removals deepest first, stores shallowest first, so a
+// subscriber always sees a block's parent before it and loses a child before its parent.
+void RadixCache::sync_events(RadixNode* n) {
+  std::vector<RadixNode*> path;
+  for (RadixNode* x = n; x && x != root_.get(); x = x->parent) {
+    refresh_deepest(x);
+    path.push_back(x);
+  }
+  for (RadixNode* x : path)
+    if (announceable(x) < x->announced) record_removed(x, announceable(x));
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    RadixNode* x = *it;
+    const size_t want = announceable(x);
+    if (want <= x->announced) continue;
+    KvEvent e;
+    if (x->announced > 0) e.parent_hash = x->hashes[x->announced - 1];
+    else if (x->parent != root_.get() && !x->parent->hashes.empty()) e.parent_hash = x->parent->hashes.back();
+    e.block_hashes.assign(x->hashes.begin() + x->announced, x->hashes.begin() + want);
+    e.token_ids.assign(x->tokens.begin() + x->announced * bs_, x->tokens.begin() + want * bs_);
+    x->announced = want;
+    events_.push_back(std::move(e));
+  }
+}
+
+// Withdraws n's announced blocks past the first `keep`.
+void RadixCache::record_removed(RadixNode* n, size_t keep) {
+  if (n->announced <= keep) return;
   KvEvent e;
   e.kind = KvEventKind::Removed;
-  e.block_hashes = n->hashes;
+  e.block_hashes.assign(n->hashes.begin() + keep, n->hashes.begin() + n->announced);
+  n->announced = keep;
   events_.push_back(std::move(e));
 }
 
@@ -306,6 +356,19 @@ std::vector<std::vector<Token>> RadixCache::sequences() const {
     path.insert(path.end(), n->tokens.begin(), n->tokens.end());
     if (n->children.empty() && n != root_.get()) out.push_back(path);
     for (auto& c : n->children) stack.push_back({c.get(), path.size()});
+  }
+  return out;
+}
+
+std::vector<std::vector<Token>> RadixCache::checkpoint_prefixes() const {
+  std::vector<std::vector<Token>> out;
+  std::vector<std::pair<const RadixNode*, std::vector<Token>>> stack{{root_.get(), {}}};
+  while (!stack.empty()) {
+    auto [n, path] = std::move(stack.back());
+    stack.pop_back();
+    path.insert(path.end(), n->tokens.begin(), n->tokens.end());
+    for (auto& st : n->states) out.emplace_back(path.begin(), path.begin() + st->position);
+    for (auto& c : n->children) stack.push_back({c.get(), path});
   }
   return out;
 }

@@ -72,11 +72,19 @@ class RadixCache {
   bool ensure_free(size_t n);
 
   // KV-cache events (full blocks stored / removed) are recorded only once this is turned on, and
-  // handed over by take_events() in the order they happened.
-  void record_events(bool on) { record_events_ = on; }
+  // handed over by take_events() in the order they happened. need_checkpoint (hybrid models, whose
+  // recurrent state cannot be rebuilt from KV): a block is announced only while a checkpoint at or
+  // after its end exists below it, since only then can a request that shares it resume from it;
+  // it is withdrawn when the last such checkpoint goes.
+  void record_events(bool on, bool need_checkpoint = false) {
+    record_events_ = on;
+    need_checkpoint_ = need_checkpoint;
+  }
   std::vector<KvEvent> take_events() { return std::exchange(events_, {}); }
   // Every cached token sequence (root to leaf), for inspection; O(cached tokens).
   std::vector<std::vector<Token>> sequences() const;
+  // The tokens before each recurrent checkpoint (root to its position), for inspection.
+  std::vector<std::vector<Token>> checkpoint_prefixes() const;
 
   RadixStats stats() const;
   size_t cached_blocks() const { return cached_blocks_; }
@@ -89,15 +97,17 @@ class RadixCache {
   void attach(const std::vector<Token>& tokens, std::shared_ptr<StateSnapshot> state);
   void drop_states(RadixNode* n);
   RadixNode* split(RadixNode* child, size_t at);
-  void record_stored(const RadixNode* parent, RadixNode* leaf);
-  void record_removed(const RadixNode* n);
+  void hash_blocks(const RadixNode* parent, RadixNode* leaf);
+  size_t announceable(const RadixNode* n) const;
+  void sync_events(RadixNode* n);
+  void record_removed(RadixNode* n, size_t keep);
   BlockPool& pool_;
   int32_t bs_;
   std::unique_ptr<RadixNode> root_;
   uint64_t clock_ = 0;
   size_t nodes_ = 0, cached_blocks_ = 0, checkpoints_ = 0, checkpoint_bytes_ = 0;
   RadixStats st_;
-  bool record_events_ = false;
+  bool record_events_ = false, need_checkpoint_ = false;
   std::vector<KvEvent> events_;
 };
 

@@ -116,6 +116,9 @@ std::vector<Flag> engine_flags(ServeArgs& a) {
       integer("--max-batch-tokens", "N", "tokens per forward step", &eo.max_step_tokens, 16, 1 << 20),
       size("--kv-cache-memory", "SIZE", "the KV block pool", &a.kv_memory, a.ram)
           .default_is("--max-num-seqs full contexts, at most 25% of RAM"),
+      size("--kv-checkpoint-memory", "SIZE", "hybrid models: recurrent-state checkpoints in the prefix cache, "
+           "taken out of the KV pool (at most half of it)", &eo.kv.checkpoint_bytes, a.ram)
+          .default_is("a quarter of the KV pool"),
       choice("--kv-dtype", "KV cache element type", &a.mo.kv_dtype,
              {{"f16", DType::F16}, {"bf16", DType::BF16}, {"f32", DType::F32}}),
       flag("--no-prefix-cache", "no radix prefix cache (nor snapshots)", &eo.kv.prefix_cache, false),

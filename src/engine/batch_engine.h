@@ -75,10 +75,17 @@ class BatchEngine : public Engine {
   void purge_cache();
   // Waits until queued snapshot writes are on disk (tests, shutdown).
   void flush_cache();
-  // Every token sequence the prefix cache holds (root to leaf), read between steps.
-  std::vector<std::vector<int32_t>> cached_sequences() {
-    std::vector<std::vector<int32_t>> out;
-    run_on_worker([&] { out = kv_->sequences(); });
+  // Every token sequence the prefix cache holds (root to leaf), and the tokens before each of its
+  // recurrent checkpoints (hybrids), read between steps.
+  struct CachedContents {
+    std::vector<std::vector<int32_t>> sequences, checkpoints;
+  };
+  CachedContents cached_contents() {
+    CachedContents out;
+    run_on_worker([&] {
+      out.sequences = kv_->sequences();
+      out.checkpoints = kv_->checkpoint_prefixes();
+    });
     return out;
   }
   const BatchEngineOptions& options() const { return opts_; }

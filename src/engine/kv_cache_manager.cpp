@@ -33,7 +33,7 @@ KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::m
   cache::BlockShape shape = model.kv_block_shape(opts_.block_size);
   pool_ = std::make_shared<cache::BlockPool>(shape, opts_.pool_bytes);
   if (opts_.prefix_cache) radix_ = std::make_unique<cache::RadixCache>(*pool_);
-  if (radix_ && opts_.on_events) radix_->record_events(true);
+  if (radix_ && opts_.on_events) radix_->record_events(true, state_model_ != nullptr);
   if (opts_.prefix_cache && !opts_.snapshot_dir.empty()) open_store(shape);
   publish();
 }
@@ -265,6 +265,10 @@ void KvCacheManager::send_events(bool cleared) {
 
 std::vector<std::vector<int32_t>> KvCacheManager::sequences() const {
   return radix_ ? radix_->sequences() : std::vector<std::vector<int32_t>>{};
+}
+
+std::vector<std::vector<int32_t>> KvCacheManager::checkpoint_prefixes() const {
+  return radix_ ? radix_->checkpoint_prefixes() : std::vector<std::vector<int32_t>>{};
 }
 
 void KvCacheManager::flush() {

@@ -82,6 +82,8 @@ class KvCacheManager {
   void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
   void purge();  // drops every unused cached prefix and every disk entry
   std::vector<std::vector<int32_t>> sequences() const;  // engine thread: what the prefix cache holds
+  // Engine thread: the tokens before each recurrent-state checkpoint (hybrid models).
+  std::vector<std::vector<int32_t>> checkpoint_prefixes() const;
   void flush();  // waits for queued disk writes
   // Whether model steps are running: background snapshot writes wait for a pause (bounded).
   void set_busy(bool busy) {

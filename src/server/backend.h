@@ -75,8 +75,11 @@ class Backend {
   // GET /v1/cache (KV pool, prefix cache and disk snapshot state) and DELETE /v1/cache (purge,
   // disk included). Null when the backend has no KV cache (→ 404).
   virtual nlohmann::ordered_json cache_info() const { return nullptr; }
-  // Every token sequence the prefix cache holds, as arrays of token ids.
-  virtual nlohmann::ordered_json cached_sequences() const { return nlohmann::ordered_json::array(); }
+  // {"sequences": every token sequence the prefix cache holds, "checkpoints": the tokens before
+  // each recurrent checkpoint}, as arrays of token ids.
+  virtual nlohmann::ordered_json cached_contents() const {
+    return {{"sequences", nlohmann::ordered_json::array()}, {"checkpoints", nlohmann::ordered_json::array()}};
+  }
   virtual nlohmann::ordered_json purge_cache() { return nullptr; }
 };
 

@@ -27,8 +27,11 @@ bool query_flag(const std::string& target, const std::string& name) {
 void handle_cache_info(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
   nlohmann::ordered_json info = ctx.backend.cache_info();
   // ?sequences=1 lists what the prefix cache holds (inspection; as large as the cached prompts).
-  if (!info.is_null() && query_flag(req.target, "sequences"))
-    info["prefix_cache"]["sequences"] = ctx.backend.cached_sequences();
+  if (!info.is_null() && query_flag(req.target, "sequences")) {
+    nlohmann::ordered_json c = ctx.backend.cached_contents();
+    info["prefix_cache"]["sequences"] = std::move(c["sequences"]);
+    info["prefix_cache"]["checkpoint_prefixes"] = std::move(c["checkpoints"]);
+  }
   reply(res, info);
 }
 

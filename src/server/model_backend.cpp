@@ -266,7 +266,10 @@ ojson ModelBackend::cache_info() const {
           {"preemptions", b.preemptions}, {"steps", b.steps}};
 }
 
-ojson ModelBackend::cached_sequences() const { return ojson(engine_->cached_sequences()); }
+ojson ModelBackend::cached_contents() const {
+  auto c = engine_->cached_contents();
+  return {{"sequences", c.sequences}, {"checkpoints", c.checkpoints}};
+}
 
 ojson ModelBackend::purge_cache() {
   engine_->purge_cache();

@@ -43,7 +43,7 @@ class ModelBackend : public Backend {
   bool warms_turns() const override { return opts_.warm_turns; }
   EngineStats engine_stats() const override;
   nlohmann::ordered_json cache_info() const override;
-  nlohmann::ordered_json cached_sequences() const override;
+  nlohmann::ordered_json cached_contents() const override;
   nlohmann::ordered_json purge_cache() override;
 
   const std::string& tool_parser() const { return opts_.tool_parser; }

@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -196,13 +197,18 @@ def test_agent_loop_warm_equals_cold_and_reuses_the_prefix(warm_run, cold, oracl
         assert 0 < bound <= r["cached"] < r["prompt_tokens"], f"turn {turn + 1}: {r}, expected >= {bound}"
 
 
-def test_cache_reports_state_and_checkpoints(warm_run, model_dir):
+def state_bytes(model_dir):
+    """A sequence's recurrent state (f32 conv + SSM state of every linear-attention layer), from config.json."""
     cfg = json.loads((model_dir / "config.json").read_text())["text_config"]
     n_linear = cfg["layer_types"].count("linear_attention")
     conv_channels = 2 * cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"] + \
         cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"]
     ssm = cfg["linear_num_value_heads"] * cfg["linear_value_head_dim"] * cfg["linear_key_head_dim"]
-    per_seq = n_linear * ((cfg["linear_conv_kernel_dim"] - 1) * conv_channels + ssm) * 4
+    return n_linear * ((cfg["linear_conv_kernel_dim"] - 1) * conv_channels + ssm) * 4
+
+
+def test_cache_reports_state_and_checkpoints(warm_run, model_dir):
+    per_seq = state_bytes(model_dir)
     p = warm_run["info"]["prefix_cache"]
     assert p["enabled"] is True
     assert p["state_bytes_per_seq"] == per_seq
@@ -261,4 +267,38 @@ def test_concurrent_clients_sharing_a_prefix(model_dir, tmp_path_factory, cold):
         assert all(g["cached"] > 0 for g in got)
         assert srv.alive()
     finally:
+        conftest.stop(srv)
+
+
+def test_kv_events_announce_only_the_blocks_a_checkpoint_covers(model_dir, tmp_path_factory):
+    """KV-cache events on the hybrid (issue 21): a router must only be told of blocks a request can
+    resume from. By definition those are the whole blocks before some recurrent checkpoint the
+    cache holds; the index a subscriber rebuilds from the event stream alone must be exactly that
+    set (from /v1/cache's own listing) while a small checkpoint budget drops checkpoints whose KV
+    stays, and an announced chain must really be resumed: a token-id prompt extending the deepest
+    checkpoint's prefix reports at least its announced blocks cached."""
+    import zmq
+    from test_kv_routing import BLOCK, Index, Subscriber, free_port
+    pub = free_port()
+    # Room for 3 checkpoints: older ones are dropped while their KV stays cached.
+    srv = _launch(model_dir, tmp_path_factory.mktemp("events"), "--no-persist-cache",
+                  "--kv-checkpoint-memory", str(3 * state_bytes(model_dir)), "--kv-events-endpoint", f"tcp://*:{pub}")
+    ctx = zmq.Context()
+    try:
+        sub, idx = Subscriber(ctx, pub), Index()
+        time.sleep(0.5)  # PUB/SUB slow joiner: subscribe before the first event
+        agent_loop(srv, turns=4)
+        sub.drain(idx)
+        view = json.loads(_get(srv, "/v1/cache?sequences=1"))["prefix_cache"]
+        covered = {tuple(c[:k]) for c in view["checkpoint_prefixes"] for k in range(BLOCK, len(c) + 1, BLOCK)}
+        held = {tuple(s[:k]) for s in view["sequences"] for k in range(BLOCK, len(s) + 1, BLOCK)}
+        assert covered and idx.prefixes() == covered
+        assert held > covered and idx.removed > 0  # KV without a checkpoint left is withdrawn
+        # The deepest announced chain (asked first: each request adds a checkpoint, evicting others).
+        c = max(view["checkpoint_prefixes"], key=len)
+        r = _client(srv).completions.create(model=conftest.MODEL_NAME, prompt=c + [c[-1]], max_tokens=1, temperature=0)
+        d = r.usage.prompt_tokens_details
+        assert len(c) >= BLOCK and d and d.cached_tokens >= len(c) // BLOCK * BLOCK, (len(c), r.usage)
+    finally:
+        ctx.destroy(linger=0)
         conftest.stop(srv)
