@@ -179,6 +179,9 @@ void MoeBlock::load_gpt_oss(const WeightStore& ws, const std::string& p) {
       }
       ex.down.bias = expert_row(db, e, H);
     }
+  } else if (ws.find(p + "experts.gate_up_proj_blocks")) {
+    throw Error(p + "experts.gate_up_proj_blocks: MXFP4 expert weights are not supported yet; use a bf16 or MLX "
+                    "affine-quantized copy of the model");
   } else {
     throw Error(p + ": no gpt-oss expert tensors (experts.gate_proj.weight or experts.gate_up_proj)");
   }
