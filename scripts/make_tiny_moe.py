@@ -7,14 +7,25 @@ Configs (8 experts, top-2):
                 no renormalisation of the top-k weights (norm_topk_prob false), own lm_head
   qwen35-moe    model_type qwen3_5_moe: the Qwen3.5 hybrid (3 Gated DeltaNet layers, 1 gated
                 full-attention layer) with MoE MLPs and a sigmoid-gated shared expert, tied lm_head
+  gpt-oss       model_type gpt_oss: 4 layers alternating sliding (window 12, shorter than most
+                prompts and every generation) and full attention, biases on q/k/v/o, the router
+                and the experts, non-zero attention sinks, softmax over the top-k router logits,
+                expert pre-activations past the clamped SwiGLU's limit (7), YaRN RoPE
 Each as, under OUT/<config>/:
   mlx-f32/  mlx_lm.utils.save_model (experts stacked as mlp.switch_mlp.{gate,up,down}_proj [E, ., .])
   hf-f32/   the Hugging Face layout of the same weights, which mlx-lm's sanitize turns back:
             qwen3_moe per expert (mlp.experts.N.gate_proj.weight, as the Qwen3-MoE releases ship
             and transformers 5 saves them); qwen3_5_moe fused (mlp.experts.gate_up_proj [E, 2I, H],
             mlp.experts.down_proj [E, H, I], as transformers 5 writes it), model.language_model.*
-            names, conv1d [C, 1, K], (1 + w) norms stored as w
-  mlx-q4/   mlx_lm.utils.quantize_model (affine, 4 bits, group 64; the routers as mlx-lm decides)
+            names, conv1d [C, 1, K], (1 + w) norms stored as w.
+            gpt_oss: transformers' GptOssExperts parameters, as the bf16 releases ship them:
+            mlp.experts.gate_up_proj [E, H, 2I] (y = x @ W; gate columns 0::2, up 1::2),
+            gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H]. mlx-lm cannot
+            load that layout (its sanitize takes the MXFP4 checkpoints' [E, 2I, H]), so these
+            goldens are mlx-f32's; instead the script checks that one expert computed from these
+            tensors by transformers' formula (numpy) equals mlx-lm's SwitchGLU on the same input.
+  mlx-q4/   mlx_lm.utils.quantize_model (affine, 4 bits, group 64; the routers as mlx-lm decides:
+            8-bit in qwen3_5_moe and gpt_oss)
 plus the byte-level tokenizer.json and greedy.json of scripts/make_tiny_qwen35.py (5 prompts of
 random ids, 64 greedy steps, computed by mlx_lm.utils.load_model of that very directory).
 
@@ -28,7 +39,10 @@ import sys
 from pathlib import Path
 
 import mlx.core as mx
-from mlx_lm.models import qwen3_5_moe, qwen3_moe
+import numpy as np
+from mlx_lm.models import gpt_oss, qwen3_5_moe, qwen3_moe
+from mlx_lm.models.activations import SwigluOAI
+from mlx_lm.models.switch_layers import SwitchGLU
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,6 +66,14 @@ QWEN35_TEXT = dict(MOE, model_type="qwen3_5_moe_text", vocab_size=512, hidden_si
                    rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                                     "mrope_section": [11, 11, 10], "mrope_interleaved": True})
 
+GPT_OSS = dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"], vocab_size=512, hidden_size=64,
+               intermediate_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+               num_local_experts=8, num_experts_per_tok=2, sliding_window=12, rms_norm_eps=1e-5,
+               rope_theta=150000.0, max_position_embeddings=4096, tie_word_embeddings=False, attention_bias=True,
+               swiglu_limit=7.0, eos_token_id=0, layer_types=["sliding_attention", "full_attention"] * 2,
+               rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                             "beta_fast": 32.0, "beta_slow": 1.0})
+
 
 def qwen35_config():
     return {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
@@ -64,6 +86,15 @@ def moe_spread(k, v):
         return mx.random.normal(v.shape) * 0.5
     if k.endswith("shared_expert_gate.weight"):
         return mx.random.normal(v.shape) * 0.3
+    # gpt_oss: decisive routing, visible sinks and biases, expert pre-activations past the clamp.
+    if k.endswith("mlp.router.weight"):
+        return mx.random.normal(v.shape) * 0.5
+    if k.endswith("self_attn.sinks"):
+        return mx.random.normal(v.shape) * 1.5
+    if k.endswith(".bias"):
+        return mx.random.normal(v.shape) * 0.5
+    if ".experts.gate_proj.weight" in k or ".experts.up_proj.weight" in k:
+        return mx.random.normal(v.shape) * 0.9
     return None
 
 
@@ -97,11 +128,50 @@ def hf_qwen35_moe(w, cfg):
     return out
 
 
+def hf_gpt_oss(w, cfg):
+    out = {}
+    for k, v in w.items():
+        if ".experts.gate_proj." in k:
+            pre, kind = k.split(".experts.gate_proj.")
+            both = mx.stack([v, w[k.replace("gate_proj", "up_proj")]], axis=2)  # gate/up interleaved
+            if kind == "weight":  # [E, I, H] x2 -> [E, 2I, H] -> [E, H, 2I]
+                out[pre + ".experts.gate_up_proj"] = both.reshape(v.shape[0], -1, v.shape[2]).swapaxes(1, 2)
+            else:
+                out[pre + ".experts.gate_up_proj_bias"] = both.reshape(v.shape[0], -1)
+        elif ".experts.down_proj." in k:
+            pre, kind = k.split(".experts.down_proj.")
+            out[pre + ".experts.down_proj" + ("" if kind == "weight" else "_bias")] = (
+                v.swapaxes(1, 2) if kind == "weight" else v)  # [E, H, I] -> [E, I, H]
+        elif ".experts.up_proj." not in k:
+            out[k] = v
+    check_hf_gpt_oss_expert(w, out, cfg)
+    return out
+
+
+def check_hf_gpt_oss_expert(w, hf, cfg):
+    """transformers' GptOssExperts formula (numpy) on the HF tensors = mlx-lm's SwitchGLU."""
+    H, I, E = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_local_experts"]
+    glu = SwitchGLU(H, I, E, activation=SwigluOAI(), bias=True)
+    p = "model.layers.1.mlp.experts."
+    glu.load_weights([(k[len(p):], v) for k, v in w.items() if k.startswith(p)])
+    x, e = mx.random.normal((1, H)), 3
+    ref = np.array(glu(x, mx.array([[e]]))[0, 0])
+    gu = np.array(x[0]) @ np.array(hf[p + "gate_up_proj"][e]) + np.array(hf[p + "gate_up_proj_bias"][e])
+    gate, up = np.minimum(gu[::2], 7.0), np.clip(gu[1::2], -7.0, 7.0)
+    y = ((up + 1) * gate / (1 + np.exp(-1.702 * gate))) @ np.array(hf[p + "down_proj"][e])
+    y += np.array(hf[p + "down_proj_bias"][e])
+    err = np.max(np.abs(y - ref)) / np.max(np.abs(y))
+    assert err < 1e-5, "the HF layout does not reproduce mlx-lm's expert (relative error %g)" % err
+    assert np.any(gu[::2] > 7.0) and np.any(np.abs(gu[1::2]) > 7.0), "the SwiGLU clamp is not exercised"
+
+
 CONFIGS = {
     "qwen3-moe": (lambda: copy.deepcopy(QWEN3_MOE), lambda c: qwen3_moe.Model(qwen3_moe.ModelArgs.from_dict(c)),
                   hf_qwen3_moe),
     "qwen35-moe": (qwen35_config, lambda c: qwen3_5_moe.Model(qwen3_5_moe.ModelArgs.from_dict(c)), hf_qwen35_moe),
+    "gpt-oss": (lambda: copy.deepcopy(GPT_OSS), lambda c: gpt_oss.Model(gpt_oss.ModelArgs.from_dict(c)), hf_gpt_oss),
 }
+HF_GOLDENS_FROM_MLX = {"gpt-oss"}  # mlx-lm cannot load this HF layout (see hf-f32 above)
 
 
 def main():
@@ -135,7 +205,10 @@ def main():
         V = cfg.get("text_config", cfg)["vocab_size"]
         for sub in ("mlx-f32", "hf-f32", "mlx-q4"):
             write_tokenizer(d / sub, V)
-            goldens(d / sub, 4000 + i)
+            if sub == "hf-f32" and name in HF_GOLDENS_FROM_MLX:
+                shutil.copy(d / "mlx-f32" / "greedy.json", d / sub / "greedy.json")
+            else:
+                goldens(d / sub, 4000 + i)
     # Complete or absent: the tests generate the set when the directory is missing.
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

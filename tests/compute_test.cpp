@@ -621,22 +621,26 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
 
 // Every ISA's chunked attention: near a naive softmax reference, and bitwise the same result for a
 // query whether its prefill is one call, chunks of 5 or single tokens (the latter take the paged
-// decode route on AVX-512), and whether or not another sequence shares the batch.
+// decode route on AVX-512), and whether or not another sequence shares the batch. With attention
+// sinks (gpt-oss: a per-head logit in the denominator only), some above every score.
 TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
   std::mt19937 rng(21);
   ThreadPool pool(3);
+  const std::vector<float> sinks = {-3.0f, 0.5f, 2.0f, 40.0f, -0.7f, 1.2f, 0.0f, 3.5f, -1.5f};
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     set_active_isa(isa);
     for (auto [nh, nkv, hd] : {std::tuple<int64_t, int64_t, int64_t>{9, 3, 64}, {4, 2, 40}}) {
       for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
-        for (auto [window, softcap] : {std::pair<int64_t, float>{0, 0.0f}, {23, 0.0f}, {0, 20.0f}}) {
+        for (auto [window, softcap, sink] : {std::tuple<int64_t, float, bool>{0, 0.0f, false}, {23, 0.0f, false},
+                                             {0, 20.0f, false}, {0, 0.0f, true}, {23, 0.0f, true}}) {
           const int64_t T = 150, n = 47, pos0 = T - n;
           auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
           TestPages pg(dt, T, nkv, hd, 4), other(dt, 40, nkv, hd, 3);
           kv_store(pg.view, 0, T, nkv, hd, K.data(), Vv.data());
           kv_store(other.view, 0, 40, nkv, hd, K.data(), Vv.data());
           const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd,
-                                  .scale = 1.0f / std::sqrt((float)hd), .window = window, .softcap = softcap};
+                                  .scale = 1.0f / std::sqrt((float)hd), .window = window, .softcap = softcap,
+                                  .sinks = sink ? sinks.data() : nullptr};
           const int64_t qs = nh * hd;
           std::vector<float> whole(n * qs), ones(n * qs), fives(n * qs), batched(n * qs), oq(5 * qs);
           attention(Q.data(), n, pos0, pg.view, p, whole.data(), pool);
@@ -656,7 +660,8 @@ TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
           sg[1].out = batched.data();
           attention_batch(sg, 2, p, pool);
           const std::string what = std::string(isa_name(isa)) + " " + dtype_name(dt) + " hd " + std::to_string(hd) +
-                                   " window " + std::to_string(window) + " softcap " + std::to_string(softcap);
+                                   " window " + std::to_string(window) + " softcap " + std::to_string(softcap) +
+                                   (sink ? " sinks" : "");
           ASSERT_EQ(0, std::memcmp(whole.data(), ones.data(), whole.size() * 4)) << what;
           ASSERT_EQ(0, std::memcmp(whole.data(), fives.data(), whole.size() * 4)) << what;
           ASSERT_EQ(0, std::memcmp(whole.data(), batched.data(), whole.size() * 4)) << what;
@@ -674,7 +679,9 @@ TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
                 sc.push_back(s);
                 mx = std::max(mx, s);
               }
+              if (sink) mx = std::max(mx, double(sinks[h]));
               for (auto& s : sc) z += s = std::exp(s - mx);
+              if (sink) z += std::exp(sinks[h] - mx);  // the sink's share of the softmax has no value
               for (int64_t d = 0; d < hd; ++d) {
                 double o = 0;
                 for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);

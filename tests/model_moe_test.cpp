@@ -1,14 +1,18 @@
 // Mixture-of-experts models (model/moe.h) against mlx-lm, on tiny random-weight models that
 // mlx-lm itself writes (scripts/make_tiny_moe.py: qwen3_moe with a dense layer in between and no
-// top-k renormalisation; qwen3_5_moe, the Gated DeltaNet hybrid with a gated shared expert; 8
-// experts, top-2; each as MLX f32 with stacked experts, the Hugging Face layout of the same
-// weights — per-expert tensors for qwen3_moe, fused gate_up_proj for qwen3_5_moe — and mlx-lm's
+// top-k renormalisation; qwen3_5_moe, the Gated DeltaNet hybrid with a gated shared expert;
+// gpt_oss, with attention sinks, alternating sliding-window layers, biased router and experts and
+// the clamped SwiGLU; 8 experts, top-2; each as MLX f32 with stacked experts, the Hugging Face
+// layout of the same weights — per-expert tensors for qwen3_moe, fused gate_up_proj for
+// qwen3_5_moe, transformers' transposed interleaved gate_up_proj for gpt_oss — and mlx-lm's
 // affine 4-bit quantization), with mlx-lm's greedy output (mlx on CPU, f32) as the goldens. The set
 // is generated into $RAPID_MODEL_CACHE/moe-tiny on first use; the tests skip only when that is
 // impossible (no mlx-lm in the test venv).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -45,15 +49,16 @@ TEST(MoeParity, MlxF32GreedyMatchesMlxLm) {
   for (const char* c : kConfigs) exact_vs_mlx(root + "/" + c + "/mlx-f32");
 }
 
-// Per-expert (qwen3_moe) and fused gate_up_proj (qwen3_5_moe) expert tensors; the goldens come
-// from mlx-lm loading that directory (its sanitize stacks them).
+// Per-expert (qwen3_moe), fused gate_up_proj (qwen3_5_moe) and transformers' gpt_oss expert tensors;
+// the goldens come from mlx-lm loading that directory (its sanitize stacks them), for gpt_oss from
+// its mlx-f32 twin (scripts/make_tiny_moe.py checks the layout against transformers' formula).
 TEST(MoeParity, HfLayoutGreedyMatchesMlxLm) {
   REQUIRE_TINY();
   for (const char* c : kConfigs) exact_vs_mlx(root + "/" + c + "/hf-f32");
 }
 
 // mlx-lm's 4-bit quantization of the stacked [E, rows, cols] expert tensors (8-bit routers in
-// qwen3_5_moe, by mlx-lm's per-module overrides).
+// qwen3_5_moe and gpt_oss, by mlx-lm's per-module overrides).
 TEST(MoeParity, MlxQ4GreedyMatchesMlxLm) {
   REQUIRE_TINY();
   for (const char* c : kConfigs) exact_vs_mlx(root + "/" + c + "/mlx-q4");
@@ -154,6 +159,41 @@ TEST(MoeModel, ConvertRefusesMoe) {
     ADD_FAILURE() << "converted a MoE checkpoint";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos) << e.what();
+  }
+  fs::remove_all(tmp);
+}
+
+// gpt-oss as OpenAI ships it (MXFP4 experts: *_blocks / *_scales) is refused with the tensor and a
+// way out, not loaded wrong. The copy renames the HF layout's expert tensors in the header.
+TEST(MoeModel, GptOssMxfp4ExpertsAreRefusedClearly) {
+  REQUIRE_TINY();
+  const fs::path tmp = fs::temp_directory_path() / ("rapid-moe-mxfp4-" + std::to_string(::getpid()));
+  fs::remove_all(tmp);
+  fs::copy(root + "/gpt-oss/hf-f32", tmp);
+  const fs::path st = tmp / "model.safetensors";
+  std::ifstream in(st, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data(), 8);
+  json header = json::parse(bytes.substr(8, hlen)), renamed;
+  for (auto& [k, v] : header.items()) {
+    const std::string sfx = ".experts.gate_up_proj";
+    const bool fused = k.size() > sfx.size() && k.compare(k.size() - sfx.size(), sfx.size(), sfx) == 0;
+    renamed[fused ? k + "_blocks" : k] = v;
+  }
+  std::string h = renamed.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const uint64_t n = h.size();
+  std::ofstream out(st, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&n), 8);
+  out << h << bytes.substr(8 + hlen);
+  out.close();
+  try {
+    make(tmp.string(), MatmulPath::Fast, DType::F16);
+    ADD_FAILURE() << "loaded a checkpoint with MXFP4 expert names";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gate_up_proj_blocks: MXFP4"), std::string::npos) << e.what();
   }
   fs::remove_all(tmp);
 }

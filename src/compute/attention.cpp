@@ -116,7 +116,15 @@ void attend_tile(const AttentionSegment& sg, int64_t kv0, int64_t kv1, int64_t h
     const int64_t kvh = kv0 + i / per_kv, t = t0 + i % per_kv / hs, h = kvh * group + hoff + i % hs;
     const attn::Row& r = rows[static_cast<size_t>(i)];
     float* o = sg.out + t * q_stride + h * hd;
-    for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
+    if (p.sinks) {
+      // The sink joins the softmax after all keys, in every ISA's path alike: against the larger of
+      // the running max and the sink logit, so neither exponential overflows.
+      const float s = p.sinks[h], m = std::max(r.m, s), a = std::exp(r.m - m);
+      const float l = r.l * a + std::exp(s - m);
+      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] * a / l;
+    } else {
+      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
+    }
   }
 }
 

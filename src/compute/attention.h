@@ -35,6 +35,9 @@ struct AttentionParams {
   float scale = 1.0f;     // applied to q·k
   int64_t window = 0;     // > 0: a query at p sees keys p-window+1 .. p (sliding-window layers)
   float softcap = 0.0f;   // > 0: scores = cap * tanh(scores / cap)
+  // Attention sinks (gpt-oss): per query head, a logit that joins the softmax's denominator and
+  // nothing else (a key with a zero value). nullptr = none.
+  const float* sinks = nullptr;
 };
 
 // Stores n tokens' keys/values (f32 [n][n_kv_heads*head_dim]) at positions pos0.. in the cache.

@@ -42,6 +42,13 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+    out[i] = (u + 1.0f) * (g / (1.0f + std::exp(-alpha * g)));
+  }
+}
+
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; ++i) {

@@ -11,6 +11,9 @@ void softmax(float* x, int64_t n);
 // out[i] = act(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+// gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, ±limit),
+// out = g * sigmoid(alpha * g) * (u + 1).
+void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
 void add_inplace(float* y, const float* x, int64_t n);
 void scale_inplace(float* y, float s, int64_t n);
 

@@ -31,6 +31,8 @@ struct ArchSpec {
   bool query_pre_attn_scalar = false;  // attention scale from config.query_pre_attn_scalar
   bool local_rope_base = false;   // sliding layers use config.rope_local_base_freq, no scaling
   Activation act = Activation::Silu;
+  bool attn_sinks = false;        // self_attn.sinks: a per-head logit in the softmax (gpt-oss)
+  bool gpt_oss_moe = false;       // MoE MLPs in gpt-oss's form (MoeShape::gpt_oss)
 };
 
 ArchSpec llama_arch();   // llama, mistral (SmolLM2, Llama 2/3.x)
@@ -38,6 +40,7 @@ ArchSpec qwen2_arch();
 ArchSpec qwen3_arch();
 ArchSpec qwen3_moe_arch();
 ArchSpec gemma3_arch();
+ArchSpec gpt_oss_arch();
 
 std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, const ArchSpec& spec,
                                           const ModelOptions& opts);

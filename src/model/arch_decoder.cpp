@@ -21,6 +21,7 @@ namespace {
 struct Layer {
   std::vector<float> in_norm, post_attn_norm, pre_ffn_norm, post_ffn_norm, q_norm, k_norm;
   Linear q, k, v, o, gate, up, down;
+  std::vector<float> sinks;       // per query head (gpt-oss); empty = none
   std::unique_ptr<MoeBlock> moe;  // routed experts instead of gate/up/down (qwen3_moe)
   bool sliding = false;
 };
@@ -287,10 +288,13 @@ class DecoderModel final : public Model {
         to_pair_order(L.k_norm);
       }
     }
+    if (spec_.attn_sinks) L.sinks = load_vector(ws, p + "self_attn.sinks", nh_);
     if (moe) {
       const MoeShape sh{.hidden = H_, .experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
                         .expert_inter = cfg_.moe_intermediate_size,
-                        .shared_inter = cfg_.shared_expert_intermediate_size, .norm_topk = cfg_.norm_topk_prob};
+                        .shared_inter = cfg_.shared_expert_intermediate_size, .norm_topk = cfg_.norm_topk_prob,
+                        .gpt_oss = spec_.gpt_oss_moe, .swiglu_alpha = static_cast<float>(cfg_.swiglu_alpha),
+                        .swiglu_limit = static_cast<float>(cfg_.swiglu_limit)};
       L.moe = std::make_unique<MoeBlock>(ws, p + "mlp.", sh);
       return;
     }
@@ -391,7 +395,8 @@ class DecoderModel final : public Model {
     }
     const AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
                              .window = L.sliding ? cfg_.sliding_window : 0,
-                             .softcap = static_cast<float>(cfg_.attn_logit_softcapping)};
+                             .softcap = static_cast<float>(cfg_.attn_logit_softcapping),
+                             .sinks = L.sinks.empty() ? nullptr : L.sinks.data()};
     attention_batch(segs_.data(), segs_.size(), ap, pool_);
     L.o(att_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)

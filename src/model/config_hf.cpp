@@ -84,7 +84,11 @@ void read_moe(const json& j, ModelConfig& c) {
   c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
   if (c.num_experts <= 0) return;
   c.num_experts_per_tok = get_i(j, "num_experts_per_tok", 0);
-  c.moe_intermediate_size = get_i(j, "moe_intermediate_size", 0);
+  // gpt-oss's experts are intermediate_size wide (it has no dense MLP).
+  const bool oss = c.architecture == "gpt_oss";
+  c.moe_intermediate_size = get_i(j, "moe_intermediate_size", oss ? c.intermediate_size : 0);
+  c.swiglu_alpha = get_d(j, "swiglu_alpha", c.swiglu_alpha);
+  c.swiglu_limit = get_d(j, "swiglu_limit", c.swiglu_limit);
   c.shared_expert_intermediate_size = get_i(j, "shared_expert_intermediate_size", 0);
   if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts || c.moe_intermediate_size <= 0)
     throw Error("config.json: num_experts_per_tok must be in [1, num_experts] and moe_intermediate_size positive");
@@ -156,12 +160,17 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
     c.attn_logit_softcapping = get_d(j, "attn_logit_softcapping", 0.0);
   } else if (j.value("use_sliding_window", false)) {
     c.sliding_window = get_i(j, "sliding_window", 0);
+  } else if (c.architecture == "gpt_oss") {
+    c.sliding_window = get_i(j, "sliding_window", 128);
+    if (c.sliding_window <= 0) throw Error("config.json: sliding_window must be positive");
   }
   if (j.contains("layer_types") && j["layer_types"].is_array()) {
     for (auto& t : j["layer_types"]) c.layer_is_sliding.push_back(t == "sliding_attention");
     if (int64_t(c.layer_is_sliding.size()) != c.num_hidden_layers)
       throw Error("config.json: layer_types has " + std::to_string(c.layer_is_sliding.size()) + " entries for " +
                   std::to_string(c.num_hidden_layers) + " layers");
+  } else if (c.architecture == "gpt_oss") {  // transformers' and mlx-lm's default: sliding first
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(i % 2 == 0);
   } else if (gemma) {
     int64_t pattern = get_i(j, "sliding_window_pattern", get_i(j, "_sliding_window_pattern", 6));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);

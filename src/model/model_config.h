@@ -54,6 +54,7 @@ struct ModelConfig {
   int64_t num_experts = 0, num_experts_per_tok = 0, moe_intermediate_size = 0;
   int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
   bool norm_topk_prob = false;  // renormalise the top-k routing weights to sum to 1
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // gpt-oss's clamped SwiGLU
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

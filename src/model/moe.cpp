@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "compute/ops.h"
+#include "tensor/dequantize.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid {
@@ -76,14 +77,57 @@ Linear slice_linear(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int6
   return l;
 }
 
+// Row e of a [E, n] tensor (stacked expert biases) as f32.
+std::vector<float> expert_row(const Tensor& t, int64_t e, int64_t n) {
+  if (t.shape.size() != 2 || e >= t.shape[0] || t.shape[1] != n)
+    throw Error("tensor " + t.name + " does not have the expected [experts, " + std::to_string(n) + "] shape");
+  std::vector<float> v(static_cast<size_t>(n));
+  dequantize_row(t, e, v.data());
+  return v;
+}
+
+// Expert e's [out, in] weight out of a [E, in, out * step] tensor stored input-major: element
+// (r, c) is t[e, c, r * step + off] (transformers' x·W expert layout; step 2
+// de-interleaves gate/up). Copied in the tensor's own float dtype.
+Linear transposed_expert(const Tensor& t, int64_t e, int64_t out, int64_t in, int64_t step, int64_t off,
+                         std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
+  if (t.shape.size() != 3 || e >= t.shape[0] || t.shape[1] != in || t.shape[2] != out * step)
+    throw Error("expert tensor " + t.name + " does not have the expected [experts, " + std::to_string(in) + ", " +
+                std::to_string(out * step) + "] shape");
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw Error("expert tensor " + t.name + ": only f32 / bf16 / f16 are supported in this layout");
+  const size_t es = t.dtype == DType::F32 ? 4 : 2, ncol = static_cast<size_t>(out * step);
+  if (t.nbytes && t.nbytes < static_cast<size_t>(t.shape[0]) * in * ncol * es)
+    throw Error("expert tensor " + t.name + " is smaller than its shape says");
+  auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out * in) * es);
+  const uint8_t* src = static_cast<const uint8_t*>(t.data) + static_cast<size_t>(e * in) * ncol * es;
+  for (int64_t c = 0; c < in; ++c)
+    for (int64_t r = 0; r < out; ++r)
+      std::memcpy(buf->data() + static_cast<size_t>(r * in + c) * es, src + (c * ncol + r * step + off) * es, es);
+  Linear l;
+  l.w.dtype = t.dtype;
+  l.w.data = buf->data();
+  l.w.rows = out;
+  l.w.cols = in;
+  l.w.row_stride = static_cast<size_t>(in) * es;
+  keep.push_back(std::move(buf));
+  return l;
+}
+
 }  // namespace
 
 MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& shape) : sh_(shape) {
   const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
   if (E <= 0 || sh_.top_k <= 0 || sh_.top_k > E || I <= 0 || H <= 0)
     throw Error(p + ": bad mixture-of-experts geometry");
-  router_ = load_linear(ws, p + "gate", E, H);
   experts_.resize(static_cast<size_t>(E));
+  aligned_.assign(static_cast<size_t>(E), 0);
+  if (sh_.gpt_oss) {
+    router_ = load_linear(ws, p + "router", E, H);
+    load_gpt_oss(ws, p);
+    return;
+  }
+  router_ = load_linear(ws, p + "gate", E, H);
   if (const Tensor* g = ws.find(p + "switch_mlp.gate_proj.weight")) {
     const Tensor& u = ws.get(p + "switch_mlp.up_proj.weight");
     const Tensor& d = ws.get(p + "switch_mlp.down_proj.weight");
@@ -100,12 +144,46 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
                      load_linear(ws, q + "down_proj", H, I)};
     }
   }
-  aligned_.assign(static_cast<size_t>(E), 0);
   if (sh_.shared_inter > 0) {
     const int64_t S = sh_.shared_inter;
     shared_ = {load_linear(ws, p + "shared_expert.gate_proj", S, H), load_linear(ws, p + "shared_expert.up_proj", S, H),
                load_linear(ws, p + "shared_expert.down_proj", H, S)};
     shared_gate_ = load_linear(ws, p + "shared_expert_gate", 1, H);
+  }
+}
+
+void MoeBlock::load_gpt_oss(const WeightStore& ws, const std::string& p) {
+  const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
+  if (const Tensor* g = ws.find(p + "experts.gate_proj.weight")) {
+    const Tensor& u = ws.get(p + "experts.up_proj.weight");
+    const Tensor& d = ws.get(p + "experts.down_proj.weight");
+    const Tensor &gb = ws.get(p + "experts.gate_proj.bias"), &ub = ws.get(p + "experts.up_proj.bias"),
+                 &db = ws.get(p + "experts.down_proj.bias");
+    for (int64_t e = 0; e < E; ++e) {
+      experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
+      experts_[e].gate.bias = expert_row(gb, e, I);
+      experts_[e].up.bias = expert_row(ub, e, I);
+      experts_[e].down.bias = expert_row(db, e, H);
+    }
+  } else if (const Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
+    const Tensor& d = ws.get(p + "experts.down_proj");
+    const Tensor &gub = ws.get(p + "experts.gate_up_proj_bias"), &db = ws.get(p + "experts.down_proj_bias");
+    for (int64_t e = 0; e < E; ++e) {
+      Expert& ex = experts_[e];
+      ex = {transposed_expert(*gu, e, I, H, 2, 0, copies_), transposed_expert(*gu, e, I, H, 2, 1, copies_),
+            transposed_expert(d, e, H, I, 1, 0, copies_)};
+      const std::vector<float> b = expert_row(gub, e, 2 * I);
+      for (int64_t i = 0; i < I; ++i) {
+        ex.gate.bias.push_back(b[2 * i]);
+        ex.up.bias.push_back(b[2 * i + 1]);
+      }
+      ex.down.bias = expert_row(db, e, H);
+    }
+  } else if (ws.find(p + "experts.gate_up_proj_blocks")) {
+    throw Error(p + "experts.gate_up_proj_blocks: MXFP4 expert weights are not supported yet; use a bf16 or MLX "
+                    "affine-quantized copy of the model");
+  } else {
+    throw Error(p + ": no gpt-oss expert tensors (experts.gate_proj.weight or experts.gate_up_proj)");
   }
 }
 
@@ -132,7 +210,7 @@ void MoeBlock::materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std
 }
 
 // Softmax over the router logits, the top-k (ties: the lower expert index first) in descending
-// order, renormalised when the family asks. Then a counting sort of (row, rank) pairs by expert,
+// order, renormalised when the family asks (gpt-oss: the top-k logits, softmax over those). Then a counting sort of (row, rank) pairs by expert,
 // rows ascending within an expert.
 void MoeBlock::route(int64_t n, MoeScratch& s) const {
   const int64_t E = sh_.experts, K = sh_.top_k;
@@ -142,11 +220,23 @@ void MoeBlock::route(int64_t n, MoeScratch& s) const {
   std::vector<int32_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
     const float* l = s.logits.data() + t * E;
+    for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
+    if (sh_.gpt_oss) {  // the top-k logits, then a softmax over those k alone
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+      const float top = l[order[0]];
+      float tot = 0;
+      for (int64_t k = 0; k < K; ++k) tot += s.weight[t * K + k] = std::exp(l[order[k]] - top);
+      for (int64_t k = 0; k < K; ++k) {
+        s.sel[t * K + k] = order[k];
+        s.weight[t * K + k] /= tot;
+      }
+      continue;
+    }
     const float mx = *std::max_element(l, l + E);
     float sum = 0;
     for (int64_t e = 0; e < E; ++e) sum += p[e] = std::exp(l[e] - mx);
     for (int64_t e = 0; e < E; ++e) p[e] /= sum;
-    for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
     std::partial_sort(order.begin(), order.begin() + K, order.end(),
                       [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     float tot = 0;
@@ -171,10 +261,15 @@ void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y,
   s.u.resize(static_cast<size_t>(n * inter));
   MatmulOut outs[2] = {{&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}};
   matmul_multi(outs, 2, x, n, *ctx.pool, ctx.scratch, ctx.path);
+  ex.gate.add_bias(s.g.data(), n);
+  ex.up.add_bias(s.u.data(), n);
   float* g = s.g.data();
   const float* u = s.u.data();
   // Element-wise (libm exp per element), so how the pool splits it cannot change a row.
-  ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) { silu_mul(g + b, u + b, e - b, g + b); });
+  ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) {
+    if (sh_.gpt_oss) swiglu_oai_mul(g + b, u + b, e - b, sh_.swiglu_alpha, sh_.swiglu_limit, g + b);
+    else silu_mul(g + b, u + b, e - b, g + b);
+  });
   ex.down(s.g.data(), n, y, ctx);
 }
 

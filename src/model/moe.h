@@ -22,6 +22,10 @@ struct MoeShape {
   int64_t hidden = 0, experts = 0, top_k = 0, expert_inter = 0;
   int64_t shared_inter = 0;  // 0 = no shared expert
   bool norm_topk = false;
+  // gpt-oss: the router is `router` (with a bias), its weights a softmax over the top-k logits
+  // only, the experts carry biases and use the clamped SwiGLU (swiglu_oai_mul) with these.
+  bool gpt_oss = false;
+  float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;
 };
 
 // Per-forward buffers, shared by every MoE layer of a model.
@@ -37,6 +41,10 @@ class MoeBlock {
   //   experts.gate_up_proj [E, 2I, H] + experts.down_proj [E, H, I]   (transformers 5 fused)
   //   switch_mlp.{gate,up,down}_proj.weight [E, I, H] / [E, H, I]      (mlx-lm, maybe quantized)
   // plus gate.weight [E, H] (router) and shared_expert.* / shared_expert_gate.weight [1, H].
+  // gpt-oss (shape.gpt_oss): router.{weight,bias}, expert biases, and the layouts
+  //   experts.{gate,up,down}_proj.{weight,bias} [E, out, in] / [E, out]   (mlx-lm, maybe quantized)
+  //   experts.gate_up_proj [E, H, 2I] (y = x·W, gate columns even, up odd) + gate_up_proj_bias
+  //   [E, 2I], experts.down_proj [E, I, H] + down_proj_bias [E, H]   (transformers, f32/bf16/f16)
   MoeBlock(const WeightStore& ws, const std::string& prefix, const MoeShape& shape);
 
   // out [n, H] = MoE(xn [n, H]).
@@ -57,6 +65,7 @@ class MoeBlock {
   void run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
                   int64_t inter) const;
   void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
+  void load_gpt_oss(const WeightStore& ws, const std::string& prefix);
 
   MoeShape sh_;
   Linear router_;
