@@ -2,18 +2,24 @@
 """Tiny random-weight mixture-of-experts models, written by mlx-lm itself, with greedy goldens from
 mlx-lm (mlx on CPU, float32) for tests/model_moe_test.cpp.
 
-Configs (8 experts, top-2):
+Configs (8 experts, top-2; each MoE layer's experts are stacked by mlx-lm's sanitize):
   qwen3-moe     model_type qwen3_moe: Qwen3 attention, MoE MLPs except layer 2 (mlp_only_layers),
                 no renormalisation of the top-k weights (norm_topk_prob false), own lm_head
   qwen35-moe    model_type qwen3_5_moe: the Qwen3.5 hybrid (3 Gated DeltaNet layers, 1 gated
                 full-attention layer) with MoE MLPs and a sigmoid-gated shared expert, tied lm_head
+  qwen3-next    model_type qwen3_next: the same hybrid with Qwen3-Next's fused DeltaNet projections
+                (in_proj_qkvz, in_proj_ba, interleaved per key head, 2 value heads per key head),
+                MoE MLPs with a gated shared expert except layer 1 (mlp_only_layers), renormalised
+                top-k, partial rotary from the top-level config, own lm_head
 Each as, under OUT/<config>/:
   mlx-f32/  mlx_lm.utils.save_model (experts stacked as mlp.switch_mlp.{gate,up,down}_proj [E, ., .])
   hf-f32/   the Hugging Face layout of the same weights, which mlx-lm's sanitize turns back:
             qwen3_moe per expert (mlp.experts.N.gate_proj.weight, as the Qwen3-MoE releases ship
             and transformers 5 saves them); qwen3_5_moe fused (mlp.experts.gate_up_proj [E, 2I, H],
             mlp.experts.down_proj [E, H, I], as transformers 5 writes it), model.language_model.*
-            names, conv1d [C, 1, K], (1 + w) norms stored as w
+            names, conv1d [C, 1, K], (1 + w) norms stored as w; qwen3_next per expert (transformers
+            5 maps it to qwen2_moe's per-expert checkpoint names), model.* names, conv1d [C, 1, K],
+            (1 + w) norms stored as w
   mlx-q4/   mlx_lm.utils.quantize_model (affine, 4 bits, group 64; the routers as mlx-lm decides)
 plus the byte-level tokenizer.json and greedy.json of scripts/make_tiny_qwen35.py (5 prompts of
 random ids, 64 greedy steps, computed by mlx_lm.utils.load_model of that very directory).
@@ -28,11 +34,11 @@ import sys
 from pathlib import Path
 
 import mlx.core as mx
-from mlx_lm.models import qwen3_5_moe, qwen3_moe
+from mlx_lm.models import qwen3_5_moe, qwen3_moe, qwen3_next
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_qwen35 import goldens, hf_tensor, spread, write_tokenizer  # noqa: E402
+from make_tiny_qwen35 import goldens, hf_tensor, hf_value, spread, write_tokenizer  # noqa: E402
 
 MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
@@ -52,6 +58,15 @@ QWEN35_TEXT = dict(MOE, model_type="qwen3_5_moe_text", vocab_size=512, hidden_si
                    rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                                     "mrope_section": [11, 11, 10], "mrope_interleaved": True})
 
+QWEN3_NEXT = dict(MOE, model_type="qwen3_next", vocab_size=512, hidden_size=64, intermediate_size=128,
+                  shared_expert_intermediate_size=64, num_hidden_layers=4, full_attention_interval=4,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
+                  rope_theta=10000000.0, partial_rotary_factor=0.25, max_position_embeddings=4096,
+                  linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                  linear_num_key_heads=2, linear_num_value_heads=4, decoder_sparse_step=1, mlp_only_layers=[1],
+                  norm_topk_prob=True, attention_bias=False, tie_word_embeddings=False, eos_token_id=0,
+                  layer_types=["linear_attention"] * 3 + ["full_attention"], architectures=["Qwen3NextForCausalLM"])
+
 
 def qwen35_config():
     return {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
@@ -64,6 +79,8 @@ def moe_spread(k, v):
         return mx.random.normal(v.shape) * 0.5
     if k.endswith("shared_expert_gate.weight"):
         return mx.random.normal(v.shape) * 0.3
+    if k.endswith("in_proj_qkvz.weight"):
+        return v * 2.0  # as spread does for Qwen3.5's in_proj_qkv
     return None
 
 
@@ -97,10 +114,16 @@ def hf_qwen35_moe(w, cfg):
     return out
 
 
+def hf_qwen3_next(w, cfg):
+    return {k: hf_value(k, v) for k, v in hf_qwen3_moe(w, cfg).items()}
+
+
 CONFIGS = {
     "qwen3-moe": (lambda: copy.deepcopy(QWEN3_MOE), lambda c: qwen3_moe.Model(qwen3_moe.ModelArgs.from_dict(c)),
                   hf_qwen3_moe),
     "qwen35-moe": (qwen35_config, lambda c: qwen3_5_moe.Model(qwen3_5_moe.ModelArgs.from_dict(c)), hf_qwen35_moe),
+    "qwen3-next": (lambda: copy.deepcopy(QWEN3_NEXT), lambda c: qwen3_next.Model(qwen3_next.ModelArgs.from_dict(c)),
+                   hf_qwen3_next),
 }
 
 

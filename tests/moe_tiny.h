@@ -10,11 +10,11 @@
 
 namespace rapid::moe_tiny {
 
-inline const char* kConfigs[] = {"qwen3-moe", "qwen35-moe"};
+inline const char* kConfigs[] = {"qwen3-moe", "qwen35-moe", "qwen3-next"};
 
 // The model set, generated once if absent. Empty string (and the reason) when it cannot be.
 inline const std::string& tiny_models(std::string* why) {
-  return qwen35::model_set("moe-tiny", "/qwen35-moe/mlx-q4/greedy.json", "make_tiny_moe.py", why);
+  return qwen35::model_set("moe-tiny", "/qwen3-next/mlx-q4/greedy.json", "make_tiny_moe.py", why);
 }
 
 #define REQUIRE_TINY()                         \
