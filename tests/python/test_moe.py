@@ -12,10 +12,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import jinja2
-import jinja2.ext
 import pytest
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 import conftest
 from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, multi_turn_resumes_and_matches, run_raw, tiny_set
@@ -77,14 +74,8 @@ NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 
 def render(messages):
     """The chat prompt as transformers renders it (jinja2 set up like apply_chat_template)."""
-    def raise_exception(msg):
-        raise jinja2.exceptions.TemplateError(msg)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = lambda x, indent=None, **k: json.dumps(x, ensure_ascii=False, indent=indent)
-    env.globals["raise_exception"] = raise_exception
-    return env.from_string(TEMPLATE.read_text()).render(messages=messages, add_generation_prompt=True,
-                                                        enable_thinking=False)
+    return conftest.template_env().from_string(TEMPLATE.read_text()).render(
+        messages=messages, add_generation_prompt=True, enable_thinking=False)
 
 
 @pytest.fixture(scope="module")
