@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <unistd.h>
 
@@ -25,14 +27,19 @@ using namespace rapid;
 using namespace rapid::parity;
 using namespace rapid::moe_tiny;
 
-// Checkpoints that do not match their config are refused with the tensor at fault.
+// Checkpoints that do not match their config are refused with the tensor at fault (Qwen3-Next's
+// fused DeltaNet projections too, when the config gives another number of value heads).
 TEST(MoeModel, MismatchedExpertsAreRefused) {
   REQUIRE_TINY();
   const fs::path tmp = fs::temp_directory_path() / ("rapid-moe-test-" + std::to_string(::getpid()));
-  for (auto [field, value, what] : {std::tuple{"num_experts", 16, "mlp.gate.weight"},
-                                    std::tuple{"moe_intermediate_size", 32, "expected"},
-                                    std::tuple{"num_experts_per_tok", 9, "num_experts_per_tok"}}) {
-    for (const char* c : {"qwen3-moe/hf-f32", "qwen3-moe/mlx-q4"}) {
+  const std::vector<const char*> all = {"qwen3-moe/hf-f32", "qwen3-moe/mlx-q4", "qwen3-next/hf-f32",
+                                        "qwen3-next/mlx-q4"};
+  const std::vector<const char*> next = {"qwen3-next/hf-f32", "qwen3-next/mlx-q4"};
+  for (auto [field, value, what, copies] :
+       {std::tuple{"num_experts", 16, "mlp.gate.weight", all}, std::tuple{"moe_intermediate_size", 32, "expected", all},
+        std::tuple{"num_experts_per_tok", 9, "num_experts_per_tok", all},
+        std::tuple{"linear_num_value_heads", 2, "in_proj_qkvz", next}}) {
+    for (const char* c : copies) {
       fs::remove_all(tmp);
       fs::copy(root + "/" + c, tmp);
       json cfg = read_json((tmp / "config.json").string());
