@@ -1,8 +1,11 @@
-// One mixture-of-experts MLP (model/moe.h) at Qwen3-30B-A3B's shape (hidden 2048, 128 experts of
-// 768, top-8, softmax routing, normalised top-k), MLX affine 4-bit (group 64) random weights, over
-// n rows: n = 1 is one decode step, n = 16 a batch of 16 decodes. items = tokens. Counters:
+// One mixture-of-experts MLP (model/moe.h), MLX affine 4-bit (group 64) random weights, softmax
+// routing, normalised top-k, at two real shapes: Qwen3-30B-A3B's (BM_MoeBlock: hidden 2048, 128
+// experts of 768, top-8) and Qwen3-Next-80B-A3B's (BM_MoeBlockNext: hidden 2048, 512 experts of
+// 512, top-10, a sigmoid-gated shared expert of 512), over n rows: n = 1 is one decode step,
+// n = 16 a batch of 16 decodes. items = tokens. Counters:
 //   expert_MB_read_per_token: bytes of the distinct experts the step routed to, per token
-//   active_MB_per_token:      top-k experts' bytes (the active parameters of the block)
+//   active_MB_per_token:      top-k experts' bytes (the active parameters of the block, shared
+//                             expert excluded)
 // Usage: build/model_moe_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -15,7 +18,10 @@ using namespace rapid;
 
 namespace {
 
-constexpr int64_t kH = 2048, kE = 128, kK = 8, kI = 768, kGroup = 64;
+constexpr int64_t kH = 2048, kGroup = 64;
+const MoeShape kQwen3{.hidden = kH, .experts = 128, .top_k = 8, .expert_inter = 768, .norm_topk = true};
+const MoeShape kQwen3Next{.hidden = kH, .experts = 512, .top_k = 10, .expert_inter = 512, .shared_inter = 512,
+                          .norm_topk = true};
 
 struct Block {
   WeightStore ws;
@@ -52,19 +58,26 @@ struct Block {
     ws.keep_alive(sb);
   }
 
-  Block() {
+  explicit Block(const MoeShape& sh) {
     std::mt19937 rng(7);
-    add_q4("mlp.gate.weight", {kE, kH}, rng);
-    add_q4("mlp.switch_mlp.gate_proj.weight", {kE, kI, kH}, rng);
-    add_q4("mlp.switch_mlp.up_proj.weight", {kE, kI, kH}, rng);
-    add_q4("mlp.switch_mlp.down_proj.weight", {kE, kH, kI}, rng);
-    moe = std::make_unique<MoeBlock>(ws, "mlp.", MoeShape{kH, kE, kK, kI, 0, true});
-    expert_bytes = 3.0 * kI * kH * (0.5 + 4.0 / kGroup);  // nibbles + f16 scale and bias per group
+    const int64_t E = sh.experts, I = sh.expert_inter, S = sh.shared_inter;
+    add_q4("mlp.gate.weight", {E, kH}, rng);
+    add_q4("mlp.switch_mlp.gate_proj.weight", {E, I, kH}, rng);
+    add_q4("mlp.switch_mlp.up_proj.weight", {E, I, kH}, rng);
+    add_q4("mlp.switch_mlp.down_proj.weight", {E, kH, I}, rng);
+    if (S > 0) {
+      add_q4("mlp.shared_expert.gate_proj.weight", {S, kH}, rng);
+      add_q4("mlp.shared_expert.up_proj.weight", {S, kH}, rng);
+      add_q4("mlp.shared_expert.down_proj.weight", {kH, S}, rng);
+      add_q4("mlp.shared_expert_gate.weight", {1, kH}, rng);
+    }
+    moe = std::make_unique<MoeBlock>(ws, "mlp.", sh);
+    expert_bytes = 3.0 * I * kH * (0.5 + 4.0 / kGroup);  // nibbles + f16 scale and bias per group
   }
 };
 
-void BM_MoeBlock(benchmark::State& st) {
-  static Block b;
+void run(benchmark::State& st, const Block& b) {
+  const int64_t E = b.moe->shape().experts, K = b.moe->shape().top_k;
   const int64_t n = st.range(0);
   ThreadPool pool(static_cast<int>(st.range(1)));
   ExecContext ctx;
@@ -78,16 +91,26 @@ void BM_MoeBlock(benchmark::State& st) {
     for (float& v : x) v = nd(rng);  // a new routing every step
     b.moe->forward(x.data(), n, y.data(), ctx, s);
     int64_t used = 0;
-    for (int64_t e = 0; e < kE; ++e) used += s.count[e + 1] > s.count[e];
+    for (int64_t e = 0; e < E; ++e) used += s.count[e + 1] > s.count[e];
     read += used * b.expert_bytes / n;
     benchmark::DoNotOptimize(y.data());
   }
   st.SetItemsProcessed(st.iterations() * n);
   st.counters["expert_MB_read_per_token"] = read / st.iterations() / 1e6;
-  st.counters["active_MB_per_token"] = kK * b.expert_bytes / 1e6;
+  st.counters["active_MB_per_token"] = K * b.expert_bytes / 1e6;
+}
+
+void BM_MoeBlock(benchmark::State& st) {
+  static Block b(kQwen3);
+  run(st, b);
+}
+void BM_MoeBlockNext(benchmark::State& st) {
+  static Block b(kQwen3Next);
+  run(st, b);
 }
 BENCHMARK(BM_MoeBlock)->ArgNames({"rows", "threads"})->Args({1, 1})->Args({1, 2})->Args({16, 2})->Args({64, 2})
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MoeBlockNext)->ArgNames({"rows", "threads"})->Args({1, 2})->Args({16, 2})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -2,7 +2,7 @@
 """Tiny random-weight mixture-of-experts models, written by mlx-lm itself, with greedy goldens from
 mlx-lm (mlx on CPU, float32) for tests/model_moe_test.cpp.
 
-Configs (8 experts, top-2):
+Configs (8 experts, top-2; each MoE layer's experts are stacked by mlx-lm's sanitize):
   qwen3-moe     model_type qwen3_moe: Qwen3 attention, MoE MLPs except layer 2 (mlp_only_layers),
                 no renormalisation of the top-k weights (norm_topk_prob false), own lm_head
   qwen35-moe    model_type qwen3_5_moe: the Qwen3.5 hybrid (3 Gated DeltaNet layers, 1 gated
@@ -11,13 +11,19 @@ Configs (8 experts, top-2):
                 prompts and every generation) and full attention, biases on q/k/v/o, the router
                 and the experts, non-zero attention sinks, softmax over the top-k router logits,
                 expert pre-activations past the clamped SwiGLU's limit (7), YaRN RoPE
+  qwen3-next    model_type qwen3_next: the same hybrid with Qwen3-Next's fused DeltaNet projections
+                (in_proj_qkvz, in_proj_ba, interleaved per key head, 2 value heads per key head),
+                MoE MLPs with a gated shared expert except layer 1 (mlp_only_layers), renormalised
+                top-k, partial rotary from the top-level config, own lm_head
 Each as, under OUT/<config>/:
   mlx-f32/  mlx_lm.utils.save_model (experts stacked as mlp.switch_mlp.{gate,up,down}_proj [E, ., .])
   hf-f32/   the Hugging Face layout of the same weights, which mlx-lm's sanitize turns back:
             qwen3_moe per expert (mlp.experts.N.gate_proj.weight, as the Qwen3-MoE releases ship
             and transformers 5 saves them); qwen3_5_moe fused (mlp.experts.gate_up_proj [E, 2I, H],
             mlp.experts.down_proj [E, H, I], as transformers 5 writes it), model.language_model.*
-            names, conv1d [C, 1, K], (1 + w) norms stored as w.
+            names, conv1d [C, 1, K], (1 + w) norms stored as w; qwen3_next per expert (transformers
+            5 maps it to qwen2_moe's per-expert checkpoint names), model.* names, conv1d [C, 1, K],
+            (1 + w) norms stored as w.
             gpt_oss: transformers' GptOssExperts parameters, as the bf16 releases ship them:
             mlp.experts.gate_up_proj [E, H, 2I] (y = x @ W; gate columns 0::2, up 1::2),
             gate_up_proj_bias [E, 2I], down_proj [E, I, H], down_proj_bias [E, H]. mlx-lm cannot
@@ -40,13 +46,13 @@ from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
-from mlx_lm.models import gpt_oss, qwen3_5_moe, qwen3_moe
+from mlx_lm.models import gpt_oss, qwen3_5_moe, qwen3_moe, qwen3_next
 from mlx_lm.models.activations import SwigluOAI
 from mlx_lm.models.switch_layers import SwitchGLU
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_qwen35 import goldens, hf_tensor, spread, write_tokenizer  # noqa: E402
+from make_tiny_qwen35 import goldens, hf_tensor, hf_value, spread, write_tokenizer  # noqa: E402
 
 MOE = {"num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 64}
 
@@ -74,6 +80,15 @@ GPT_OSS = dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"], vocab_
                rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
                              "beta_fast": 32.0, "beta_slow": 1.0})
 
+QWEN3_NEXT = dict(MOE, model_type="qwen3_next", vocab_size=512, hidden_size=64, intermediate_size=128,
+                  shared_expert_intermediate_size=64, num_hidden_layers=4, full_attention_interval=4,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
+                  rope_theta=10000000.0, partial_rotary_factor=0.25, max_position_embeddings=4096,
+                  linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16,
+                  linear_num_key_heads=2, linear_num_value_heads=4, decoder_sparse_step=1, mlp_only_layers=[1],
+                  norm_topk_prob=True, attention_bias=False, tie_word_embeddings=False, eos_token_id=0,
+                  layer_types=["linear_attention"] * 3 + ["full_attention"], architectures=["Qwen3NextForCausalLM"])
+
 
 def qwen35_config():
     return {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
@@ -86,6 +101,8 @@ def moe_spread(k, v):
         return mx.random.normal(v.shape) * 0.5
     if k.endswith("shared_expert_gate.weight"):
         return mx.random.normal(v.shape) * 0.3
+    if k.endswith("in_proj_qkvz.weight"):
+        return v * 2.0  # as spread does for Qwen3.5's in_proj_qkv
     # gpt_oss: decisive routing, visible sinks and biases, expert pre-activations past the clamp.
     if k.endswith("mlp.router.weight"):
         return mx.random.normal(v.shape) * 0.5
@@ -164,14 +181,22 @@ def check_hf_gpt_oss_expert(w, hf, cfg):
     assert err < 1e-5, "the HF layout does not reproduce mlx-lm's expert (relative error %g)" % err
     assert np.any(gu[::2] > 7.0) and np.any(np.abs(gu[1::2]) > 7.0), "the SwiGLU clamp is not exercised"
 
+def hf_qwen3_next(w, cfg):
+    return {k: hf_value(k, v) for k, v in hf_qwen3_moe(w, cfg).items()}
+
 
 CONFIGS = {
     "qwen3-moe": (lambda: copy.deepcopy(QWEN3_MOE), lambda c: qwen3_moe.Model(qwen3_moe.ModelArgs.from_dict(c)),
                   hf_qwen3_moe),
     "qwen35-moe": (qwen35_config, lambda c: qwen3_5_moe.Model(qwen3_5_moe.ModelArgs.from_dict(c)), hf_qwen35_moe),
     "gpt-oss": (lambda: copy.deepcopy(GPT_OSS), lambda c: gpt_oss.Model(gpt_oss.ModelArgs.from_dict(c)), hf_gpt_oss),
+    "qwen3-next": (lambda: copy.deepcopy(QWEN3_NEXT), lambda c: qwen3_next.Model(qwen3_next.ModelArgs.from_dict(c)),
+                   hf_qwen3_next),
 }
 HF_GOLDENS_FROM_MLX = {"gpt-oss"}  # mlx-lm cannot load this HF layout (see hf-f32 above)
+# Each config's seeds (3000 + i, 3100 + i, 4000 + i): fixed per config, so adding one leaves the
+# others' weights and goldens as they were (gpt-oss and qwen3-next were added side by side).
+SEED_INDEX = {"qwen3-moe": 0, "qwen35-moe": 1, "gpt-oss": 2, "qwen3-next": 2}
 
 
 def main():
@@ -180,7 +205,8 @@ def main():
     out = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "moe-tiny"))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    for i, (name, (config, make, to_hf)) in enumerate(CONFIGS.items()):
+    for name, (config, make, to_hf) in CONFIGS.items():
+        i = SEED_INDEX[name]
         cfg = config()
         d = tmp / name
         mx.random.seed(3000 + i)

@@ -124,11 +124,16 @@ def hf_tensor(k, v):
         nk = "lm_head." + k[len("language_model.lm_head."):]
     else:
         raise SystemExit("unexpected tensor " + k)
+    return nk, hf_value(k, v)
+
+
+def hf_value(k, v):
+    """A tensor's Hugging Face value: conv1d [C, 1, K], (1 + w) norms stored as w."""
     if "conv1d.weight" in k:
-        v = v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
-    elif any(k.endswith(s) for s in FOLDED_NORMS):
-        v = v - 1.0
-    return nk, v
+        return v.moveaxis(2, 1)  # [C, K, 1] -> [C, 1, K]
+    if any(k.endswith(s) for s in FOLDED_NORMS):
+        return v - 1.0
+    return v
 
 
 def write_hf_copy(src_dir, dst_dir, tc):

@@ -1,20 +1,17 @@
 // The tiny random-weight MoE models of scripts/make_tiny_moe.py (see tests/model_moe_test.cpp),
 // generated into $RAPID_MODEL_CACHE/moe-tiny on first use.
 #pragma once
-#include <memory>
 #include <string>
 
-#include "model/arch.h"
-#include "model/weights.h"
 #include "qwen35_models.h"
 
 namespace rapid::moe_tiny {
 
-inline const char* kConfigs[] = {"qwen3-moe", "qwen35-moe", "gpt-oss"};
+inline const char* kConfigs[] = {"qwen3-moe", "qwen35-moe", "gpt-oss", "qwen3-next"};
 
 // The model set, generated once if absent. Empty string (and the reason) when it cannot be.
 inline const std::string& tiny_models(std::string* why) {
-  return qwen35::model_set("moe-tiny", "/gpt-oss/mlx-q4/greedy.json", "make_tiny_moe.py", why);
+  return qwen35::model_set("moe-tiny", "/qwen3-next/mlx-q4/greedy.json", "make_tiny_moe.py", why);
 }
 
 #define REQUIRE_TINY()                         \
@@ -22,12 +19,6 @@ inline const std::string& tiny_models(std::string* why) {
   const std::string root = tiny_models(&why_); \
   if (root.empty()) GTEST_SKIP() << why_
 
-inline std::unique_ptr<Model> make(const std::string& dir, MatmulPath mp, DType kv) {
-  ModelOptions o;
-  o.num_threads = 2;
-  o.matmul = mp;
-  o.kv_dtype = kv;
-  return create_model(std::shared_ptr<Checkpoint>(load_checkpoint(dir)), o);
-}
+using qwen35::make;
 
 }  // namespace rapid::moe_tiny

@@ -6,8 +6,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <utility>
 #include <string>
+
+#include "model/arch.h"
+#include "model/weights.h"
 
 namespace rapid::qwen35 {
 
@@ -50,6 +54,16 @@ inline const std::string& tiny_models(std::string* why) {
 
 inline const std::string& mtp_models(std::string* why) {
   return model_set("qwen35-tiny-mtp", "/vheads-untied/mtp_ref.json", "make_qwen35_mtp.py", why);
+}
+
+// A tiny model on 2 threads (its matmul path, KV dtype and DeltaNet prefill form as asked).
+inline std::unique_ptr<Model> make(const std::string& dir, MatmulPath mp, DType kv, bool chunked = false) {
+  ModelOptions o;
+  o.num_threads = 2;
+  o.matmul = mp;
+  o.kv_dtype = kv;
+  o.chunked_deltanet = chunked;
+  return create_model(std::shared_ptr<Checkpoint>(load_checkpoint(dir)), o);
 }
 
 }  // namespace rapid::qwen35

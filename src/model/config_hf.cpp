@@ -77,9 +77,10 @@ void read_linear_attention(const json& j, ModelConfig& c) {
   }
 }
 
-// MoE geometry. Which layers route (transformers' rule for qwen3_moe): those not in
+// MoE geometry. Which layers route (transformers' rule for qwen3_moe and qwen3_next): those not in
 // mlp_only_layers whose (index + 1) is a multiple of decoder_sparse_step. qwen3_5_moe always
-// renormalises the top-k weights; qwen3_moe only with norm_topk_prob.
+// renormalises the top-k weights; qwen3_moe and qwen3_next with norm_topk_prob (absent: each
+// family's transformers default, false for qwen3_moe, true for qwen3_next).
 void read_moe(const json& j, ModelConfig& c) {
   c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
   if (c.num_experts <= 0) return;
@@ -93,7 +94,7 @@ void read_moe(const json& j, ModelConfig& c) {
   if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts || c.moe_intermediate_size <= 0)
     throw Error("config.json: num_experts_per_tok must be in [1, num_experts] and moe_intermediate_size positive");
   const bool q35 = c.architecture == "qwen3_5_moe";
-  c.norm_topk_prob = q35 ? true : j.value("norm_topk_prob", false);
+  c.norm_topk_prob = q35 ? true : j.value("norm_topk_prob", c.architecture == "qwen3_next");
   const int64_t step = get_i(j, "decoder_sparse_step", 1);
   if (step <= 0) throw Error("config.json: decoder_sparse_step must be positive");
   std::vector<int64_t> dense;

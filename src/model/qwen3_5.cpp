@@ -1,6 +1,8 @@
-// Qwen3.5 (model_type qwen3_5 / qwen3_5_text), dense: a hybrid of Gated DeltaNet layers
-// (linear attention with a recurrent state) and gated full-attention layers, after mlx-lm's
-// qwen3_5.py. A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
+// Qwen3.5 (model_type qwen3_5 / qwen3_5_text / qwen3_5_moe) and Qwen3-Next (qwen3_next): a hybrid
+// of Gated DeltaNet layers (linear attention with a recurrent state) and gated full-attention
+// layers, dense or MoE MLPs, after mlx-lm's qwen3_5.py and qwen3_next.py. The two families differ
+// only in how the DeltaNet input projections are stored (fused and interleaved per key head in
+// Qwen3-Next, see split_fused) and in which layers route (config: layer_is_moe). A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
 // layer, the convolution tail and the f32 recurrent state (HybridState). Decode runs the
 // recurrence; prefill too, or its chunk-parallel form (ModelOptions::chunked_deltanet).
 #include <algorithm>
@@ -99,8 +101,9 @@ struct Layer {
   std::vector<float> in_norm, post_norm;
   Linear gate, up, down;
   std::unique_ptr<MoeBlock> moe;  // qwen3_5_moe: routed + shared experts instead of gate/up/down
-  // Gated DeltaNet
+  // Gated DeltaNet: separate projections (Qwen3.5) or fused qkvz / ba (Qwen3-Next)
   Linear qkv, z, b, a, out;
+  Linear qkvz, ba;
   std::vector<float> conv_w, A_log, dt_bias, gnorm;
   // Gated full attention (q_proj rows: per head, the query then its output gate)
   Linear q, k, v, o;
@@ -117,6 +120,7 @@ class Qwen35Model final : public Model {
     ctx_.path = opts.matmul;
     const WeightStore& ws = ckpt_->weights;
     hf_layout_ = has_hf_layout(ws);
+    fused_ = cfg_.architecture == "qwen3_next";
     embed_ = &ws.get("model.embed_tokens.weight");
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
@@ -138,7 +142,8 @@ class Qwen35Model final : public Model {
       materialize_f32(mtp_.fc(), pool_, owned_);
       for (auto* group : {&layers_, &mtp_layers_})
         for (auto& L : *group) {
-          for (Linear* l : {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.out, &L.q, &L.k, &L.v, &L.o})
+          for (Linear* l :
+               {&L.gate, &L.up, &L.down, &L.qkv, &L.z, &L.b, &L.a, &L.qkvz, &L.ba, &L.out, &L.q, &L.k, &L.v, &L.o})
             materialize_f32(*l, pool_, owned_);
           if (L.moe) L.moe->materialize_f32(pool_, owned_);
         }
@@ -332,10 +337,15 @@ class Qwen35Model final : public Model {
     }
     if (L.linear) {
       const std::string a = p + "linear_attn.";
-      L.qkv = load_linear(ws, a + "in_proj_qkv", C_, H_);
-      L.z = load_linear(ws, a + "in_proj_z", value_dim_, H_);
-      L.b = load_linear(ws, a + "in_proj_b", gd_.v_heads, H_);
-      L.a = load_linear(ws, a + "in_proj_a", gd_.v_heads, H_);
+      if (fused_) {
+        L.qkvz = load_linear(ws, a + "in_proj_qkvz", C_ + value_dim_, H_);
+        L.ba = load_linear(ws, a + "in_proj_ba", 2 * gd_.v_heads, H_);
+      } else {
+        L.qkv = load_linear(ws, a + "in_proj_qkv", C_, H_);
+        L.z = load_linear(ws, a + "in_proj_z", value_dim_, H_);
+        L.b = load_linear(ws, a + "in_proj_b", gd_.v_heads, H_);
+        L.a = load_linear(ws, a + "in_proj_a", gd_.v_heads, H_);
+      }
       L.out = load_linear(ws, a + "out_proj", H_, value_dim_);
       // [C, K, 1] (MLX) and [C, 1, K] (HF) both flatten to w[c*K + j].
       L.conv_w = load_vector(ws, a + "conv1d.weight", C_ * K_);
@@ -414,6 +424,7 @@ class Qwen35Model final : public Model {
     w2_.resize(n * wide);
     w3_.resize(n * std::max({value_dim_, I_, nh_ * hd_}));
     y_.resize(n * value_dim_);
+    if (fused_) fused_buf_.resize(n * (C_ + value_dim_ + 2 * gd_.v_heads));
     k_.resize(n * nkv_ * hd_);
     v_.resize(n * nkv_ * hd_);
     b_.resize(n * gd_.v_heads);
@@ -439,7 +450,13 @@ class Qwen35Model final : public Model {
     float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
     float* conv = w2_.data();
     float* z = w3_.data();     // [n][value_dim]
-    {
+    if (fused_) {
+      float* fz = fused_buf_.data();  // [n][C + value_dim] then [n][2 Hv]
+      float* fba = fz + n * (C_ + value_dim_);
+      MatmulOut outs[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
+      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      split_fused(fz, fba, n, qkv, z);
+    } else {
       MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
       matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     }
@@ -467,6 +484,28 @@ class Qwen35Model final : public Model {
         gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
       }
     L.out(y, n, tmp_.data(), ctx_);
+  }
+
+  // Qwen3-Next's fused projections hold, per key head h, [q_h, k_h, v, z of its Hv/Hk value
+  // heads] (in_proj_qkvz) and [b, a of those value heads] (in_proj_ba). Regrouped into Qwen3.5's
+  // order: qkv [n][C] = all q heads, all k heads, all v heads; z [n][value_dim]; b_, a_ [n][Hv].
+  // Splitting the outputs (not the weights) keeps the checkpoint's mapping as it is and costs a
+  // copy of the rows, small beside the matmul.
+  void split_fused(const float* fz, const float* fba, int64_t n, float* qkv, float* z) {
+    const int64_t Hk = gd_.k_heads, dk = gd_.k_dim, r = gd_.v_heads / Hk, rv = r * gd_.v_dim;
+    const int64_t per = 2 * dk + 2 * rv;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < Hk; ++h) {
+        const float* src = fz + t * (C_ + value_dim_) + h * per;
+        float* row = qkv + t * C_;
+        std::copy_n(src, dk, row + h * dk);
+        std::copy_n(src + dk, dk, row + key_dim_ + h * dk);
+        std::copy_n(src + 2 * dk, rv, row + 2 * key_dim_ + h * rv);
+        std::copy_n(src + 2 * dk + rv, rv, z + t * value_dim_ + h * rv);
+        const float* ba = fba + (t * Hk + h) * 2 * r;
+        std::copy_n(ba, r, b_.data() + t * gd_.v_heads + h * r);
+        std::copy_n(ba + r, r, a_.data() + t * gd_.v_heads + h * r);
+      }
   }
 
   // One sequence's n rows of a DeltaNet layer from its projections and gates: the causal conv
@@ -594,6 +633,7 @@ class Qwen35Model final : public Model {
   int64_t n_linear_ = 0, n_full_ = 0;
   float eps_ = 1e-6f, attn_scale_ = 1.0f;
   bool hf_layout_ = false;
+  bool fused_ = false;  // Qwen3-Next: in_proj_qkvz / in_proj_ba
   const Tensor* embed_ = nullptr;
   Linear lm_head_;
   std::vector<float> final_norm_;
@@ -604,6 +644,7 @@ class Qwen35Model final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope rope_;
   int64_t cap_ = 0;
+  std::vector<float> fused_buf_;  // Qwen3-Next's fused projections before split_fused
   std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
   MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;

@@ -156,3 +156,20 @@ def oai(server):
 def ant(server):
     import anthropic
     return anthropic.Anthropic(base_url=server.base, api_key=API_KEY, max_retries=0, timeout=120)
+
+
+def template_env():
+    """jinja2 set up as transformers' apply_chat_template sets it up (sandboxed, trim_blocks,
+    lstrip_blocks, loopcontrols, tojson without ASCII escapes, raise_exception): the oracle that
+    renders chat templates independently of the server."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(msg):
+        raise jinja2.exceptions.TemplateError(msg)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, indent=None, **k: json.dumps(x, ensure_ascii=False, indent=indent)
+    env.globals["raise_exception"] = raise_exception
+    return env

@@ -1,52 +1,117 @@
 """The tiny random-weight mixture-of-experts models (scripts/make_tiny_moe.py: qwen3_moe,
-qwen3_5_moe and gpt_oss, 8 experts, top-2) end to end: `rapid-mlx run --raw` and `rapid-mlx serve` (driven
-by the openai SDK, several clients at once so their rows share experts in one batch) print the
-text of mlx-lm's own greedy continuation of the same prompt (tokenized by HF `tokenizers` from the
-model's tokenizer.json, decoded the same way). gpt_oss's HF layout is one mlx-lm cannot load: its
-reference is the mlx-f32 twin holding the same weights.
+qwen3_5_moe, qwen3_next and gpt_oss, 8 experts, top-2) end to end: `rapid-mlx run --raw` and `rapid-mlx
+serve` (driven by the openai SDK, several clients at once so their rows share experts in one batch;
+growing multi-turn prompts and a two-turn chat that resume from the hybrid prefix cache) print the
+text of mlx-lm's own greedy continuation of the same prompt, computed from scratch (tokenized by HF
+`tokenizers` from the model's tokenizer.json, decoded the same way; chat prompts rendered by jinja2
+from the real Qwen3 chat template).
 
 Skips when the binary is not built or mlx-lm is not installed."""
+import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import conftest
-from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, run_raw, tiny_set
+from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, multi_turn_resumes_and_matches, run_raw, tiny_set
 
+ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "moe-tiny"
+FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtures"))
+CONFIGS = ["qwen3-moe", "qwen35-moe", "qwen3-next", "gpt-oss"]
 
 mlx_lm = pytest.importorskip("mlx_lm")
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return tiny_set(TINY, "make_tiny_moe.py", "gpt-oss/mlx-q4/greedy.json")
+    return tiny_set(TINY, "make_tiny_moe.py", "qwen3-next/mlx-q4/greedy.json")
 
 
-@pytest.mark.parametrize("config", ["qwen3-moe", "qwen35-moe", "gpt-oss"])
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("copy", ["mlx-f32", "hf-f32", "mlx-q4"])
 def test_run_raw_prints_mlx_lm_greedy_text(tiny, config, copy):
     d = tiny / config / copy
+    # gpt_oss's HF layout is one mlx-lm cannot load: its reference is the mlx-f32 twin (same weights).
     ref = tiny / config / "mlx-f32" if (config, copy) == ("gpt-oss", "hf-f32") else d
     assert run_raw(d) == mlx_greedy_text(ref)
 
 
-@pytest.fixture(scope="module", params=["qwen3-moe", "qwen35-moe", "gpt-oss"])
+def _serve(model, d, extra=()):
+    """serve with f32 KV (on the f32 copy: the same arithmetic as the exact path)."""
+    return conftest.launch(["--kv-dtype", "f32", "--cache-dir", str(d / "kv"), "--cache-key-file", str(d / "kv.key"),
+                            *extra], str(d / "serve.log"), model=str(model))
+
+
+@pytest.fixture(scope="module", params=CONFIGS)
 def served(tiny, tmp_path_factory, request):
-    """serve the f32 copy with f32 KV: the same arithmetic as the exact path."""
-    d = tmp_path_factory.mktemp("moe")
-    model = str(tiny / request.param / "mlx-f32")
-    srv = conftest.launch(["--kv-dtype", "f32", "--cache-dir", str(d / "kv"), "--cache-key-file", str(d / "kv.key")],
-                          str(d / "serve.log"), model=model)
-    yield srv, Path(model)
+    model = tiny / request.param / "mlx-f32"
+    srv = _serve(model, tmp_path_factory.mktemp("moe"))
+    yield srv, model, request.param
     conftest.stop(srv)
 
 
 def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
-    srv, model = served
+    srv, model, _ = served
     prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model", "def main():\n", "# MoE\n"]
     with ThreadPoolExecutor(len(prompts)) as ex:
         got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
     assert got == [mlx_greedy_text(model, p) for p in prompts]
     assert srv.alive()
+
+
+def test_serve_multi_turn_prompts_resume_and_match(served):
+    """Prompts that extend the last turn's resume from the prefix cache (KV pages, plus recurrent
+    checkpoints on the hybrids) and still continue as mlx-lm does from scratch."""
+    srv, model, _ = served
+    multi_turn_resumes_and_matches(srv, model)
+
+
+TEMPLATE = FIX / "chat-templates" / "Qwen-Qwen3-0.6B.jinja"  # Qwen3-Next ships the Qwen3 chat template
+NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+def render(messages):
+    """The chat prompt as transformers renders it (jinja2 set up like apply_chat_template)."""
+    return conftest.template_env().from_string(TEMPLATE.read_text()).render(
+        messages=messages, add_generation_prompt=True, enable_thinking=False)
+
+
+@pytest.fixture(scope="module")
+def chat_next(tiny, tmp_path_factory):
+    """qwen3_next (f32) with the Qwen3 chat template beside its files."""
+    if not TEMPLATE.exists():
+        pytest.skip(f"{TEMPLATE} missing (set RAPID_FIXTURES_DIR)")
+    d = tmp_path_factory.mktemp("qwen3-next-chat")
+    model = d / "model"
+    model.mkdir()
+    for f in (tiny / "qwen3-next" / "mlx-f32").iterdir():
+        (model / f.name).symlink_to(f)
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE.read_text()}))
+    srv = _serve(model, d)
+    yield srv, model
+    conftest.stop(srv)
+
+
+def test_serve_chat_turns_match_mlx_lm_and_reuse_the_hybrid_cache(chat_next):
+    """A two-turn chat: each reply is mlx-lm's greedy continuation of the rendered conversation
+    (cold, from scratch); the second turn resumes from the first's recurrent checkpoints."""
+    import openai
+    srv, model = chat_next
+    client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY, max_retries=0, timeout=120)
+    messages = [{"role": "system", "content": "You are a coding agent. Keep answers short."},
+                {"role": "user", "content": "Fix the bug in the parser."}]
+    cached, prompt_tokens = [], []
+    for turn in range(2):
+        r = client.chat.completions.create(model=conftest.MODEL_NAME, messages=messages, max_tokens=16, temperature=0,
+                                           extra_body=NO_THINK)
+        text = r.choices[0].message.content
+        assert text, f"turn {turn}: an empty reply would compare nothing"
+        assert text == mlx_greedy_text(model, render(messages), 16), f"turn {turn}"
+        d = r.usage.prompt_tokens_details
+        cached.append((d.cached_tokens or 0) if d else 0)
+        prompt_tokens.append(r.usage.prompt_tokens)
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "Now the tests, please."}]
+    assert cached[0] == 0 and 0 < cached[1] < prompt_tokens[1], (cached, prompt_tokens)

@@ -42,9 +42,10 @@ def run_raw(d):
     """`rapid-mlx run --raw` on the exact path (f32 KV): the greedy continuation of PROMPT."""
     r = subprocess.run([BIN, "run", "--model", str(d), "--raw", "--exact", "--kv-dtype", "f32", "--temperature", "0",
                         "--max-tokens", str(STEPS), "--threads", "2", PROMPT],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout.removesuffix("\n")
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    # Decoded by hand: text=True would turn a generated "\r" into "\n" (universal newlines).
+    return r.stdout.decode("utf-8").removesuffix("\n")
 
 
 @pytest.fixture(scope="module")
@@ -109,10 +110,13 @@ def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
 
 
 def test_serve_multi_turn_prompts_recompute_and_match(served):
+    multi_turn_resumes_and_matches(*served)
+
+
+def multi_turn_resumes_and_matches(srv, model):
     """Each turn's prompt extends the last one (as an agent's): later turns resume from the
     recurrent-state checkpoints of earlier ones (prompt and sequence ends) and still continue
     exactly as mlx-lm does from scratch."""
-    srv, model = served
     prompt = PROMPT
     cached = []
     for turn in range(4):

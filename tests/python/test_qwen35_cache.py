@@ -19,10 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import jinja2
-import jinja2.ext
 import pytest
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
 import conftest
@@ -59,13 +56,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def oracle(model_dir):
-    def raise_exception(msg):
-        raise jinja2.exceptions.TemplateError(msg)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
-    env.filters["tojson"] = lambda x, indent=None, **k: json.dumps(x, ensure_ascii=False, indent=indent)
-    env.globals["raise_exception"] = raise_exception
-    tmpl = env.from_string(TEMPLATE.read_text())
+    tmpl = conftest.template_env().from_string(TEMPLATE.read_text())
     tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
 
     def as_server_sends(messages):
