@@ -16,7 +16,7 @@ from conftest import API_KEY, CACHE, MODEL, launch, need_server, stop
 GEMMA = os.path.join(CACHE, "gemma-3-270m", "gemma-3-270m-q4_k_m.gguf")
 SMOL = MODEL
 PROMPTS = ["What is the capital of France?", "Write a haiku about the sea."]
-MAX_TOKENS = 20
+MAX_TOKENS = 12
 # Small pools: the RSS comparison below is about the weights, and startup stays quick.
 COMMON = ["--kv-cache-memory", "48MiB", "--max-num-seqs", "4", "--no-warm-turns"]
 
@@ -116,7 +116,7 @@ def test_interleaved_and_concurrent_requests_to_both(multi, reference):
         p = PROMPTS[(i // 2) % 2]
         assert chat(oai, alias, p)[1] == reference[("chat", alias, p)]
     # Concurrent: threads on both models at once, streaming and not.
-    jobs = [(alias, p, stream) for alias in ("smol", "gemma") for p in PROMPTS for stream in (False, True)]
+    jobs = [(alias, p, p == PROMPTS[1]) for alias in ("smol", "gemma") for p in PROMPTS]
     results, errors = {}, []
 
     def run(job):
