@@ -242,6 +242,13 @@ TEST_F(MultiServerTest, AnUnknownModelIsA404InEachApisShapeListingTheModels) {
   EXPECT_EQ(a["error"]["type"], "not_found_error");
   EXPECT_NE(a["error"]["message"].get<std::string>().find("'a', 'b', 'c'"), std::string::npos);
   EXPECT_EQ(get("/v1/models/nope")->status, 404);
+  // /v1/cache names its model in the query; it loads none.
+  r = get("/v1/cache?model=b");
+  ASSERT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_loaded");
+  r = get("/v1/cache?model=zz%2Fz");
+  ASSERT_EQ(r->status, 404);
+  EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("'zz/z'"), std::string::npos);
   EXPECT_EQ(*calls_, 0);
   // Without `model` (OpenAI bodies may leave it out): the first one.
   r = post("/v1/completions", {{"prompt", "Hi"}});

@@ -260,7 +260,8 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
 }
 
 // The request's model: a body's `model` (the body is parsed here once and handed on), or
-// ?model= on /v1/cache; none means the default one. Loaded now if it is not.
+// ?model= on /v1/cache; none means the default one. Loaded now if it is not, except for
+// /v1/cache: inspecting or purging a model's cache is no reason to load it.
 HandlerContext HttpServer::context_for(const Route& r, httplib::Request& req) {
   std::optional<nlohmann::ordered_json> body;
   std::string model;
@@ -271,7 +272,7 @@ HandlerContext HttpServer::context_for(const Route& r, httplib::Request& req) {
   } else {
     model = query_param(req.target, "model");
   }
-  std::shared_ptr<Backend> b = models_->acquire(model);
+  std::shared_ptr<Backend> b = models_->acquire(model, body.has_value());
   return HandlerContext{*b, metrics_, opts_, *models_, b, std::move(body)};
 }
 

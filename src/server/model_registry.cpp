@@ -75,13 +75,19 @@ ApiError ModelRegistry::not_found(const std::string& name) const {
                   "model_not_found");
 }
 
-std::shared_ptr<Backend> ModelRegistry::acquire(const std::string& name) {
+std::shared_ptr<Backend> ModelRegistry::acquire(const std::string& name, bool load_it) {
   std::unique_lock lk(mu_);
   int i = find(name);
   if (i < 0) throw not_found(name);
   Entry& e = entries_[i];
+  if (e.loaded.backend) {
+    e.last_used = ++clock_;
+    return e.loaded.backend;
+  }
+  if (!load_it)
+    throw ApiError(404, "The model '" + e.spec.name + "' is not loaded (its next chat, completion or messages request loads it)",
+                   "model", "model_not_loaded");
   e.last_used = ++clock_;
-  if (e.loaded.backend) return e.loaded.backend;
   return load(i, lk);
 }
 

@@ -52,9 +52,10 @@ class ModelRegistry {
   static std::shared_ptr<ModelRegistry> single(Backend& backend,
                                                std::vector<std::pair<std::string, std::string>> patterns = {});
 
-  // The backend serving `name` ("": the default model), loaded first when it is not. Throws
-  // ApiError 404 model_not_found (listing what exists) for an unknown name, 503 when loading fails.
-  std::shared_ptr<Backend> acquire(const std::string& name);
+  // The backend serving `name` ("": the default model), loaded first when it is not (unless
+  // !load: then 404 model_not_loaded). Throws ApiError 404 model_not_found (listing what exists)
+  // for an unknown name, 503 when loading fails.
+  std::shared_ptr<Backend> acquire(const std::string& name, bool load = true);
   // Whether `name` names a servable model (by name, alias or pattern); "" always does.
   bool knows(const std::string& name) const;
   // The served name `name` refers to (itself when unknown).
