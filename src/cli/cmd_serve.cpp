@@ -229,6 +229,8 @@ std::vector<server::ServedModel> served_models(ServeArgs& a) {
     if (!add({name, a.models[i].aliases, target.path}))
       throw UsageError("--model: two models are served as '" + name + "': give one an --alias or rename it");
   }
+  if (!a.models_dir.empty() && !std::filesystem::is_directory(a.models_dir))
+    throw FileError(a.models_dir, "--models-dir: not a directory");
   if (!a.models_dir.empty())
     for (const CatalogEntry& e : scan_models_dir(a.models_dir)) add({e.name, {}, e.source});
   if (a.hf_cache)

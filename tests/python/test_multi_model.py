@@ -178,29 +178,32 @@ def test_unknown_model_is_a_404_in_each_apis_shape(multi):
     assert multi.alive()
 
 
-def test_least_recently_used_model_is_unloaded(models, reference, tmp_path_factory):
+def test_models_dir_loads_on_demand_and_unloads_the_least_recently_used(models, reference, tmp_path_factory):
+    """--models-dir: nothing loaded at start; by default one model loaded at a time."""
     d, cache = scratch(tmp_path_factory, "lru")
-    srv = launch(COMMON + cache + ["--alias", "gemma", "--model", models["smol"], "--alias", "smol",
-                                   "--max-loaded-models", "1"],
-                 str(d / "serve.log"), model=models["gemma"], name=None)
+    shelf = d / "models"
+    shelf.mkdir()
+    os.symlink(models["gemma"], shelf / "gemma.gguf")
+    os.symlink(models["smol"], shelf / "smol.gguf")
+    srv = launch(COMMON + cache + ["--models-dir", str(shelf)], str(d / "serve.log"), model=None, name=None)
     try:
         oai = oai_client(srv)
-        g, s = os.path.basename(GEMMA), os.path.basename(SMOL)
-        assert chat(oai, "gemma", PROMPTS[0])[1] == reference[("chat", "gemma", PROMPTS[0])]
+        g, s = "gemma.gguf", "smol.gguf"
+        assert {k: v["state"] for k, v in listed(srv).items()} == {g: "not-loaded", s: "not-loaded"}
+        assert chat(oai, g, PROMPTS[0]) == (g, reference[("chat", "gemma", PROMPTS[0])])
         with_gemma = rss_mib(srv.proc.pid)
         assert {k: v["state"] for k, v in listed(srv).items()} == {g: "loaded", s: "not-loaded"}
         # smol's first request loads it and unloads gemma (the least recently used).
-        assert chat(oai, "smol", PROMPTS[1])[1] == reference[("chat", "smol", PROMPTS[1])]
+        assert chat(oai, s, PROMPTS[1])[1] == reference[("chat", "smol", PROMPTS[1])]
         assert {k: v["state"] for k, v in listed(srv).items()} == {g: "not-loaded", s: "loaded"}
         with_smol = rss_mib(srv.proc.pid)
         # Gemma's weights (~240 MiB mapped) are gone; smol's (~94 MiB) came in.
         assert with_smol < with_gemma - 80, (with_gemma, with_smol)
-        status, metrics = srv.get("/metrics")
-        text = metrics.decode()
+        text = srv.get("/metrics")[1].decode()
         assert f'rapid_model_loaded{{model_name="{g}"}} 0' in text
         assert "rapid_model_unloads_total 1" in text
         # gemma reloads on its next request and answers as before.
-        assert chat(oai, "gemma", PROMPTS[1])[1] == reference[("chat", "gemma", PROMPTS[1])]
+        assert chat(oai, g, PROMPTS[1])[1] == reference[("chat", "gemma", PROMPTS[1])]
         assert "rapid_model_loads_total 3" in srv.get("/metrics")[1].decode()
     finally:
         stop(srv)
