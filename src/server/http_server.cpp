@@ -96,7 +96,8 @@ static std::vector<std::pair<std::string, std::string>> patterns_for(const Serve
 }
 
 HttpServer::HttpServer(Backend& backend, ServerOptions opts)
-    : HttpServer(ModelRegistry::single(backend, patterns_for(opts, backend.model_id())), std::move(opts)) {}
+    // `opts` copied, not moved: the order the two arguments are evaluated in is unspecified.
+    : HttpServer(ModelRegistry::single(backend, patterns_for(opts, backend.model_id())), opts) {}
 
 HttpServer::HttpServer(std::shared_ptr<ModelRegistry> models, ServerOptions opts)
     : models_(std::move(models)), opts_(std::move(opts)) {
