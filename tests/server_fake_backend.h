@@ -80,13 +80,13 @@ class ScriptRunner : public SequenceRunner {
 
 class FakeBackend : public server::Backend {
  public:
-  explicit FakeBackend(int64_t ctx = 4096)
-      : ctx_(ctx), engine_([this](const GenerationRequest& r) { return std::make_unique<ScriptRunner>(r, script); }) {}
+  explicit FakeBackend(int64_t ctx = 4096, std::string name = "fake-model")
+      : ctx_(ctx), name_(std::move(name)), engine_([this](const GenerationRequest& r) { return std::make_unique<ScriptRunner>(r, script); }) {}
   Script script;
   nlohmann::ordered_json last_messages, last_tools, last_extra;
   server::ConstraintSpec last_constraint;
 
-  std::string model_id() const override { return "fake-model"; }
+  std::string model_id() const override { return name_; }
   int64_t context_length() const override { return ctx_; }
   const Tokenizer& tokenizer() const override { return tok_; }
   server::RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
@@ -116,6 +116,7 @@ class FakeBackend : public server::Backend {
 
  private:
   int64_t ctx_;
+  std::string name_;
   ByteTokenizer tok_;
   SerialEngine engine_;
 };

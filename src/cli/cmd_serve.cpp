@@ -1,6 +1,7 @@
 // `rapid-mlx serve`: loads a model and serves the OpenAI- and Anthropic-compatible HTTP APIs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -15,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/model_arg.h"
+#include "cli/model_catalog.h"
 #include "cli/server_registry.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -28,17 +30,29 @@
 #include "server/http_server.h"
 #include "server/kv_event_publisher.h"
 #include "server/model_backend.h"
+#include "server/model_registry.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rapid::cli {
 namespace {
 
+// A --model and the --alias names that followed it.
+struct ModelChoice {
+  std::string spec;
+  std::vector<std::string> aliases;
+};
+
 struct ServeArgs {
   server::ServerOptions so;
-  server::ModelBackendOptions bo;
-  BatchEngineOptions eo;
+  server::ModelBackendOptions bo;  // every model's, but served_name (the first --model's)
+  BatchEngineOptions eo;           // likewise, each model planning its own context, pool, snapshots
   ModelOptions mo;
-  std::string model_path, cache_dir, draft_path;
+  std::vector<ModelChoice> models;
+  std::string models_dir;
+  bool hf_cache = false;
+  std::optional<size_t> max_loaded;
+  std::optional<uint64_t> max_loaded_memory;
+  std::string cache_dir, draft_path;
   std::optional<int64_t> ctx;
   std::optional<uint64_t> kv_memory;
   bool persist = true;
@@ -68,9 +82,27 @@ std::string read_key_file(const std::string& path, std::string& key) {
 std::vector<Flag> server_flags(ServeArgs& a) {
   server::ServerOptions& so = a.so;
   return {
-      text("--model", "PATH", "a model directory (config.json + safetensors, HF or MLX), a .gguf file, or a Hugging "
-           "Face id org/name[@revision][:QUANT] (from its cache, pulled when missing)",
-           &a.model_path).required(),
+      custom("--model", "PATH", "a model directory (config.json + safetensors, HF or MLX), a .gguf file, or a Hugging "
+             "Face id org/name[@revision][:QUANT] (from its cache, pulled when missing); repeat to serve several",
+             [&a](const std::string& v) {
+               a.models.push_back({v, {}});
+               return std::string();
+             }).many().required_unless({"--models-dir", "--hf-cache"}),
+      custom("--alias", "NAME", "another name for the --model before it (repeatable)",
+             [&a](const std::string& v) {
+               if (a.models.empty()) return std::string("must follow the --model it names");
+               a.models.back().aliases.push_back(v);
+               return std::string();
+             }).many(),
+      text("--models-dir", "DIR", "also serve every model in DIR (.gguf files, model folders), loaded on first use",
+           &a.models_dir),
+      flag("--hf-cache", "also serve every model in the Hugging Face cache, loaded on first use", &a.hf_cache),
+      integer("--max-loaded-models", "N", "models kept loaded; the least recently used is unloaded beyond",
+              &a.max_loaded, size_t(1), size_t(1) << 20)
+          .default_is("unlimited; 1 with --models-dir or --hf-cache"),
+      size("--max-loaded-memory", "SIZE", "memory (weights + KV pools) the loaded models may hold; the least "
+           "recently used are unloaded beyond", &a.max_loaded_memory, a.ram)
+          .default_is("unlimited"),
       text("--host", "HOST", "address to listen on", &so.host),
       integer("--port", "N", "TCP port (0: any free one)", &so.port, 0, 65535),
       custom("--api-key-file", "FILE", "require the key on the file's first line on every API request",
@@ -89,9 +121,9 @@ std::vector<Flag> server_flags(ServeArgs& a) {
               &so.max_connections, 16, 1 << 20),
       word_list("--allowed-origins", "ORIGIN,...|*", "CORS origins allowed (default: none, CORS off)",
                 &so.allowed_origins),
-      text("--served-model-name", "NAME", "the model id clients send", &a.bo.served_name)
+      text("--served-model-name", "NAME", "the model id clients send (for the first --model)", &a.bo.served_name)
           .default_is("the model's file or directory name"),
-      text("--model-alias", "'PATTERN=NAME'", "other model names (shell glob) accepted for the served NAME",
+      text("--model-alias", "'PATTERN=NAME'", "other model names (shell glob) accepted for the served model NAME",
            &a.aliases),
       text("--tool-call-parser", "NAME|none", "tool-call output parser", &a.bo.tool_parser)
           .default_is("detected from the chat template and model type"),
@@ -169,22 +201,55 @@ void on_signal(int) {
   if (g_server) g_server->stop();
 }
 
-// --model-alias PATTERN=NAME: NAME must be the served name; the patterns go to the server.
-void apply_aliases(ServeArgs& a) {
+// --model-alias PATTERN=NAME: NAME must be a served model's name.
+std::vector<std::pair<std::string, std::string>> alias_patterns(const ServeArgs& a,
+                                                                const std::vector<server::ServedModel>& served) {
+  std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& al : a.aliases) {
     size_t eq = al.rfind('=');
-    if (eq == std::string::npos || eq == 0 || al.substr(eq + 1) != a.bo.served_name)
-      throw UsageError("--model-alias: expected PATTERN=NAME with NAME the served model '" + a.bo.served_name +
-                       "', got '" + al + "'");
-    a.so.model_aliases.push_back(al.substr(0, eq));
+    std::string name = eq == std::string::npos ? "" : al.substr(eq + 1);
+    bool known = std::any_of(served.begin(), served.end(), [&](const server::ServedModel& m) { return m.name == name; });
+    if (eq == std::string::npos || eq == 0 || !known)
+      throw UsageError("--model-alias: expected PATTERN=NAME with NAME a served model ('" + served[0].name +
+                       "'...), got '" + al + "'");
+    out.emplace_back(al.substr(0, eq), name);
   }
+  return out;
 }
 
-// Context, pools and snapshot directory from the flags and the loaded model (policy: cache/pool_sizing.h).
-void plan_engine(ServeArgs& a, const Checkpoint& ckpt, const Model& model) {
-  BatchEngineOptions& eo = a.eo;
-  a.bo.context_length = cache::serving_context(a.ctx.value_or(0), ckpt.config.max_position_embeddings);
-  eo.context_length = a.bo.context_length;
+// Every model the server may serve, the --model ones first (resolved now: a typo fails at start).
+std::vector<server::ServedModel> served_models(ServeArgs& a) {
+  std::vector<server::ServedModel> out;
+  auto add = [&out](server::ServedModel m) {
+    for (const server::ServedModel& o : out)
+      if (o.name == m.name) return false;
+    out.push_back(std::move(m));
+    return true;
+  };
+  for (size_t i = 0; i < a.models.size(); ++i) {
+    const ModelArg target = resolve_model_arg(a.models[i].spec);
+    std::string name = i == 0 && !a.bo.served_name.empty() ? a.bo.served_name : target.name;
+    if (!add({name, a.models[i].aliases, target.path}))
+      throw UsageError("--model: two models are served as '" + name + "': give one an --alias or rename it");
+  }
+  if (!a.models_dir.empty() && !std::filesystem::is_directory(a.models_dir))
+    throw FileError(a.models_dir, "--models-dir: not a directory");
+  if (!a.models_dir.empty())
+    for (const CatalogEntry& e : scan_models_dir(a.models_dir)) add({e.name, {}, e.source});
+  if (a.hf_cache)
+    for (const CatalogEntry& e : scan_hf_cache()) add({e.name, {}, e.source});
+  if (out.empty())
+    throw UsageError(a.models_dir.empty() && !a.hf_cache ? "--model is required"
+                                                         : "no model found in --models-dir / the Hugging Face cache");
+  return out;
+}
+
+// One model's context, pools and snapshot directory from the flags and its checkpoint (policy:
+// cache/pool_sizing.h). The snapshot folder is keyed by the model, so each has its own store.
+void plan_engine(const ServeArgs& a, server::ModelBackendOptions& bo, BatchEngineOptions& eo, const Checkpoint& ckpt,
+                 const Model& model, bool with_draft) {
+  bo.context_length = cache::serving_context(a.ctx.value_or(0), ckpt.config.max_position_embeddings);
+  eo.context_length = bo.context_length;
   const cache::BlockShape shape = model.kv_block_shape(eo.kv.block_size);
   eo.kv.pool_bytes = cache::kv_pool_bytes(a.kv_memory, shape, eo.max_num_seqs, eo.context_length, a.ram);
   if (a.persist && eo.kv.prefix_cache) {
@@ -193,7 +258,7 @@ void plan_engine(ServeArgs& a, const Checkpoint& ckpt, const Model& model) {
     eo.kv.model_key = key;
     eo.kv.snapshot_max_tokens = eo.context_length;
   }
-  if (!a.draft_path.empty()) {
+  if (with_draft && !a.draft_path.empty()) {
     eo.draft_model = create_model(load_checkpoint(resolve_model_arg(a.draft_path).path), a.mo);
     eo.draft_pool_bytes = cache::draft_pool_bytes(eo.draft_model->kv_block_shape(eo.kv.block_size), eo.max_num_seqs,
                                                   eo.context_length, a.ram);
@@ -209,48 +274,70 @@ void log_engine(const BatchEngine& engine, const BatchEngineOptions& eo) {
             "; speculative " + spec_mode_name(eo.spec.mode));
 }
 
+// Loads one served model with an engine, KV pool and snapshot store of its own. The first
+// (default) model also gets the draft model and the KV-event publisher.
+server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m, bool primary,
+                                const std::shared_ptr<server::KvEventPublisher>& kv_events) {
+  server::ModelBackendOptions bo = a.bo;
+  BatchEngineOptions eo = a.eo;
+  const std::string path = resolve_model_arg(m.source).path;
+  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(path);
+  std::shared_ptr<Model> model = create_model(ckpt, a.mo);
+  std::shared_ptr<const Tokenizer> tok = load_tokenizer(ckpt->tokenizer_path);
+  bo.served_name = m.name;
+  bo.model_type = ckpt->config.architecture;
+  bo.model_vocab = ckpt->config.vocab_size;
+  bo.message_checkpoints = model->has_recurrent_state() && eo.kv.prefix_cache;
+  plan_engine(a, bo, eo, *ckpt, *model, primary);
+  if (primary && kv_events)
+    eo.kv.on_events = [kv_events](std::vector<cache::KvEvent> ev) { kv_events->publish(std::move(ev)); };
+  auto engine = std::make_unique<BatchEngine>(model, tok, eo);
+  log_engine(*engine, eo);
+  bo.warm_turns = bo.warm_turns && eo.kv.prefix_cache;  // warming fills the prefix cache
+  auto backend = std::make_shared<server::ModelBackend>(tok, std::move(engine), bo);
+  log::info("loaded '" + m.name + "' (context " + std::to_string(bo.context_length) + ", tool parser '" +
+            backend->tool_parser() + "', reasoning parser '" + backend->reasoning_parser() + "')");
+  return {backend, weight_bytes(path) + eo.kv.pool_bytes + eo.draft_pool_bytes};
+}
+
 int run_serve(ServeArgs& a) {
   log::set_level(a.log_level);
   a.so.max_running = int(a.eo.max_num_seqs);
-  const ModelArg target = resolve_model_arg(a.model_path);
-  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(target.path);
-  std::shared_ptr<Model> model = create_model(ckpt, a.mo);
-  std::shared_ptr<const Tokenizer> tok = load_tokenizer(ckpt->tokenizer_path);
-  if (a.bo.served_name.empty()) a.bo.served_name = target.name;
-  apply_aliases(a);
-  a.bo.model_type = ckpt->config.architecture;
-  a.bo.model_vocab = ckpt->config.vocab_size;
-  a.bo.message_checkpoints = model->has_recurrent_state() && a.eo.kv.prefix_cache;
-  plan_engine(a, *ckpt, *model);
+  std::vector<server::ServedModel> served = served_models(a);
+  const bool on_demand = !a.models_dir.empty() || a.hf_cache;
+  server::RegistryLimits limits{a.max_loaded.value_or(on_demand ? 1 : 0), a.max_loaded_memory.value_or(0)};
+  auto patterns = alias_patterns(a, served);
   std::shared_ptr<server::KvEventPublisher> kv_events;
   if (!a.ko.endpoint.empty() && !a.eo.kv.prefix_cache)
     log::warn("--kv-events-endpoint ignored: --no-prefix-cache leaves no cached blocks to announce");
   if (!a.ko.endpoint.empty() && a.eo.kv.prefix_cache) {
     a.ko.block_size = a.eo.kv.block_size;
     kv_events = std::make_shared<server::KvEventPublisher>(a.ko);
-    a.eo.kv.on_events = [kv_events](std::vector<cache::KvEvent> ev) { kv_events->publish(std::move(ev)); };
   }
-  auto engine = std::make_unique<BatchEngine>(model, tok, a.eo);
-  log_engine(*engine, a.eo);
-  a.bo.warm_turns = a.bo.warm_turns && a.eo.kv.prefix_cache;  // warming fills the prefix cache
-  server::ModelBackend backend(tok, std::move(engine), a.bo);
+  const std::string first = served[0].name;
+  auto loader = [&a, kv_events, first](const server::ServedModel& m) {
+    return load_served(a, m, m.name == first, kv_events);
+  };
+  auto registry = std::make_shared<server::ModelRegistry>(served, loader, limits, std::move(patterns));
+  if (!a.models.empty()) registry->put_loaded(first, loader(served[0]));  // the first --model: at start
 
-  server::HttpServer server(backend, a.so);
+  server::HttpServer server(registry, a.so);
   int port = server.bind();
   if (kv_events)
-    kv_events->start(a.ko.topic.empty() ? rapid::server::default_kv_events_topic(a.so.host, port, a.bo.served_name) : a.ko.topic);
+    kv_events->start(a.ko.topic.empty() ? rapid::server::default_kv_events_topic(a.so.host, port, first) : a.ko.topic);
   std::signal(SIGPIPE, SIG_IGN);  // a vanished client must be a failed write, not a dead server
   g_server = &server;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  log::info("serving '" + a.bo.served_name + "' (context " + std::to_string(a.bo.context_length) + ", tool parser '" +
-            backend.tool_parser() + "', reasoning parser '" + backend.reasoning_parser() + "') on http://" +
-            a.so.host + ":" + std::to_string(port));
+  std::string names;
+  for (const server::ServedModel& m : served) names += (names.empty() ? "" : ",") + m.name;
+  log::info("serving " + std::to_string(served.size()) + " model(s) '" + names + "' on http://" + a.so.host + ":" +
+            std::to_string(port));
   std::fprintf(stderr, "rapid-mlx serve: listening on http://%s:%d\n", a.so.host.c_str(), port);
   const std::string& host = a.so.host;
   const std::string local = host == "0.0.0.0" || host == "::" ? "127.0.0.1"
                             : host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), a.bo.served_name);
+  ServerAnnouncement announce("http://" + local + ":" + std::to_string(port), names);
   server.serve();
   g_server = nullptr;
   return 0;

@@ -11,6 +11,12 @@
 namespace rapid::cli {
 
 namespace {
+// "a", "a or b", "a, b or c".
+std::string join_or(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+  return s;
+}
 
 constexpr size_t kWidth = 100;      // help lines are wrapped here
 constexpr size_t kNameColumn = 30;  // flags longer than this put their help on the next line
@@ -255,7 +261,9 @@ bool FlagTable::parse(const std::vector<std::string>& args) const {
     }
   }
   for (const Flag& f : flags_)
-    if (f.is_required && !seen.count(&f)) throw UsageError(f.name + " is required");
+    if (f.is_required && !seen.count(&f) &&
+        std::none_of(f.unless.begin(), f.unless.end(), [&](const std::string& o) { return seen.count(find(o)); }))
+      throw UsageError(f.name + " is required");
   return true;
 }
 
@@ -288,7 +296,7 @@ std::string FlagTable::help() const {
       if (f.positional != positional) continue;
       std::string left = "  " + left_column(f);
       std::string text = f.help;
-      if (f.is_required) text += " (required)";
+      if (f.is_required) text += f.unless.empty() ? " (required)" : " (required unless " + join_or(f.unless) + ")";
       if (!f.default_text.empty()) text += " (default: " + f.default_text + ")";
       if (left.size() + 2 > kNameColumn) {
         s += left + "\n" + std::string(kNameColumn, ' ');

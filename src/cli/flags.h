@@ -44,11 +44,17 @@ struct Flag {
   bool positional = false;
   bool repeatable = false;
   bool is_required = false;
+  std::vector<std::string> unless;   // a required flag is not, when one of these was given
   // Stores one value (a switch gets ""); returns what was wrong with it ("expected ..."), or "".
   std::function<std::string(const std::string&)> set;
 
   Flag& alias(std::string a) { aliases.push_back(std::move(a)); return *this; }
   Flag& required() { is_required = true; return *this; }
+  Flag& required_unless(std::vector<std::string> others) {
+    is_required = true;
+    unless = std::move(others);
+    return *this;
+  }
   Flag& default_is(std::string text) { default_text = std::move(text); return *this; }
   Flag& as_positional() { positional = true; return *this; }
   Flag& many() { repeatable = true; return *this; }

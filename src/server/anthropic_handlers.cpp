@@ -56,7 +56,7 @@ class MessagesStream : public SsePump {
   }
 
  private:
-  HandlerContext& ctx_;
+  HandlerContext ctx_;  // a copy: it holds the model until the stream ends
   TurnSpec spec_;
   std::string id_;
   std::unique_ptr<Turn> turn_;
@@ -100,7 +100,7 @@ TurnSpec messages_turn(HandlerContext& ctx, const json& body, MessagesRequest& m
 }
 
 void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
+  json body = ctx.body(req);
   MessagesRequest mr;
   TurnSpec spec = messages_turn(ctx, body, mr);
   std::string id = random_id("msg_");
@@ -115,7 +115,7 @@ void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::
 }
 
 void handle_count_tokens(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
+  json body = ctx.body(req);
   MessagesRequest mr = parse_messages_request(body, ctx.limits(), /*for_count=*/true);
   ctx.check_model(mr.model);
   read_messages_extras(body, mr);

@@ -16,34 +16,16 @@ SamplingLimits HandlerContext::limits() const {
   return l;
 }
 
-bool glob_match(const std::string& pattern, const std::string& name) {
-  // Iterative wildcard match: on a mismatch, let the last `*` swallow one more character.
-  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
-      ++p, ++n;
-    } else if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      mark = n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
+void HandlerContext::check_model(const std::string& model) const {
+  // OpenAI-style bodies without `model` mean the default (first) one.
+  if (!models.knows(model)) throw models.not_found(model);
 }
 
-void HandlerContext::check_model(const std::string& model) const {
-  if (model.empty()) return;  // OpenAI-style bodies without `model` mean the served one
-  if (std::any_of(opts.model_aliases.begin(), opts.model_aliases.end(),
-                  [&](const std::string& pat) { return glob_match(pat, model); }))
-    return;
-  if (model != backend.model_id())
-    throw ApiError(404, "The model '" + model + "' does not exist; this server serves '" + backend.model_id() + "'",
-                   "model", "model_not_found");
+nlohmann::ordered_json HandlerContext::body(const httplib::Request& req) {
+  if (!parsed) return parse_json_body(req);
+  nlohmann::ordered_json b = std::move(*parsed);
+  parsed.reset();
+  return b;
 }
 
 void HandlerContext::fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const {
@@ -62,6 +44,17 @@ void HandlerContext::fit_context(GenerationRequest& gen, std::vector<int32_t> pr
 
 nlohmann::ordered_json parse_json_body(const httplib::Request& req) {
   return parse_request_json(req.body);
+}
+
+std::string query_param(const std::string& target, const std::string& name) {
+  size_t q = target.find('?');
+  for (size_t p = q; p != std::string::npos && p < target.size();) {
+    size_t end = std::min(target.find('&', p + 1), target.size());
+    if (target.compare(p + 1, name.size() + 1, name + "=") == 0 && p + 1 + name.size() + 1 <= end)
+      return httplib::detail::decode_url(target.substr(p + name.size() + 2, end - p - name.size() - 2), true);
+    p = end;
+  }
+  return "";
 }
 
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body) {

@@ -2,6 +2,7 @@
 // body, check the model name, fit a prompt into the context and stream SSE.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "server/api_error.h"
 #include "server/backend.h"
 #include "server/metrics.h"
+#include "server/model_registry.h"
 #include "server/sampling_options.h"
 
 namespace rapid::server {
@@ -34,22 +36,30 @@ struct ServerOptions {
   std::vector<std::string> model_aliases;  // the patterns
 };
 
-// Shell-style match: `*` any run of characters, `?` any one character.
-bool glob_match(const std::string& pattern, const std::string& name);
-
+// One request's view of the server: the model it named (held, so unloading it waits for this
+// request's last byte), the registry of every model, metrics and options. Streams keep a copy.
 struct HandlerContext {
   Backend& backend;
   Metrics& metrics;
   const ServerOptions& opts;
+  const ModelRegistry& models;
+  std::shared_ptr<Backend> hold;                 // owns `backend` while this request runs
+  std::optional<nlohmann::ordered_json> parsed;  // the body, when routing parsed it to find `model`
 
   SamplingLimits limits() const;
-  // 404 (model_not_found) unless `model` is the served model or matches a --model-alias pattern.
+  // 404 (model_not_found, listing the served models) unless `model` names one of them (by name,
+  // alias or --model-alias pattern).
   void check_model(const std::string& model) const;
+  // The request body as JSON (what routing parsed already, else parsed now; taken once).
+  nlohmann::ordered_json body(const httplib::Request& req);
   // Fills gen.prompt; 400 when the prompt does not fit the context; clamps max_tokens to what is left.
   void fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const;
 };
 
 nlohmann::ordered_json parse_json_body(const httplib::Request& req);
+// A query parameter of a request target, URL-decoded ("" when absent): the front end does not
+// split query strings.
+std::string query_param(const std::string& target, const std::string& name);
 void send_json(httplib::Response& res, int status, const nlohmann::ordered_json& body);
 
 // A source of SSE frames driven from the HTTP worker thread.

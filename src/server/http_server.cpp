@@ -22,6 +22,7 @@
 namespace rapid::server {
 
 using Fn = void (*)(HandlerContext&, const httplib::Request&, httplib::Response&);
+using ListFn = void (*)(const ModelRegistry&, const httplib::Request&, httplib::Response&);
 
 struct Route {
   const char* method;
@@ -30,6 +31,7 @@ struct Route {
   Fn fn;
   Lane lane;
   bool generation;    // goes through admission control
+  ListFn listing = nullptr;  // instead of fn: answered from the registry, loading no model
 };
 
 static const Route kRoutes[] = {
@@ -42,8 +44,8 @@ static const Route kRoutes[] = {
     {"POST", "/completions/render", "/v1/completions/render", handle_completions_render, Lane::Slow, false},
     {"POST", "/messages/render", "/v1/messages/render", handle_messages_render, Lane::Slow, false},
     {"POST", "/responses/render", "/v1/responses/render", handle_responses_render, Lane::Slow, false},
-    {"GET", "/models", "/v1/models", handle_list_models, Lane::Fast, false},
-    {"GET", "/models/", "/v1/models/{id}", handle_get_model, Lane::Fast, false},
+    {"GET", "/models", "/v1/models", nullptr, Lane::Fast, false, handle_list_models},
+    {"GET", "/models/", "/v1/models/{id}", nullptr, Lane::Fast, false, handle_get_model},
     {"GET", "/cache", "/v1/cache", handle_cache_info, Lane::Fast, false},
     {"DELETE", "/cache", "/v1/cache", handle_cache_purge, Lane::Slow, false},
 };
@@ -87,8 +89,18 @@ static std::string request_id(const httplib::Request& req) {
   return ok ? id : random_id("req_", 24);
 }
 
+static std::vector<std::pair<std::string, std::string>> patterns_for(const ServerOptions& o, const std::string& name) {
+  std::vector<std::pair<std::string, std::string>> p;
+  for (const std::string& pattern : o.model_aliases) p.emplace_back(pattern, name);
+  return p;
+}
+
 HttpServer::HttpServer(Backend& backend, ServerOptions opts)
-    : backend_(backend), opts_(std::move(opts)), ctx_{backend_, metrics_, opts_} {
+    // `opts` copied, not moved: the order the two arguments are evaluated in is unspecified.
+    : HttpServer(ModelRegistry::single(backend, patterns_for(opts, backend.model_id())), opts) {}
+
+HttpServer::HttpServer(std::shared_ptr<ModelRegistry> models, ServerOptions opts)
+    : models_(std::move(models)), opts_(std::move(opts)) {
   FrontendOptions fo;
   fo.host = opts_.host;
   fo.port = opts_.port;
@@ -118,7 +130,7 @@ void HttpServer::protocol_error(int status, const std::string& msg, const std::s
 
 Dispatch HttpServer::open_route(const std::string& path, httplib::Response& res) {
   if (path == "/health") {  // answered on the event thread itself: nothing can queue in front of it
-    send_json(res, 200, {{"status", "ok"}, {"model", backend_.model_id()}});
+    send_json(res, 200, {{"status", "ok"}, {"model", models_->default_name()}});
     return {};
   }
   Dispatch d;
@@ -132,15 +144,19 @@ Dispatch HttpServer::open_route(const std::string& path, httplib::Response& res)
       h.connections_evicted = f.evicted.load();
       h.timeouts = f.timeouts.load();
       h.protocol_errors = f.protocol_errors.load();
-      EngineStats es = backend_.engine_stats();
+      // Engine figures: the default model's, else the last used loaded one's (docs/api.md).
+      std::shared_ptr<Backend> b = models_->any_loaded();
+      EngineStats es = b ? b->engine_stats() : EngineStats{};
       h.admitted = admitted_.load();
       h.queued = std::max<int64_t>(0, h.admitted - es.running);
       res.status = 200;
-      res.set_content(metrics_.render(backend_.model_id(), es, h), "text/plain; version=0.0.4");
+      std::string text = metrics_.render(b ? b->model_id() : models_->default_name(), es, h);
+      render_model_gauges(text, models_->status(), models_->loads(), models_->unloads());
+      res.set_content(text, "text/plain; version=0.0.4");
     };
   } else {
     d.work = [this](httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, openapi_spec(backend_.model_id()));
+      send_json(res, 200, openapi_spec(models_->default_name()));
     };
   }
   return d;
@@ -216,7 +232,12 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
       std::regex_match(rq.path, rq.matches, re);
     }
     try {
-      route->fn(ctx_, rq, rs);
+      if (route->listing) {
+        route->listing(*models_, rq, rs);
+      } else {
+        HandlerContext ctx = context_for(*route, rq);
+        route->fn(ctx, rq, rs);
+      }
     } catch (const ApiError& e) {
       send_error(rs, flavor, e);
     } catch (const rapid::Error& e) {
@@ -237,6 +258,23 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
     }
   };
   return d;
+}
+
+// The request's model: a body's `model` (the body is parsed here once and handed on), or
+// ?model= on /v1/cache; none means the default one. Loaded now if it is not, except for
+// /v1/cache: inspecting or purging a model's cache is no reason to load it.
+HandlerContext HttpServer::context_for(const Route& r, httplib::Request& req) {
+  std::optional<nlohmann::ordered_json> body;
+  std::string model;
+  if (std::string_view(r.method) == "POST") {
+    body = parse_json_body(req);
+    auto it = body->is_object() ? body->find("model") : body->end();
+    if (it != body->end() && it->is_string()) model = it->get<std::string>();
+  } else {
+    model = query_param(req.target, "model");
+  }
+  std::shared_ptr<Backend> b = models_->acquire(model, body.has_value());
+  return HandlerContext{*b, metrics_, opts_, *models_, b, std::move(body)};
 }
 
 int HttpServer::bind() {

@@ -10,6 +10,7 @@
 #include "server/handler_context.h"
 #include "server/http_frontend.h"
 #include "server/metrics.h"
+#include "server/model_registry.h"
 
 namespace rapid::server {
 
@@ -17,7 +18,10 @@ struct Route;
 
 class HttpServer {
  public:
+  // One model, owned by the caller (--model-alias patterns from opts.model_aliases).
   HttpServer(Backend& backend, ServerOptions opts);
+  // Every model `models` can serve, chosen per request by its `model` field.
+  HttpServer(std::shared_ptr<ModelRegistry> models, ServerOptions opts);
   ~HttpServer();
   // Binds host:port (port 0 picks a free one); returns the bound port. Throws rapid::Error,
   // also when another process already listens there.
@@ -32,10 +36,10 @@ class HttpServer {
   Dispatch open_route(const std::string& path, httplib::Response& res);
   bool admit(const Route& r, const std::string& path, httplib::Response& res);
   void protocol_error(int status, const std::string& message, const std::string& path, httplib::Response& res);
-  Backend& backend_;
+  HandlerContext context_for(const Route& r, httplib::Request& req);
+  std::shared_ptr<ModelRegistry> models_;
   ServerOptions opts_;
   Metrics metrics_;
-  HandlerContext ctx_;
   std::unique_ptr<HttpFrontend> front_;
   std::atomic<int64_t> admitted_{0};  // generation requests between admission and their last byte
   std::thread thread_;

@@ -205,4 +205,19 @@ void Metrics::render_speculation(std::string& out, const std::string& labels) co
                           "Per drafted request: fraction of its drafted tokens accepted.", labels);
 }
 
+void render_model_gauges(std::string& out, const std::vector<ModelStatus>& models, uint64_t loads, uint64_t unloads) {
+  out += "# HELP rapid_model_loaded Whether a served model is loaded (1) or loads on its next request (0).\n"
+         "# TYPE rapid_model_loaded gauge\n";
+  for (const ModelStatus& m : models)
+    out += "rapid_model_loaded{model_name=\"" + escape_label(m.name) + "\"} " + (m.loaded ? "1" : "0") + "\n";
+  out += "# HELP rapid_model_memory_bytes Memory a loaded model holds (weights and KV pool).\n"
+         "# TYPE rapid_model_memory_bytes gauge\n";
+  for (const ModelStatus& m : models)
+    out += "rapid_model_memory_bytes{model_name=\"" + escape_label(m.name) + "\"} " + std::to_string(m.bytes) + "\n";
+  out += "# HELP rapid_model_loads_total Models loaded (at start and on demand).\n"
+         "# TYPE rapid_model_loads_total counter\nrapid_model_loads_total " + std::to_string(loads) + "\n";
+  out += "# HELP rapid_model_unloads_total Models unloaded to stay within --max-loaded-models / --max-loaded-memory.\n"
+         "# TYPE rapid_model_unloads_total counter\nrapid_model_unloads_total " + std::to_string(unloads) + "\n";
+}
+
 }  // namespace rapid::server

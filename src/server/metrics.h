@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/backend.h"
+#include "server/model_registry.h"
 
 namespace rapid::server {
 
@@ -60,5 +61,9 @@ class Metrics {
   std::vector<std::pair<std::string, uint64_t>> requests_;  // "endpoint\tstatus class" → count
   std::atomic<uint64_t> prompt_tokens_{0}, cached_tokens_{0}, generated_tokens_{0}, rejected_{0};
 };
+
+// Which served models are loaded (rapid_model_loaded{model_name}, one per model, 1 or 0), their
+// memory, and how many loads and unloads the registry has done.
+void render_model_gauges(std::string& out, const std::vector<ModelStatus>& models, uint64_t loads, uint64_t unloads);
 
 }  // namespace rapid::server

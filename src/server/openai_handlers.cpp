@@ -117,7 +117,7 @@ class ChoicesStream : public SsePump {
   virtual void close_choice(const TurnDelta& last, std::string& out) = 0;
   virtual void close_stream(const Usage& usage, std::string& out) = 0;
 
-  HandlerContext& ctx_;
+  HandlerContext ctx_;  // a copy: it holds the model until the stream ends
   int index_ = 0;  // the choice being streamed
 
  private:
@@ -244,7 +244,7 @@ TurnSpec completion_turn(HandlerContext& ctx, const json& body, CompletionReques
 }
 
 void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
+  json body = ctx.body(req);
   ChatRequest cr;
   TurnSpec spec = chat_turn(ctx, body, cr);
   std::vector<TurnSpec> specs = replicate(std::move(spec), cr.n);
@@ -274,7 +274,7 @@ void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, h
 }
 
 void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
+  json body = ctx.body(req);
   CompletionRequest cr;
   TurnSpec spec = completion_turn(ctx, body, cr);
   std::string echo = cr.echo ? (cr.prompt_is_ids ? ctx.backend.tokenizer().decode(cr.prompt_ids) : cr.prompt_text) : "";
@@ -306,19 +306,29 @@ void handle_completions(HandlerContext& ctx, const httplib::Request& req, httpli
              {"system_fingerprint", fingerprint(ctx)}, {"choices", choices}, {"usage", openai_usage(usage)}});
 }
 
-static json model_card(HandlerContext& ctx) {
-  return {{"id", ctx.backend.model_id()}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "rapid-mlx"},
-          {"max_model_len", ctx.backend.context_length()}};
+// OpenAI's model object, plus vLLM's max_model_len and LM Studio's state (loaded or not: a
+// model not loaded is loaded by its first request).
+static json model_card(const ModelStatus& m) {
+  json card = {{"id", m.name}, {"object", "model"}, {"created", kStartedAt}, {"owned_by", "rapid-mlx"}};
+  if (m.loaded) card["max_model_len"] = m.context_length;
+  card["state"] = m.loaded ? "loaded" : "not-loaded";
+  if (!m.aliases.empty()) card["aliases"] = m.aliases;
+  return card;
 }
 
-void handle_list_models(HandlerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(ctx)})}});
+void handle_list_models(const ModelRegistry& models, const httplib::Request&, httplib::Response& res) {
+  json data = json::array();
+  for (const ModelStatus& m : models.status()) data.push_back(model_card(m));
+  send_json(res, 200, {{"object", "list"}, {"data", data}});
 }
 
-void handle_get_model(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void handle_get_model(const ModelRegistry& models, const httplib::Request& req, httplib::Response& res) {
   std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
-  ctx.check_model(id);
-  send_json(res, 200, model_card(ctx));
+  if (id.empty() || !models.knows(id)) throw models.not_found(id);
+  std::string name = models.canonical(id);
+  for (const ModelStatus& m : models.status())
+    if (m.name == name) return send_json(res, 200, model_card(m));
+  throw models.not_found(id);
 }
 
 }  // namespace rapid::server

@@ -40,7 +40,7 @@ json generate_request(const HandlerContext& ctx, const TurnSpec& spec, bool stre
 template <class Body>
 json render(HandlerContext& ctx, const httplib::Request& req, TurnSpec (*to_turn)(HandlerContext&, const json&, Body&)) {
   Body body;
-  TurnSpec spec = to_turn(ctx, parse_json_body(req), body);
+  TurnSpec spec = to_turn(ctx, ctx.body(req), body);
   return generate_request(ctx, spec, body.stream);
 }
 

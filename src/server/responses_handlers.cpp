@@ -61,7 +61,7 @@ class ResponsesStream : public SsePump {
   }
 
  private:
-  HandlerContext& ctx_;
+  HandlerContext ctx_;  // a copy: it holds the model until the stream ends
   std::shared_ptr<ResponsesRequest> req_;
   TurnSpec spec_;
   ResponseShell shell_;
@@ -85,7 +85,7 @@ TurnSpec responses_turn(HandlerContext& ctx, const json& body, ResponsesRequest&
 }
 
 void handle_responses(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  json body = parse_json_body(req);
+  json body = ctx.body(req);
   auto rr = std::make_shared<ResponsesRequest>();
   TurnSpec spec = responses_turn(ctx, body, *rr);
   ResponseShell shell{random_id("resp_"), ctx.backend.model_id(), unix_now(), rr.get()};

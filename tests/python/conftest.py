@@ -80,13 +80,15 @@ class Server:
 def launch(args, log_path, timeout=180, key_args=None, model=MODEL, name=MODEL_NAME, env=None):
     """Starts `rapid-mlx serve` on the test model with extra `args` on a free port; waits for /health.
     key_args replaces `--api-key API_KEY` (e.g. with --api-key-file); name None serves the
-    model under the name rapid-mlx gives it; env adds environment variables."""
+    model under the name rapid-mlx gives it (model None: no --model, for --models-dir); env adds
+    environment variables."""
     port = _free_port()
     log = open(log_path, "w")
     key_args = ["--api-key", API_KEY] if key_args is None else list(key_args)
     name_args = ["--served-model-name", name] if name else []
     proc = subprocess.Popen(
-        [BIN, "serve", "--model", model, "--host", "127.0.0.1", "--port", str(port)] + key_args + name_args +
+        [BIN, "serve"] + (["--model", model] if model else []) + ["--host", "127.0.0.1", "--port", str(port)] +
+        key_args + name_args +
         ["--ctx", str(CTX), "--max-body-bytes", str(1 << 20)] + list(args),
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     srv = Server(proc, port, log_path)

@@ -136,6 +136,22 @@ def test_serve_pulls_a_missing_model_by_name(hub, tmp_path, server):
     assert [r.repo_id for r in huggingface_hub.scan_cache_dir(tmp_path / "hf").repos] == [GGUF_REPO]
 
 
+def test_serve_hf_cache_loads_a_cached_repo_on_its_first_request(hub, tmp_path, server):
+    """`serve --hf-cache`: every model huggingface_hub put in the cache, by its repo id, loaded on demand."""
+    huggingface_hub.snapshot_download(GGUF_REPO, cache_dir=tmp_path / "hf", endpoint=hub.url)
+    srv = launch(["--hf-cache"], str(tmp_path / "serve.log"), model=None, name=None,
+                 env={"HF_HUB_CACHE": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"})
+    try:
+        auth = {"Authorization": "Bearer test-key-123"}
+        listed = json.loads(srv.get("/v1/models", headers=auth)[1])["data"]
+        assert [(m["id"], m["state"]) for m in listed] == [(GGUF_REPO, "not-loaded")]
+        assert answer(srv, GGUF_REPO) == answer(server, "smollm2")
+        listed = json.loads(srv.get("/v1/models", headers=auth)[1])["data"]
+        assert [(m["id"], m["state"]) for m in listed] == [(GGUF_REPO, "loaded")]
+    finally:
+        stop(srv)
+
+
 def test_cut_connection_resumes(hub, tmp_path):
     name = "SmolLM2-135M-Instruct-Q4_1.gguf"
     size = len(hub.repos[GGUF_REPO].files[name])
