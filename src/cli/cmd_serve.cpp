@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/embedding_setup.h"
 #include "cli/model_arg.h"
 #include "cli/server_registry.h"
 #include "common/error.h"
@@ -38,7 +39,7 @@ struct ServeArgs {
   server::ModelBackendOptions bo;
   BatchEngineOptions eo;
   ModelOptions mo;
-  std::string model_path, cache_dir, draft_path;
+  std::string model_path, cache_dir, draft_path, embedding_path;
   std::optional<int64_t> ctx;
   std::optional<uint64_t> kv_memory;
   bool persist = true;
@@ -71,6 +72,8 @@ std::vector<Flag> server_flags(ServeArgs& a) {
       text("--model", "PATH", "a model directory (config.json + safetensors, HF or MLX), a .gguf file, or a Hugging "
            "Face id org/name[@revision][:QUANT] (from its cache, pulled when missing)",
            &a.model_path).required(),
+      text("--embedding-model", "PATH", "also serve /v1/embeddings from this embedding model (path or hub id)",
+           &a.embedding_path).default_is("the --model itself when it is a sentence-transformers model, else none"),
       text("--host", "HOST", "address to listen on", &so.host),
       integer("--port", "N", "TCP port (0: any free one)", &so.port, 0, 65535),
       custom("--api-key-file", "FILE", "require the key on the file's first line on every API request",
@@ -97,6 +100,8 @@ std::vector<Flag> server_flags(ServeArgs& a) {
           .default_is("detected from the chat template and model type"),
       text("--reasoning-parser", "NAME|none", "reasoning output parser", &a.bo.reasoning_parser)
           .default_is("detected from the chat template and model type"),
+      integer("--max-tokens", "N", "max_tokens of a request that sets none", &so.default_max_tokens, 1,
+              int64_t(1) << 24).default_is("what the context leaves"),
       integer("--max-body-bytes", "N", "larger request bodies get 413", &so.max_body_bytes, 1024, size_t(1) << 34),
       integer("--http-threads", "N", "worker threads for generation requests (started on demand)",
               &so.http_threads, 4, 4096),
@@ -233,6 +238,10 @@ int run_serve(ServeArgs& a) {
   server::ModelBackend backend(tok, std::move(engine), a.bo);
 
   server::HttpServer server(backend, a.so);
+  std::unique_ptr<server::EmbeddingService> embeddings = a.embedding_path.empty()
+      ? embeddings_of_chat_model(ckpt, tok, a.bo.served_name, a.mo)
+      : load_embedding_model(a.embedding_path, a.mo);
+  server.set_embeddings(embeddings.get());
   int port = server.bind();
   if (kv_events)
     kv_events->start(a.ko.topic.empty() ? rapid::server::default_kv_events_topic(a.so.host, port, a.bo.served_name) : a.ko.topic);

@@ -37,10 +37,13 @@ struct ServerOptions {
 // Shell-style match: `*` any run of characters, `?` any one character.
 bool glob_match(const std::string& pattern, const std::string& name);
 
+class EmbeddingService;
+
 struct HandlerContext {
   Backend& backend;
   Metrics& metrics;
   const ServerOptions& opts;
+  EmbeddingService* embeddings = nullptr;  // POST /v1/embeddings; null: no embedding model
 
   SamplingLimits limits() const;
   // 404 (model_not_found) unless `model` is the served model or matches a --model-alias pattern.

@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/cache_handlers.h"
 #include "server/cors.h"
+#include "server/embeddings.h"
 #include "server/openai_handlers.h"
 #include "server/openapi.h"
 #include "server/render_handlers.h"
@@ -38,6 +39,7 @@ static const Route kRoutes[] = {
     {"POST", "/messages", "/v1/messages", handle_messages, Lane::Slow, true},
     {"POST", "/messages/count_tokens", "/v1/messages/count_tokens", handle_count_tokens, Lane::Slow, false},
     {"POST", "/responses", "/v1/responses", handle_responses, Lane::Slow, true},
+    {"POST", "/embeddings", "/v1/embeddings", handle_embeddings, Lane::Slow, false},
     {"POST", "/chat/completions/render", "/v1/chat/completions/render", handle_chat_render, Lane::Slow, false},
     {"POST", "/completions/render", "/v1/completions/render", handle_completions_render, Lane::Slow, false},
     {"POST", "/messages/render", "/v1/messages/render", handle_messages_render, Lane::Slow, false},

@@ -26,6 +26,8 @@ class HttpServer {
   void start();   // serve() on a background thread
   void stop();    // async-signal-safe when serve() runs on another thread than the caller's
   Metrics& metrics() { return metrics_; }
+  // Serves /v1/embeddings from `svc` (set before serve(); it must outlive the server).
+  void set_embeddings(EmbeddingService* svc) { ctx_.embeddings = svc; }
 
  private:
   Dispatch route(const httplib::Request& req, httplib::Response& res);

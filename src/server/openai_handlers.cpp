@@ -1,6 +1,7 @@
 #include "server/openai_handlers.h"
 
 #include "common/log.h"
+#include "server/embeddings.h"
 #include "server/openai_format.h"
 #include "server/openai_request.h"
 #include "server/sse.h"
@@ -312,7 +313,12 @@ static json model_card(HandlerContext& ctx) {
 }
 
 void handle_list_models(HandlerContext& ctx, const httplib::Request&, httplib::Response& res) {
-  send_json(res, 200, {{"object", "list"}, {"data", json::array({model_card(ctx)})}});
+  json data = json::array({model_card(ctx)});
+  // A separate --embedding-model is listed too, so clients can discover its id.
+  if (ctx.embeddings && !ctx.embeddings->shared_with_chat())
+    data.push_back({{"id", ctx.embeddings->id()}, {"object", "model"}, {"created", kStartedAt},
+                    {"owned_by", "rapid-mlx"}, {"max_model_len", ctx.embeddings->engine().options().max_input_tokens}});
+  send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
 void handle_get_model(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
