@@ -28,12 +28,14 @@ void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling
     const float* src = rows + (p.mode == PoolingMode::Cls ? 0 : (n - 1) * h);
     for (int64_t j = 0; j < h; ++j) out[j] = src[j];
   }
-  if (!p.normalize) return;
+  if (p.normalize) l2_normalize(out, h);
+}
+
+void l2_normalize(float* v, int64_t n) {
   double ss = 0.0;
-  for (int64_t j = 0; j < h; ++j) ss += static_cast<double>(out[j]) * out[j];
-  // As torch.nn.functional.normalize: the norm is clamped at 1e-12 (an all-zero vector stays zero).
+  for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(v[j]) * v[j];
   const float inv = static_cast<float>(1.0 / std::max(std::sqrt(ss), 1e-12));
-  for (int64_t j = 0; j < h; ++j) out[j] *= inv;
+  for (int64_t j = 0; j < n; ++j) v[j] *= inv;
 }
 
 EmbeddingEngine::EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts)

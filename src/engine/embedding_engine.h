@@ -60,6 +60,10 @@ class EmbeddingEngine {
   std::thread worker_;
 };
 
+// Scales v to unit L2 norm (as torch.nn.functional.normalize: the norm is clamped at 1e-12, so an
+// all-zero vector stays zero).
+void l2_normalize(float* v, int64_t n);
+
 // Pools `n` rows of `h` floats (token-major) into `out` (h floats) and L2-normalises when asked.
 void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling& p, float* out);
 

@@ -1,6 +1,5 @@
 #include "server/embeddings.h"
 
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -77,11 +76,7 @@ void check_embedding_model(const HandlerContext& ctx, const EmbeddingService& sv
 // (as Qwen3-Embedding documents: truncate, then normalise).
 void truncate(std::vector<float>& v, size_t dims, bool normalize) {
   v.resize(dims);
-  if (!normalize) return;
-  double ss = 0.0;
-  for (float x : v) ss += static_cast<double>(x) * x;
-  const float inv = static_cast<float>(1.0 / std::max(std::sqrt(ss), 1e-12));
-  for (float& x : v) x *= inv;
+  if (normalize) l2_normalize(v.data(), static_cast<int64_t>(dims));
 }
 
 }  // namespace
