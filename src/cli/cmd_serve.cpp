@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/embedding_setup.h"
 #include "cli/model_arg.h"
 #include "cli/model_catalog.h"
 #include "cli/server_registry.h"
@@ -53,6 +54,7 @@ struct ServeArgs {
   std::optional<size_t> max_loaded;
   std::optional<uint64_t> max_loaded_memory;
   std::string cache_dir, draft_path;
+  std::string embedding_path;
   std::optional<int64_t> ctx;
   std::optional<uint64_t> kv_memory;
   bool persist = true;
@@ -103,6 +105,8 @@ std::vector<Flag> server_flags(ServeArgs& a) {
       size("--max-loaded-memory", "SIZE", "memory (weights + KV pools) the loaded models may hold; the least "
            "recently used are unloaded beyond", &a.max_loaded_memory, a.ram)
           .default_is("unlimited"),
+      text("--embedding-model", "PATH", "also serve /v1/embeddings from this embedding model (path or hub id)",
+           &a.embedding_path).default_is("the first --model itself when it is a sentence-transformers model, else none"),
       text("--host", "HOST", "address to listen on", &so.host),
       integer("--port", "N", "TCP port (0: any free one)", &so.port, 0, 65535),
       custom("--api-key-file", "FILE", "require the key on the file's first line on every API request",
@@ -129,6 +133,8 @@ std::vector<Flag> server_flags(ServeArgs& a) {
           .default_is("detected from the chat template and model type"),
       text("--reasoning-parser", "NAME|none", "reasoning output parser", &a.bo.reasoning_parser)
           .default_is("detected from the chat template and model type"),
+      integer("--max-tokens", "N", "max_tokens of a request that sets none", &so.default_max_tokens, 1,
+              int64_t(1) << 24).default_is("what the context leaves"),
       integer("--max-body-bytes", "N", "larger request bodies get 413", &so.max_body_bytes, 1024, size_t(1) << 34),
       integer("--http-threads", "N", "worker threads for generation requests (started on demand)",
               &so.http_threads, 4, 4096),
@@ -300,6 +306,17 @@ server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m
   return {backend, weight_bytes(path) + eo.kv.pool_bytes + eo.draft_pool_bytes};
 }
 
+// /v1/embeddings: --embedding-model, else the first --model when it is a sentence-transformers
+// model (its own engine over the same mapped weights); null: none.
+std::unique_ptr<server::EmbeddingService> embedding_service(const ServeArgs& a, const std::string& first) {
+  if (!a.embedding_path.empty()) return load_embedding_model(a.embedding_path, a.mo);
+  if (a.models.empty()) return nullptr;
+  const std::string path = resolve_model_arg(a.models[0].spec).path;
+  if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "modules.json")) return nullptr;
+  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(path);
+  return embeddings_of_chat_model(ckpt, load_tokenizer(ckpt->tokenizer_path), first, a.mo);
+}
+
 int run_serve(ServeArgs& a) {
   log::set_level(a.log_level);
   a.so.max_running = int(a.eo.max_num_seqs);
@@ -322,6 +339,8 @@ int run_serve(ServeArgs& a) {
   if (!a.models.empty()) registry->put_loaded(first, loader(served[0]));  // the first --model: at start
 
   server::HttpServer server(registry, a.so);
+  std::unique_ptr<server::EmbeddingService> embeddings = embedding_service(a, first);
+  server.set_embeddings(embeddings.get());
   int port = server.bind();
   if (kv_events)
     kv_events->start(a.ko.topic.empty() ? rapid::server::default_kv_events_topic(a.so.host, port, first) : a.ko.topic);

@@ -170,7 +170,7 @@ class DecoderModel final : public Model {
       auto* kv = dynamic_cast<PagedKvState*>(e.state);
       if (!kv) throw Error("forward: sequence state was not created by this model");
       if (e.n <= 0) throw Error("forward: no tokens");
-      if (!e.tokens || !e.logits) throw Error("forward: null tokens or logits");
+      if (!e.tokens || (!e.logits && !e.hidden)) throw Error("forward: null tokens, or neither logits nor hidden");
       check_pool_shape(kv->pool().shape());
       for (size_t j = 0; j < i; ++j)
         if (seqs_[j].kv == kv) throw Error("forward_batch: the same sequence appears twice in a batch");
@@ -230,17 +230,20 @@ class DecoderModel final : public Model {
         for (int64_t t = 0; t < seqs_[i].n; ++t)
           rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
                    entries[i].hidden + t * H_);
-    // Final norm + lm_head only over the rows whose logits are wanted, packed together.
+    // Final norm + lm_head only over the rows whose logits are wanted, packed together (none for
+    // an entry that only asks for hidden states: an embedding request).
     int64_t rows = 0;
     for (size_t i = 0; i < count; ++i) {
       const Seq& s = seqs_[i];
+      if (!entries[i].logits) continue;
       for (int64_t t = entries[i].all_logits ? 0 : s.n - 1; t < s.n; ++t, ++rows)
         rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
                  xn_.data() + rows * H_);
     }
     // One entry writes straight into its buffer; several share one lm_head call, then split.
+    if (rows == 0) return;
     float* out = entries[0].logits;
-    if (count > 1) {
+    if (count > 1 || !out) {
       logits_buf_.resize(static_cast<size_t>(rows * V_));
       out = logits_buf_.data();
     }
@@ -249,9 +252,10 @@ class DecoderModel final : public Model {
       float cap = static_cast<float>(cfg_.final_logit_softcapping);
       for (int64_t i = 0; i < rows * V_; ++i) out[i] = cap * std::tanh(out[i] / cap);
     }
-    if (count > 1) {
+    if (out != entries[0].logits) {
       int64_t r = 0;
       for (size_t i = 0; i < count; ++i) {
+        if (!entries[i].logits) continue;
         const int64_t k = entries[i].all_logits ? entries[i].n : 1;
         std::memcpy(entries[i].logits, out + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
         r += k;

@@ -25,6 +25,9 @@ std::string normalize_hf_name(const std::string& n) {
   if (starts("model.language_model.")) return "model." + n.substr(21);
   if (starts("language_model.model.")) return n.substr(15);
   if (starts("language_model.lm_head.")) return n.substr(15);
+  // A bare base model (Qwen3Model, LlamaModel: what sentence-transformers saves for embedding
+  // models such as Qwen3-Embedding) has no "model." prefix.
+  if (starts("embed_tokens.") || starts("layers.") || starts("norm.")) return "model." + n;
   if (starts("vision_tower.") || starts("model.vision_tower.") || starts("multi_modal_projector.") ||
       starts("model.multi_modal_projector.") || starts("audio_tower.") || starts("model.audio_tower."))
     return "";

@@ -33,7 +33,8 @@ struct BatchEntry {
   float* logits = nullptr;   // vocab_size floats (last token) or n*vocab_size when all_logits
   bool all_logits = false;
   // Optional: the final-normed hidden state of every token (n*hidden_size floats), the input an
-  // MTP head needs next to the following token.
+  // MTP head needs next to the following token, and what embeddings pool. The dense decoder
+  // accepts an entry with hidden and no logits (no lm_head work for it).
   float* hidden = nullptr;
 };
 

@@ -36,6 +36,8 @@ struct ServerOptions {
   std::vector<std::string> model_aliases;  // the patterns
 };
 
+class EmbeddingService;
+
 // One request's view of the server: the model it named (held, so unloading it waits for this
 // request's last byte), the registry of every model, metrics and options. Streams keep a copy.
 struct HandlerContext {
@@ -45,6 +47,7 @@ struct HandlerContext {
   const ModelRegistry& models;
   std::shared_ptr<Backend> hold;                 // owns `backend` while this request runs
   std::optional<nlohmann::ordered_json> parsed;  // the body, when routing parsed it to find `model`
+  EmbeddingService* embeddings = nullptr;         // POST /v1/embeddings; null: no embedding model
 
   SamplingLimits limits() const;
   // 404 (model_not_found, listing the served models) unless `model` names one of them (by name,

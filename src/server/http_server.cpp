@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/cache_handlers.h"
 #include "server/cors.h"
+#include "server/embeddings.h"
 #include "server/openai_handlers.h"
 #include "server/openapi.h"
 #include "server/render_handlers.h"
@@ -22,7 +23,7 @@
 namespace rapid::server {
 
 using Fn = void (*)(HandlerContext&, const httplib::Request&, httplib::Response&);
-using ListFn = void (*)(const ModelRegistry&, const httplib::Request&, httplib::Response&);
+using ListFn = void (*)(const ModelRegistry&, const EmbeddingService*, const httplib::Request&, httplib::Response&);
 
 struct Route {
   const char* method;
@@ -40,6 +41,7 @@ static const Route kRoutes[] = {
     {"POST", "/messages", "/v1/messages", handle_messages, Lane::Slow, true},
     {"POST", "/messages/count_tokens", "/v1/messages/count_tokens", handle_count_tokens, Lane::Slow, false},
     {"POST", "/responses", "/v1/responses", handle_responses, Lane::Slow, true},
+    {"POST", "/embeddings", "/v1/embeddings", handle_embeddings, Lane::Slow, false},
     {"POST", "/chat/completions/render", "/v1/chat/completions/render", handle_chat_render, Lane::Slow, false},
     {"POST", "/completions/render", "/v1/completions/render", handle_completions_render, Lane::Slow, false},
     {"POST", "/messages/render", "/v1/messages/render", handle_messages_render, Lane::Slow, false},
@@ -233,7 +235,7 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
     }
     try {
       if (route->listing) {
-        route->listing(*models_, rq, rs);
+        route->listing(*models_, embeddings_, rq, rs);
       } else {
         HandlerContext ctx = context_for(*route, rq);
         route->fn(ctx, rq, rs);
@@ -273,8 +275,11 @@ HandlerContext HttpServer::context_for(const Route& r, httplib::Request& req) {
   } else {
     model = query_param(req.target, "model");
   }
+  // /v1/embeddings names the embedding model, which is not the registry's: it runs beside the
+  // default chat model (whose name it may also be, when that model embeds too).
+  if (r.fn == handle_embeddings && !models_->knows(model)) model.clear();
   std::shared_ptr<Backend> b = models_->acquire(model, body.has_value());
-  return HandlerContext{*b, metrics_, opts_, *models_, b, std::move(body)};
+  return HandlerContext{*b, metrics_, opts_, *models_, b, std::move(body), embeddings_};
 }
 
 int HttpServer::bind() {

@@ -30,6 +30,8 @@ class HttpServer {
   void start();   // serve() on a background thread
   void stop();    // async-signal-safe when serve() runs on another thread than the caller's
   Metrics& metrics() { return metrics_; }
+  // Serves /v1/embeddings from `svc` (set before serve(); it must outlive the server).
+  void set_embeddings(EmbeddingService* svc) { embeddings_ = svc; }
 
  private:
   Dispatch route(const httplib::Request& req, httplib::Response& res);
@@ -38,6 +40,7 @@ class HttpServer {
   void protocol_error(int status, const std::string& message, const std::string& path, httplib::Response& res);
   HandlerContext context_for(const Route& r, httplib::Request& req);
   std::shared_ptr<ModelRegistry> models_;
+  EmbeddingService* embeddings_ = nullptr;  // POST /v1/embeddings (set_embeddings)
   ServerOptions opts_;
   Metrics metrics_;
   std::unique_ptr<HttpFrontend> front_;

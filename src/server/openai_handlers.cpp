@@ -1,6 +1,7 @@
 #include "server/openai_handlers.h"
 
 #include "common/log.h"
+#include "server/embeddings.h"
 #include "server/openai_format.h"
 #include "server/openai_request.h"
 #include "server/sse.h"
@@ -316,13 +317,19 @@ static json model_card(const ModelStatus& m) {
   return card;
 }
 
-void handle_list_models(const ModelRegistry& models, const httplib::Request&, httplib::Response& res) {
+void handle_list_models(const ModelRegistry& models, const EmbeddingService* embeddings, const httplib::Request&,
+                        httplib::Response& res) {
   json data = json::array();
   for (const ModelStatus& m : models.status()) data.push_back(model_card(m));
-  send_json(res, 200, {{"object", "list"}, {"data", data}});
+  // A separate --embedding-model is listed too, so clients can discover its id.
+  if (embeddings && !embeddings->shared_with_chat())
+    data.push_back({{"id", embeddings->id()}, {"object", "model"}, {"created", kStartedAt},
+                    {"owned_by", "rapid-mlx"}, {"max_model_len", embeddings->engine().options().max_input_tokens}});
+  send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
-void handle_get_model(const ModelRegistry& models, const httplib::Request& req, httplib::Response& res) {
+void handle_get_model(const ModelRegistry& models, const EmbeddingService*, const httplib::Request& req,
+                      httplib::Response& res) {
   std::string id = req.matches.size() > 1 ? std::string(req.matches[1]) : "";
   if (id.empty() || !models.knows(id)) throw models.not_found(id);
   std::string name = models.canonical(id);

@@ -8,8 +8,10 @@ namespace rapid::server {
 
 void handle_chat_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
 void handle_completions(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
-void handle_list_models(const ModelRegistry& models, const httplib::Request& req, httplib::Response& res);
-void handle_get_model(const ModelRegistry& models, const httplib::Request& req, httplib::Response& res);
+void handle_list_models(const ModelRegistry& models, const EmbeddingService* embeddings, const httplib::Request& req,
+                        httplib::Response& res);
+void handle_get_model(const ModelRegistry& models, const EmbeddingService* embeddings, const httplib::Request& req,
+                      httplib::Response& res);
 
 // Turn spec for a chat-shaped request (shared with the Anthropic and Responses handlers).
 TurnSpec make_chat_turn(HandlerContext& ctx, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,

@@ -147,7 +147,14 @@ json openapi_spec(const std::string& model_id) {
                   {"text", obj({{"format", {{"type", "object"}}}})},
                   {"reasoning", obj({{"effort", str()}})}};
 
+  json e_props = {{"model", {{"type", "string"}, {"example", model_id}}},
+                  {"input", one_of({str(), arr(str()), arr(integer(0, 1 << 30)), arr(arr(integer(0, 1 << 30)))})},
+                  {"encoding_format", {{"type", "string"}, {"enum", {"float", "base64"}}}},
+                  {"dimensions", integer(1, 1 << 20)},
+                  {"user", str()}};
+
   json paths = {
+      {"/v1/embeddings", post("OpenAI embeddings (with an embedding model; 400 otherwise)", obj(e_props, {"input"}))},
       {"/v1/chat/completions", post("OpenAI chat completion", obj(chat_props, {"messages"}))},
       {"/v1/completions", post("OpenAI text completion", obj(comp_props, {"prompt"}))},
       {"/v1/messages", post("Anthropic message", obj(a_props, {"model", "messages", "max_tokens"}))},

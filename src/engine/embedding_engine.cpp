@@ -1,0 +1,171 @@
+#include "engine/embedding_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <string>
+
+#include "common/error.h"
+
+namespace rapid {
+
+struct EmbeddingEngine::Job {
+  std::vector<std::vector<int32_t>> inputs;
+  std::vector<std::vector<float>> out;
+  size_t next = 0;   // first input not yet taken into a batch
+  size_t done = 0;   // inputs computed
+  std::exception_ptr error;
+  bool finished() const { return error || done == inputs.size(); }
+};
+
+void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling& p, float* out) {
+  if (p.mode == PoolingMode::Mean) {
+    for (int64_t j = 0; j < h; ++j) out[j] = 0.0f;
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < h; ++j) out[j] += rows[t * h + j];
+    for (int64_t j = 0; j < h; ++j) out[j] /= static_cast<float>(n);
+  } else {
+    const float* src = rows + (p.mode == PoolingMode::Cls ? 0 : (n - 1) * h);
+    for (int64_t j = 0; j < h; ++j) out[j] = src[j];
+  }
+  if (p.normalize) l2_normalize(out, h);
+}
+
+void l2_normalize(float* v, int64_t n) {
+  double ss = 0.0;
+  for (int64_t j = 0; j < n; ++j) ss += static_cast<double>(v[j]) * v[j];
+  const float inv = static_cast<float>(1.0 / std::max(std::sqrt(ss), 1e-12));
+  for (int64_t j = 0; j < n; ++j) v[j] *= inv;
+}
+
+EmbeddingEngine::EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts)
+    : model_(std::move(model)), opts_(opts) {
+  if (!model_) throw Error("EmbeddingEngine: no model");
+  if (opts_.max_input_tokens <= 0 || opts_.max_step_tokens <= 0) throw Error("EmbeddingEngine: bad token limits");
+  const int32_t probe = 0;
+  std::vector<float> hidden(static_cast<size_t>(dimensions()));
+  BatchEntry e;
+  e.tokens = &probe;
+  e.n = 1;
+  auto state = model_->new_state(1);
+  e.state = state.get();
+  e.hidden = hidden.data();
+  try {
+    model_->forward_batch(&e, 1);
+  } catch (const std::exception& ex) {
+    throw Error("architecture '" + model_->config().architecture + "' cannot serve embeddings: " + ex.what());
+  }
+  worker_ = std::thread([this] { run(); });
+}
+
+EmbeddingEngine::~EmbeddingEngine() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+std::vector<std::vector<float>> EmbeddingEngine::embed(std::vector<std::vector<int32_t>> inputs) {
+  const int64_t v = vocab_size();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto& in = inputs[i];
+    if (in.empty() || static_cast<int64_t>(in.size()) > opts_.max_input_tokens)
+      throw Error("input " + std::to_string(i) + " has " + std::to_string(in.size()) + " tokens (1.." +
+                  std::to_string(opts_.max_input_tokens) + " allowed)");
+    for (int32_t t : in)
+      if (t < 0 || t >= v)
+        throw Error("input " + std::to_string(i) + ": token id " + std::to_string(t) + " outside the vocabulary");
+  }
+  Job job;
+  job.inputs = std::move(inputs);
+  job.out.resize(job.inputs.size());
+  if (job.inputs.empty()) return {};
+  std::unique_lock<std::mutex> lk(mu_);
+  jobs_.push_back(&job);
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return job.finished(); });
+  if (job.error) std::rethrow_exception(job.error);
+  return std::move(job.out);
+}
+
+// Under mu_: one input from each waiting job in turn (starting where the last step stopped)
+// until the step's token budget is used; at least one input.
+std::vector<EmbeddingEngine::Item> EmbeddingEngine::next_batch() {
+  std::vector<Item> batch;
+  int64_t tokens = 0;
+  bool took = true;
+  while (took) {
+    took = false;
+    for (size_t k = 0; k < jobs_.size(); ++k) {
+      Job* j = jobs_[(rr_ + k) % jobs_.size()];
+      if (j->error || j->next >= j->inputs.size()) continue;
+      const int64_t n = static_cast<int64_t>(j->inputs[j->next].size());
+      if (!batch.empty() && tokens + n > opts_.max_step_tokens) {
+        rr_ = (rr_ + k) % jobs_.size();
+        return batch;
+      }
+      batch.push_back(Item{j, j->next++});
+      tokens += n;
+      took = true;
+    }
+  }
+  return batch;
+}
+
+void EmbeddingEngine::compute(const std::vector<Item>& batch) {
+  const int64_t h = dimensions();
+  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::vector<float>> hidden;
+  std::vector<BatchEntry> entries;
+  for (const Item& it : batch) {
+    const auto& in = it.job->inputs[it.index];
+    const int64_t n = static_cast<int64_t>(in.size());
+    states.push_back(model_->new_state(n));
+    hidden.emplace_back(static_cast<size_t>(n * h));
+    BatchEntry e;
+    e.tokens = in.data();
+    e.n = n;
+    e.state = states.back().get();
+    e.hidden = hidden.back().data();
+    entries.push_back(e);
+  }
+  model_->forward_batch(entries.data(), entries.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    std::vector<float>& out = batch[i].job->out[batch[i].index];
+    out.resize(static_cast<size_t>(h));
+    pool_hidden(hidden[i].data(), entries[i].n, h, opts_.pooling, out.data());
+  }
+}
+
+void EmbeddingEngine::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+    if (stop_) {
+      for (Job* j : jobs_) j->error = std::make_exception_ptr(Error("the server is shutting down"));
+      jobs_.clear();
+      cv_.notify_all();
+      return;
+    }
+    std::vector<Item> batch = next_batch();
+    lk.unlock();
+    std::exception_ptr err;
+    try {
+      compute(batch);
+    } catch (...) {
+      err = std::current_exception();
+    }
+    lk.lock();
+    for (const Item& it : batch) {
+      if (err) it.job->error = err;
+      ++it.job->done;
+    }
+    // Finished jobs leave the queue; their callers wake up.
+    std::erase_if(jobs_, [](Job* j) { return j->finished(); });
+    cv_.notify_all();
+  }
+}
+
+}  // namespace rapid

@@ -1,0 +1,148 @@
+#include "server/embeddings.h"
+
+#include <cstring>
+#include <vector>
+
+#include "common/error.h"
+#include "server/handler_context.h"
+#include "server/json_access.h"
+
+namespace rapid::server {
+namespace {
+
+constexpr size_t kMaxInputs = 2048;  // OpenAI's limit on inputs per request
+
+// Token ids of one input given as a JSON array of integers.
+std::vector<int32_t> token_input(const json& arr, int64_t vocab, const std::string& where) {
+  if (arr.empty()) throw bad_request(where + " is an empty token list", "input");
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (const json& t : arr) {
+    if (!t.is_number_integer()) throw bad_request(where + " must hold integer token ids only", "input");
+    const int64_t v = t.get<int64_t>();
+    if (v < 0 || v >= vocab)
+      throw bad_request(where + ": token id " + std::to_string(v) + " is outside the vocabulary (size " +
+                            std::to_string(vocab) + ")",
+                        "input");
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+std::vector<int32_t> text_input(const json& s, const Tokenizer& tok, const std::string& where) {
+  const std::string& text = s.get_ref<const std::string&>();
+  if (text.empty()) throw bad_request(where + " is an empty string", "input");
+  // As sentence-transformers tokenizes: the tokenizer's own special tokens (Qwen3-Embedding's
+  // post-processor appends <|endoftext|>, whose hidden state is the one pooled).
+  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+// `input`: a string, an array of strings, an array of token ids, or an array of such arrays.
+std::vector<std::vector<int32_t>> parse_inputs(const json& body, const Tokenizer& tok, int64_t vocab) {
+  const json* in = field(body, "input");
+  if (!in) throw bad_request("'input' is required", "input");
+  std::vector<std::vector<int32_t>> out;
+  if (in->is_string()) {
+    out.push_back(text_input(*in, tok, "input"));
+    return out;
+  }
+  if (!in->is_array()) throw bad_request("'input' must be a string, an array of strings or of token ids", "input");
+  if (in->empty()) throw bad_request("'input' is an empty array", "input");
+  if ((*in)[0].is_number()) {
+    out.push_back(token_input(*in, vocab, "input"));
+    return out;
+  }
+  if (in->size() > kMaxInputs)
+    throw bad_request("'input' has " + std::to_string(in->size()) + " items; at most " + std::to_string(kMaxInputs),
+                      "input");
+  for (size_t i = 0; i < in->size(); ++i) {
+    const json& item = (*in)[i];
+    const std::string where = "input[" + std::to_string(i) + "]";
+    if (item.is_string()) out.push_back(text_input(item, tok, where));
+    else if (item.is_array()) out.push_back(token_input(item, vocab, where));
+    else throw bad_request(where + " must be a string or an array of token ids", "input");
+  }
+  return out;
+}
+
+void check_embedding_model(const HandlerContext& ctx, const EmbeddingService& svc, const std::string& model) {
+  if (model.empty() || model == svc.id()) return;
+  if (svc.shared_with_chat()) return ctx.check_model(model);
+  throw ApiError(404, "The model '" + model + "' does not exist; this server's embedding model is '" + svc.id() + "'",
+                 "model", "model_not_found");
+}
+
+// Matryoshka truncation: the first `dims` components, re-normalised when the model normalises
+// (as Qwen3-Embedding documents: truncate, then normalise).
+void truncate(std::vector<float>& v, size_t dims, bool normalize) {
+  v.resize(dims);
+  if (normalize) l2_normalize(v.data(), static_cast<int64_t>(dims));
+}
+
+}  // namespace
+
+std::string base64_encode(const unsigned char* data, size_t n) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t b = (uint32_t(data[i]) << 16) | (i + 1 < n ? uint32_t(data[i + 1]) << 8 : 0) |
+                       (i + 2 < n ? uint32_t(data[i + 2]) : 0);
+    out += kAlphabet[(b >> 18) & 63];
+    out += kAlphabet[(b >> 12) & 63];
+    out += i + 1 < n ? kAlphabet[(b >> 6) & 63] : '=';
+    out += i + 2 < n ? kAlphabet[b & 63] : '=';
+  }
+  return out;
+}
+
+void handle_embeddings(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  EmbeddingService* svc = ctx.embeddings;
+  json body = ctx.body(req);
+  require_object(body, "the request body");
+  const std::string model = opt_string(body, "model").value_or("");
+  if (!svc)
+    throw bad_request("The model '" + (model.empty() ? ctx.backend.model_id() : model) +
+                          "' does not support embeddings; start the server with --embedding-model PATH (or serve "
+                          "an embedding model)",
+                      "model", "embeddings_not_supported");
+  check_embedding_model(ctx, *svc, model);
+  EmbeddingEngine& eng = svc->engine();
+  const int64_t dims = eng.dimensions();
+  const std::string format = opt_string(body, "encoding_format").value_or("float");
+  if (format != "float" && format != "base64")
+    throw bad_request("'encoding_format' must be 'float' or 'base64'", "encoding_format");
+  const int64_t want = opt_int(body, "dimensions", 1, dims).value_or(dims);
+  std::vector<std::vector<int32_t>> inputs = parse_inputs(body, svc->tokenizer(), eng.vocab_size());
+  int64_t tokens = 0;
+  const int64_t limit = eng.options().max_input_tokens;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(inputs[i].size());
+    if (n > limit)
+      throw bad_request("This model's maximum input length is " + std::to_string(limit) + " tokens, but input " +
+                            std::to_string(i) + " has " + std::to_string(n) + " tokens",
+                        "input", "context_length_exceeded");
+    tokens += n;
+  }
+  std::vector<std::vector<float>> vecs = eng.embed(std::move(inputs));
+  json data = json::array();
+  for (size_t i = 0; i < vecs.size(); ++i) {
+    std::vector<float>& v = vecs[i];
+    if (want < dims) truncate(v, static_cast<size_t>(want), eng.options().pooling.normalize);
+    json item = {{"object", "embedding"}, {"index", i}};
+    if (format == "base64") {
+      // Little-endian float32, as the OpenAI SDK decodes it (numpy frombuffer dtype float32).
+      std::vector<unsigned char> bytes(v.size() * sizeof(float));
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+      item["embedding"] = base64_encode(bytes.data(), bytes.size());
+    } else {
+      item["embedding"] = v;
+    }
+    data.push_back(std::move(item));
+  }
+  send_json(res, 200,
+            {{"object", "list"}, {"data", std::move(data)}, {"model", svc->id()},
+             {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+}
+
+}  // namespace rapid::server

@@ -1,0 +1,40 @@
+// POST /v1/embeddings (OpenAI shape) over an EmbeddingEngine: string, list-of-strings or token-id
+// inputs, encoding_format float/base64, `dimensions` (Matryoshka: truncate, then re-normalise when
+// the model normalises), usage. Without an embedding model the route answers 400 saying so.
+#pragma once
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+
+#include "engine/embedding_engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapid::server {
+
+struct HandlerContext;
+
+class EmbeddingService {
+ public:
+  // `shared_with_chat`: the served chat model itself is the embedding model, so its aliases apply.
+  EmbeddingService(std::string id, std::shared_ptr<const Tokenizer> tok, std::unique_ptr<EmbeddingEngine> engine,
+                   bool shared_with_chat)
+      : id_(std::move(id)), tok_(std::move(tok)), engine_(std::move(engine)), shared_with_chat_(shared_with_chat) {}
+  const std::string& id() const { return id_; }
+  const Tokenizer& tokenizer() const { return *tok_; }
+  EmbeddingEngine& engine() { return *engine_; }
+  bool shared_with_chat() const { return shared_with_chat_; }
+
+ private:
+  std::string id_;
+  std::shared_ptr<const Tokenizer> tok_;
+  std::unique_ptr<EmbeddingEngine> engine_;
+  bool shared_with_chat_;
+};
+
+void handle_embeddings(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+
+// Standard base64 (RFC 4648, padded) of `n` bytes: the encoding_format=base64 payload.
+std::string base64_encode(const unsigned char* data, size_t n);
+
+}  // namespace rapid::server
