@@ -23,6 +23,7 @@ class EmbeddingService {
   const std::string& id() const { return id_; }
   const Tokenizer& tokenizer() const { return *tok_; }
   EmbeddingEngine& engine() { return *engine_; }
+  const EmbeddingEngine& engine() const { return *engine_; }
   bool shared_with_chat() const { return shared_with_chat_; }
 
  private:
