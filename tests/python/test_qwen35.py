@@ -117,6 +117,8 @@ def multi_turn_resumes_and_matches(srv, model):
     """Each turn's prompt extends the last one (as an agent's): later turns resume from the
     recurrent-state checkpoints of earlier ones (prompt and sequence ends) and still continue
     exactly as mlx-lm does from scratch."""
+    status, _ = srv.delete("/v1/cache")  # the same cold start whatever ran on this server before
+    assert status == 200
     prompt = PROMPT
     cached = []
     for turn in range(4):

@@ -60,8 +60,8 @@ def oracle(model_dir):
 def _server(model_dir, tmp_path, *extra):
     need_server()
     tmp_path.mkdir(parents=True, exist_ok=True)
-    return launch(["--model", model_dir, "--cache-dir", str(tmp_path / "kv"), "--ctx", "4096",
-                   "--speculative", "off"] + list(extra), str(tmp_path / "serve.log"))
+    return launch(["--cache-dir", str(tmp_path / "kv"), "--ctx", "4096", "--speculative", "off"] + list(extra),
+                  str(tmp_path / "serve.log"), model=model_dir)
 
 
 def _cache(srv):
