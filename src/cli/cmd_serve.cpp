@@ -216,8 +216,8 @@ std::vector<std::pair<std::string, std::string>> alias_patterns(const ServeArgs&
     std::string name = eq == std::string::npos ? "" : al.substr(eq + 1);
     bool known = std::any_of(served.begin(), served.end(), [&](const server::ServedModel& m) { return m.name == name; });
     if (eq == std::string::npos || eq == 0 || !known)
-      throw UsageError("--model-alias: expected PATTERN=NAME with NAME a served model ('" + served[0].name +
-                       "'...), got '" + al + "'");
+      throw UsageError("--model-alias: expected PATTERN=NAME with NAME a served chat model ('" +
+                       (served.empty() ? std::string() : served[0].name) + "'...), got '" + al + "'");
     out.emplace_back(al.substr(0, eq), name);
   }
   return out;
@@ -282,12 +282,14 @@ void log_engine(const BatchEngine& engine, const BatchEngineOptions& eo) {
 
 // Loads one served model with an engine, KV pool and snapshot store of its own. The first
 // (default) model also gets the draft model and the KV-event publisher.
+// `ckpt`: its checkpoint when already loaded (the first --model, shared with its embeddings).
 server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m, bool primary,
-                                const std::shared_ptr<server::KvEventPublisher>& kv_events) {
+                                const std::shared_ptr<server::KvEventPublisher>& kv_events,
+                                std::shared_ptr<Checkpoint> ckpt) {
   server::ModelBackendOptions bo = a.bo;
   BatchEngineOptions eo = a.eo;
   const std::string path = resolve_model_arg(m.source).path;
-  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(path);
+  if (!ckpt) ckpt = load_checkpoint(path);
   std::shared_ptr<Model> model = create_model(ckpt, a.mo);
   std::shared_ptr<const Tokenizer> tok = load_tokenizer(ckpt->tokenizer_path);
   bo.served_name = m.name;
@@ -307,20 +309,29 @@ server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m
 }
 
 // /v1/embeddings: --embedding-model, else the first --model when it is a sentence-transformers
-// model (its own engine over the same mapped weights); null: none.
-std::unique_ptr<server::EmbeddingService> embedding_service(const ServeArgs& a, const std::string& first) {
-  if (!a.embedding_path.empty()) return load_embedding_model(a.embedding_path, a.mo);
-  if (a.models.empty()) return nullptr;
-  const std::string path = resolve_model_arg(a.models[0].spec).path;
-  if (!std::filesystem::is_regular_file(std::filesystem::path(path) / "modules.json")) return nullptr;
-  std::shared_ptr<Checkpoint> ckpt = load_checkpoint(path);
-  return embeddings_of_chat_model(ckpt, load_tokenizer(ckpt->tokenizer_path), first, a.mo);
+// model (`st`, its checkpoint, already loaded; its own engine over the same mapped weights).
+std::unique_ptr<server::EmbeddingService> embedding_service(const ServeArgs& a, const std::string& first,
+                                                            std::shared_ptr<Checkpoint> st, bool encoder_only) {
+  if (!a.embedding_path.empty()) {
+    if (encoder_only)
+      throw UsageError("--embedding-model: the first --model is an embedding model already; serve one of them");
+    return load_embedding_model(a.embedding_path, a.mo);
+  }
+  if (!st) return nullptr;
+  return embeddings_of_model(std::move(st), first, !encoder_only, a.mo);
 }
 
 int run_serve(ServeArgs& a) {
   log::set_level(a.log_level);
   a.so.max_running = int(a.eo.max_num_seqs);
   std::vector<server::ServedModel> served = served_models(a);
+  // The first --model when it is a sentence-transformers model: loaded once, for embeddings and
+  // (a decoder) chat. An encoder leaves the chat models: it serves embeddings only.
+  std::shared_ptr<Checkpoint> st =
+      a.models.empty() ? nullptr : sentence_transformers_checkpoint(resolve_model_arg(a.models[0].spec).path);
+  const bool encoder_only = st && is_encoder_only(*st);
+  const std::string embed_name = served[0].name;
+  if (encoder_only) served.erase(served.begin());
   const bool on_demand = !a.models_dir.empty() || a.hf_cache;
   server::RegistryLimits limits{a.max_loaded.value_or(on_demand ? 1 : 0), a.max_loaded_memory.value_or(0)};
   auto patterns = alias_patterns(a, served);
@@ -331,15 +342,17 @@ int run_serve(ServeArgs& a) {
     a.ko.block_size = a.eo.kv.block_size;
     kv_events = std::make_shared<server::KvEventPublisher>(a.ko);
   }
-  const std::string first = served[0].name;
-  auto loader = [&a, kv_events, first](const server::ServedModel& m) {
-    return load_served(a, m, m.name == first, kv_events);
+  const std::string first = served.empty() ? std::string() : served[0].name;
+  std::shared_ptr<Checkpoint> chat_st = encoder_only ? nullptr : st;
+  auto loader = [&a, kv_events, first, chat_st](const server::ServedModel& m) {
+    return load_served(a, m, m.name == first, kv_events, m.name == first ? chat_st : nullptr);
   };
   auto registry = std::make_shared<server::ModelRegistry>(served, loader, limits, std::move(patterns));
-  if (!a.models.empty()) registry->put_loaded(first, loader(served[0]));  // the first --model: at start
+  if (a.models.size() > (encoder_only ? 1u : 0u))
+    registry->put_loaded(first, loader(served[0]));  // the first (chat) --model: at start
 
   server::HttpServer server(registry, a.so);
-  std::unique_ptr<server::EmbeddingService> embeddings = embedding_service(a, first);
+  std::unique_ptr<server::EmbeddingService> embeddings = embedding_service(a, embed_name, st, encoder_only);
   server.set_embeddings(embeddings.get());
   int port = server.bind();
   if (kv_events)

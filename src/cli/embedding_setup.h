@@ -1,5 +1,6 @@
-// `serve`'s embedding model: --embedding-model PATH beside the chat model, or the chat model
-// itself when its files say it is a sentence-transformers embedding model (modules.json).
+// `serve`'s embedding model: --embedding-model PATH beside the chat model, or the first --model
+// itself when its files say it is a sentence-transformers embedding model (modules.json). An
+// encoder (BERT) cannot chat: as the first --model it serves embeddings only.
 #pragma once
 #include <memory>
 #include <string>
@@ -14,10 +15,17 @@ namespace rapid::cli {
 // Without sentence-transformers files the pooling is Qwen3-Embedding's (last token, normalised).
 std::unique_ptr<server::EmbeddingService> load_embedding_model(const std::string& spec, const ModelOptions& mo);
 
-// The service over the already loaded chat checkpoint when it is an embedding model, else null.
-std::unique_ptr<server::EmbeddingService> embeddings_of_chat_model(std::shared_ptr<Checkpoint> ckpt,
-                                                                   std::shared_ptr<const Tokenizer> tok,
-                                                                   const std::string& served_name,
-                                                                   const ModelOptions& mo);
+// The checkpoint at `path` when it is a sentence-transformers model directory, else null (not
+// loaded): loaded once, for both its embeddings and (a decoder) its chat engine.
+std::shared_ptr<Checkpoint> sentence_transformers_checkpoint(const std::string& path);
+
+// Whether the checkpoint is an encoder (embeddings only, no chat).
+bool is_encoder_only(const Checkpoint& ckpt);
+
+// The service over the already loaded checkpoint when it is an embedding model, else null.
+// `shared_with_chat`: the chat registry serves the same model (its aliases apply).
+std::unique_ptr<server::EmbeddingService> embeddings_of_model(std::shared_ptr<Checkpoint> ckpt,
+                                                              const std::string& served_name, bool shared_with_chat,
+                                                              const ModelOptions& mo);
 
 }  // namespace rapid::cli

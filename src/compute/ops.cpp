@@ -19,6 +19,18 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one
   }
 }
 
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out) {
+  // Mean and variance in double (two passes), as rms_norm: tight parity with f32 references.
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(n) + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - m) * inv * w[i] + b[i];
+}
+
 void softmax(float* x, int64_t n) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::max(mx, x[i]);
@@ -55,6 +67,11 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
     float g = gate[i];
     out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
   }
+}
+
+void gelu_erf_inplace(float* x, int64_t n) {
+  const float r = 0.7071067811865476f;  // 1/sqrt(2)
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * r));
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

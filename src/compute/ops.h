@@ -6,6 +6,8 @@ namespace rapid {
 
 // out = x / rms(x) * (w or 1+w); x and out may alias. n elements.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out);
+// out = (x - mean) / sqrt(var + eps) * w + b (LayerNorm over n elements); x and out may alias.
+void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
 // In-place softmax over n values (max-subtracted, f32).
 void softmax(float* x, int64_t n);
 // out[i] = act(gate[i]) * up[i]
@@ -14,6 +16,8 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, ±limit),
 // out = g * sigmoid(alpha * g) * (u + 1).
 void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out);
+// x = x * Φ(x): the exact (erf) GELU of BERT's "gelu", in place.
+void gelu_erf_inplace(float* x, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void scale_inplace(float* y, float s, int64_t n);
 

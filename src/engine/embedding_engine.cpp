@@ -39,19 +39,17 @@ void l2_normalize(float* v, int64_t n) {
 }
 
 EmbeddingEngine::EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts)
+    : EmbeddingEngine(decoder_embedding_model(std::move(model)), opts) {}
+
+EmbeddingEngine::EmbeddingEngine(std::unique_ptr<EmbeddingModel> model, EmbeddingEngineOptions opts)
     : model_(std::move(model)), opts_(opts) {
   if (!model_) throw Error("EmbeddingEngine: no model");
   if (opts_.max_input_tokens <= 0 || opts_.max_step_tokens <= 0) throw Error("EmbeddingEngine: bad token limits");
   const int32_t probe = 0;
   std::vector<float> hidden(static_cast<size_t>(dimensions()));
-  BatchEntry e;
-  e.tokens = &probe;
-  e.n = 1;
-  auto state = model_->new_state(1);
-  e.state = state.get();
-  e.hidden = hidden.data();
+  float* out = hidden.data();
   try {
-    model_->forward_batch(&e, 1);
+    model_->hidden_states({std::span<const int32_t>(&probe, 1)}, &out);
   } catch (const std::exception& ex) {
     throw Error("architecture '" + model_->config().architecture + "' cannot serve embeddings: " + ex.what());
   }
@@ -116,26 +114,19 @@ std::vector<EmbeddingEngine::Item> EmbeddingEngine::next_batch() {
 
 void EmbeddingEngine::compute(const std::vector<Item>& batch) {
   const int64_t h = dimensions();
-  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::span<const int32_t>> inputs;
   std::vector<std::vector<float>> hidden;
-  std::vector<BatchEntry> entries;
+  std::vector<float*> outs;
   for (const Item& it : batch) {
-    const auto& in = it.job->inputs[it.index];
-    const int64_t n = static_cast<int64_t>(in.size());
-    states.push_back(model_->new_state(n));
-    hidden.emplace_back(static_cast<size_t>(n * h));
-    BatchEntry e;
-    e.tokens = in.data();
-    e.n = n;
-    e.state = states.back().get();
-    e.hidden = hidden.back().data();
-    entries.push_back(e);
+    inputs.emplace_back(it.job->inputs[it.index]);
+    hidden.emplace_back(inputs.back().size() * static_cast<size_t>(h));
+    outs.push_back(hidden.back().data());
   }
-  model_->forward_batch(entries.data(), entries.size());
+  model_->hidden_states(inputs, outs.data());
   for (size_t i = 0; i < batch.size(); ++i) {
     std::vector<float>& out = batch[i].job->out[batch[i].index];
     out.resize(static_cast<size_t>(h));
-    pool_hidden(hidden[i].data(), entries[i].n, h, opts_.pooling, out.data());
+    pool_hidden(hidden[i].data(), static_cast<int64_t>(inputs[i].size()), h, opts_.pooling, out.data());
   }
 }
 

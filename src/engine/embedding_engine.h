@@ -1,4 +1,4 @@
-// Embeddings from a model's final-normed hidden states: prefill-only requests, no KV kept. One
+// Embeddings from a model's final hidden states (decoder or BERT encoder, model/embedding_model.h): prefill-only requests, no KV kept. One
 // worker thread owns the model instance (its own scratch and thread pool, so chat generation on
 // the BatchEngine never waits for it, nor it for chat: they only share the CPU). Each step runs
 // one batched forward over inputs taken round-robin from the waiting requests under a token
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/model.h"
+#include "model/embedding_model.h"
 #include "model/sentence_transformers.h"
 
 namespace rapid {
@@ -27,6 +27,8 @@ class EmbeddingEngine {
  public:
   // Runs a one-token forward first, so a model that cannot produce hidden states (e.g. a hybrid
   // architecture) is refused at startup with its reason, not at the first request.
+  EmbeddingEngine(std::unique_ptr<EmbeddingModel> model, EmbeddingEngineOptions opts);
+  // A decoder, through decoder_embedding_model.
   EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts);
   ~EmbeddingEngine();
   EmbeddingEngine(const EmbeddingEngine&) = delete;
@@ -50,7 +52,7 @@ class EmbeddingEngine {
   std::vector<Item> next_batch();
   void compute(const std::vector<Item>& batch);
 
-  std::shared_ptr<Model> model_;
+  std::unique_ptr<EmbeddingModel> model_;
   EmbeddingEngineOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;

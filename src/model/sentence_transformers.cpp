@@ -48,6 +48,22 @@ PoolingMode read_pooling(const std::string& path) {
   throw FileError(path, "pooling mode '" + on[0] + "' is not supported (lasttoken, mean, cls)");
 }
 
+// sentence_bert_config.json (optional): the truncation length; do_lower_case (sentence-transformers
+// lowercases the text before its tokenizer) is refused rather than silently ignored.
+int64_t read_max_seq_length(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "sentence_bert_config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return 0;
+  const json cfg = parse_file(path);
+  if (!cfg.is_object()) throw FileError(path, "not a JSON object");
+  if (auto it = cfg.find("do_lower_case"); it != cfg.end() && it->is_boolean() && it->get<bool>())
+    throw FileError(path, "do_lower_case is not supported");
+  auto it = cfg.find("max_seq_length");
+  if (it == cfg.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() <= 0) throw FileError(path, "max_seq_length must be a positive integer");
+  return it->get<int64_t>();
+}
+
 }  // namespace
 
 const char* pooling_mode_name(PoolingMode m) {
@@ -86,7 +102,7 @@ std::optional<EmbeddingPooling> read_sentence_transformers(const std::string& mo
     }
   }
   if (!mode) throw FileError(modules_path, "no Pooling module");
-  return EmbeddingPooling{*mode, normalize};
+  return EmbeddingPooling{*mode, normalize, read_max_seq_length(model_dir)};
 }
 
 }  // namespace rapid

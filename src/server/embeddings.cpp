@@ -1,11 +1,13 @@
 #include "server/embeddings.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "common/error.h"
 #include "server/handler_context.h"
 #include "server/json_access.h"
+#include "server/model_registry.h"
 
 namespace rapid::server {
 namespace {
@@ -29,21 +31,25 @@ std::vector<int32_t> token_input(const json& arr, int64_t vocab, const std::stri
   return ids;
 }
 
-std::vector<int32_t> text_input(const json& s, const Tokenizer& tok, const std::string& where) {
+// `limit` > 0: longer text is truncated to it (sentence_bert_config.json's max_seq_length).
+std::vector<int32_t> text_input(const json& s, const Tokenizer& tok, size_t limit, const std::string& where) {
   const std::string& text = s.get_ref<const std::string&>();
   if (text.empty()) throw bad_request(where + " is an empty string", "input");
   // As sentence-transformers tokenizes: the tokenizer's own special tokens (Qwen3-Embedding's
-  // post-processor appends <|endoftext|>, whose hidden state is the one pooled).
-  return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  // post-processor appends <|endoftext|>, whose hidden state is the one pooled; BERT's wraps the
+  // text in [CLS] ... [SEP]).
+  std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+  if (limit == 0 || ids.size() <= limit) return ids;
+  return truncate_tokens(ids, tok.encode(text, /*add_special=*/false, /*parse_special=*/true), limit);
 }
 
 // `input`: a string, an array of strings, an array of token ids, or an array of such arrays.
-std::vector<std::vector<int32_t>> parse_inputs(const json& body, const Tokenizer& tok, int64_t vocab) {
+std::vector<std::vector<int32_t>> parse_inputs(const json& body, const Tokenizer& tok, int64_t vocab, size_t limit) {
   const json* in = field(body, "input");
   if (!in) throw bad_request("'input' is required", "input");
   std::vector<std::vector<int32_t>> out;
   if (in->is_string()) {
-    out.push_back(text_input(*in, tok, "input"));
+    out.push_back(text_input(*in, tok, limit, "input"));
     return out;
   }
   if (!in->is_array()) throw bad_request("'input' must be a string, an array of strings or of token ids", "input");
@@ -58,16 +64,19 @@ std::vector<std::vector<int32_t>> parse_inputs(const json& body, const Tokenizer
   for (size_t i = 0; i < in->size(); ++i) {
     const json& item = (*in)[i];
     const std::string where = "input[" + std::to_string(i) + "]";
-    if (item.is_string()) out.push_back(text_input(item, tok, where));
+    if (item.is_string()) out.push_back(text_input(item, tok, limit, where));
     else if (item.is_array()) out.push_back(token_input(item, vocab, where));
     else throw bad_request(where + " must be a string or an array of token ids", "input");
   }
   return out;
 }
 
-void check_embedding_model(const HandlerContext& ctx, const EmbeddingService& svc, const std::string& model) {
+void check_embedding_model(const ModelRegistry& models, const EmbeddingService& svc, const std::string& model) {
   if (model.empty() || model == svc.id()) return;
-  if (svc.shared_with_chat()) return ctx.check_model(model);
+  if (svc.shared_with_chat()) {
+    if (!models.knows(model)) throw models.not_found(model);
+    return;
+  }
   throw ApiError(404, "The model '" + model + "' does not exist; this server's embedding model is '" + svc.id() + "'",
                  "model", "model_not_found");
 }
@@ -80,6 +89,21 @@ void truncate(std::vector<float>& v, size_t dims, bool normalize) {
 }
 
 }  // namespace
+
+std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& full, const std::vector<int32_t>& bare, size_t limit) {
+  auto cut = [&] { return std::vector<int32_t>(full.begin(), full.begin() + std::min(limit, full.size())); };
+  if (full.size() <= limit || bare.size() > full.size()) return cut();
+  const size_t specials = full.size() - bare.size();
+  if (limit <= specials) return cut();
+  // Where the text's tokens start among the special ones (BERT: after [CLS]).
+  size_t start = 0;
+  while (start <= specials && !std::equal(bare.begin(), bare.end(), full.begin() + start)) ++start;
+  if (start > specials) return cut();
+  std::vector<int32_t> out(full.begin(), full.begin() + start);
+  out.insert(out.end(), bare.begin(), bare.begin() + (limit - specials));
+  out.insert(out.end(), full.begin() + start + bare.size(), full.end());
+  return out;
+}
 
 std::string base64_encode(const unsigned char* data, size_t n) {
   static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -96,26 +120,28 @@ std::string base64_encode(const unsigned char* data, size_t n) {
   return out;
 }
 
-void handle_embeddings(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res) {
-  EmbeddingService* svc = ctx.embeddings;
-  json body = ctx.body(req);
+void handle_embeddings(const ModelRegistry& models, EmbeddingService* svc, const httplib::Request& req,
+                       httplib::Response& res) {
+  json body = parse_json_body(req);
   require_object(body, "the request body");
   const std::string model = opt_string(body, "model").value_or("");
   if (!svc)
-    throw bad_request("The model '" + (model.empty() ? ctx.backend.model_id() : model) +
+    throw bad_request("The model '" + (model.empty() ? models.default_name() : model) +
                           "' does not support embeddings; start the server with --embedding-model PATH (or serve "
                           "an embedding model)",
                       "model", "embeddings_not_supported");
-  check_embedding_model(ctx, *svc, model);
+  check_embedding_model(models, *svc, model);
   EmbeddingEngine& eng = svc->engine();
   const int64_t dims = eng.dimensions();
   const std::string format = opt_string(body, "encoding_format").value_or("float");
   if (format != "float" && format != "base64")
     throw bad_request("'encoding_format' must be 'float' or 'base64'", "encoding_format");
   const int64_t want = opt_int(body, "dimensions", 1, dims).value_or(dims);
-  std::vector<std::vector<int32_t>> inputs = parse_inputs(body, svc->tokenizer(), eng.vocab_size());
-  int64_t tokens = 0;
   const int64_t limit = eng.options().max_input_tokens;
+  const int64_t seq = eng.options().pooling.max_seq_length;
+  const auto text_limit = static_cast<size_t>(seq > 0 ? std::min(seq, limit) : 0);
+  std::vector<std::vector<int32_t>> inputs = parse_inputs(body, svc->tokenizer(), eng.vocab_size(), text_limit);
+  int64_t tokens = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const int64_t n = static_cast<int64_t>(inputs[i].size());
     if (n > limit)

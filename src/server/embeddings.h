@@ -1,9 +1,11 @@
 // POST /v1/embeddings (OpenAI shape) over an EmbeddingEngine: string, list-of-strings or token-id
 // inputs, encoding_format float/base64, `dimensions` (Matryoshka: truncate, then re-normalise when
-// the model normalises), usage. Without an embedding model the route answers 400 saying so.
+// the model normalises), usage. Without an embedding model the route answers 400 saying so. It
+// runs beside the chat models and never acquires one (nor loads one with --models-dir).
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <httplib.h>
 
@@ -12,7 +14,7 @@
 
 namespace rapid::server {
 
-struct HandlerContext;
+class ModelRegistry;
 
 class EmbeddingService {
  public:
@@ -33,7 +35,14 @@ class EmbeddingService {
   bool shared_with_chat_;
 };
 
-void handle_embeddings(HandlerContext& ctx, const httplib::Request& req, httplib::Response& res);
+// `models`: the chat models, whose names (and aliases) a shared_with_chat service also answers to.
+void handle_embeddings(const ModelRegistry& models, EmbeddingService* svc, const httplib::Request& req,
+                       httplib::Response& res);
+
+// Text that tokenizes to `full` (special tokens included) and `bare` (without them), cut to
+// `limit` tokens as sentence-transformers does: the text's tokens are truncated, the special
+// tokens around them kept.
+std::vector<int32_t> truncate_tokens(const std::vector<int32_t>& full, const std::vector<int32_t>& bare, size_t limit);
 
 // Standard base64 (RFC 4648, padded) of `n` bytes: the encoding_format=base64 payload.
 std::string base64_encode(const unsigned char* data, size_t n);

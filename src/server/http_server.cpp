@@ -24,6 +24,7 @@ namespace rapid::server {
 
 using Fn = void (*)(HandlerContext&, const httplib::Request&, httplib::Response&);
 using ListFn = void (*)(const ModelRegistry&, const EmbeddingService*, const httplib::Request&, httplib::Response&);
+using EmbedFn = void (*)(const ModelRegistry&, EmbeddingService*, const httplib::Request&, httplib::Response&);
 
 struct Route {
   const char* method;
@@ -33,6 +34,7 @@ struct Route {
   Lane lane;
   bool generation;    // goes through admission control
   ListFn listing = nullptr;  // instead of fn: answered from the registry, loading no model
+  EmbedFn embed = nullptr;   // instead of fn: answered by the embedding service, acquiring no chat model
 };
 
 static const Route kRoutes[] = {
@@ -41,7 +43,7 @@ static const Route kRoutes[] = {
     {"POST", "/messages", "/v1/messages", handle_messages, Lane::Slow, true},
     {"POST", "/messages/count_tokens", "/v1/messages/count_tokens", handle_count_tokens, Lane::Slow, false},
     {"POST", "/responses", "/v1/responses", handle_responses, Lane::Slow, true},
-    {"POST", "/embeddings", "/v1/embeddings", handle_embeddings, Lane::Slow, false},
+    {"POST", "/embeddings", "/v1/embeddings", nullptr, Lane::Slow, false, nullptr, handle_embeddings},
     {"POST", "/chat/completions/render", "/v1/chat/completions/render", handle_chat_render, Lane::Slow, false},
     {"POST", "/completions/render", "/v1/completions/render", handle_completions_render, Lane::Slow, false},
     {"POST", "/messages/render", "/v1/messages/render", handle_messages_render, Lane::Slow, false},
@@ -236,6 +238,8 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
     try {
       if (route->listing) {
         route->listing(*models_, embeddings_, rq, rs);
+      } else if (route->embed) {
+        route->embed(*models_, embeddings_, rq, rs);
       } else {
         HandlerContext ctx = context_for(*route, rq);
         route->fn(ctx, rq, rs);
@@ -275,9 +279,6 @@ HandlerContext HttpServer::context_for(const Route& r, httplib::Request& req) {
   } else {
     model = query_param(req.target, "model");
   }
-  // /v1/embeddings names the embedding model, which is not the registry's: it runs beside the
-  // default chat model (whose name it may also be, when that model embeds too).
-  if (r.fn == handle_embeddings && !models_->knows(model)) model.clear();
   std::shared_ptr<Backend> b = models_->acquire(model, body.has_value());
   return HandlerContext{*b, metrics_, opts_, *models_, b, std::move(body), embeddings_};
 }

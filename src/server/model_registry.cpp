@@ -71,8 +71,9 @@ std::string ModelRegistry::canonical(const std::string& name) const {
 ApiError ModelRegistry::not_found(const std::string& name) const {
   std::string list;
   for (const Entry& e : entries_) list += (list.empty() ? "'" : ", '") + e.spec.name + "'";
-  return ApiError(404, "The model '" + name + "' does not exist; this server serves " + list, "model",
-                  "model_not_found");
+  return ApiError(404, "The model '" + name + "' does not exist; this server serves " +
+                           (list.empty() ? std::string("no chat model (embeddings only)") : list),
+                  "model", "model_not_found");
 }
 
 std::shared_ptr<Backend> ModelRegistry::acquire(const std::string& name, bool load_it) {
