@@ -135,12 +135,15 @@ def hidden_states(model, ids):
     return np.array(model(mx.array([ids])).last_hidden_state.astype(mx.float32))[0]
 
 
-def main():
+MODELS = (("mean-f32", "mean", "float32"), ("cls-bf16", "cls", "bfloat16"))
+
+
+def make_set(root):
+    """Both models under `root` and golden.json (written last: its presence marks a complete set)."""
     from tokenizers import Tokenizer
-    root = sys.argv[1]
     golden = {"texts": TEXTS, "models": {}}
-    for name, pooling, dtype in (("mean-f32", "mean", "float32"), ("cls-bf16", "cls", "bfloat16")):
-        path = make(os.path.join(root, name), pooling=pooling, dtype=dtype, seed=len(golden["models"]))
+    for seed, (name, pooling, dtype) in enumerate(MODELS):
+        path = make(os.path.join(root, name), pooling=pooling, dtype=dtype, seed=seed)
         tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
         model = load_oracle_model(path)
         ids = [tok.encode(t).ids for t in TEXTS]
@@ -149,6 +152,11 @@ def main():
     with open(tmp, "w") as f:
         json.dump(golden, f, ensure_ascii=False)
     os.replace(tmp, os.path.join(root, "golden.json"))
+    return root
+
+
+def main():
+    make_set(sys.argv[1])
 
 
 if __name__ == "__main__":

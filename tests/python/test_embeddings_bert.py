@@ -1,0 +1,300 @@
+"""/v1/embeddings from BERT encoders (sentence-transformers layout) against an independent oracle:
+mlx-embeddings' BERT forward (weights cast to f32) pooled in numpy as the model's own
+sentence-transformers files say (modules.json, 1_Pooling/config.json, 2_Normalize,
+sentence_bert_config.json's max_seq_length), token ids and truncation from Hugging Face
+`tokenizers`. The tiny random models come from scripts/make_tiny_bert.py: mean pooling over f32
+weights and CLS pooling over bf16 weights. (sentence-transformers itself needs torch: see
+test_embeddings.py.) Served beside the SmolLM2 chat model, alone, and beside --models-dir."""
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from conftest import API_KEY, BIN, CACHE, ROOT, launch, need_server, stop
+
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import make_tiny_bert  # noqa: E402
+
+TEXTS = ["hello world", "The Quick brown FOX, jumps over the lazy dog!", "Café naïve résumé ÜBER straße",
+         "数据模型 ✓ — 向量", "def add(a, b):\n\treturn a + b", "x", "zzqx 0123 ~~ \u200b\u0301e\u00a0",
+         "embeddings " * 80]
+COS_MIN = 0.9999
+ABS_TOL = 2e-4
+MODELS = [m[0] for m in make_tiny_bert.MODELS]
+
+
+@pytest.fixture(scope="module")
+def tiny_root():
+    root = os.path.join(CACHE, "tiny-bert-st-v1")
+    if not os.path.exists(os.path.join(root, "golden.json")):
+        make_tiny_bert.make_set(root)
+    return root
+
+
+class Oracle:
+    def __init__(self, path):
+        from tokenizers import Tokenizer
+        self.model = make_tiny_bert.load_oracle_model(path)
+        with open(os.path.join(path, "modules.json")) as f:
+            modules = json.load(f)
+        pool_dir = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
+        with open(os.path.join(path, pool_dir, "config.json")) as f:
+            pc = json.load(f)
+        self.mode = next(k[len("pooling_mode_"):] for k, v in pc.items() if k.startswith("pooling_mode_") and v is True)
+        self.normalize = any(m["type"].endswith(".Normalize") for m in modules)
+        with open(os.path.join(path, "sentence_bert_config.json")) as f:
+            self.max_seq_length = json.load(f)["max_seq_length"]
+        self.tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
+        # sentence-transformers: tokenizer(texts, truncation=True, max_length=max_seq_length)
+        self.tok.enable_truncation(max_length=self.max_seq_length)
+
+    def ids(self, text):
+        return self.tok.encode(text).ids
+
+    def embed_ids(self, ids, dims=None):
+        h = make_tiny_bert.hidden_states(self.model, ids)
+        v = {"mean_tokens": h.mean(axis=0), "cls_token": h[0]}[self.mode].astype(np.float64)
+        if self.normalize:
+            v = v / max(np.linalg.norm(v), 1e-12)
+        if dims is not None:
+            v = v[:dims]
+            if self.normalize:
+                v = v / np.linalg.norm(v)
+        return v
+
+    def embed(self, text, dims=None):
+        return self.embed_ids(self.ids(text), dims)
+
+
+@pytest.fixture(scope="module")
+def oracles(tiny_root):
+    return {name: Oracle(os.path.join(tiny_root, name)) for name in MODELS}
+
+
+def assert_close(got, want):
+    got = np.asarray(got, dtype=np.float64)
+    assert got.shape == want.shape
+    cos = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
+    assert cos >= COS_MIN, cos
+    assert np.max(np.abs(got - want)) <= ABS_TOL, np.max(np.abs(got - want))
+
+
+@pytest.fixture(scope="module")
+def beside_chat(tiny_root, tmp_path_factory):
+    """SmolLM2 chat + the mean-pooling BERT as --embedding-model."""
+    need_server()
+    d = tmp_path_factory.mktemp("bert-beside")
+    s = launch(["--embedding-model", os.path.join(tiny_root, "mean-f32"), "--no-persist-cache"], str(d / "serve.log"))
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def alone(tiny_root, tmp_path_factory):
+    """The CLS-pooling bf16 BERT as the only --model: embeddings only."""
+    need_server()
+    d = tmp_path_factory.mktemp("bert-alone")
+    s = launch(["--no-persist-cache"], str(d / "serve.log"), model=os.path.join(tiny_root, "cls-bf16"), name="bert-cls")
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def servers(beside_chat, alone):
+    return {"mean-f32": (beside_chat, "mean-f32"), "cls-bf16": (alone, "bert-cls")}
+
+
+def embed(srv, body):
+    status, raw = srv.post("/v1/embeddings", body)
+    out = json.loads(raw)
+    assert status == 200, out
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_strings_match_the_oracle(servers, oracles, name):
+    srv, model_id = servers[name]
+    oracle = oracles[name]
+    for text in TEXTS:
+        out = embed(srv, {"model": model_id, "input": text})
+        assert out["model"] == model_id and out["data"][0]["index"] == 0
+        assert_close(out["data"][0]["embedding"], oracle.embed(text))
+        n = len(oracle.ids(text))
+        assert out["usage"] == {"prompt_tokens": n, "total_tokens": n}
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_list_token_ids_base64_and_dimensions(servers, oracles, name):
+    srv, model_id = servers[name]
+    oracle = oracles[name]
+    out = embed(srv, {"model": model_id, "input": TEXTS})
+    assert [d["index"] for d in out["data"]] == list(range(len(TEXTS)))
+    for d, text in zip(out["data"], TEXTS):
+        assert_close(d["embedding"], oracle.embed(text))
+    assert out["usage"]["prompt_tokens"] == sum(len(oracle.ids(t)) for t in TEXTS)
+    # Token ids are taken as given: no [CLS]/[SEP] added, nothing truncated.
+    ids = [oracle.ids(t) for t in TEXTS[:3]] + [oracle.ids(TEXTS[1])[1:-1]]
+    many = embed(srv, {"input": ids})
+    for d, i in zip(many["data"], ids):
+        assert_close(d["embedding"], oracle.embed_ids(i))
+    b64 = embed(srv, {"input": TEXTS, "encoding_format": "base64"})
+    for df, db in zip(out["data"], b64["data"]):
+        dec = np.frombuffer(base64.b64decode(db["embedding"]), dtype="<f4")
+        assert np.array_equal(dec, np.asarray(df["embedding"], dtype=np.float32))
+    for dims in (1, 16, 64):
+        v = embed(srv, {"input": TEXTS[2], "dimensions": dims})["data"][0]["embedding"]
+        assert len(v) == dims
+        assert_close(v, oracle.embed(TEXTS[2], dims))
+
+
+def test_long_text_is_truncated_as_sentence_transformers_does(servers, oracles):
+    """max_seq_length 48 (sentence_bert_config.json): the text's tokens are cut, [CLS]/[SEP] kept."""
+    srv, _ = servers["mean-f32"]
+    oracle = oracles["mean-f32"]
+    text = "the quick brown fox jumps over the lazy dog " * 40
+    assert len(oracle.ids(text)) == 48
+    out = embed(srv, {"input": [text, "hello world"]})
+    assert_close(out["data"][0]["embedding"], oracle.embed(text))
+    assert out["usage"]["prompt_tokens"] == 48 + len(oracle.ids("hello world"))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_token_ids_beyond_the_positions_are_a_400(servers, name):
+    srv, _ = servers[name]
+    status, raw = srv.post("/v1/embeddings", {"input": [5] * 129})
+    err = json.loads(raw)["error"]
+    assert status == 400 and err["code"] == "context_length_exceeded" and "128" in err["message"]
+    status, raw = srv.post("/v1/embeddings", {"input": [[5, 6], [1 << 20]]})
+    assert status == 400 and json.loads(raw)["error"]["param"] == "input"
+    assert srv.alive()
+
+
+def test_openai_sdk_against_an_encoder(servers, oracles):
+    import openai
+    srv, model_id = servers["cls-bf16"]
+    client = openai.OpenAI(base_url=srv.base + "/v1", api_key=API_KEY, max_retries=0, timeout=60)
+    r = client.embeddings.create(model=model_id, input=TEXTS[:3])  # base64 on the wire
+    for d, text in zip(r.data, TEXTS[:3]):
+        assert_close(d.embedding, oracles["cls-bf16"].embed(text))
+    assert [m.id for m in client.models.list().data] == [model_id]
+
+
+def test_encoder_alone_serves_no_chat(servers):
+    srv, _ = servers["cls-bf16"]
+    assert srv.get("/health")[0] == 200
+    status, raw = srv.post("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
+    err = json.loads(raw)["error"]
+    assert status == 404 and "embeddings only" in err["message"]
+    status, raw = srv.post("/v1/chat/completions", {"model": "bert-cls", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 404
+    assert srv.alive()
+
+
+def test_tokenizer_matches_hf_tokenizers(tiny_root, tmp_path):
+    """The WordPiece pipeline (BertNormalizer, BertPreTokenizer, [CLS] $A [SEP]) on hostile text."""
+    from tokenizers import Tokenizer
+    path = os.path.join(tiny_root, "mean-f32")
+    hf = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
+    texts = TEXTS + ["", " ", "\x00\x01 a\tb\r\nc", "ÀÉÎÕÜ àéîõü ñ ç", "e\u0301 a\u0308 Å", "ＡＢＣ１２３",
+                     "日本語のテキスト", "한국어", "a" * 150, "hello[SEP]world [CLS]", "über-straße's \"quotes\"",
+                     "😀 emoji 👍🏽", "tab\there", "mixed中文english", "\u2028\u2029\u3000", "۱۲۳ ١٢٣"]
+    rec = tmp_path / "texts.rec"
+    with open(rec, "wb") as f:
+        for t in texts:
+            b = t.encode()
+            f.write(len(b).to_bytes(4, "little") + b)
+    got = subprocess.run([BIN, "tokenize", "--tokenizer", path, "--records", str(rec)], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    for t, line in zip(texts, got):
+        assert [int(x) for x in line.split()] == hf.encode(t).ids, t
+
+
+def chat(srv, text):
+    status, raw = srv.post("/v1/chat/completions", {
+        "model": "smollm2", "messages": [{"role": "user", "content": text}], "max_tokens": 16, "temperature": 0})
+    assert status == 200, raw
+    return json.loads(raw)["choices"][0]["message"]["content"]
+
+
+def test_concurrent_encoder_embeddings_and_chat(servers, oracles):
+    srv, _ = servers["mean-f32"]
+    prompts = ["Name a colour.", "What is 2+2?", "Say hi."]
+    solo = [chat(srv, p) for p in prompts]
+    want = {t: oracles["mean-f32"].embed(t) for t in TEXTS}
+    errors, chats = [], {}
+
+    def embed_many(k):
+        try:
+            for _ in range(3):
+                texts = TEXTS[k % len(TEXTS):] + TEXTS[:k % len(TEXTS)]
+                for d, t in zip(embed(srv, {"input": texts})["data"], texts):
+                    assert_close(d["embedding"], want[t])
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    def chat_one(i):
+        try:
+            chats[i] = chat(srv, prompts[i])
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=embed_many, args=(k,)) for k in range(6)]
+    threads += [threading.Thread(target=chat_one, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors
+    assert [chats[i] for i in range(len(prompts))] == solo
+
+
+def test_embeddings_do_not_load_models_dir_chat_models(tiny_root, oracles, tmp_path):
+    """With --models-dir, /v1/embeddings answers from the embedding model and loads no chat model."""
+    need_server()
+    from conftest import MODEL
+    shelf = tmp_path / "models"
+    shelf.mkdir()
+    os.symlink(MODEL, shelf / "smol.gguf")
+    s = launch(["--no-persist-cache", "--models-dir", str(shelf), "--embedding-model",
+                os.path.join(tiny_root, "mean-f32")], str(tmp_path / "serve.log"), model=None, name=None)
+    try:
+        for model in (None, "mean-f32"):
+            body = {"input": TEXTS[:2], **({"model": model} if model else {})}
+            for d, t in zip(embed(s, body)["data"], TEXTS[:2]):
+                assert_close(d["embedding"], oracles["mean-f32"].embed(t))
+        status, raw = s.get("/v1/models", headers={"Authorization": f"Bearer {API_KEY}"})
+        states = {m["id"]: m.get("state") for m in json.loads(raw)["data"]}
+        assert states["smol.gguf"] == "not-loaded", states
+        status, raw = s.post("/v1/embeddings", {"model": "smol.gguf", "input": "a"})
+        assert status == 404 and json.loads(raw)["error"]["code"] == "model_not_found"
+        assert s.get("/v1/models", headers={"Authorization": f"Bearer {API_KEY}"})[0] == 200
+        assert "rapid_model_loads_total 0" in s.get("/metrics")[1].decode()
+    finally:
+        stop(s)
+
+
+def test_bad_encoder_files_are_refused_with_their_path(tiny_root, tmp_path):
+    import shutil
+    from conftest import MODEL
+    need_server()
+    bad = tmp_path / "bert"
+    shutil.copytree(os.path.join(tiny_root, "mean-f32"), bad)
+    cfg = bad / "config.json"
+    c = json.loads(cfg.read_text())
+    c["position_embedding_type"] = "relative_key"
+    cfg.write_text(json.dumps(c))
+    r = subprocess.run([BIN, "serve", "--model", MODEL, "--embedding-model", str(bad), "--port", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and str(cfg) in r.stderr and "relative_key" in r.stderr
+    c["position_embedding_type"] = "absolute"
+    cfg.write_text(json.dumps(c))
+    st = bad / "sentence_bert_config.json"
+    st.write_text(json.dumps({"max_seq_length": 48, "do_lower_case": True}))
+    r = subprocess.run([BIN, "serve", "--model", MODEL, "--embedding-model", str(bad), "--port", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and str(st) in r.stderr and "do_lower_case" in r.stderr
