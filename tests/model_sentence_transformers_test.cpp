@@ -108,6 +108,23 @@ TEST(SentenceTransformers, RefusesWhatItCannotReproduce) {
   }
 }
 
+TEST(SentenceTransformers, MaxSeqLengthFromSentenceBertConfig) {
+  StDir d;
+  d.write("modules.json", kModules);
+  d.write("1_Pooling/config.json", pooling_flags("mean_tokens"));
+  EXPECT_EQ(read_sentence_transformers(d.path())->max_seq_length, 0);  // no sentence_bert_config.json
+  d.write("sentence_bert_config.json", R"({"max_seq_length": 256, "do_lower_case": false})");
+  EXPECT_EQ(read_sentence_transformers(d.path())->max_seq_length, 256);
+  d.write("sentence_bert_config.json", R"({"max_seq_length": null})");
+  EXPECT_EQ(read_sentence_transformers(d.path())->max_seq_length, 0);
+  for (const char* bad : {R"({"max_seq_length": 0})", R"({"max_seq_length": "8"})", R"({"do_lower_case": true})",
+                          "[1]", "{oops"}) {
+    d.write("sentence_bert_config.json", bad);
+    const std::string err = d.error();
+    EXPECT_NE(err.find("sentence_bert_config.json"), std::string::npos) << bad << ": " << err;
+  }
+}
+
 TEST(SentenceTransformers, MissingPoolingConfigNamesTheFile) {
   StDir d;
   d.write("modules.json", kModules);
