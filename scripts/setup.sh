@@ -31,6 +31,7 @@ venv() {
   fi
 }
 venv .venv tests/python/requirements.txt
+.venv/bin/pip install -q --no-deps -r tests/python/requirements-nodeps.txt
 # The test suite's own clients (scripts/test.sh passes --test-clients; the quickstart does not need
 # them): agent frameworks and CLIs for tests/python/test_agents.py, and llama.cpp's server tests.
 if [ "${1:-}" = "--test-clients" ]; then
