@@ -9,8 +9,9 @@ prefix, pooler included), a WordPiece tokenizer.json built with Hugging Face `to
 
   .venv/bin/python scripts/make_tiny_bert.py OUT_ROOT
 
-writes OUT_ROOT/{mean-f32,cls-bf16}/ and OUT_ROOT/golden.json: for a few texts, the token ids
-(`tokenizers`) and the last hidden state of mlx-embeddings' BERT (weights cast to f32).
+writes OUT_ROOT/{mean-f32,cls-bf16,roberta-mean-f16}/ and OUT_ROOT/golden.json: for a few texts,
+the token ids (`tokenizers`) and the last hidden state of mlx-embeddings' BERT / XLM-RoBERTa
+(weights cast to f32). The RoBERTa model has a byte-level BPE tokenizer (RobertaProcessing).
 """
 import json
 import os
@@ -39,6 +40,19 @@ def make_tokenizer():
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     tok.decoder = decoders.WordPiece()
+    return tok
+
+
+def make_bpe_tokenizer():
+    """RoBERTa's kind: byte-level BPE, <s> $A </s> (RobertaProcessing), <pad> = 1."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=340, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(VOCAB_CORPUS, trainer=trainer)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
     return tok
 
 
@@ -77,19 +91,23 @@ def save_weights(weights, path, dtype):
                         metadata={"format": "pt"})
 
 
-def make(out, pooling="mean", dtype="float32", normalize=True, seed=0, max_seq_length=48):
+def make(out, pooling="mean", dtype="float32", normalize=True, seed=0, max_seq_length=48, arch="bert"):
+    """arch "bert" (WordPiece) or "roberta" (byte-level BPE; 128 positions after the pad offset)."""
     os.makedirs(out, exist_ok=True)
-    tok = make_tokenizer()
+    roberta = arch == "roberta"
+    tok = make_bpe_tokenizer() if roberta else make_tokenizer()
     tok.save(os.path.join(out, "tokenizer.json"))
-    cfg = {"architectures": ["BertModel"], "model_type": "bert", "vocab_size": tok.get_vocab_size(),
-           "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
-           "hidden_act": "gelu", "max_position_embeddings": 128, "type_vocab_size": 2, "layer_norm_eps": 1e-12,
-           "pad_token_id": 0, "position_embedding_type": "absolute", "torch_dtype": dtype}
+    cfg = {"architectures": ["RobertaModel" if roberta else "BertModel"], "model_type": arch,
+           "vocab_size": tok.get_vocab_size(), "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 128, "hidden_act": "gelu", "max_position_embeddings": 130 if roberta else 128,
+           "type_vocab_size": 1 if roberta else 2, "layer_norm_eps": 1e-5 if roberta else 1e-12,
+           "pad_token_id": 1 if roberta else 0, "position_embedding_type": "absolute", "torch_dtype": dtype}
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
     save_weights(random_weights(cfg, np.random.default_rng(seed), dtype), os.path.join(out, "model.safetensors"), dtype)
     with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
-        json.dump({"do_lower_case": True, "model_max_length": 512, "cls_token": "[CLS]", "sep_token": "[SEP]",
+        json.dump({"model_max_length": 512, "tokenizer_class": "RobertaTokenizer"} if roberta else
+                  {"do_lower_case": True, "model_max_length": 512, "cls_token": "[CLS]", "sep_token": "[SEP]",
                    "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]",
                    "tokenizer_class": "BertTokenizer"}, f, indent=1)
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -121,9 +139,11 @@ def load_oracle_model(path):
         pkg = types.ModuleType("mlx_embeddings")
         pkg.__path__ = list(spec.submodule_search_locations)
         sys.modules["mlx_embeddings"] = pkg
-    from mlx_embeddings.models import bert
+    from mlx_embeddings.models import bert, xlm_roberta
     with open(os.path.join(path, "config.json")) as f:
-        model = bert.Model(bert.ModelArgs.from_dict(json.load(f)))
+        cfg = json.load(f)
+    arch = xlm_roberta if cfg["model_type"] in ("roberta", "xlm-roberta") else bert
+    model = arch.Model(arch.ModelArgs.from_dict(cfg))
     weights = {k: v.astype(mx.float32) for k, v in mx.load(os.path.join(path, "model.safetensors")).items()}
     model.load_weights(list(model.sanitize(weights).items()))
     model.eval()  # mlx modules start in training mode: dropout on
@@ -135,18 +155,20 @@ def hidden_states(model, ids):
     return np.array(model(mx.array([ids])).last_hidden_state.astype(mx.float32))[0]
 
 
-MODELS = (("mean-f32", "mean", "float32"), ("cls-bf16", "cls", "bfloat16"))
+MODELS = (("mean-f32", "mean", "float32", "bert"), ("cls-bf16", "cls", "bfloat16", "bert"),
+          ("roberta-mean-f16", "mean", "float16", "roberta"))
 
 
 def make_set(root):
     """Both models under `root` and golden.json (written last: its presence marks a complete set)."""
     from tokenizers import Tokenizer
     golden = {"texts": TEXTS, "models": {}}
-    for seed, (name, pooling, dtype) in enumerate(MODELS):
-        path = make(os.path.join(root, name), pooling=pooling, dtype=dtype, seed=seed)
+    for seed, (name, pooling, dtype, arch) in enumerate(MODELS):
+        path = make(os.path.join(root, name), pooling=pooling, dtype=dtype, seed=seed, arch=arch)
         tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
         model = load_oracle_model(path)
-        ids = [tok.encode(t).ids for t in TEXTS]
+        # And one input with the pad id inside (RoBERTa numbers positions around it).
+        ids = [tok.encode(t).ids for t in TEXTS] + [[0, 44, 1, 45, 2] if arch == "roberta" else [2, 44, 0, 45, 3]]
         golden["models"][name] = {"ids": ids, "hidden": [hidden_states(model, i).ravel().tolist() for i in ids]}
     tmp = os.path.join(root, "golden.json.tmp")
     with open(tmp, "w") as f:

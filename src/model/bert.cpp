@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -20,9 +21,13 @@ using json = nlohmann::json;
 struct EncoderSettings {
   float eps = 1e-12f;
   int64_t type_vocab_size = 2;
+  // RoBERTa / XLM-R: positions count from padding_idx + 1 (pad tokens sit at padding_idx).
+  std::optional<int32_t> padding_idx;
 };
 
-EncoderSettings read_settings(const std::string& dir) {
+bool is_roberta(const std::string& arch) { return arch == "roberta" || arch == "xlm-roberta"; }
+
+EncoderSettings read_settings(const std::string& dir, const std::string& arch) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   json j;
   try {
@@ -39,6 +44,11 @@ EncoderSettings read_settings(const std::string& dir) {
   if (pos != "absolute")
     throw FileError(path, "position_embedding_type '" + pos + "' is not supported (absolute)");
   if (s.type_vocab_size <= 0) throw FileError(path, "type_vocab_size must be positive");
+  if (is_roberta(arch)) {
+    s.padding_idx = 1;
+    if (auto it = j.find("pad_token_id"); it != j.end() && it->is_number_integer()) s.padding_idx = it->get<int32_t>();
+    if (*s.padding_idx < 0) throw FileError(path, "pad_token_id must not be negative");
+  }
   return s;
 }
 
@@ -85,8 +95,8 @@ class BertEncoder : public EmbeddingModel {
     ctx_.path = opts.matmul;
     if (ckpt_->path.ends_with(".gguf") || !std::filesystem::is_directory(ckpt_->path))
       throw FileError(ckpt_->path, "BERT encoders load from a model directory (config.json + safetensors)");
-    settings_ = read_settings(ckpt_->path);
-    if (cfg_.vocab_size <= 0 || cfg_.intermediate_size <= 0 || cfg_.max_position_embeddings <= 0 ||
+    settings_ = read_settings(ckpt_->path, cfg_.architecture);
+    if (cfg_.vocab_size <= 0 || cfg_.intermediate_size <= 0 || max_input_tokens() <= 0 ||
         cfg_.hidden_size % cfg_.num_attention_heads != 0)
       throw FileError(ckpt_->path + "/config.json", "inconsistent BERT sizes (vocab, intermediate, positions, heads)");
     try {
@@ -99,6 +109,9 @@ class BertEncoder : public EmbeddingModel {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  int64_t max_input_tokens() const override {
+    return cfg_.max_position_embeddings - (settings_.padding_idx ? *settings_.padding_idx + 1 : 0);
+  }
 
   void hidden_states(const std::vector<std::span<const int32_t>>& inputs, float* const* out) override {
     const int64_t H = cfg_.hidden_size;
@@ -120,7 +133,7 @@ class BertEncoder : public EmbeddingModel {
 
   // "embeddings.*" (sentence-transformers' BertModel) or under a task model's "bert." prefix.
   std::string prefix() const {
-    for (const char* p : {"", "bert."})
+    for (const char* p : {"", "bert.", "roberta."})
       if (ws().find(std::string(p) + "embeddings.word_embeddings.weight")) return p;
     throw Error("no embeddings.word_embeddings.weight tensor (not a BERT checkpoint)");
   }
@@ -164,16 +177,20 @@ class BertEncoder : public EmbeddingModel {
     }
   }
 
-  // x = LayerNorm(word[id] + position[p] + token_type[0]) for every token, positions per input.
+  // x = LayerNorm(word[id] + position[p] + token_type[0]) for every token, positions per input
+  // (RoBERTa: padding_idx + 1 + the non-pad tokens before, as transformers numbers them).
   void embed(const std::vector<std::span<const int32_t>>& inputs) {
     const int64_t H = cfg_.hidden_size;
     std::vector<float> pos(static_cast<size_t>(H));
     int64_t row = 0;
     for (const auto& in : inputs) {
+      int64_t counted = 0;
       for (size_t p = 0; p < in.size(); ++p, ++row) {
         float* x = x_.data() + row * H;
         weight_row_f32(word_, in[p], x);
-        weight_row_f32(position_, static_cast<int64_t>(p), pos.data());
+        int64_t at = static_cast<int64_t>(p);
+        if (const auto pad = settings_.padding_idx) at = in[p] == *pad ? *pad : *pad + ++counted;
+        weight_row_f32(position_, at, pos.data());
         for (int64_t j = 0; j < H; ++j) x[j] += pos[j] + type0_[j];
         layer_norm(x, emb_norm_.w.data(), emb_norm_.b.data(), H, settings_.eps, x);
       }
@@ -223,7 +240,7 @@ class BertEncoder : public EmbeddingModel {
 
 }  // namespace
 
-bool is_bert_architecture(const std::string& model_type) { return model_type == "bert"; }
+bool is_bert_architecture(const std::string& model_type) { return model_type == "bert" || is_roberta(model_type); }
 
 std::unique_ptr<EmbeddingModel> make_bert_encoder(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   return std::make_unique<BertEncoder>(std::move(ckpt), opts);

@@ -1,4 +1,6 @@
-// BERT-family encoders (HF BertModel, model_type "bert"), as sentence-transformers ships them:
+// BERT-family encoders (HF BertModel, model_type "bert"; RoBERTa / XLM-R, "roberta" /
+// "xlm-roberta": the same layers, positions offset by padding_idx + 1), as sentence-transformers
+// ships them:
 // word + absolute position + token-type embeddings and a LayerNorm, then post-norm encoder layers
 // (bidirectional self-attention, exact-erf GELU MLP), weights from safetensors (f32/f16/bf16, or
 // MLX-quantized linears). Only the last hidden state is computed: the pooler head is not used.

@@ -3,7 +3,8 @@ mlx-embeddings' BERT forward (weights cast to f32) pooled in numpy as the model'
 sentence-transformers files say (modules.json, 1_Pooling/config.json, 2_Normalize,
 sentence_bert_config.json's max_seq_length), token ids and truncation from Hugging Face
 `tokenizers`. The tiny random models come from scripts/make_tiny_bert.py: mean pooling over f32
-weights and CLS pooling over bf16 weights. (sentence-transformers itself needs torch: see
+weights and CLS pooling over bf16 weights (BERT, WordPiece), mean pooling over f16 weights
+(RoBERTa: positions after padding_idx + 1, byte-level BPE). (sentence-transformers itself needs torch: see
 test_embeddings.py.) Served beside the SmolLM2 chat model, alone, and beside --models-dir."""
 import base64
 import json
@@ -30,7 +31,7 @@ MODELS = [m[0] for m in make_tiny_bert.MODELS]
 
 @pytest.fixture(scope="module")
 def tiny_root():
-    root = os.path.join(CACHE, "tiny-bert-st-v1")
+    root = os.path.join(CACHE, "tiny-bert-st-v2")
     if not os.path.exists(os.path.join(root, "golden.json")):
         make_tiny_bert.make_set(root)
     return root
@@ -105,8 +106,20 @@ def alone(tiny_root, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def servers(beside_chat, alone):
-    return {"mean-f32": (beside_chat, "mean-f32"), "cls-bf16": (alone, "bert-cls")}
+def roberta(tiny_root, tmp_path_factory):
+    """The RoBERTa (byte-level BPE, f16 weights, mean pooling) alone."""
+    need_server()
+    d = tmp_path_factory.mktemp("roberta-alone")
+    s = launch(["--no-persist-cache"], str(d / "serve.log"), model=os.path.join(tiny_root, "roberta-mean-f16"),
+               name="roberta")
+    yield s
+    stop(s)
+
+
+@pytest.fixture(scope="module")
+def servers(beside_chat, alone, roberta):
+    return {"mean-f32": (beside_chat, "mean-f32"), "cls-bf16": (alone, "bert-cls"),
+            "roberta-mean-f16": (roberta, "roberta")}
 
 
 def embed(srv, body):
@@ -195,10 +208,12 @@ def test_encoder_alone_serves_no_chat(servers):
     assert srv.alive()
 
 
-def test_tokenizer_matches_hf_tokenizers(tiny_root, tmp_path):
-    """The WordPiece pipeline (BertNormalizer, BertPreTokenizer, [CLS] $A [SEP]) on hostile text."""
+@pytest.mark.parametrize("name", ["mean-f32", "roberta-mean-f16"])
+def test_tokenizer_matches_hf_tokenizers(tiny_root, tmp_path, name):
+    """The WordPiece pipeline (BertNormalizer, BertPreTokenizer, [CLS] $A [SEP]) and RoBERTa's
+    byte-level BPE (<s> $A </s>) on hostile text."""
     from tokenizers import Tokenizer
-    path = os.path.join(tiny_root, "mean-f32")
+    path = os.path.join(tiny_root, name)
     hf = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
     texts = TEXTS + ["", " ", "\x00\x01 a\tb\r\nc", "ÀÉÎÕÜ àéîõü ñ ç", "e\u0301 a\u0308 Å", "ＡＢＣ１２３",
                      "日本語のテキスト", "한국어", "a" * 150, "hello[SEP]world [CLS]", "über-straße's \"quotes\"",
