@@ -16,6 +16,7 @@ std::unique_ptr<Model> make_model(const json& m, ParsedTokenizerJson& pj, Pipeli
   std::string type = m.value("type", std::string());
   Vocab vocab;
   if (type.empty()) type = pj.has_merges ? "BPE" : (m.contains("max_input_chars_per_word") ? "WordPiece" : "");
+  if (type == "Unigram") throw Error("tokenizer model 'Unigram' (SentencePiece, e.g. XLM-RoBERTa) is not supported");
   if (!pj.has_vocab) throw Error("model.vocab must be an object for " + type);
   int64_t max_id = -1;
   size_t chars = 0;
