@@ -20,6 +20,9 @@ import types
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_embedding_model  # noqa: E402
+
 VOCAB_CORPUS = [
     "the quick brown fox jumps over the lazy dog", "hello world", "def add(a, b): return a + b",
     "embeddings index a codebase", "café naïve résumé über straße", "数据 模型 向量", "unicode ✓ — ok",
@@ -110,19 +113,7 @@ def make(out, pooling="mean", dtype="float32", normalize=True, seed=0, max_seq_l
                   {"do_lower_case": True, "model_max_length": 512, "cls_token": "[CLS]", "sep_token": "[SEP]",
                    "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]",
                    "tokenizer_class": "BertTokenizer"}, f, indent=1)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    if normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        os.makedirs(os.path.join(out, "2_Normalize"), exist_ok=True)
-    with open(os.path.join(out, "modules.json"), "w") as f:
-        json.dump(modules, f, indent=2)
-    os.makedirs(os.path.join(out, "1_Pooling"), exist_ok=True)
-    modes = {"cls_token": pooling == "cls", "mean_tokens": pooling == "mean", "max_tokens": False,
-             "mean_sqrt_len_tokens": False, "weightedmean_tokens": False, "lasttoken": False}
-    with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
-        json.dump({"word_embedding_dimension": 64, **{"pooling_mode_" + k: v for k, v in modes.items()},
-                   "include_prompt": True}, f, indent=2)
+    make_tiny_embedding_model.write_pipeline(out, pooling, normalize, cfg["hidden_size"])
     with open(os.path.join(out, "sentence_bert_config.json"), "w") as f:
         json.dump({"max_seq_length": max_seq_length, "do_lower_case": False}, f, indent=2)
     return out

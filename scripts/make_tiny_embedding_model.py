@@ -21,6 +21,25 @@ EOT = "<|endoftext|>"
 EOT_ID = 151643
 
 
+def write_pipeline(out, pooling, normalize, dim):
+    """sentence-transformers' pipeline files: modules.json (Transformer, Pooling, optional
+    Normalize) and 1_Pooling/config.json with the one pooling_mode_* flag `pooling` names."""
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+        os.makedirs(os.path.join(out, "2_Normalize"), exist_ok=True)
+    with open(os.path.join(out, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=2)
+    os.makedirs(os.path.join(out, "1_Pooling"), exist_ok=True)
+    modes = {"cls_token": pooling == "cls", "mean_tokens": pooling == "mean", "max_tokens": False,
+             "mean_sqrt_len_tokens": False, "weightedmean_tokens": False, "lasttoken": pooling == "lasttoken"}
+    pool = {"word_embedding_dimension": dim, **{"pooling_mode_" + k: v for k, v in modes.items()},
+            "include_prompt": True}
+    with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pool, f, indent=2)
+
+
 def make(out, pooling="lasttoken", normalize=True, hidden=64, layers=2, seed=0):
     make_tiny_chat_model.make(out, hidden=hidden, layers=layers, seed=seed)
     st = os.path.join(out, "model.safetensors")
@@ -44,20 +63,7 @@ def make(out, pooling="lasttoken", normalize=True, hidden=64, layers=2, seed=0):
     }
     with open(tok_path, "w") as f:
         json.dump(tok, f, ensure_ascii=False)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    if normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
-        os.makedirs(os.path.join(out, "2_Normalize"), exist_ok=True)
-    with open(os.path.join(out, "modules.json"), "w") as f:
-        json.dump(modules, f, indent=2)
-    os.makedirs(os.path.join(out, "1_Pooling"), exist_ok=True)
-    modes = {"cls_token": pooling == "cls", "mean_tokens": pooling == "mean", "max_tokens": False,
-             "mean_sqrt_len_tokens": False, "weightedmean_tokens": False, "lasttoken": pooling == "lasttoken"}
-    pool = {"word_embedding_dimension": hidden, **{"pooling_mode_" + k: v for k, v in modes.items()},
-            "include_prompt": True}
-    with open(os.path.join(out, "1_Pooling", "config.json"), "w") as f:
-        json.dump(pool, f, indent=2)
+    write_pipeline(out, pooling, normalize, hidden)
     with open(os.path.join(out, "config_sentence_transformers.json"), "w") as f:
         json.dump({"prompts": {"query": "Instruct: Given a query, retrieve relevant passages\nQuery:", "document": ""},
                    "default_prompt_name": None, "similarity_fn_name": "cosine"}, f, indent=2)

@@ -8,20 +8,18 @@ import base64
 import json
 import os
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 from conftest import API_KEY, MODEL, ROOT, launch, need_server, stop
+from embedding_checks import assert_close, check_concurrent_embeddings_and_chat, embed
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import make_tiny_embedding_model  # noqa: E402
 
 TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.",
          "def add(a, b):\n    return a + b\n", "Ünïcödé ✓ 数据 — embeddings", "x"]
-COS_MIN = 0.9999
-ABS_TOL = 2e-4
 
 
 class Oracle:
@@ -62,14 +60,6 @@ class Oracle:
         return self.embed_ids(self.ids(text), dims)
 
 
-def assert_close(got, want):
-    got = np.asarray(got, dtype=np.float64)
-    assert got.shape == want.shape
-    cos = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
-    assert cos >= COS_MIN, cos
-    assert np.max(np.abs(got - want)) <= ABS_TOL, np.max(np.abs(got - want))
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("emb")
@@ -93,12 +83,6 @@ def srv(tiny, tmp_path_factory):
 def post(srv, body):
     status, raw = srv.post("/v1/embeddings", body)
     return status, json.loads(raw)
-
-
-def embed(srv, body):
-    status, out = post(srv, body)
-    assert status == 200, out
-    return out
 
 
 def assert_error(srv, body, status=400, param=None):
@@ -225,35 +209,9 @@ def chat(srv, text):
 
 
 def test_concurrent_embeddings_and_chat(srv, oracle):
-    prompts = ["Name a colour.", "What is 2+2?", "Say hi.", "Count to three."]
-    solo = [chat(srv, p) for p in prompts]
-    want = [oracle.embed(t) for t in TEXTS]
-    errors, chats = [], {}
-
-    def embed_many(k):
-        try:
-            for _ in range(3):
-                texts = TEXTS[k % len(TEXTS):] + TEXTS[:k % len(TEXTS)]
-                out = embed(srv, {"input": texts})
-                for d, t in zip(out["data"], texts):
-                    assert_close(d["embedding"], want[TEXTS.index(t)])
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(repr(e))
-
-    def chat_one(i):
-        try:
-            chats[i] = chat(srv, prompts[i])
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-
-    threads = [threading.Thread(target=embed_many, args=(k,)) for k in range(6)]
-    threads += [threading.Thread(target=chat_one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors, errors
-    assert [chats[i] for i in range(len(prompts))] == solo
+    want = {t: oracle.embed(t) for t in TEXTS}
+    check_concurrent_embeddings_and_chat(srv, TEXTS, want, chat, ["Name a colour.", "What is 2+2?", "Say hi.",
+                                                                  "Count to three."])
 
 
 def test_chat_model_without_embeddings_is_a_400(server):

@@ -11,12 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 from conftest import API_KEY, BIN, CACHE, ROOT, launch, need_server, stop
+from embedding_checks import assert_close, check_concurrent_embeddings_and_chat, embed
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import make_tiny_bert  # noqa: E402
@@ -24,8 +24,6 @@ import make_tiny_bert  # noqa: E402
 TEXTS = ["hello world", "The Quick brown FOX, jumps over the lazy dog!", "Café naïve résumé ÜBER straße",
          "数据模型 ✓ — 向量", "def add(a, b):\n\treturn a + b", "x", "zzqx 0123 ~~ \u200b\u0301e\u00a0",
          "embeddings " * 80]
-COS_MIN = 0.9999
-ABS_TOL = 2e-4
 MODELS = [m[0] for m in make_tiny_bert.MODELS]
 
 
@@ -77,14 +75,6 @@ def oracles(tiny_root):
     return {name: Oracle(os.path.join(tiny_root, name)) for name in MODELS}
 
 
-def assert_close(got, want):
-    got = np.asarray(got, dtype=np.float64)
-    assert got.shape == want.shape
-    cos = float(got @ want / (np.linalg.norm(got) * np.linalg.norm(want)))
-    assert cos >= COS_MIN, cos
-    assert np.max(np.abs(got - want)) <= ABS_TOL, np.max(np.abs(got - want))
-
-
 @pytest.fixture(scope="module")
 def beside_chat(tiny_root, tmp_path_factory):
     """SmolLM2 chat + the mean-pooling BERT as --embedding-model."""
@@ -96,37 +86,18 @@ def beside_chat(tiny_root, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def alone(tiny_root, tmp_path_factory):
-    """The CLS-pooling bf16 BERT as the only --model: embeddings only."""
-    need_server()
-    d = tmp_path_factory.mktemp("bert-alone")
-    s = launch(["--no-persist-cache"], str(d / "serve.log"), model=os.path.join(tiny_root, "cls-bf16"), name="bert-cls")
-    yield s
-    stop(s)
-
-
-@pytest.fixture(scope="module")
-def roberta(tiny_root, tmp_path_factory):
-    """The RoBERTa (byte-level BPE, f16 weights, mean pooling) alone."""
-    need_server()
-    d = tmp_path_factory.mktemp("roberta-alone")
-    s = launch(["--no-persist-cache"], str(d / "serve.log"), model=os.path.join(tiny_root, "roberta-mean-f16"),
-               name="roberta")
-    yield s
-    stop(s)
-
-
-@pytest.fixture(scope="module")
-def servers(beside_chat, alone, roberta):
-    return {"mean-f32": (beside_chat, "mean-f32"), "cls-bf16": (alone, "bert-cls"),
-            "roberta-mean-f16": (roberta, "roberta")}
-
-
-def embed(srv, body):
-    status, raw = srv.post("/v1/embeddings", body)
-    out = json.loads(raw)
-    assert status == 200, out
-    return out
+def servers(beside_chat, tiny_root, tmp_path_factory):
+    """Each model's server and served name: the mean-pooling BERT beside chat; the CLS-pooling bf16
+    BERT and the RoBERTa (byte-level BPE, f16, mean pooling) each as the only --model (embeddings
+    only)."""
+    out = {"mean-f32": (beside_chat, "mean-f32")}
+    for model, name in (("cls-bf16", "bert-cls"), ("roberta-mean-f16", "roberta")):
+        d = tmp_path_factory.mktemp(name)
+        out[model] = (launch(["--no-persist-cache"], str(d / "serve.log"), model=os.path.join(tiny_root, model),
+                             name=name), name)
+    yield out
+    for model in ("cls-bf16", "roberta-mean-f16"):
+        stop(out[model][0])
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -238,34 +209,8 @@ def chat(srv, text):
 
 def test_concurrent_encoder_embeddings_and_chat(servers, oracles):
     srv, _ = servers["mean-f32"]
-    prompts = ["Name a colour.", "What is 2+2?", "Say hi."]
-    solo = [chat(srv, p) for p in prompts]
     want = {t: oracles["mean-f32"].embed(t) for t in TEXTS}
-    errors, chats = [], {}
-
-    def embed_many(k):
-        try:
-            for _ in range(3):
-                texts = TEXTS[k % len(TEXTS):] + TEXTS[:k % len(TEXTS)]
-                for d, t in zip(embed(srv, {"input": texts})["data"], texts):
-                    assert_close(d["embedding"], want[t])
-        except Exception as e:  # noqa: BLE001 (reported below)
-            errors.append(repr(e))
-
-    def chat_one(i):
-        try:
-            chats[i] = chat(srv, prompts[i])
-        except Exception as e:  # noqa: BLE001
-            errors.append(repr(e))
-
-    threads = [threading.Thread(target=embed_many, args=(k,)) for k in range(6)]
-    threads += [threading.Thread(target=chat_one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert not errors, errors
-    assert [chats[i] for i in range(len(prompts))] == solo
+    check_concurrent_embeddings_and_chat(srv, TEXTS, want, chat, ["Name a colour.", "What is 2+2?", "Say hi."])
 
 
 def test_embeddings_do_not_load_models_dir_chat_models(tiny_root, oracles, tmp_path):
