@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import API_KEY, MODEL, ROOT, launch, need_server, stop
-from embedding_checks import assert_close, check_concurrent_embeddings_and_chat, embed
+from embedding_checks import PoolingOracle, assert_close, check_concurrent_embeddings_and_chat, embed
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import make_tiny_embedding_model  # noqa: E402
@@ -22,42 +22,22 @@ TEXTS = ["hello world", "The quick brown fox jumps over the lazy dog.",
          "def add(a, b):\n    return a + b\n", "Ünïcödé ✓ 数据 — embeddings", "x"]
 
 
-class Oracle:
+class Oracle(PoolingOracle):
     """mlx-lm Qwen3Model + the sentence-transformers pooling config of the model directory."""
 
     def __init__(self, path):
         import mlx.core as mx
         from mlx_lm.models import qwen3
         from tokenizers import Tokenizer
+        super().__init__(path)
         with open(os.path.join(path, "config.json")) as f:
             self.body = qwen3.Qwen3Model(qwen3.ModelArgs.from_dict(json.load(f)))
         self.body.load_weights(list(mx.load(os.path.join(path, "model.safetensors")).items()))
         self.mx = mx
         self.tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
-        with open(os.path.join(path, "modules.json")) as f:
-            modules = json.load(f)
-        pool_dir = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
-        with open(os.path.join(path, pool_dir, "config.json")) as f:
-            pc = json.load(f)
-        self.mode = next(k[len("pooling_mode_"):] for k, v in pc.items() if k.startswith("pooling_mode_") and v is True)
-        self.normalize = any(m["type"].endswith(".Normalize") for m in modules)
 
-    def ids(self, text):
-        return self.tok.encode(text).ids
-
-    def embed_ids(self, ids, dims=None):
-        h = np.array(self.body(self.mx.array([ids])).astype(self.mx.float32))[0]
-        v = {"lasttoken": h[-1], "mean_tokens": h.mean(axis=0), "cls_token": h[0]}[self.mode].astype(np.float64)
-        if self.normalize:
-            v = v / max(np.linalg.norm(v), 1e-12)
-        if dims is not None:  # Matryoshka: truncate, then normalise again
-            v = v[:dims]
-            if self.normalize:
-                v = v / np.linalg.norm(v)
-        return v
-
-    def embed(self, text, dims=None):
-        return self.embed_ids(self.ids(text), dims)
+    def hidden(self, ids):
+        return np.array(self.body(self.mx.array([ids])).astype(self.mx.float32))[0]
 
 
 @pytest.fixture(scope="module")
@@ -201,16 +181,9 @@ def test_non_json_and_unknown_model(srv):
     assert_error(srv, {"model": "smollm2-typo", "input": "a"}, 404, "model")
 
 
-def chat(srv, text):
-    status, raw = srv.post("/v1/chat/completions", {
-        "model": "smollm2", "messages": [{"role": "user", "content": text}], "max_tokens": 24, "temperature": 0})
-    assert status == 200, raw
-    return json.loads(raw)["choices"][0]["message"]["content"]
-
-
 def test_concurrent_embeddings_and_chat(srv, oracle):
     want = {t: oracle.embed(t) for t in TEXTS}
-    check_concurrent_embeddings_and_chat(srv, TEXTS, want, chat, ["Name a colour.", "What is 2+2?", "Say hi.",
+    check_concurrent_embeddings_and_chat(srv, TEXTS, want, ["Name a colour.", "What is 2+2?", "Say hi.",
                                                                   "Count to three."])
 
 

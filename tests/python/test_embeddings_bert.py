@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import API_KEY, BIN, CACHE, ROOT, launch, need_server, stop
-from embedding_checks import assert_close, check_concurrent_embeddings_and_chat, embed
+from embedding_checks import PoolingOracle, assert_close, check_concurrent_embeddings_and_chat, embed
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import make_tiny_bert  # noqa: E402
@@ -35,39 +35,21 @@ def tiny_root():
     return root
 
 
-class Oracle:
+class Oracle(PoolingOracle):
+    """mlx-embeddings' BERT / XLM-RoBERTa forward; HF tokenizers truncating as sentence-transformers
+    does: tokenizer(texts, truncation=True, max_length=max_seq_length)."""
+
     def __init__(self, path):
         from tokenizers import Tokenizer
+        super().__init__(path)
         self.model = make_tiny_bert.load_oracle_model(path)
-        with open(os.path.join(path, "modules.json")) as f:
-            modules = json.load(f)
-        pool_dir = next(m["path"] for m in modules if m["type"].endswith(".Pooling"))
-        with open(os.path.join(path, pool_dir, "config.json")) as f:
-            pc = json.load(f)
-        self.mode = next(k[len("pooling_mode_"):] for k, v in pc.items() if k.startswith("pooling_mode_") and v is True)
-        self.normalize = any(m["type"].endswith(".Normalize") for m in modules)
         with open(os.path.join(path, "sentence_bert_config.json")) as f:
             self.max_seq_length = json.load(f)["max_seq_length"]
         self.tok = Tokenizer.from_file(os.path.join(path, "tokenizer.json"))
-        # sentence-transformers: tokenizer(texts, truncation=True, max_length=max_seq_length)
         self.tok.enable_truncation(max_length=self.max_seq_length)
 
-    def ids(self, text):
-        return self.tok.encode(text).ids
-
-    def embed_ids(self, ids, dims=None):
-        h = make_tiny_bert.hidden_states(self.model, ids)
-        v = {"mean_tokens": h.mean(axis=0), "cls_token": h[0]}[self.mode].astype(np.float64)
-        if self.normalize:
-            v = v / max(np.linalg.norm(v), 1e-12)
-        if dims is not None:
-            v = v[:dims]
-            if self.normalize:
-                v = v / np.linalg.norm(v)
-        return v
-
-    def embed(self, text, dims=None):
-        return self.embed_ids(self.ids(text), dims)
+    def hidden(self, ids):
+        return make_tiny_bert.hidden_states(self.model, ids)
 
 
 @pytest.fixture(scope="module")
@@ -200,17 +182,10 @@ def test_tokenizer_matches_hf_tokenizers(tiny_root, tmp_path, name):
         assert [int(x) for x in line.split()] == hf.encode(t).ids, t
 
 
-def chat(srv, text):
-    status, raw = srv.post("/v1/chat/completions", {
-        "model": "smollm2", "messages": [{"role": "user", "content": text}], "max_tokens": 16, "temperature": 0})
-    assert status == 200, raw
-    return json.loads(raw)["choices"][0]["message"]["content"]
-
-
 def test_concurrent_encoder_embeddings_and_chat(servers, oracles):
     srv, _ = servers["mean-f32"]
     want = {t: oracles["mean-f32"].embed(t) for t in TEXTS}
-    check_concurrent_embeddings_and_chat(srv, TEXTS, want, chat, ["Name a colour.", "What is 2+2?", "Say hi."])
+    check_concurrent_embeddings_and_chat(srv, TEXTS, want, ["Name a colour.", "What is 2+2?", "Say hi."])
 
 
 def test_embeddings_do_not_load_models_dir_chat_models(tiny_root, oracles, tmp_path):
