@@ -162,51 +162,8 @@ class DecoderModel final : public Model {
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
     if (count == 0) return;
-    // Validate everything before touching any state, so a refused batch changes nothing.
-    seqs_.resize(count);
-    int64_t total = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const BatchEntry& e = entries[i];
-      auto* kv = dynamic_cast<PagedKvState*>(e.state);
-      if (!kv) throw Error("forward: sequence state was not created by this model");
-      if (e.n <= 0) throw Error("forward: no tokens");
-      if (!e.tokens || (!e.logits && !e.hidden)) throw Error("forward: null tokens, or neither logits nor hidden");
-      check_pool_shape(kv->pool().shape());
-      for (size_t j = 0; j < i; ++j)
-        if (seqs_[j].kv == kv) throw Error("forward_batch: the same sequence appears twice in a batch");
-      const int64_t pos0 = kv->length();
-      if (pos0 + e.n > kv->capacity())
-        throw Error("forward: " + std::to_string(pos0 + e.n) + " tokens exceed the sequence's capacity of " +
-                    std::to_string(kv->capacity()));
-      for (int64_t t = 0; t < e.n; ++t)
-        if (e.tokens[t] < 0 || e.tokens[t] >= V_)
-          throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
-                      std::to_string(V_) + ")");
-      seqs_[i] = Seq{kv, pos0, total, e.n};
-      total += e.n;
-    }
-    // Free blocks per pool, summed over the entries that share it (the usual case: one pool).
-    for (size_t i = 0; i < count; ++i) {
-      cache::BlockPool* pool = &seqs_[i].kv->pool();
-      bool seen = false;
-      for (size_t j = 0; j < i && !seen; ++j) seen = &seqs_[j].kv->pool() == pool;
-      if (seen) continue;
-      int64_t need = 0;
-      for (size_t j = i; j < count; ++j)
-        if (&seqs_[j].kv->pool() == pool) need += seqs_[j].kv->blocks_needed(entries[j].n);
-      if (need > static_cast<int64_t>(pool->free_count()))
-        throw Error("forward: KV pool has " + std::to_string(pool->free_count()) + " free blocks, " +
-                    std::to_string(need) + " needed");
-    }
-    for (size_t i = 0; i < count; ++i) {
-      try {
-        seqs_[i].kv->append(entries[i].n);
-      } catch (...) {
-        for (size_t j = 0; j < i; ++j) seqs_[j].kv->truncate(seqs_[j].pos0);  // undo the others
-        throw;
-      }
-    }
-
+    const int64_t total = admit_paged_batch(entries, count, V_, [&](const cache::BlockShape& sh) { check_pool_shape(sh); },
+                                            seqs_);
     reserve(total);
     const int64_t half = global_rope_.half();
     for (size_t i = 0; i < count; ++i) {
@@ -266,11 +223,7 @@ class DecoderModel final : public Model {
  private:
   static constexpr int32_t kPrivateBlock = 16;
 
-  // One entry of the current batch: its state, first new position and rows in x_.
-  struct Seq {
-    PagedKvState* kv;
-    int64_t pos0, row, n;
-  };
+  using Seq = PagedSeq;  // one entry of the current batch: its state, first new position, rows in x_
 
   void load_layer(Layer& L, const WeightStore& ws, const std::string& p, bool moe) {
     L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);
