@@ -26,18 +26,14 @@ random ids, 64 greedy steps, computed by mlx_lm.utils.load_model of that very di
 usage: .venv/bin/python scripts/make_tiny_gemma4.py [OUT]   (default $RAPID_MODEL_CACHE/gemma4-tiny)
 """
 import copy
-import json
-import os
-import shutil
 import sys
 from pathlib import Path
 
 import mlx.core as mx
 from mlx_lm.models import gemma4, gemma4_text
-from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_qwen35 import goldens, spread, write_tokenizer  # noqa: E402
+from make_tiny_moe import write_set  # noqa: E402
 
 ROPE = {"full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}
@@ -101,37 +97,7 @@ SEED_INDEX = {"e2b": 0, "kv": 1}  # fixed per config: adding one leaves the othe
 
 
 def main():
-    mx.set_default_device(mx.cpu)
-    cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "gemma4-tiny"))
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for name, (config, make, to_hf) in CONFIGS.items():
-        i = SEED_INDEX[name]
-        cfg = config()
-        d = tmp / name
-        mx.random.seed(5000 + i)
-        model = make(cfg)
-        mx.random.seed(5100 + i)
-        model = spread(model, gemma4_spread)
-        save_model(d / "mlx-f32", model)
-        save_config(cfg, d / "mlx-f32" / "config.json")
-        (d / "hf-f32").mkdir(parents=True)
-        w = mx.load(str(d / "mlx-f32" / "model.safetensors"))
-        mx.save_safetensors(str(d / "hf-f32" / "model.safetensors"), to_hf(w, cfg.get("text_config", cfg)),
-                            metadata={"format": "pt"})
-        with open(d / "hf-f32" / "config.json", "w") as f:
-            json.dump(cfg, f, indent=2)
-        qmodel, qcfg = quantize_model(model, copy.deepcopy(cfg), 64, 4)
-        save_model(d / "mlx-q4", qmodel)
-        save_config(qcfg, d / "mlx-q4" / "config.json")
-        for sub in ("mlx-f32", "hf-f32", "mlx-q4"):
-            write_tokenizer(d / sub, cfg.get("text_config", cfg)["vocab_size"])
-            goldens(d / sub, 6000 + i)
-    # Complete or absent: the tests generate the set when the directory is missing.
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    print("wrote", out)
+    write_set("gemma4-tiny", CONFIGS, SEED_INDEX, gemma4_spread, seeds=(5000, 5100, 6000))
 
 
 if __name__ == "__main__":

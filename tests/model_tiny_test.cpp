@@ -23,6 +23,7 @@
 #include "compute/cpu_features.h"
 #include "model/paged_kv.h"
 #include "model_parity_helpers.h"
+#include "gemma4_tiny.h"
 #include "moe_tiny.h"
 
 using namespace rapid;
@@ -45,7 +46,7 @@ const TinyModel kModels[] = {
 // The set a model belongs to, generated on first use.
 const std::string& model_set(const std::string& set, std::string* why) {
   if (set == "moe-tiny") return moe_tiny::tiny_models(why);
-  if (set == "gemma4-tiny") return qwen35::model_set(set, "/kv/mlx-q4/greedy.json", "make_tiny_gemma4.py", why);
+  if (set == "gemma4-tiny") return gemma4_tiny::tiny_models(why);
   return qwen35::tiny_models(why);
 }
 
