@@ -13,11 +13,15 @@ Configs (each exercises what the real checkpoints of its kind do):
   kv    model_type gemma4_text, like gemma-4-31B: full layers whose keys double as values
         (attention_k_eq_v) with their own KV head count (num_global_key_value_heads 1 vs 2), no
         kv sharing, no per-layer inputs, an own lm_head, no softcapping
+  moe   model_type gemma4_text, like gemma-4-26B-A4B (enable_moe_block): 8 GELU experts, top-2,
+        beside the dense MLP in every layer; the router normalises its own input (router.scale)
+        and scales the top-k softmax by router.per_expert_scale
 Each as, under OUT/<config>/:
   mlx-f32/  mlx_lm.utils.save_model
   hf-f32/   the Hugging Face layout of the same weights (e2b: model.language_model.* names, plus the
             k/v projections of the kv-shared layers and vision / audio tensors that a reader must
-            ignore, as the real checkpoints carry them); mlx-lm's sanitize turns it back
+            ignore, as the real checkpoints carry them; moe: fused experts.gate_up_proj); mlx-lm's
+            sanitize turns it back
   mlx-q4/   mlx_lm.utils.quantize_model (affine, 4 bits, group 64; modules whose input width is not a
             multiple of 64 stay f32, as mlx-lm leaves them)
 plus the byte-level tokenizer.json and greedy.json of scripts/make_tiny_qwen35.py (5 prompts of
@@ -53,6 +57,14 @@ KV = dict(model_type="gemma4_text", architectures=["Gemma4ForCausalLM"], vocab_s
           rope_parameters=ROPE, final_logit_softcapping=None, use_double_wide_mlp=False, tie_word_embeddings=False,
           rms_norm_eps=1e-6, max_position_embeddings=4096, hidden_activation="gelu_pytorch_tanh", eos_token_id=0)
 
+MOE = dict(model_type="gemma4_text", architectures=["Gemma4ForCausalLM"], vocab_size=512, hidden_size=64,
+           intermediate_size=96, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+           global_head_dim=32, num_kv_shared_layers=0, hidden_size_per_layer_input=0, sliding_window=8,
+           layer_types=["sliding_attention", "full_attention"] * 2, rope_parameters=ROPE, final_logit_softcapping=30.0,
+           enable_moe_block=True, num_experts=8, top_k_experts=2, moe_intermediate_size=64,
+           use_double_wide_mlp=False, tie_word_embeddings=True, rms_norm_eps=1e-6, max_position_embeddings=4096,
+           hidden_activation="gelu_pytorch_tanh", eos_token_id=0)
+
 
 def e2b_config():
     return {"model_type": "gemma4", "architectures": ["Gemma4ForConditionalGeneration"], "vocab_size": 512,
@@ -65,6 +77,10 @@ def gemma4_spread(k, v):
     echo the last token)."""
     if k.endswith("layer_scalar"):
         return 0.6 + 0.8 * mx.random.uniform(shape=v.shape)
+    if k.endswith("router.proj.weight"):  # decisive routing (random init is near uniform)
+        return mx.random.normal(v.shape) * 0.5
+    if k.endswith("router.scale") or k.endswith("router.per_expert_scale"):
+        return 1.0 + 0.3 * mx.random.normal(v.shape)
     if any(s in k for s in ("post_attention_layernorm", "post_feedforward_layernorm", "post_per_layer_input_norm")):
         return 3.0 + 0.5 * mx.random.normal(v.shape)
     return None
@@ -88,12 +104,29 @@ def hf_e2b(w, cfg):
     return out
 
 
+def hf_moe(w, cfg):
+    """transformers' fused experts: experts.gate_up_proj [E, 2I, H] (gate rows first), down_proj [E, H, I]."""
+    out = {}
+    for k, v in w.items():
+        if ".experts.switch_glu.up_proj." in k:
+            continue
+        if ".experts.switch_glu.gate_proj." in k:
+            out[k.split(".switch_glu.")[0] + ".gate_up_proj"] = mx.concatenate(
+                [v, w[k.replace("gate_proj", "up_proj")]], axis=1)
+        elif ".experts.switch_glu.down_proj." in k:
+            out[k.split(".switch_glu.")[0] + ".down_proj"] = v
+        else:
+            out[k] = v
+    return out
+
+
 CONFIGS = {
     "e2b": (e2b_config, lambda c: gemma4.Model(gemma4.ModelArgs.from_dict(c)), hf_e2b),
     "kv": (lambda: copy.deepcopy(KV), lambda c: gemma4_text.Model(gemma4_text.ModelArgs.from_dict(c)),
            lambda w, c: dict(w)),
+    "moe": (lambda: copy.deepcopy(MOE), lambda c: gemma4_text.Model(gemma4_text.ModelArgs.from_dict(c)), hf_moe),
 }
-SEED_INDEX = {"e2b": 0, "kv": 1}  # fixed per config: adding one leaves the others as they were
+SEED_INDEX = {"e2b": 0, "kv": 1, "moe": 2}  # fixed per config: adding one leaves the others as they were
 
 
 def main():

@@ -9,7 +9,7 @@ namespace rapid::gemma4_tiny {
 
 // The model set, generated once if absent. Empty string (and the reason) when it cannot be.
 inline const std::string& tiny_models(std::string* why) {
-  return qwen35::model_set("gemma4-tiny", "/kv/mlx-q4/greedy.json", "make_tiny_gemma4.py", why);
+  return qwen35::model_set("gemma4-tiny", "/moe/mlx-q4/greedy.json", "make_tiny_gemma4.py", why);
 }
 
 }  // namespace rapid::gemma4_tiny

@@ -60,7 +60,7 @@ TEST(Gemma4, PagesHoldOnlyKvOwningLayersAtTheirWidths) {
 // call). The kv-shared layers attend over the adopted pages of their source layers.
 TEST(Gemma4, ResumeFromAdoptedPagesMatchesMlxLm) {
   REQUIRE_GEMMA4();
-  for (const char* c : {"e2b", "kv"}) {
+  for (const char* c : {"e2b", "kv", "moe"}) {
     const std::string d = root + "/" + c + "/mlx-f32";
     json g = read_json(d + "/greedy.json");
     auto m = qwen35::make(d, MatmulPath::Exact, DType::F32);
@@ -88,12 +88,13 @@ TEST(Gemma4, ResumeFromAdoptedPagesMatchesMlxLm) {
   }
 }
 
-// Configs the weights do not fit, and what is not supported yet, are refused naming the cause.
+// Configs the weights do not fit are refused naming the field or tensor at fault.
 TEST(Gemma4, MismatchedCheckpointsAreRefused) {
   REQUIRE_GEMMA4();
   const fs::path tmp = fs::temp_directory_path() / ("rapid-gemma4-test-" + std::to_string(::getpid()));
   for (auto [copy, field, value, what] :
-       {std::tuple{"e2b/hf-f32", "enable_moe_block", json(true), "enable_moe_block"},
+       {std::tuple{"moe/mlx-q4", "num_experts", json(16), "router.proj"},
+        std::tuple{"moe/hf-f32", "moe_intermediate_size", json(32), "down_proj"},
         std::tuple{"e2b/mlx-q4", "num_kv_shared_layers", json(5), "no earlier layer of its type"},
         std::tuple{"e2b/hf-f32", "global_head_dim", json(64), "self_attn.q_proj"},
         std::tuple{"kv/mlx-f32", "intermediate_size", json(50), "intermediate_size"},

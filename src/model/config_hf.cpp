@@ -85,7 +85,7 @@ void read_linear_attention(const json& j, ModelConfig& c) {
 void read_moe(const json& j, ModelConfig& c) {
   c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
   if (c.num_experts <= 0) return;
-  c.num_experts_per_tok = get_i(j, "num_experts_per_tok", 0);
+  c.num_experts_per_tok = get_i(j, "num_experts_per_tok", get_i(j, "top_k_experts", 0));  // gemma4: top_k_experts
   // gpt-oss's experts are intermediate_size wide (it has no dense MLP).
   const bool oss = c.architecture == "gpt_oss";
   c.moe_intermediate_size = get_i(j, "moe_intermediate_size", oss ? c.intermediate_size : 0);
@@ -106,13 +106,14 @@ void read_moe(const json& j, ModelConfig& c) {
     c.layer_is_moe.push_back(std::find(dense.begin(), dense.end(), i) == dense.end() && (q35 || (i + 1) % step == 0));
 }
 
-// Gemma 4's geometry beyond Gemma 3's (field names as transformers' Gemma4TextConfig).
+// Gemma 4's geometry beyond Gemma 3's (field names as transformers' Gemma4TextConfig; an absent
+// field takes the default transformers and mlx-lm share, or transformers' where they differ).
 void read_gemma4(const json& j, ModelConfig& c) {
-  c.global_head_dim = get_i(j, "global_head_dim", c.head_dim);
+  c.global_head_dim = get_i(j, "global_head_dim", 512);
   c.attention_k_eq_v = j.value("attention_k_eq_v", false);
   if (c.attention_k_eq_v) c.num_global_key_value_heads = get_i(j, "num_global_key_value_heads", 0);
   c.num_kv_shared_layers = get_i(j, "num_kv_shared_layers", 0);
-  c.hidden_size_per_layer_input = get_i(j, "hidden_size_per_layer_input", 0);
+  c.hidden_size_per_layer_input = get_i(j, "hidden_size_per_layer_input", 256);
   c.vocab_size_per_layer_input = get_i(j, "vocab_size_per_layer_input", c.vocab_size);
   c.use_double_wide_mlp = j.value("use_double_wide_mlp", false);
   c.enable_moe_block = j.value("enable_moe_block", false);

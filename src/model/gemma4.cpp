@@ -5,7 +5,8 @@
 // first fraction of frequencies; the last num_kv_shared_layers layers computing no K/V and reading
 // those of the last earlier layer of their type; per-layer token embeddings mixed into every layer
 // after its MLP (hidden_size_per_layer_input); a learned scalar per layer; 2×-wide MLPs in the
-// kv-shared layers (use_double_wide_mlp).
+// kv-shared layers (use_double_wide_mlp); in the MoE variant (enable_moe_block, 26B-A4B) routed
+// GELU experts beside the dense MLP, each with its own norms (model/moe.h, MoeShape::gemma4).
 //
 // KV pages: layers differ in K/V width (kv heads × head size), so a page slot is `unit` floats wide
 // (the gcd of the widths) and a layer owns width/unit consecutive slots, K in the first half of its
@@ -21,6 +22,7 @@
 #include "compute/rope.h"
 #include "model/arch.h"
 #include "model/layers.h"
+#include "model/moe.h"
 #include "model/paged_kv.h"
 #include "tensor/dequantize.h"
 
@@ -30,6 +32,8 @@ namespace {
 struct G4Layer {
   std::vector<float> in_norm, post_attn_norm, pre_ffn_norm, post_ffn_norm, q_norm, k_norm, pl_norm;
   Linear q, k, v, o, gate, up, down, pl_gate, pl_proj;
+  std::unique_ptr<MoeBlock> moe;  // enable_moe_block: experts beside the dense MLP
+  std::vector<float> pre_ffn_norm2, post_ffn_norm1, post_ffn_norm2;
   float scalar = 1.0f;
   bool sliding = false, k_eq_v = false;
   int64_t hd = 0, nkv = 0, inter = 0;
@@ -43,8 +47,6 @@ class Gemma4Model final : public Model {
       : ckpt_(std::move(ckpt)), opts_(opts), pool_(opts.num_threads) {
     cfg_ = ckpt_->config;
     check_decoder_sizes(cfg_, ckpt_->path, "architecture gemma4");
-    if (cfg_.enable_moe_block)
-      throw Error(ckpt_->path + ": gemma4 with enable_moe_block (Gemma 4 26B-A4B) is not supported yet");
     H_ = cfg_.hidden_size;
     nh_ = cfg_.num_attention_heads;
     V_ = cfg_.vocab_size;
@@ -174,12 +176,22 @@ class Gemma4Model final : public Model {
     l.up = load_linear(ws, p + "mlp.up_proj", l.inter, H_);
     l.down = load_linear(ws, p + "mlp.down_proj", H_, l.inter);
     max_inter_ = std::max(max_inter_, l.inter);
+    if (cfg_.enable_moe_block) load_moe(l, ws, p);
     if (P_ > 0) {
       l.pl_gate = load_linear(ws, p + "per_layer_input_gate", P_, H_);
       l.pl_proj = load_linear(ws, p + "per_layer_projection", H_, P_);
       l.pl_norm = load_vector(ws, p + "post_per_layer_input_norm.weight", H_);
     }
     if (ws.find(p + "layer_scalar")) l.scalar = load_vector(ws, p + "layer_scalar", 1)[0];
+  }
+
+  void load_moe(G4Layer& l, const WeightStore& ws, const std::string& p) {
+    l.pre_ffn_norm2 = load_vector(ws, p + "pre_feedforward_layernorm_2.weight", H_);
+    l.post_ffn_norm1 = load_vector(ws, p + "post_feedforward_layernorm_1.weight", H_);
+    l.post_ffn_norm2 = load_vector(ws, p + "post_feedforward_layernorm_2.weight", H_);
+    const MoeShape sh{.hidden = H_, .experts = cfg_.num_experts, .top_k = cfg_.num_experts_per_tok,
+                      .expert_inter = cfg_.moe_intermediate_size, .gemma4 = true, .norm_eps = eps_};
+    l.moe = std::make_unique<MoeBlock>(ws, p, sh);
   }
 
   // Sliding layers: plain RoPE over the whole head. Full layers: "proportional" RoPE, whose
@@ -222,15 +234,17 @@ class Gemma4Model final : public Model {
   void materialize() {
     materialize_f32(lm_head_, pool_, owned_);
     materialize_f32(pl_model_proj_, pool_, owned_);
-    for (auto& l : layers_)
+    for (auto& l : layers_) {
       for (Linear* x : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down, &l.pl_gate, &l.pl_proj})
         materialize_f32(*x, pool_, owned_);
+      if (l.moe) l.moe->materialize_f32(pool_, owned_);
+    }
   }
 
   void reserve(int64_t n) {
     if (n <= cap_) return;
     cap_ = n;
-    for (auto* b : {&x_, &xn_, &tmp_}) b->resize(static_cast<size_t>(n * H_));
+    for (auto* b : {&x_, &xn_, &tmp_, &tmp2_}) b->resize(static_cast<size_t>(n * H_));
     q_.resize(static_cast<size_t>(n * max_q_));
     att_.resize(q_.size());
     k_.resize(static_cast<size_t>(n * max_kv_));
@@ -332,6 +346,7 @@ class Gemma4Model final : public Model {
     if (l.scalar != 1.0f) scale_inplace(x_.data(), l.scalar, n * H_);
   }
 
+  // x += norm(MLP(norm(x))); with experts, the MLP's and the experts' outputs each normed, summed.
   void mlp(const G4Layer& l, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
       rms_norm(x_.data() + t * H_, l.pre_ffn_norm.data(), H_, eps_, false, xn_.data() + t * H_);
@@ -341,6 +356,14 @@ class Gemma4Model final : public Model {
       gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
     });
     l.down(gate_.data(), n, tmp_.data(), ctx_);
+    if (l.moe) {
+      norm_rows(tmp_.data(), l.post_ffn_norm1.data(), n, H_);
+      for (int64_t t = 0; t < n; ++t)
+        rms_norm(x_.data() + t * H_, l.pre_ffn_norm2.data(), H_, eps_, false, xn_.data() + t * H_);
+      l.moe->forward(xn_.data(), n, tmp2_.data(), ctx_, moe_scratch_, x_.data());
+      norm_rows(tmp2_.data(), l.post_ffn_norm2.data(), n, H_);
+      add_inplace(tmp_.data(), tmp2_.data(), n * H_);
+    }
     norm_rows(tmp_.data(), l.post_ffn_norm.data(), n, H_);
     add_inplace(x_.data(), tmp_.data(), n * H_);
   }
@@ -404,7 +427,8 @@ class Gemma4Model final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, ple_, plg_, pl_buf_, gcos_, gsin_, lcos_, lsin_,
+  MoeScratch moe_scratch_;
+  std::vector<float> x_, xn_, tmp_, tmp2_, q_, k_, v_, att_, gate_, up_, ple_, plg_, pl_buf_, gcos_, gsin_, lcos_, lsin_,
       logits_buf_;
   std::vector<PagedSeq> seqs_;
   std::vector<AttentionSegment> segs_;

@@ -20,14 +20,14 @@ from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, multi_turn_res
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "gemma4-tiny"
 FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtures"))
-CONFIGS = ["e2b", "kv"]
+CONFIGS = ["e2b", "kv", "moe"]
 
 mlx_lm = pytest.importorskip("mlx_lm")
 
 
 @pytest.fixture(scope="module")
 def tiny():
-    return tiny_set(TINY, "make_tiny_gemma4.py", "kv/mlx-q4/greedy.json")
+    return tiny_set(TINY, "make_tiny_gemma4.py", "moe/mlx-q4/greedy.json")
 
 
 @pytest.mark.parametrize("config", CONFIGS)
