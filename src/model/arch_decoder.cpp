@@ -9,6 +9,7 @@
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
+#include "model/batch_helpers.h"
 #include "model/layers.h"
 #include "model/mtp_head.h"
 #include "model/moe.h"
@@ -90,14 +91,8 @@ class DecoderModel final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
-  // A private pool sized for max_tokens: pages are virtual until written, so resident memory
-  // follows the tokens actually used, as the old contiguous cache did.
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
-    if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
-    cache::BlockShape sh = kv_block_shape(kPrivateBlock);
-    const uint64_t blocks = static_cast<uint64_t>((max_tokens + kPrivateBlock - 1) / kPrivateBlock);
-    auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return private_paged_state(*this, max_tokens);
   }
 
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
@@ -209,20 +204,10 @@ class DecoderModel final : public Model {
       float cap = static_cast<float>(cfg_.final_logit_softcapping);
       for (int64_t i = 0; i < rows * V_; ++i) out[i] = cap * std::tanh(out[i] / cap);
     }
-    if (out != entries[0].logits) {
-      int64_t r = 0;
-      for (size_t i = 0; i < count; ++i) {
-        if (!entries[i].logits) continue;
-        const int64_t k = entries[i].all_logits ? entries[i].n : 1;
-        std::memcpy(entries[i].logits, out + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
-        r += k;
-      }
-    }
+    if (out != entries[0].logits) scatter_logits(entries, count, out, V_);
   }
 
  private:
-  static constexpr int32_t kPrivateBlock = 16;
-
   using Seq = PagedSeq;  // one entry of the current batch: its state, first new position, rows in x_
 
   void load_layer(Layer& L, const WeightStore& ws, const std::string& p, bool moe) {

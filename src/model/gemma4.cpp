@@ -21,6 +21,7 @@
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
+#include "model/batch_helpers.h"
 #include "model/layers.h"
 #include "model/moe.h"
 #include "model/paged_kv.h"
@@ -64,11 +65,7 @@ class Gemma4Model final : public Model {
   const ModelConfig& config() const override { return cfg_; }
 
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
-    if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
-    cache::BlockShape sh = kv_block_shape(kPrivateBlock);
-    const uint64_t blocks = static_cast<uint64_t>((max_tokens + kPrivateBlock - 1) / kPrivateBlock);
-    auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return private_paged_state(*this, max_tokens);
   }
 
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
@@ -93,8 +90,6 @@ class Gemma4Model final : public Model {
   }
 
  private:
-  static constexpr int32_t kPrivateBlock = 16;
-
   // Per layer: head geometry, which layer's KV it reads, and its page slots.
   void plan_layers() {
     const auto& c = cfg_;
@@ -400,13 +395,7 @@ class Gemma4Model final : public Model {
       const float cap = static_cast<float>(cfg_.final_logit_softcapping);
       for (float& v : logits_buf_) v = std::tanh(v / cap) * cap;
     }
-    int64_t r = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (!entries[i].logits) continue;
-      const int64_t k = entries[i].all_logits ? entries[i].n : 1;
-      std::memcpy(entries[i].logits, logits_buf_.data() + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
-      r += k;
-    }
+    scatter_logits(entries, count, logits_buf_.data(), V_);
   }
 
   std::shared_ptr<Checkpoint> ckpt_;

@@ -1,4 +1,4 @@
-// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next): a softmax router picks the
+// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next, gpt-oss, Gemma 4): a router picks the
 // top-k of E SwiGLU experts per token, their outputs are summed with the routing weights, plus
 // (where the family has one) a shared expert scaled by a sigmoid gate.
 //

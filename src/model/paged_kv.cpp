@@ -1,8 +1,10 @@
 #include "model/paged_kv.h"
 
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
+#include "model/batch_helpers.h"
 
 namespace rapid {
 
@@ -167,6 +169,29 @@ int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab
     }
   }
   return total;
+}
+
+}  // namespace rapid
+
+namespace rapid {
+
+std::unique_ptr<SequenceState> private_paged_state(const Model& m, int64_t max_tokens) {
+  constexpr int32_t kBlock = 16;
+  if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
+  const cache::BlockShape sh = m.kv_block_shape(kBlock);
+  const uint64_t blocks = static_cast<uint64_t>((max_tokens + kBlock - 1) / kBlock);
+  auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
+  return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+}
+
+void scatter_logits(const BatchEntry* entries, size_t count, const float* packed, int64_t vocab) {
+  int64_t r = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!entries[i].logits) continue;
+    const int64_t k = entries[i].all_logits ? entries[i].n : 1;
+    std::memcpy(entries[i].logits, packed + r * vocab, static_cast<size_t>(k * vocab) * sizeof(float));
+    r += k;
+  }
 }
 
 }  // namespace rapid

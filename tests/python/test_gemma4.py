@@ -7,7 +7,6 @@ same prompt, computed from scratch (tokenized by HF `tokenizers` from the model'
 decoded the same way; chat prompts rendered by jinja2 from the real template).
 
 Skips when the binary is not built or mlx-lm is not installed."""
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import conftest
-from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, multi_turn_resumes_and_matches, run_raw, tiny_set
+from test_qwen35 import (CACHE, PROMPT, complete, mlx_greedy_text, model_with_template, multi_turn_resumes_and_matches,
+                         run_raw, tiny_set)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "gemma4-tiny"
@@ -82,11 +82,7 @@ def chat_e2b(tiny, tmp_path_factory):
     if not TEMPLATE.exists():
         pytest.skip(f"{TEMPLATE} missing (set RAPID_FIXTURES_DIR)")
     d = tmp_path_factory.mktemp("gemma4-chat")
-    model = d / "model"
-    model.mkdir()
-    for f in (tiny / "e2b" / "mlx-f32").iterdir():
-        (model / f.name).symlink_to(f)
-    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE.read_text()}))
+    model = model_with_template(tiny / "e2b" / "mlx-f32", TEMPLATE, d)
     srv = _serve(model, d)
     yield srv, model
     conftest.stop(srv)
