@@ -199,24 +199,27 @@ HF_GOLDENS_FROM_MLX = {"gpt-oss"}  # mlx-lm cannot load this HF layout (see hf-f
 SEED_INDEX = {"qwen3-moe": 0, "qwen35-moe": 1, "gpt-oss": 2, "qwen3-next": 2}
 
 
-def main():
+def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 4000), hf_goldens_from_mlx=()):
+    """Writes every config of `configs` (name -> (config(), make(cfg), to_hf(w, text_cfg))) as
+    mlx-f32 / hf-f32 / mlx-q4 with tokenizer and goldens under argv[1] or the cache's `set_name`;
+    config i's seeds are seeds[k] + seed_index[name]."""
     mx.set_default_device(mx.cpu)
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "moe-tiny"))
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, set_name))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    for name, (config, make, to_hf) in CONFIGS.items():
-        i = SEED_INDEX[name]
+    for name, (config, make, to_hf) in configs.items():
+        i = seed_index[name]
         cfg = config()
         d = tmp / name
-        mx.random.seed(3000 + i)
+        mx.random.seed(seeds[0] + i)
         model = make(cfg)
         # Fixed seeds. Top-k routing has ties of measure zero, but a near-tie (two experts' router
         # probabilities within f32 rounding) lets two correct f32 implementations pick different
         # experts for one token; another seed for this spread showed one such step (logits off by
         # 2.5e-4 relative at steps 11-12 of one prompt, mlx-q4 qwen3_5_moe), this one none.
-        mx.random.seed(3100 + i)
-        model = spread(model, moe_spread)
+        mx.random.seed(seeds[1] + i)
+        model = spread(model, extra_spread)
         save_model(d / "mlx-f32", model)
         save_config(cfg, d / "mlx-f32" / "config.json")
         (d / "hf-f32").mkdir(parents=True)
@@ -231,14 +234,18 @@ def main():
         V = cfg.get("text_config", cfg)["vocab_size"]
         for sub in ("mlx-f32", "hf-f32", "mlx-q4"):
             write_tokenizer(d / sub, V)
-            if sub == "hf-f32" and name in HF_GOLDENS_FROM_MLX:
+            if sub == "hf-f32" and name in hf_goldens_from_mlx:
                 shutil.copy(d / "mlx-f32" / "greedy.json", d / sub / "greedy.json")
             else:
-                goldens(d / sub, 4000 + i)
+                goldens(d / sub, seeds[2] + i)
     # Complete or absent: the tests generate the set when the directory is missing.
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
     print("wrote", out)
+
+
+def main():
+    write_set("moe-tiny", CONFIGS, SEED_INDEX, moe_spread, hf_goldens_from_mlx=HF_GOLDENS_FROM_MLX)
 
 
 if __name__ == "__main__":

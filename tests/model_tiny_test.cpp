@@ -1,7 +1,9 @@
 // Every tiny random-weight model set against mlx-lm, one parameterised suite: Qwen3.5 dense
 // (scripts/make_tiny_qwen35.py: tied embeddings; more value than key heads with an own lm_head)
 // and the mixture-of-experts set (scripts/make_tiny_moe.py: qwen3_moe, qwen3_5_moe, qwen3_next,
-// gpt_oss — whose HF-layout goldens are its mlx-f32 twin's: mlx-lm cannot load that layout).
+// gpt_oss — whose HF-layout goldens are its mlx-f32 twin's: mlx-lm cannot load that layout) and
+// Gemma 4 (scripts/make_tiny_gemma4.py: E2B-like kv-shared layers and per-layer inputs; 31B-like
+// keys doubling as values; 26B-A4B-like experts beside the dense MLP).
 // mlx-lm writes each model itself (random init, save_model) as MLX f32, in the Hugging Face layout
 // of the same weights, and as its own affine 4-bit quantization, and its greedy output (mlx on
 // CPU, f32) is the golden. The sets are generated into $RAPID_MODEL_CACHE on first use; the tests
@@ -21,6 +23,7 @@
 #include "compute/cpu_features.h"
 #include "model/paged_kv.h"
 #include "model_parity_helpers.h"
+#include "gemma4_tiny.h"
 #include "moe_tiny.h"
 
 using namespace rapid;
@@ -37,14 +40,22 @@ struct TinyModel {
 const TinyModel kModels[] = {
     {"qwen35-tiny", "dense-tied", true}, {"qwen35-tiny", "vheads-untied", true}, {"moe-tiny", "qwen3-moe", false},
     {"moe-tiny", "qwen35-moe", true},    {"moe-tiny", "qwen3-next", true}, {"moe-tiny", "gpt-oss", false},
+    {"gemma4-tiny", "e2b", false},       {"gemma4-tiny", "kv", false},      {"gemma4-tiny", "moe", false},
 };
+
+// The set a model belongs to, generated on first use.
+const std::string& model_set(const std::string& set, std::string* why) {
+  if (set == "moe-tiny") return moe_tiny::tiny_models(why);
+  if (set == "gemma4-tiny") return gemma4_tiny::tiny_models(why);
+  return qwen35::tiny_models(why);
+}
 
 class Tiny : public testing::TestWithParam<TinyModel> {
  protected:
   void SetUp() override {
     std::string why;
     const TinyModel& t = GetParam();
-    root_ = std::string(t.set) == "moe-tiny" ? moe_tiny::tiny_models(&why) : qwen35::tiny_models(&why);
+    root_ = model_set(t.set, &why);
     if (root_.empty()) GTEST_SKIP() << why;
   }
   std::string dir(const char* copy) const { return root_ + "/" + GetParam().config + "/" + copy; }

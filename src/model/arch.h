@@ -48,6 +48,9 @@ std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, cons
 // Qwen3.5 hybrid (Gated DeltaNet + gated full attention; dense or MoE MLPs), model/qwen3_5.cpp.
 std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
+// Gemma 4 text (per-layer head sizes, kv-shared layers, per-layer inputs), model/gemma4.cpp.
+std::unique_ptr<Model> make_gemma4_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
+
 // create_model with explicit options (threads, exact f32 path, KV dtype).
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 

@@ -9,6 +9,7 @@
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "model/arch.h"
+#include "model/batch_helpers.h"
 #include "model/layers.h"
 #include "model/mtp_head.h"
 #include "model/moe.h"
@@ -90,14 +91,8 @@ class DecoderModel final : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
 
-  // A private pool sized for max_tokens: pages are virtual until written, so resident memory
-  // follows the tokens actually used, as the old contiguous cache did.
   std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
-    if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
-    cache::BlockShape sh = kv_block_shape(kPrivateBlock);
-    const uint64_t blocks = static_cast<uint64_t>((max_tokens + kPrivateBlock - 1) / kPrivateBlock);
-    auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return private_paged_state(*this, max_tokens);
   }
 
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
@@ -162,51 +157,8 @@ class DecoderModel final : public Model {
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
     if (count == 0) return;
-    // Validate everything before touching any state, so a refused batch changes nothing.
-    seqs_.resize(count);
-    int64_t total = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const BatchEntry& e = entries[i];
-      auto* kv = dynamic_cast<PagedKvState*>(e.state);
-      if (!kv) throw Error("forward: sequence state was not created by this model");
-      if (e.n <= 0) throw Error("forward: no tokens");
-      if (!e.tokens || (!e.logits && !e.hidden)) throw Error("forward: null tokens, or neither logits nor hidden");
-      check_pool_shape(kv->pool().shape());
-      for (size_t j = 0; j < i; ++j)
-        if (seqs_[j].kv == kv) throw Error("forward_batch: the same sequence appears twice in a batch");
-      const int64_t pos0 = kv->length();
-      if (pos0 + e.n > kv->capacity())
-        throw Error("forward: " + std::to_string(pos0 + e.n) + " tokens exceed the sequence's capacity of " +
-                    std::to_string(kv->capacity()));
-      for (int64_t t = 0; t < e.n; ++t)
-        if (e.tokens[t] < 0 || e.tokens[t] >= V_)
-          throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
-                      std::to_string(V_) + ")");
-      seqs_[i] = Seq{kv, pos0, total, e.n};
-      total += e.n;
-    }
-    // Free blocks per pool, summed over the entries that share it (the usual case: one pool).
-    for (size_t i = 0; i < count; ++i) {
-      cache::BlockPool* pool = &seqs_[i].kv->pool();
-      bool seen = false;
-      for (size_t j = 0; j < i && !seen; ++j) seen = &seqs_[j].kv->pool() == pool;
-      if (seen) continue;
-      int64_t need = 0;
-      for (size_t j = i; j < count; ++j)
-        if (&seqs_[j].kv->pool() == pool) need += seqs_[j].kv->blocks_needed(entries[j].n);
-      if (need > static_cast<int64_t>(pool->free_count()))
-        throw Error("forward: KV pool has " + std::to_string(pool->free_count()) + " free blocks, " +
-                    std::to_string(need) + " needed");
-    }
-    for (size_t i = 0; i < count; ++i) {
-      try {
-        seqs_[i].kv->append(entries[i].n);
-      } catch (...) {
-        for (size_t j = 0; j < i; ++j) seqs_[j].kv->truncate(seqs_[j].pos0);  // undo the others
-        throw;
-      }
-    }
-
+    const int64_t total = admit_paged_batch(entries, count, V_, [&](const cache::BlockShape& sh) { check_pool_shape(sh); },
+                                            seqs_);
     reserve(total);
     const int64_t half = global_rope_.half();
     for (size_t i = 0; i < count; ++i) {
@@ -252,25 +204,11 @@ class DecoderModel final : public Model {
       float cap = static_cast<float>(cfg_.final_logit_softcapping);
       for (int64_t i = 0; i < rows * V_; ++i) out[i] = cap * std::tanh(out[i] / cap);
     }
-    if (out != entries[0].logits) {
-      int64_t r = 0;
-      for (size_t i = 0; i < count; ++i) {
-        if (!entries[i].logits) continue;
-        const int64_t k = entries[i].all_logits ? entries[i].n : 1;
-        std::memcpy(entries[i].logits, out + r * V_, static_cast<size_t>(k * V_) * sizeof(float));
-        r += k;
-      }
-    }
+    if (out != entries[0].logits) scatter_logits(entries, count, out, V_);
   }
 
  private:
-  static constexpr int32_t kPrivateBlock = 16;
-
-  // One entry of the current batch: its state, first new position and rows in x_.
-  struct Seq {
-    PagedKvState* kv;
-    int64_t pos0, row, n;
-  };
+  using Seq = PagedSeq;  // one entry of the current batch: its state, first new position, rows in x_
 
   void load_layer(Layer& L, const WeightStore& ws, const std::string& p, bool moe) {
     L.in_norm = load_vector(ws, p + "input_layernorm.weight", H_);

@@ -24,6 +24,7 @@ double get_d(const json& j, const char* k, double fallback) {
 
 std::string normalize_arch(std::string t) {
   if (t == "gemma3_text") return "gemma3";
+  if (t == "gemma4_text") return "gemma4";
   if (t == "qwen3_5_text") return "qwen3_5";
   if (t == "qwen3_5_moe_text") return "qwen3_5_moe";
   return t;
@@ -84,7 +85,7 @@ void read_linear_attention(const json& j, ModelConfig& c) {
 void read_moe(const json& j, ModelConfig& c) {
   c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
   if (c.num_experts <= 0) return;
-  c.num_experts_per_tok = get_i(j, "num_experts_per_tok", 0);
+  c.num_experts_per_tok = get_i(j, "num_experts_per_tok", get_i(j, "top_k_experts", 0));  // gemma4: top_k_experts
   // gpt-oss's experts are intermediate_size wide (it has no dense MLP).
   const bool oss = c.architecture == "gpt_oss";
   c.moe_intermediate_size = get_i(j, "moe_intermediate_size", oss ? c.intermediate_size : 0);
@@ -103,6 +104,26 @@ void read_moe(const json& j, ModelConfig& c) {
       if (v.is_number_integer()) dense.push_back(v.get<int64_t>());
   for (int64_t i = 0; i < c.num_hidden_layers; ++i)
     c.layer_is_moe.push_back(std::find(dense.begin(), dense.end(), i) == dense.end() && (q35 || (i + 1) % step == 0));
+}
+
+// Gemma 4's geometry beyond Gemma 3's (field names as transformers' Gemma4TextConfig; an absent
+// field takes the default transformers and mlx-lm share, or transformers' where they differ).
+void read_gemma4(const json& j, ModelConfig& c) {
+  c.global_head_dim = get_i(j, "global_head_dim", 512);
+  c.attention_k_eq_v = j.value("attention_k_eq_v", false);
+  if (c.attention_k_eq_v) c.num_global_key_value_heads = get_i(j, "num_global_key_value_heads", 0);
+  c.num_kv_shared_layers = get_i(j, "num_kv_shared_layers", 0);
+  c.hidden_size_per_layer_input = get_i(j, "hidden_size_per_layer_input", 256);
+  c.vocab_size_per_layer_input = get_i(j, "vocab_size_per_layer_input", c.vocab_size);
+  c.use_double_wide_mlp = j.value("use_double_wide_mlp", false);
+  c.enable_moe_block = j.value("enable_moe_block", false);
+  const json* rp = j.contains("rope_parameters") && j["rope_parameters"].is_object() ? &j["rope_parameters"] : nullptr;
+  if (rp && rp->contains("full_attention") && (*rp)["full_attention"].is_object())
+    c.global_partial_rotary_factor = get_d((*rp)["full_attention"], "partial_rotary_factor", 1.0);
+  if (c.global_partial_rotary_factor <= 0 || c.global_partial_rotary_factor > 1)
+    throw Error("config.json: full_attention partial_rotary_factor must be in (0, 1]");
+  if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers >= c.num_hidden_layers)
+    throw Error("config.json: num_kv_shared_layers must be in [0, num_hidden_layers)");
 }
 
 }  // namespace
@@ -126,7 +147,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
   c.head_dim = get_i(j, "head_dim", c.hidden_size / c.num_attention_heads);
   c.max_position_embeddings = get_i(j, "max_position_embeddings", 0);
   c.rms_norm_eps = get_d(j, "rms_norm_eps", c.rms_norm_eps);
-  bool gemma = c.architecture == "gemma3";
+  bool gemma = c.architecture == "gemma3" || c.architecture == "gemma4";
   c.hidden_act = j.value("hidden_activation", j.value("hidden_act", std::string(gemma ? "gelu_pytorch_tanh" : "silu")));
   if (j.contains("hidden_activation") && j["hidden_activation"].is_string())
     c.hidden_act = j["hidden_activation"].get<std::string>();
@@ -176,6 +197,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
     int64_t pattern = get_i(j, "sliding_window_pattern", get_i(j, "_sliding_window_pattern", 6));
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
   }
+  if (c.architecture == "gemma4") read_gemma4(j, c);
   read_linear_attention(j, c);
   read_moe(j, c);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();

@@ -55,6 +55,17 @@ struct ModelConfig {
   int64_t shared_expert_intermediate_size = 0;  // 0 = no shared expert
   bool norm_topk_prob = false;  // renormalise the top-k routing weights to sum to 1
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // gpt-oss's clamped SwiGLU
+  // Gemma 4: full-attention layers with their own head size (and KV heads when keys double as
+  // values), proportional RoPE over a fraction of the head, the last layers reading an earlier
+  // layer's KV, and per-layer token embeddings.
+  int64_t global_head_dim = 0;              // 0 = head_dim
+  int64_t num_global_key_value_heads = 0;   // k_eq_v full layers; 0 = num_key_value_heads
+  double global_partial_rotary_factor = 1.0;
+  bool attention_k_eq_v = false;            // full layers: V is the raw K projection
+  int64_t num_kv_shared_layers = 0;
+  int64_t hidden_size_per_layer_input = 0, vocab_size_per_layer_input = 0;
+  bool use_double_wide_mlp = false;         // kv-shared layers' MLPs are 2 × intermediate_size
+  bool enable_moe_block = false;
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

@@ -127,10 +127,19 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
     load_gpt_oss(ws, p);
     return;
   }
-  router_ = load_linear(ws, p + "gate", E, H);
-  if (const Tensor* g = ws.find(p + "switch_mlp.gate_proj.weight")) {
-    const Tensor& u = ws.get(p + "switch_mlp.up_proj.weight");
-    const Tensor& d = ws.get(p + "switch_mlp.down_proj.weight");
+  if (sh_.gemma4) {
+    router_ = load_linear(ws, p + "router.proj", E, H);
+    router_norm_ = load_vector(ws, p + "router.scale", H);
+    const float root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+    for (float& w : router_norm_) w *= root;
+    expert_scale_ = load_vector(ws, p + "router.per_expert_scale", E);
+  } else {
+    router_ = load_linear(ws, p + "gate", E, H);
+  }
+  const std::string sw = p + (sh_.gemma4 ? "experts.switch_glu." : "switch_mlp.");
+  if (const Tensor* g = ws.find(sw + "gate_proj.weight")) {
+    const Tensor& u = ws.get(sw + "up_proj.weight");
+    const Tensor& d = ws.get(sw + "down_proj.weight");
     for (int64_t e = 0; e < E; ++e)
       experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
   } else if (const Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
@@ -221,7 +230,7 @@ void MoeBlock::route(int64_t n, MoeScratch& s) const {
   for (int64_t t = 0; t < n; ++t) {
     const float* l = s.logits.data() + t * E;
     for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
-    if (sh_.gpt_oss) {  // the top-k logits, then a softmax over those k alone
+    if (sh_.gpt_oss || sh_.gemma4) {  // the top-k logits, then a softmax over those k alone
       std::partial_sort(order.begin(), order.begin() + K, order.end(),
                         [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
       const float top = l[order[0]];
@@ -230,6 +239,7 @@ void MoeBlock::route(int64_t n, MoeScratch& s) const {
       for (int64_t k = 0; k < K; ++k) {
         s.sel[t * K + k] = order[k];
         s.weight[t * K + k] /= tot;
+        if (sh_.gemma4) s.weight[t * K + k] *= expert_scale_[order[k]];
       }
       continue;
     }
@@ -268,6 +278,7 @@ void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y,
   // Element-wise (libm exp per element), so how the pool splits it cannot change a row.
   ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) {
     if (sh_.gpt_oss) swiglu_oai_mul(g + b, u + b, e - b, sh_.swiglu_alpha, sh_.swiglu_limit, g + b);
+    else if (sh_.gemma4) gelu_tanh_mul(g + b, u + b, e - b, g + b);
     else silu_mul(g + b, u + b, e - b, g + b);
   });
   ex.down(s.g.data(), n, y, ctx);
@@ -285,10 +296,18 @@ void MoeBlock::shared(const float* xn, int64_t n, float* out, ExecContext& ctx, 
   }
 }
 
-void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const {
+void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s,
+                       const float* router_in) const {
   const int64_t E = sh_.experts, K = sh_.top_k, H = sh_.hidden;
   s.logits.resize(static_cast<size_t>(n * E));
-  router_(xn, n, s.logits.data(), ctx);
+  if (!router_norm_.empty()) {
+    s.rn.resize(static_cast<size_t>(n * H));
+    const float* x = router_in ? router_in : xn;
+    for (int64_t t = 0; t < n; ++t) rms_norm(x + t * H, router_norm_.data(), H, sh_.norm_eps, false, s.rn.data() + t * H);
+    router_(s.rn.data(), n, s.logits.data(), ctx);
+  } else {
+    router_(router_in ? router_in : xn, n, s.logits.data(), ctx);
+  }
   route(n, s);
   // Each selected expert once over all its rows; results land at [t*K + rank].
   s.ys.resize(static_cast<size_t>(n * K * H));

@@ -1,4 +1,4 @@
-// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next): a softmax router picks the
+// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next, gpt-oss, Gemma 4): a router picks the
 // top-k of E SwiGLU experts per token, their outputs are summed with the routing weights, plus
 // (where the family has one) a shared expert scaled by a sigmoid gate.
 //
@@ -26,11 +26,16 @@ struct MoeShape {
   // only, the experts carry biases and use the clamped SwiGLU (swiglu_oai_mul) with these.
   bool gpt_oss = false;
   float swiglu_alpha = 1.702f, swiglu_limit = 7.0f;
+  // Gemma 4 (26B-A4B): the router `router.proj` reads its own input (forward's router_in) after an
+  // RMSNorm scaled by router.scale / sqrt(hidden), its weights a softmax over the top-k logits times
+  // router.per_expert_scale; GELU-tanh experts (experts.switch_glu.* or fused experts.gate_up_proj).
+  bool gemma4 = false;
+  float norm_eps = 1e-6f;
 };
 
 // Per-forward buffers, shared by every MoE layer of a model.
 struct MoeScratch {
-  std::vector<float> logits, weight, xg, g, u, yg, ys, sg, sh_g, sh_u, sh_y;
+  std::vector<float> logits, weight, xg, g, u, yg, ys, sg, sh_g, sh_u, sh_y, rn;
   std::vector<int32_t> sel, count, offset, rows;
 };
 
@@ -47,8 +52,9 @@ class MoeBlock {
   //   [E, 2I], experts.down_proj [E, I, H] + down_proj_bias [E, H]   (transformers, f32/bf16/f16)
   MoeBlock(const WeightStore& ws, const std::string& prefix, const MoeShape& shape);
 
-  // out [n, H] = MoE(xn [n, H]).
-  void forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
+  // out [n, H] = MoE(xn [n, H]); the router reads router_in instead of xn where given (Gemma 4).
+  void forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s,
+               const float* router_in = nullptr) const;
 
   // Exact (parity) mode: every projection as f32 (see materialize_f32 in layers.h).
   void materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
@@ -74,6 +80,7 @@ class MoeBlock {
   mutable std::vector<std::shared_ptr<std::vector<uint8_t>>> copies_;
   Expert shared_;
   Linear shared_gate_;
+  std::vector<float> router_norm_, expert_scale_;  // Gemma 4's router RMSNorm weight and per-expert scale
 };
 
 // A 3-D tensor of stacked experts ([E, rows, cols]: mlx-lm's switch_mlp, transformers' fused

@@ -1,8 +1,10 @@
 #include "model/paged_kv.h"
 
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
+#include "model/batch_helpers.h"
 
 namespace rapid {
 
@@ -114,6 +116,82 @@ KvView PagedKvState::layer(int32_t l) {
   v.slot_stride = static_cast<size_t>(sh.head_dim) * elem;
   v.head_stride = static_cast<size_t>(sh.block_size) * v.slot_stride;
   return v;
+}
+
+}  // namespace rapid
+
+namespace rapid {
+
+int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab,
+                          const std::function<void(const cache::BlockShape&)>& check_pool,
+                          std::vector<PagedSeq>& seqs) {
+  seqs.resize(count);
+  int64_t total = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const BatchEntry& e = entries[i];
+    auto* kv = dynamic_cast<PagedKvState*>(e.state);
+    if (!kv) throw Error("forward: sequence state was not created by this model");
+    if (e.n <= 0) throw Error("forward: no tokens");
+    if (!e.tokens || (!e.logits && !e.hidden)) throw Error("forward: null tokens, or neither logits nor hidden");
+    check_pool(kv->pool().shape());
+    for (size_t j = 0; j < i; ++j)
+      if (seqs[j].kv == kv) throw Error("forward_batch: the same sequence appears twice in a batch");
+    const int64_t pos0 = kv->length();
+    if (pos0 + e.n > kv->capacity())
+      throw Error("forward: " + std::to_string(pos0 + e.n) + " tokens exceed the sequence's capacity of " +
+                  std::to_string(kv->capacity()));
+    for (int64_t t = 0; t < e.n; ++t)
+      if (e.tokens[t] < 0 || e.tokens[t] >= vocab)
+        throw Error("forward: token id " + std::to_string(e.tokens[t]) + " outside the vocabulary (size " +
+                    std::to_string(vocab) + ")");
+    seqs[i] = PagedSeq{kv, pos0, total, e.n};
+    total += e.n;
+  }
+  // Free blocks per pool, summed over the entries that share it (the usual case: one pool).
+  for (size_t i = 0; i < count; ++i) {
+    cache::BlockPool* pool = &seqs[i].kv->pool();
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) seen = &seqs[j].kv->pool() == pool;
+    if (seen) continue;
+    int64_t need = 0;
+    for (size_t j = i; j < count; ++j)
+      if (&seqs[j].kv->pool() == pool) need += seqs[j].kv->blocks_needed(entries[j].n);
+    if (need > static_cast<int64_t>(pool->free_count()))
+      throw Error("forward: KV pool has " + std::to_string(pool->free_count()) + " free blocks, " +
+                  std::to_string(need) + " needed");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      seqs[i].kv->append(entries[i].n);
+    } catch (...) {
+      for (size_t j = 0; j < i; ++j) seqs[j].kv->truncate(seqs[j].pos0);  // undo the others
+      throw;
+    }
+  }
+  return total;
+}
+
+}  // namespace rapid
+
+namespace rapid {
+
+std::unique_ptr<SequenceState> private_paged_state(const Model& m, int64_t max_tokens) {
+  constexpr int32_t kBlock = 16;
+  if (max_tokens <= 0) throw Error("new_state: max_tokens must be positive");
+  const cache::BlockShape sh = m.kv_block_shape(kBlock);
+  const uint64_t blocks = static_cast<uint64_t>((max_tokens + kBlock - 1) / kBlock);
+  auto pool = std::make_shared<cache::BlockPool>(sh, blocks * sh.block_bytes());
+  return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+}
+
+void scatter_logits(const BatchEntry* entries, size_t count, const float* packed, int64_t vocab) {
+  int64_t r = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (!entries[i].logits) continue;
+    const int64_t k = entries[i].all_logits ? entries[i].n : 1;
+    std::memcpy(entries[i].logits, packed + r * vocab, static_cast<size_t>(k * vocab) * sizeof(float));
+    r += k;
+  }
 }
 
 }  // namespace rapid

@@ -3,6 +3,7 @@
 // prefix cache; this class only tracks one sequence's block table.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -48,5 +49,20 @@ class PagedKvState : public SequenceState {
   int64_t max_tokens_;
   std::vector<uint8_t*> bases_;  // block base pointers, parallel to table_.blocks()
 };
+
+// One entry of a batched forward over paged states: its state, first new position, and rows
+// [row, row + n) of the batch's activations.
+struct PagedSeq {
+  PagedKvState* kv = nullptr;
+  int64_t pos0 = 0, row = 0, n = 0;
+};
+
+// Admits a batch for a model whose states are all PagedKvState: checks every entry (a state of
+// this model whose pool `check_pool` accepts, no sequence twice, tokens in [0, vocab), within
+// capacity, enough free blocks per pool) before touching any state, then appends each entry's
+// tokens. Fills `seqs` and returns the total rows. Throws Error and changes nothing on refusal.
+int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab,
+                          const std::function<void(const cache::BlockShape&)>& check_pool,
+                          std::vector<PagedSeq>& seqs);
 
 }  // namespace rapid

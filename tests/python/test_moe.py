@@ -7,7 +7,6 @@ text of mlx-lm's own greedy continuation of the same prompt, computed from scrat
 from the real Qwen3 chat template).
 
 Skips when the binary is not built or mlx-lm is not installed."""
-import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -15,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import conftest
-from test_qwen35 import CACHE, PROMPT, complete, mlx_greedy_text, multi_turn_resumes_and_matches, run_raw, tiny_set
+from test_qwen35 import (CACHE, PROMPT, complete, mlx_greedy_text, model_with_template, multi_turn_resumes_and_matches,
+                         run_raw, tiny_set)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "moe-tiny"
@@ -85,11 +85,7 @@ def chat_next(tiny, tmp_path_factory):
     if not TEMPLATE.exists():
         pytest.skip(f"{TEMPLATE} missing (set RAPID_FIXTURES_DIR)")
     d = tmp_path_factory.mktemp("qwen3-next-chat")
-    model = d / "model"
-    model.mkdir()
-    for f in (tiny / "qwen3-next" / "mlx-f32").iterdir():
-        (model / f.name).symlink_to(f)
-    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE.read_text()}))
+    model = model_with_template(tiny / "qwen3-next" / "mlx-f32", TEMPLATE, d)
     srv = _serve(model, d)
     yield srv, model
     conftest.stop(srv)

@@ -93,6 +93,16 @@ def served(tiny, tmp_path_factory):
     conftest.stop(srv)
 
 
+def model_with_template(src, template, d):
+    """A model directory under d: src's files (symlinked) with `template` as its chat template."""
+    model = d / "model"
+    model.mkdir()
+    for f in src.iterdir():
+        (model / f.name).symlink_to(f)
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template.read_text()}))
+    return model
+
+
 def complete(srv, prompt, max_tokens=STEPS):
     import openai
     client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY)
