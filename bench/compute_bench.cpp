@@ -77,6 +77,35 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
     benchmark::DoNotOptimize(y.data());
   }
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size() + 2 * sb.size()));
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * n);  // tokens through this matrix
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
+// MXFP4 weight (random nibbles, E8M0 scales 2^-8 .. 2^-5) of the same shapes: bytes/s counts the
+// nibbles plus the scale bytes.
+void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
+  std::vector<uint8_t> w(rows * cols / 2), e(rows * cols / 32);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  for (auto& b : e) b = static_cast<uint8_t>(119 + rng() % 4);
+  Tensor tt;
+  tt.name = "w";
+  tt.dtype = DType::MXFP4;
+  tt.shape = {rows, cols};
+  tt.data = w.data();
+  tt.nbytes = w.size();
+  tt.scales = e.data();
+  WeightView v = WeightView::of(tt);
+  std::vector<float> x(n * cols, 0.5f), y(n * rows);
+  ThreadPool pool(threads);
+  MatmulScratch s;
+  for (auto _ : st) {
+    matmul(v, x.data(), n, y.data(), pool, s);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size() + e.size()));
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * n);  // tokens through this matrix
   st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * st.iterations(), benchmark::Counter::kIsRate,
                                               benchmark::Counter::kIs1000);
 }
@@ -302,6 +331,13 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseReal
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gemm128_1t, 4, 64, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_gemm128_1t, 8, 64, 1536, 576, 1, 128)->UseRealTime();
+// MXFP4 vs MLX affine 4-bit at the same shapes (gpt-oss-20b's expert: hidden 2880, 2x2880 gate/up).
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_big_1t, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g32_gptoss_gateup_1t, 4, 32, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gptoss_gateup_1t, 4, 64, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_ffn_1t_n8, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gemm128_1t, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
