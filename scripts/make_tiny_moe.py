@@ -199,6 +199,21 @@ HF_GOLDENS_FROM_MLX = {"gpt-oss"}  # mlx-lm cannot load this HF layout (see hf-f
 SEED_INDEX = {"qwen3-moe": 0, "qwen35-moe": 1, "gpt-oss": 2, "qwen3-next": 2}
 
 
+def build(name):
+    """(config, model) of one config, its random weights fixed by its seeds."""
+    config, make, _ = CONFIGS[name]
+    i = SEED_INDEX[name]
+    cfg = config()
+    mx.random.seed(3000 + i)
+    model = make(cfg)
+    # Fixed seeds. Top-k routing has ties of measure zero, but a near-tie (two experts' router
+    # probabilities within f32 rounding) lets two correct f32 implementations pick different
+    # experts for one token; another seed for this spread showed one such step (logits off by
+    # 2.5e-4 relative at steps 11-12 of one prompt, mlx-q4 qwen3_5_moe), this one none.
+    mx.random.seed(3100 + i)
+    return cfg, spread(model, moe_spread)
+
+
 def main():
     mx.set_default_device(mx.cpu)
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
@@ -207,16 +222,8 @@ def main():
     shutil.rmtree(tmp, ignore_errors=True)
     for name, (config, make, to_hf) in CONFIGS.items():
         i = SEED_INDEX[name]
-        cfg = config()
         d = tmp / name
-        mx.random.seed(3000 + i)
-        model = make(cfg)
-        # Fixed seeds. Top-k routing has ties of measure zero, but a near-tie (two experts' router
-        # probabilities within f32 rounding) lets two correct f32 implementations pick different
-        # experts for one token; another seed for this spread showed one such step (logits off by
-        # 2.5e-4 relative at steps 11-12 of one prompt, mlx-q4 qwen3_5_moe), this one none.
-        mx.random.seed(3100 + i)
-        model = spread(model, moe_spread)
+        cfg, model = build(name)
         save_model(d / "mlx-f32", model)
         save_config(cfg, d / "mlx-f32" / "config.json")
         (d / "hf-f32").mkdir(parents=True)

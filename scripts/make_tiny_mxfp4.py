@@ -33,8 +33,8 @@ import numpy as np
 from mlx_lm.utils import quantize_model, save_config, save_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread  # noqa: E402
-from make_tiny_qwen35 import goldens, spread, write_tokenizer  # noqa: E402
+from make_tiny_moe import SEED_INDEX, build  # noqa: E402
+from make_tiny_qwen35 import goldens, write_tokenizer  # noqa: E402
 
 FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 NAMES = ("gpt-oss", "qwen3-moe")
@@ -113,14 +113,9 @@ def main():
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     for name in NAMES:
-        config, make, _ = CONFIGS[name]
         i = SEED_INDEX[name]
-        cfg = config()
         d = tmp / name
-        mx.random.seed(3000 + i)
-        model = make(cfg)
-        mx.random.seed(3100 + i)
-        model = spread(model, moe_spread)
+        cfg, model = build(name)
         V = cfg["vocab_size"]
         if name == "gpt-oss":
             save_model(d / "f32", model)  # the weights hf_copies starts from (not kept)
