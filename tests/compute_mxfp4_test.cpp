@@ -68,12 +68,6 @@ const Golden& golden() {
   return g;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::Scalar};
-  if (best_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
-  if (best_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
-  return v;
-}
 
 }  // namespace
 
@@ -114,39 +108,25 @@ TEST(Mxfp4, ShortTensorIsRefused) {
 // activations against 2·E2M1 int8 weights, the bound of the other quantized kernels.
 TEST(Mxfp4, MatmulMatchesMlxQuantizedMatmulOnEveryIsa) {
   const Golden& g = golden();
-  ThreadPool pool(2);
-  for (Isa isa : isas()) {
-    set_active_isa(isa);
+  testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
       Tensor t = c.tensor(g.rows, g.cols);
-      WeightView w = WeightView::of(t);
-      for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
-        std::vector<float> y(g.n * g.rows);
-        MatmulScratch s;
-        matmul(w, g.x.data(), g.n, y.data(), pool, s, path);
-        const double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
-        for (int64_t i = 0; i < g.n * g.rows; ++i)
-          ASSERT_NEAR(y[i], c.y[i], rel * c.mag[i] + 1e-30)
-              << c.name << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast") << " i " << i;
-      }
+      testing_util::expect_matches_reference(WeightView::of(t), g.x.data(), g.n, c.y, c.mag, 1e-30,
+                                             c.name + " " + isa_name(isa));
     }
-  }
-  set_active_isa(best_isa());
+  });
 }
 
 // Decode (n = 1), a tile (n = 4) and a ragged batch (n = 5) give every row bitwise the same result,
 // with 1 or 2 threads, on every ISA.
 TEST(Mxfp4, ResultsAreBatchAndThreadInvariant) {
   const Golden& g = golden();
-  for (Isa isa : isas()) {
-    set_active_isa(isa);
+  testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
       Tensor t = c.tensor(g.rows, g.cols);
-      testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n,
-                                                      c.name + " " + isa_name(isa));
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n, c.name + " " + isa_name(isa));
     }
-  }
-  set_active_isa(best_isa());
+  });
 }
 
 // A view of every other row (gpt-oss's interleaved gate/up rows: both strides doubled) computes
