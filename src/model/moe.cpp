@@ -132,11 +132,11 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, int64_t out, int64_t step, int64_t off,
                     int64_t cols) {
   const Tensor& b = ws.get(name + "_blocks");
-  const Tensor& sc = ws.get(name + "_scales");
   const int64_t E = b.shape.empty() ? 0 : b.shape[0], G = cols / mxfp4::kBlock, R = out * step;
   if (b.dtype != DType::U8 || b.shape != std::vector<int64_t>{E, R, G, mxfp4::kBlockBytes} || cols % mxfp4::kBlock)
     throw Error(name + "_blocks: expected uint8 [experts, " + std::to_string(R) + ", " + std::to_string(G) + ", 16], got " +
                 dtype_name(b.dtype) + " " + shape_str(b.shape));
+  const Tensor& sc = ws.get(name + "_scales");
   if (sc.dtype != DType::U8 || sc.shape != std::vector<int64_t>{E, R, G})
     throw Error(name + "_scales: expected uint8 (E8M0) [" + std::to_string(E) + ", " + std::to_string(R) + ", " +
                 std::to_string(G) + "], got " + dtype_name(sc.dtype) + " " + shape_str(sc.shape));
