@@ -28,6 +28,23 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
   return buf;
 }
 
+// n activation rows through v: bytes/s counts `bytes` (the weight's packed size) per call, items/s
+// tokens through this matrix.
+void time_matmul(benchmark::State& st, const WeightView& v, int threads, int64_t n, size_t bytes,
+                 MatmulPath path = MatmulPath::Fast) {
+  std::vector<float> x(n * v.cols, 0.5f), y(n * v.rows);
+  ThreadPool pool(threads);
+  MatmulScratch s;
+  for (auto _ : st) {
+    matmul(v, x.data(), n, y.data(), pool, s, path);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(bytes));
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * n);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * v.rows * v.cols * n * st.iterations(), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+}
+
 void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int threads, int64_t n,
              MatmulPath path = MatmulPath::Fast) {
   auto w = random_weights(t, rows, cols);
@@ -37,17 +54,7 @@ void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int thre
   tt.shape = {rows, cols};
   tt.data = w.data();
   tt.nbytes = w.size();
-  WeightView v = WeightView::of(tt);
-  std::vector<float> x(n * cols, 0.5f), y(n * rows);
-  ThreadPool pool(threads);
-  MatmulScratch s;
-  for (auto _ : st) {
-    matmul(v, x.data(), n, y.data(), pool, s, path);
-    benchmark::DoNotOptimize(y.data());
-  }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size()));
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * st.iterations(), benchmark::Counter::kIsRate,
-                                              benchmark::Counter::kIs1000);
+  time_matmul(st, WeightView::of(tt), threads, n, w.size(), path);
 }
 
 // MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
@@ -68,17 +75,24 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   tt.group_dtype = DType::BF16;
   tt.scales = sb.data();
   tt.biases = sb.data() + rows * cols / gs;
-  WeightView v = WeightView::of(tt);
-  std::vector<float> x(n * cols, 0.5f), y(n * rows);
-  ThreadPool pool(threads);
-  MatmulScratch s;
-  for (auto _ : st) {
-    matmul(v, x.data(), n, y.data(), pool, s);
-    benchmark::DoNotOptimize(y.data());
-  }
-  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size() + 2 * sb.size()));
-  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * st.iterations(), benchmark::Counter::kIsRate,
-                                              benchmark::Counter::kIs1000);
+  time_matmul(st, WeightView::of(tt), threads, n, w.size() + 2 * sb.size());
+}
+
+// MXFP4 weight (random nibbles, E8M0 scales 2^-8 .. 2^-5) of the same shapes: bytes/s counts the
+// nibbles plus the scale bytes.
+void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
+  std::vector<uint8_t> w(rows * cols / 2), e(rows * cols / 32);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  for (auto& b : e) b = static_cast<uint8_t>(119 + rng() % 4);
+  Tensor tt;
+  tt.name = "w";
+  tt.dtype = DType::MXFP4;
+  tt.shape = {rows, cols};
+  tt.data = w.data();
+  tt.nbytes = w.size();
+  tt.scales = e.data();
+  time_matmul(st, WeightView::of(tt), threads, n, w.size() + e.size());
 }
 
 std::string smollm2() {
@@ -302,6 +316,13 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseReal
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gemm128_1t, 4, 64, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_gemm128_1t, 8, 64, 1536, 576, 1, 128)->UseRealTime();
+// MXFP4 vs MLX affine 4-bit at the same shapes (gpt-oss-20b's expert: hidden 2880, 2x2880 gate/up).
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_big_1t, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g32_gptoss_gateup_1t, 4, 32, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gptoss_gateup_1t, 4, 64, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_ffn_1t_n8, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gemm128_1t, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

@@ -6,6 +6,8 @@
 //   expert_MB_read_per_token: bytes of the distinct experts the step routed to, per token
 //   active_MB_per_token:      top-k experts' bytes (the active parameters of the block, shared
 //                             expert excluded)
+// BM_MoeBlockMxfp4: the Qwen3 shape with its experts in MXFP4 (gpt-oss's format: E2M1 nibbles,
+// one E8M0 byte per 32) instead of MLX affine 4-bit, to compare the two formats' kernels.
 // Usage: build/model_moe_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 
@@ -58,13 +60,39 @@ struct Block {
     ws.keep_alive(sb);
   }
 
-  explicit Block(const MoeShape& sh) {
+  // An MXFP4 tensor: random nibbles, E8M0 scales 2^-8 .. 2^-5.
+  void add_mxfp4(const std::string& name, std::vector<int64_t> dims, std::mt19937& rng) {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < dims.size(); ++i) rows *= dims[i];
+    auto q = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * dims.back() / 2));
+    for (auto& b : *q) b = static_cast<uint8_t>(rng());
+    auto e = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * dims.back() / 32));
+    for (auto& b : *e) b = static_cast<uint8_t>(119 + rng() % 4);
+    Tensor t;
+    t.name = name;
+    t.dtype = DType::MXFP4;
+    t.shape = dims;
+    t.data = q->data();
+    t.nbytes = q->size();
+    t.bits = 4;
+    t.group_size = 32;
+    t.group_dtype = DType::U8;
+    t.scales = e->data();
+    ws.add(t);
+    ws.keep_alive(q);
+    ws.keep_alive(e);
+  }
+
+  explicit Block(const MoeShape& sh, bool mxfp4 = false) {
     std::mt19937 rng(7);
     const int64_t E = sh.experts, I = sh.expert_inter, S = sh.shared_inter;
     add_q4("mlp.gate.weight", {E, kH}, rng);
-    add_q4("mlp.switch_mlp.gate_proj.weight", {E, I, kH}, rng);
-    add_q4("mlp.switch_mlp.up_proj.weight", {E, I, kH}, rng);
-    add_q4("mlp.switch_mlp.down_proj.weight", {E, kH, I}, rng);
+    auto add_expert = [&](const std::string& n, std::vector<int64_t> d) {
+      mxfp4 ? add_mxfp4(n, std::move(d), rng) : add_q4(n, std::move(d), rng);
+    };
+    add_expert("mlp.switch_mlp.gate_proj.weight", {E, I, kH});
+    add_expert("mlp.switch_mlp.up_proj.weight", {E, I, kH});
+    add_expert("mlp.switch_mlp.down_proj.weight", {E, kH, I});
     if (S > 0) {
       add_q4("mlp.shared_expert.gate_proj.weight", {S, kH}, rng);
       add_q4("mlp.shared_expert.up_proj.weight", {S, kH}, rng);
@@ -72,7 +100,8 @@ struct Block {
       add_q4("mlp.shared_expert_gate.weight", {1, kH}, rng);
     }
     moe = std::make_unique<MoeBlock>(ws, "mlp.", sh);
-    expert_bytes = 3.0 * I * kH * (0.5 + 4.0 / kGroup);  // nibbles + f16 scale and bias per group
+    // nibbles + f16 scale and bias per group, or + one E8M0 byte per 32
+    expert_bytes = 3.0 * I * kH * (0.5 + (mxfp4 ? 1.0 / 32 : 4.0 / kGroup));
   }
 };
 
@@ -108,6 +137,12 @@ void BM_MoeBlockNext(benchmark::State& st) {
   static Block b(kQwen3Next);
   run(st, b);
 }
+void BM_MoeBlockMxfp4(benchmark::State& st) {
+  static Block b(kQwen3, true);
+  run(st, b);
+}
+BENCHMARK(BM_MoeBlockMxfp4)->ArgNames({"rows", "threads"})->Args({1, 1})->Args({1, 2})->Args({16, 2})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MoeBlock)->ArgNames({"rows", "threads"})->Args({1, 1})->Args({1, 2})->Args({16, 2})->Args({64, 2})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MoeBlockNext)->ArgNames({"rows", "threads"})->Args({1, 2})->Args({16, 2})->Unit(benchmark::kMillisecond);

@@ -199,6 +199,25 @@ HF_GOLDENS_FROM_MLX = {"gpt-oss"}  # mlx-lm cannot load this HF layout (see hf-f
 SEED_INDEX = {"qwen3-moe": 0, "qwen35-moe": 1, "gpt-oss": 2, "qwen3-next": 2}
 
 
+def seeded_model(config, make, i, extra_spread, seeds=(3000, 3100)):
+    """(config, model) with random weights fixed by seeds[k] + i."""
+    cfg = config()
+    mx.random.seed(seeds[0] + i)
+    model = make(cfg)
+    # Fixed seeds. Top-k routing has ties of measure zero, but a near-tie (two experts' router
+    # probabilities within f32 rounding) lets two correct f32 implementations pick different
+    # experts for one token; another seed for this spread showed one such step (logits off by
+    # 2.5e-4 relative at steps 11-12 of one prompt, mlx-q4 qwen3_5_moe), this one none.
+    mx.random.seed(seeds[1] + i)
+    return cfg, spread(model, extra_spread)
+
+
+def build(name):
+    """(config, model) of one of CONFIGS, exactly as write_set makes it."""
+    config, make, _ = CONFIGS[name]
+    return seeded_model(config, make, SEED_INDEX[name], moe_spread)
+
+
 def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 4000), hf_goldens_from_mlx=()):
     """Writes every config of `configs` (name -> (config(), make(cfg), to_hf(w, text_cfg))) as
     mlx-f32 / hf-f32 / mlx-q4 with tokenizer and goldens under argv[1] or the cache's `set_name`;
@@ -210,16 +229,8 @@ def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 40
     shutil.rmtree(tmp, ignore_errors=True)
     for name, (config, make, to_hf) in configs.items():
         i = seed_index[name]
-        cfg = config()
         d = tmp / name
-        mx.random.seed(seeds[0] + i)
-        model = make(cfg)
-        # Fixed seeds. Top-k routing has ties of measure zero, but a near-tie (two experts' router
-        # probabilities within f32 rounding) lets two correct f32 implementations pick different
-        # experts for one token; another seed for this spread showed one such step (logits off by
-        # 2.5e-4 relative at steps 11-12 of one prompt, mlx-q4 qwen3_5_moe), this one none.
-        mx.random.seed(seeds[1] + i)
-        model = spread(model, extra_spread)
+        cfg, model = seeded_model(config, make, i, extra_spread, seeds[:2])
         save_model(d / "mlx-f32", model)
         save_config(cfg, d / "mlx-f32" / "config.json")
         (d / "hf-f32").mkdir(parents=True)

@@ -13,6 +13,7 @@
 #include "compute/cpu_features.h"
 #include "compute/matmul.h"
 #include "compute/thread_pool.h"
+#include "matmul_invariance.h"
 #include "tensor/tensor.h"
 
 using namespace rapid;
@@ -80,12 +81,6 @@ const Golden& golden() {
   return g;
 }
 
-std::vector<Isa> isas() {
-  std::vector<Isa> v{Isa::Scalar};
-  if (best_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
-  if (best_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
-  return v;
-}
 
 }  // namespace
 
@@ -103,52 +98,23 @@ TEST(MlxMatmul, GoldenCoversEveryBitsGroupAndDtype) {
 // (compute_test's Matmul.EveryFormatMatchesDequantizedReference).
 TEST(MlxMatmul, MatchesMlxQuantizedMatmulOnEveryIsa) {
   const Golden& g = golden();
-  ThreadPool pool(2);
-  for (Isa isa : isas()) {
-    set_active_isa(isa);
+  testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
       Tensor t = c.tensor(g.rows, g.cols);
-      WeightView w = WeightView::of(t);
-      for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
-        std::vector<float> y(g.n * g.rows);
-        MatmulScratch s;
-        matmul(w, g.x.data(), g.n, y.data(), pool, s, path);
-        const double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
-        for (int64_t i = 0; i < g.n * g.rows; ++i) {
-          // y is [n, rows] in both.
-          ASSERT_NEAR(y[i], c.y[i], rel * c.mag[i] + 1e-6)
-              << t.name << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast") << " i " << i;
-        }
-      }
+      testing_util::expect_matches_reference(WeightView::of(t), g.x.data(), g.n, c.y, c.mag, 1e-6,
+                                             t.name + " " + isa_name(isa));
     }
-  }
-  set_active_isa(best_isa());
+  });
 }
 
 // Decode (n = 1), a tile (n = 4) and a ragged batch (n = 5) give every row bitwise the same result,
 // on every ISA and with 1 or 2 threads.
 TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
   const Golden& g = golden();
-  ThreadPool p1(1), p2(2);
-  for (Isa isa : isas()) {
-    set_active_isa(isa);
+  testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
       Tensor t = c.tensor(g.rows, g.cols);
-      WeightView w = WeightView::of(t);
-      MatmulScratch s;
-      std::vector<float> all(g.n * g.rows), all1(g.n * g.rows);
-      matmul(w, g.x.data(), g.n, all.data(), p2, s, MatmulPath::Fast);
-      matmul(w, g.x.data(), g.n, all1.data(), p1, s, MatmulPath::Fast);
-      EXPECT_EQ(all, all1) << t.name << " " << isa_name(isa) << ": thread count changed the result";
-      for (int64_t n : {int64_t{1}, int64_t{4}}) {
-        for (int64_t t0 = 0; t0 + n <= g.n; t0 += n) {
-          std::vector<float> part(n * g.rows);
-          matmul(w, g.x.data() + t0 * g.cols, n, part.data(), p2, s, MatmulPath::Fast);
-          for (int64_t i = 0; i < n * g.rows; ++i)
-            ASSERT_EQ(part[i], all[t0 * g.rows + i]) << t.name << " " << isa_name(isa) << " n " << n << " t0 " << t0;
-        }
-      }
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n, t.name + " " + isa_name(isa));
     }
-  }
-  set_active_isa(best_isa());
+  });
 }

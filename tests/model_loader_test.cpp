@@ -185,6 +185,29 @@ TEST(MlxQuant, QuantConfigOverrides) {
   EXPECT_FALSE(mlx::parse_quant_config(nlohmann::json::parse(R"({"hidden_size": 4})")));
 }
 
+// mlx-lm's mode "mxfp4" config (as quantize_model writes gpt_oss's: routers overridden without a
+// mode, which mlx's nn.quantize hands to to_quantized and so quantizes affine), other modes and
+// MXFP4 geometries refused, and a transformers "mxfp4" quantization_config left to the gpt-oss loader.
+TEST(MlxQuant, Mxfp4ModeAndOverrides) {
+  auto qc = mlx::parse_quant_config(nlohmann::json::parse(R"({"quantization": {"group_size": 32, "bits": 4,
+      "mode": "mxfp4", "model.layers.0.mlp.router": {"group_size": 64, "bits": 8}}})"));
+  ASSERT_TRUE(qc);
+  auto e = qc->for_module("model.layers.0.mlp.experts.down_proj");
+  EXPECT_TRUE(e->mxfp4);
+  EXPECT_EQ(e->bits, 4);
+  EXPECT_EQ(e->group_size, 32);
+  auto r = qc->for_module("model.layers.0.mlp.router");
+  EXPECT_FALSE(r->mxfp4);
+  EXPECT_EQ(r->bits, 8);
+  EXPECT_EQ(r->group_size, 64);
+  for (const char* bad : {R"({"quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}})",
+                          R"({"quantization": {"group_size": 32, "bits": 8, "mode": "mxfp4"}})",
+                          R"({"quantization": {"group_size": 32, "bits": 4, "mode": "nvfp4"}})"})
+    EXPECT_THROW(mlx::parse_quant_config(nlohmann::json::parse(bad)), Error) << bad;
+  EXPECT_FALSE(mlx::parse_quant_config(nlohmann::json::parse(
+      R"({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["router"]}})")));
+}
+
 // An mlx_lm.convert -q checkpoint loads as MLX_AFFINE tensors, and our quantizer applied to the
 // original f32 weights reproduces mlx_lm's bytes exactly (so `convert --quantize` is faithful).
 TEST(MlxCheckpoint, LoadsMlxLmConvertOutput) {

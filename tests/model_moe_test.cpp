@@ -71,9 +71,10 @@ TEST(MoeModel, ConvertRefusesMoe) {
   fs::remove_all(tmp);
 }
 
-// gpt-oss as OpenAI ships it (MXFP4 experts: *_blocks / *_scales) is refused with the tensor and a
-// way out, not loaded wrong. The copy renames the HF layout's expert tensors in the header.
-TEST(MoeModel, GptOssMxfp4ExpertsAreRefusedClearly) {
+// A gpt-oss checkpoint whose MXFP4 expert names (*_blocks) hold something else (here the f32 fused
+// tensor, renamed in the header) is refused with the checkpoint, the tensor and what was expected,
+// not loaded wrong. (The real MXFP4 layout loads: model_mxfp4_test.cpp.)
+TEST(MoeModel, GptOssMislabelledMxfp4ExpertsAreRefusedClearly) {
   REQUIRE_TINY();
   const fs::path tmp = fs::temp_directory_path() / ("rapid-moe-mxfp4-" + std::to_string(::getpid()));
   fs::remove_all(tmp);
@@ -100,8 +101,11 @@ TEST(MoeModel, GptOssMxfp4ExpertsAreRefusedClearly) {
   try {
     make(tmp.string(), MatmulPath::Fast, DType::F16);
     ADD_FAILURE() << "loaded a checkpoint with MXFP4 expert names";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("gate_up_proj_blocks: MXFP4"), std::string::npos) << e.what();
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.path(), tmp.string());
+    EXPECT_NE(std::string(e.what()).find("gate_up_proj_blocks: expected uint8 [experts, 128, 2, 16], got F32"),
+              std::string::npos)
+        << e.what();
   }
   fs::remove_all(tmp);
 }

@@ -46,6 +46,12 @@ struct Kernels {
                           const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, const float* gsum,
                           float* out);
   MlxDot dot_mlx4, dot_mlx8;
+  // MXFP4 rows (tensor/mxfp4.h): w = the row's packed nibbles, e = its E8M0 scales (one per block),
+  // activations in nibble order (permute_act_for_mlx4: MXFP4 packs like MLX 4-bit). Per block an
+  // integer dot of 2·E2M1 (exact int8) with the int8 activations, scaled by 2^(e-128)·dx.
+  using Mxfp4Dot = void (*)(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t x_stride, int64_t nb,
+                            int nt, float* out);
+  Mxfp4Dot dot_mxfp4;
   // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
   // packed by pack_act_lanes, a layout for kernels that work 8 blocks at a time: the int→float
   // conversion and the scaling then happen once per 8 blocks instead of once per block.
@@ -61,7 +67,7 @@ struct Kernels {
 void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
                     int32_t* sum);
 
-// MLX packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
+// MLX (and MXFP4) packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
 // activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.
 void permute_act_for_mlx4(ActQ8* blocks, int64_t n);
 

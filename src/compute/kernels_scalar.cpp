@@ -5,6 +5,7 @@
 
 #include "compute/kernels.h"
 #include "tensor/fp16.h"
+#include "tensor/mxfp4.h"
 
 namespace rapid {
 namespace {
@@ -196,6 +197,21 @@ void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const 
   }
 }
 
+void dot_mxfp4(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  for (int t = 0; t < nt; ++t) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const ActQ8& a = x[t * xs + b];
+      const uint8_t* q = w + b * mxfp4::kBlockBytes;
+      int s = 0;
+      for (int j = 0; j < 16; ++j)
+        s += mxfp4::kTwiceE2M1[q[j] & 0x0f] * a.qs[j] + mxfp4::kTwiceE2M1[q[j] >> 4] * a.qs[j + 16];
+      acc += 0.5f * mxfp4::e8m0_to_f32(e[b]) * a.d * s;
+    }
+    out[t] = acc;
+  }
+}
+
 }  // namespace
 
 void permute_act_for_mlx4(ActQ8* blocks, int64_t n) {
@@ -232,6 +248,7 @@ void fill_kernels_scalar(Kernels& k) {
   k.dot_q5_k = dot_k4<BlockQ5_K, true>;
   k.dot_mlx4 = dot_mlx4;
   k.dot_mlx8 = dot_mlx8;
+  k.dot_mxfp4 = dot_mxfp4;
 }
 
 static Kernels build(Isa isa) {

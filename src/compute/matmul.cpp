@@ -9,6 +9,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
 #include "tensor/mlx_affine.h"
+#include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid {
@@ -32,6 +33,14 @@ WeightView WeightView::of(const Tensor& t) {
     w.row_stride = static_cast<size_t>(w.cols * t.bits / 8);
     return w;
   }
+  if (t.dtype == DType::MXFP4) {
+    if (w.cols % mxfp4::kBlock != 0 || !t.scales)
+      throw Error("matmul: MXFP4 weight " + t.name + " needs whole 32-element blocks and its scales");
+    w.scales = t.scales;
+    w.bits = 4;
+    w.group_size = mxfp4::kBlock;
+    w.scale_stride = static_cast<size_t>(w.cols / mxfp4::kBlock);
+  }
   switch (t.dtype) {
     case DType::I32: case DType::U32: case DType::I8: case DType::U8:
       throw Error("matmul: weight " + t.name + " has integer dtype " + dtype_name(t.dtype));
@@ -53,6 +62,9 @@ void weight_row_f32(const WeightView& w, int64_t r, float* out) {
                         w.bits, w.group_size, w.cols, out);
     return;
   }
+  if (w.dtype == DType::MXFP4)
+    return mxfp4::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
+                                 static_cast<const uint8_t*>(w.scales) + r * w.scale_stride, w.cols, out);
   dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);
 }
 
@@ -126,6 +138,10 @@ void mlx_bias_sums(const ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<f
     }
 }
 
+bool mxfp4_fast(const WeightView& w, MatmulPath path) {
+  return path == MatmulPath::Fast && w.dtype == DType::MXFP4;
+}
+
 const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
   for (auto& [g, v] : s.mlx_gsum)
     if (g == gs) return v.data();
@@ -154,6 +170,18 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     }
+    return;
+  }
+  if (mxfp4_fast(w, path)) {
+    const int64_t nb = cols / kQK;
+    const auto* sc = static_cast<const uint8_t*>(w.scales);
+    float tmp[4];
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t t = 0; t < n; t += 4) {
+        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
+        k.dot_mxfp4(base + r * w.row_stride, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      }
     return;
   }
   if (qv) {
@@ -257,8 +285,9 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
     qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
     need_v |= qv[i] != nullptr;
-    need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path);
-    need_q4 |= mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4;
+    const bool fp4 = mxfp4_fast(*outs[i].w, path);
+    need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
+    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4) || fp4;
     start[i + 1] = start[i] + outs[i].w->rows;
   }
   const ActQ8* xq = nullptr;

@@ -21,6 +21,9 @@ struct WeightView {
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   size_t row_stride = 0;  // bytes between rows (non-MLX)
+  // MXFP4: `scales` holds one E8M0 byte per 32 elements, rows scale_stride bytes apart (gpt-oss's
+  // interleaved gate/up rows are views with both strides doubled).
+  size_t scale_stride = 0;
   // MLX affine
   int bits = 0, group_size = 0;
   DType group_dtype = DType::F16;

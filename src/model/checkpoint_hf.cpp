@@ -66,7 +66,8 @@ std::vector<std::string> shard_files(const std::string& dir, std::map<std::strin
   return files;
 }
 
-// Folds "<m>.weight" (U32 packed) + "<m>.scales" + "<m>.biases" into one MLX_AFFINE tensor.
+// Folds "<m>.weight" (U32 packed) + "<m>.scales" + "<m>.biases" into one MLX_AFFINE tensor, or
+// "<m>.weight" + uint8 "<m>.scales" of a mode "mxfp4" module into one MXFP4 tensor.
 void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>& qc, const std::string& dir,
                         WeightStore& out) {
   for (auto& [name, t] : raw.all()) {
@@ -88,7 +89,8 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     auto spec = qc->for_module(module);
     if (!spec) throw bad("has scales but config.json marks it unquantized");
     const Tensor* biases = raw.find(module + ".biases");
-    if (!biases) throw bad("has scales but no biases");
+    if (!spec->mxfp4 && !biases) throw bad("has scales but no biases");
+    if (spec->mxfp4 && biases) throw bad("mode 'mxfp4' has no biases, but the file has some");
     // 3-D: stacked experts [E, rows, cols] (mlx-lm's switch_mlp), scales [E, rows, groups].
     if (t.dtype != DType::U32 || (t.shape.size() != 2 && t.shape.size() != 3))
       throw bad("packed weight is not a 2-D or 3-D uint32 tensor");
@@ -99,19 +101,29 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     if (cols % spec->group_size) throw bad("row of " + std::to_string(cols) + " is not a whole number of groups");
     std::vector<int64_t> gshape = {rows, cols / spec->group_size};
     if (stacked) gshape.insert(gshape.begin(), t.shape[0]);
-    if (scales->shape != gshape || biases->shape != gshape)
-      throw bad("scales/biases shape does not match " + std::to_string(rows) + " x " + std::to_string(gshape.back()) +
-                " groups (bits " + std::to_string(spec->bits) + ", group_size " + std::to_string(spec->group_size) + ")");
-    if (scales->dtype != biases->dtype || (scales->dtype != DType::F16 && scales->dtype != DType::BF16 && scales->dtype != DType::F32))
-      throw bad("scales/biases must share one float dtype");
+    const std::string geometry = std::to_string(rows) + " x " + std::to_string(gshape.back()) + " groups (bits " +
+                                 std::to_string(spec->bits) + ", group_size " + std::to_string(spec->group_size) + ")";
     Tensor q = t;
-    q.dtype = DType::MLX_AFFINE;
     q.shape = {rows, cols};
     if (stacked) q.shape.insert(q.shape.begin(), t.shape[0]);
     q.bits = spec->bits;
     q.group_size = spec->group_size;
-    q.group_dtype = scales->dtype;
     q.scales = scales->data;
+    if (spec->mxfp4) {
+      if (scales->shape != gshape) throw bad("scales shape does not match " + geometry);
+      if (scales->dtype != DType::U8) throw bad("mode 'mxfp4' scales must be uint8 (E8M0), not " +
+                                                std::string(dtype_name(scales->dtype)));
+      q.dtype = DType::MXFP4;
+      q.group_dtype = DType::U8;
+      out.add(std::move(q));
+      continue;
+    }
+    if (scales->shape != gshape || biases->shape != gshape)
+      throw bad("scales/biases shape does not match " + geometry);
+    if (scales->dtype != biases->dtype || (scales->dtype != DType::F16 && scales->dtype != DType::BF16 && scales->dtype != DType::F32))
+      throw bad("scales/biases must share one float dtype");
+    q.dtype = DType::MLX_AFFINE;
+    q.group_dtype = scales->dtype;
     q.biases = biases->data;
     out.add(std::move(q));
   }

@@ -100,7 +100,8 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     rep.tensors++;
     // Float output type: requested, else the source's own float type, else f32 (dequantized).
     DType fdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : DType::F32);
-    bool numeric = is_float(t->dtype) || t->dtype == DType::MLX_AFFINE || (t->dtype >= DType::Q4_0 && t->dtype <= DType::Q8_K);
+    bool numeric = is_float(t->dtype) || t->dtype == DType::MLX_AFFINE || t->dtype == DType::MXFP4 ||
+                   (t->dtype >= DType::Q4_0 && t->dtype <= DType::Q8_K);
     if (!numeric) {  // integer tensors pass through
       plan.push_back({name, t->dtype, t->shape, [t] {
                         auto* p = static_cast<const uint8_t*>(t->data);

@@ -12,6 +12,10 @@ namespace rapid::mlx {
 struct QuantSpec {
   int bits = 4;
   int group_size = 64;
+  // "mode": "affine" (scales + biases) or "mxfp4" (E8M0 scales only; bits 4, group_size 32). A
+  // per-module override without "mode" is affine: mlx's nn.quantize passes the override dict to
+  // to_quantized, whose mode defaults to affine (mlx-lm's gpt_oss routers: {"bits": 8, ...}).
+  bool mxfp4 = false;
 };
 
 // config.json's `quantization` (or `quantization_config`): defaults plus per-module overrides
@@ -23,7 +27,9 @@ struct QuantConfig {
   std::optional<QuantSpec> for_module(const std::string& module) const;
 };
 
-// Returns nullopt when the config has no quantization section. Throws Error on invalid values.
+// Returns nullopt when the config has no quantization section, or when it is a Hugging Face
+// `quant_method: "mxfp4"` one (gpt-oss's own *_blocks / *_scales tensors, read by its loader).
+// Throws Error on invalid values.
 std::optional<QuantConfig> parse_quant_config(const nlohmann::json& config);
 
 }  // namespace rapid::mlx

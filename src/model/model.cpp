@@ -5,8 +5,7 @@
 
 namespace rapid {
 
-std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
-  if (!ckpt) throw Error("create_model: no checkpoint");
+static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   const std::string& a = ckpt->config.architecture;
   if (a == "llama" || a == "mistral") return make_decoder_model(ckpt, llama_arch(), opts);
   if (a == "qwen2") return make_decoder_model(ckpt, qwen2_arch(), opts);
@@ -20,6 +19,21 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
   throw Error(ckpt->path + ": unsupported architecture '" + a +
               "' (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3, gemma4, gpt_oss, qwen3_5, qwen3_5_moe, "
               "qwen3_next)");
+}
+
+// A layer refusing its tensors (wrong shape or dtype) names the tensor; the checkpoint's path
+// makes the refusal actionable.
+std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
+  if (!ckpt) throw Error("create_model: no checkpoint");
+  try {
+    return create_arch_model(ckpt, opts);
+  } catch (const FileError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(ckpt->path + ":", 0) == 0) throw;  // already names it
+    throw FileError(ckpt->path, what);
+  }
 }
 
 void Model::forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) {

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "compute/ops.h"
 #include "tensor/dequantize.h"
+#include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid {
@@ -24,6 +25,11 @@ WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, 
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
     s.scales = static_cast<const uint8_t*>(t.scales) + first * gbytes;
     s.biases = static_cast<const uint8_t*>(t.biases) + first * gbytes;
+    s.nbytes = stride * static_cast<size_t>(rows);
+  } else if (t.dtype == DType::MXFP4) {
+    const size_t stride = row_bytes(t.dtype, cols);
+    s.data = static_cast<const uint8_t*>(t.data) + first * stride;
+    s.scales = static_cast<const uint8_t*>(t.scales) + first * (cols / mxfp4::kBlock);
     s.nbytes = stride * static_cast<size_t>(rows);
   } else {
     const size_t stride = row_bytes(t.dtype, cols);
@@ -51,7 +57,7 @@ bool aligned(const WeightView& w) {
     }
     case DType::F32: return ok(w.data, 4);
     case DType::F16: case DType::BF16: return ok(w.data, 2);
-    default: return true;  // GGUF blocks: the format aligns its data
+    default: return true;  // GGUF blocks: the format aligns its data; MXFP4 is read as bytes
   }
 }
 
@@ -114,7 +120,53 @@ Linear transposed_expert(const Tensor& t, int64_t e, int64_t out, int64_t in, in
   return l;
 }
 
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// gpt-oss's Hugging Face MXFP4 experts: `name`_blocks [E, R, cols/32, 16] uint8 and `name`_scales
+// [E, R, cols/32] uint8, R = out·step rows (y = W·x per row, as dequantized by transformers before
+// its transpose). Expert e's rows off, off + step, ... as an MXFP4 view into the mapping.
+Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, int64_t out, int64_t step, int64_t off,
+                    int64_t cols) {
+  const Tensor& b = ws.get(name + "_blocks");
+  const int64_t E = b.shape.empty() ? 0 : b.shape[0], G = cols / mxfp4::kBlock, R = out * step;
+  if (b.dtype != DType::U8 || b.shape != std::vector<int64_t>{E, R, G, mxfp4::kBlockBytes} || cols % mxfp4::kBlock)
+    throw Error(name + "_blocks: expected uint8 [experts, " + std::to_string(R) + ", " + std::to_string(G) + ", 16], got " +
+                dtype_name(b.dtype) + " " + shape_str(b.shape));
+  const Tensor& sc = ws.get(name + "_scales");
+  if (sc.dtype != DType::U8 || sc.shape != std::vector<int64_t>{E, R, G})
+    throw Error(name + "_scales: expected uint8 (E8M0) [" + std::to_string(E) + ", " + std::to_string(R) + ", " +
+                std::to_string(G) + "], got " + dtype_name(sc.dtype) + " " + shape_str(sc.shape));
+  if (e >= E) throw Error(name + "_blocks: has " + std::to_string(E) + " experts, the config more");
+  const int64_t first = e * R + off;  // flat row of the expert's first row
+  Linear l;
+  l.w.dtype = DType::MXFP4;
+  l.w.rows = out;
+  l.w.cols = cols;
+  l.w.bits = 4;
+  l.w.group_size = mxfp4::kBlock;
+  l.w.row_stride = static_cast<size_t>(step * G * mxfp4::kBlockBytes);
+  l.w.scale_stride = static_cast<size_t>(step * G);
+  l.w.data = static_cast<const uint8_t*>(b.data) + first * G * mxfp4::kBlockBytes;
+  l.w.scales = static_cast<const uint8_t*>(sc.data) + first * G;
+  return l;
+}
+
 }  // namespace
+
+// gate_up_proj_bias [E, 2I] interleaves gate (even) and up (odd); down_proj_bias is [E, H].
+void MoeBlock::set_interleaved_biases(Expert& ex, const Tensor& gate_up, const Tensor& down, int64_t e) const {
+  const int64_t I = sh_.expert_inter;
+  const std::vector<float> b = expert_row(gate_up, e, 2 * I);
+  for (int64_t i = 0; i < I; ++i) {
+    ex.gate.bias.push_back(b[2 * i]);
+    ex.up.bias.push_back(b[2 * i + 1]);
+  }
+  ex.down.bias = expert_row(down, e, sh_.hidden);
+}
 
 MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& shape) : sh_(shape) {
   const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
@@ -181,16 +233,18 @@ void MoeBlock::load_gpt_oss(const WeightStore& ws, const std::string& p) {
       Expert& ex = experts_[e];
       ex = {transposed_expert(*gu, e, I, H, 2, 0, copies_), transposed_expert(*gu, e, I, H, 2, 1, copies_),
             transposed_expert(d, e, H, I, 1, 0, copies_)};
-      const std::vector<float> b = expert_row(gub, e, 2 * I);
-      for (int64_t i = 0; i < I; ++i) {
-        ex.gate.bias.push_back(b[2 * i]);
-        ex.up.bias.push_back(b[2 * i + 1]);
-      }
-      ex.down.bias = expert_row(db, e, H);
+      set_interleaved_biases(ex, gub, db, e);
     }
   } else if (ws.find(p + "experts.gate_up_proj_blocks")) {
-    throw Error(p + "experts.gate_up_proj_blocks: MXFP4 expert weights are not supported yet; use a bf16 or MLX "
-                    "affine-quantized copy of the model");
+    for (int64_t e = 0; e < E; ++e) {
+      Expert& ex = experts_[e];
+      // Rows 2i / 2i+1 of gate_up are gate / up row i (transformers de-interleaves the columns
+      // of its transposed copy, i.e. these rows): views with doubled strides, no copy.
+      ex = {mxfp4_expert(ws, p + "experts.gate_up_proj", e, I, 2, 0, H),
+            mxfp4_expert(ws, p + "experts.gate_up_proj", e, I, 2, 1, H),
+            mxfp4_expert(ws, p + "experts.down_proj", e, H, 1, 0, I)};
+      set_interleaved_biases(ex, ws.get(p + "experts.gate_up_proj_bias"), ws.get(p + "experts.down_proj_bias"), e);
+    }
   } else {
     throw Error(p + ": no gpt-oss expert tensors (experts.gate_proj.weight or experts.gate_up_proj)");
   }

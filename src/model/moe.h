@@ -50,6 +50,8 @@ class MoeBlock {
   //   experts.{gate,up,down}_proj.{weight,bias} [E, out, in] / [E, out]   (mlx-lm, maybe quantized)
   //   experts.gate_up_proj [E, H, 2I] (y = x·W, gate columns even, up odd) + gate_up_proj_bias
   //   [E, 2I], experts.down_proj [E, I, H] + down_proj_bias [E, H]   (transformers, f32/bf16/f16)
+  //   experts.{gate_up,down}_proj_{blocks,scales} MXFP4 [E, 2I | H, in/32, 16] / [E, 2I | H, in/32]
+  //   (the released checkpoints; rows are outputs, gate/up rows interleaved) + the same biases
   MoeBlock(const WeightStore& ws, const std::string& prefix, const MoeShape& shape);
 
   // out [n, H] = MoE(xn [n, H]); the router reads router_in instead of xn where given (Gemma 4).
@@ -72,6 +74,7 @@ class MoeBlock {
                   int64_t inter) const;
   void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
   void load_gpt_oss(const WeightStore& ws, const std::string& prefix);
+  void set_interleaved_biases(Expert& ex, const Tensor& gate_up, const Tensor& down, int64_t e) const;
 
   MoeShape sh_;
   Linear router_;

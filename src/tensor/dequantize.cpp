@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "tensor/fp16.h"
 #include "tensor/mlx_affine.h"
+#include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid {
@@ -202,6 +203,17 @@ void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
                       t.bits, t.group_size, cols, out);
 }
 
+void dequantize_mxfp4(const Tensor& t, int64_t row, float* out) {
+  int64_t cols = t.cols();
+  if (cols % mxfp4::kBlock)
+    throw Error("'" + t.name + "': MXFP4 row of " + std::to_string(cols) + " is not a whole number of 32-element blocks");
+  const int64_t nb = cols / mxfp4::kBlock;
+  if (!t.data || !t.scales || size_t(nb * mxfp4::kBlockBytes) * size_t(t.rows()) > t.nbytes)
+    throw Error("'" + t.name + "': MXFP4 tensor has fewer bytes than its shape needs");
+  mxfp4::dequantize_row(static_cast<const uint8_t*>(t.data) + row * nb * mxfp4::kBlockBytes,
+                        static_cast<const uint8_t*>(t.scales) + row * nb, cols, out);
+}
+
 }  // namespace
 
 void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
@@ -235,7 +247,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q5_K: deq_q5_k(static_cast<const BlockQ5_K*>(row), nb, out); return;
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
-    case DType::MLX_AFFINE: break;
+    case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");
 }
@@ -245,6 +257,7 @@ void dequantize_row(const Tensor& t, int64_t row, float* out) {
   if (row < 0 || row >= rows)
     throw Error("dequantize_row: row " + std::to_string(row) + " out of range for '" + t.name + "'");
   if (t.dtype == DType::MLX_AFFINE) return dequantize_mlx(t, row, out);
+  if (t.dtype == DType::MXFP4) return dequantize_mxfp4(t, row, out);
   int64_t be = block_elems(t.dtype);
   if (cols % be)
     throw Error("dequantize_row: '" + t.name + "' row is not a whole number of blocks");

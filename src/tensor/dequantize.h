@@ -10,10 +10,10 @@
 namespace rapid {
 
 // `row` points at the row's first byte; `cols` elements of a fixed-size dtype (floats, ints, GGML
-// blocks) are written to `out`. Throws Error for MLX_AFFINE or a row that is not whole blocks.
+// blocks) are written to `out`. Throws Error for MLX_AFFINE / MXFP4 (scales apart) or a row that is not whole blocks.
 void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out);
 
-// Row `row` of the 2-D view rows() x cols() of any tensor, MLX_AFFINE included. Throws Error
+// Row `row` of the 2-D view rows() x cols() of any tensor, MLX_AFFINE and MXFP4 included. Throws Error
 // naming the tensor when the row is out of range or the tensor is smaller than its shape needs.
 void dequantize_row(const Tensor& t, int64_t row, float* out);
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "tensor/mxfp4.h"
 
 namespace rapid {
 
@@ -13,6 +14,8 @@ int64_t block_elems(DType t) {
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K:
       return kQKK;
+    case DType::MXFP4:
+      return mxfp4::kBlock;
     default:
       return 1;
   }
@@ -33,6 +36,7 @@ size_t block_bytes(DType t) {
     case DType::Q5_K: return sizeof(BlockQ5_K);
     case DType::Q6_K: return sizeof(BlockQ6_K);
     case DType::Q8_K: return sizeof(BlockQ8_K);
+    case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
     case DType::I32: case DType::U32: return 4;
     case DType::I8: case DType::U8: return 1;
     case DType::MLX_AFFINE: break;
@@ -48,6 +52,6 @@ size_t row_bytes(DType t, int64_t cols) {
   return static_cast<size_t>(cols / be) * block_bytes(t);
 }
 
-bool is_ggml_quant(DType t) { return block_elems(t) > 1; }
+bool is_ggml_quant(DType t) { return block_elems(t) > 1 && t != DType::MXFP4; }
 
 }  // namespace rapid

@@ -70,12 +70,13 @@ static inline void scale_min_k4(int j, const uint8_t* q, int& sc, int& mn) {
 }
 
 // The one table of block sizes: elements and bytes per block of every fixed-size dtype (1 and the
-// element size for F32/F16/BF16/ints). block_bytes throws Error for MLX_AFFINE, whose packing
-// depends on the tensor's bits (tensor/mlx_affine.h).
+// element size for F32/F16/BF16/ints; MXFP4: 32 elements in 16 nibble bytes, its scales apart).
+// block_bytes throws Error for MLX_AFFINE, whose packing depends on the tensor's bits
+// (tensor/mlx_affine.h).
 int64_t block_elems(DType t);
 size_t block_bytes(DType t);
 // Bytes of one row of `cols` elements; throws Error if cols is not a whole number of blocks.
 size_t row_bytes(DType t, int64_t cols);
-bool is_ggml_quant(DType t);
+bool is_ggml_quant(DType t);  // GGML block formats (not MXFP4, whose scales are apart)
 
 }  // namespace rapid

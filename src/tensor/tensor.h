@@ -15,6 +15,9 @@ enum class DType : uint8_t {
   Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
   // MLX affine quantization: uint32-packed `bits`-bit values, per-group f16/bf16/f32 scale and bias.
   MLX_AFFINE,
+  // MXFP4 (tensor/mxfp4.h): 16 bytes of E2M1 nibbles per 32 elements in `data`, one E8M0 byte
+  // per 32 elements in `scales` (shape [rows, cols/32]); bits 4, group_size 32, no biases.
+  MXFP4,
   I32, U32, I8, U8,
 };
 
@@ -27,7 +30,7 @@ struct Tensor {
   const void* data = nullptr;  // raw bytes in the file mapping (or owned buffer)
   size_t nbytes = 0;
 
-  // MLX_AFFINE only: bits in {2,3,4,5,6,8}, group_size in {32,64,128}; scales/biases have shape
+  // MLX_AFFINE (and MXFP4, see above): bits in {2,3,4,5,6,8}, group_size in {32,64,128}; scales/biases have shape
   // [rows, cols/group_size] in `group_dtype` (F16/BF16/F32).
   int bits = 0;
   int group_size = 0;

@@ -6,6 +6,8 @@ text of mlx-lm's own greedy continuation of the same prompt, computed from scrat
 `tokenizers` from the model's tokenizer.json, decoded the same way; chat prompts rendered by jinja2
 from the real Qwen3 chat template).
 
+The MXFP4 copies of scripts/make_tiny_mxfp4.py likewise through `rapid-mlx run --raw`.
+
 Skips when the binary is not built or mlx-lm is not installed."""
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +39,17 @@ def test_run_raw_prints_mlx_lm_greedy_text(tiny, config, copy):
     # gpt_oss's HF layout is one mlx-lm cannot load: its reference is the mlx-f32 twin (same weights).
     ref = tiny / config / "mlx-f32" if (config, copy) == ("gpt-oss", "hf-f32") else d
     assert run_raw(d) == mlx_greedy_text(ref)
+
+
+MXFP4 = Path(CACHE) / "mxfp4-tiny"
+
+
+@pytest.mark.parametrize("config,copy", [("gpt-oss", "mlx-mxfp4"), ("qwen3-moe", "mlx-mxfp4"), ("gpt-oss", "hf-mxfp4")])
+def test_mxfp4_run_raw_prints_mlx_lm_greedy_text(config, copy):
+    """scripts/make_tiny_mxfp4.py's MXFP4 checkpoints (mlx-lm's mode "mxfp4", and gpt-oss's
+    Hugging Face *_blocks / *_scales layout, which mlx-lm loads too) continue PROMPT as mlx-lm does."""
+    d = tiny_set(MXFP4, "make_tiny_mxfp4.py", "qwen3-moe/mlx-mxfp4/greedy.json") / config / copy
+    assert run_raw(d) == mlx_greedy_text(d)
 
 
 def _serve(model, d, extra=()):
