@@ -44,40 +44,26 @@ struct Case {
   }
 };
 
-struct Golden {
-  int64_t rows = 0, cols = 0, n = 0;
-  std::vector<float> x;
-  std::vector<Case> cases;
-};
+using Golden = testing_util::MatmulGolden<Case>;
 
 const Golden& golden() {
-  static const Golden g = [] {
-    std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mlx_matmul.json");
-    auto j = nlohmann::json::parse(f);
-    Golden g;
-    g.rows = j["rows"];
-    g.cols = j["cols"];
-    g.n = j["n"];
-    g.x = j["x"].get<std::vector<float>>();
-    for (auto& c : j["cases"]) {
-      Case k;
-      k.bits = c["bits"];
-      k.group_size = c["group_size"];
-      k.dtype = c["dtype"];
-      k.weight = c["weight"].get<std::vector<uint32_t>>();
-      if (k.dtype == "f32") {
-        k.s32 = c["scales"].get<std::vector<uint32_t>>();
-        k.b32 = c["biases"].get<std::vector<uint32_t>>();
-      } else {
-        k.s16 = c["scales"].get<std::vector<uint16_t>>();
-        k.b16 = c["biases"].get<std::vector<uint16_t>>();
-      }
-      k.y = c["y"].get<std::vector<float>>();
-      k.mag = c["mag"].get<std::vector<double>>();
-      g.cases.push_back(std::move(k));
+  static const Golden g = testing_util::read_matmul_golden<Case>("mlx_matmul.json", [](const nlohmann::json& c) {
+    Case k;
+    k.bits = c["bits"];
+    k.group_size = c["group_size"];
+    k.dtype = c["dtype"];
+    k.weight = c["weight"].get<std::vector<uint32_t>>();
+    if (k.dtype == "f32") {
+      k.s32 = c["scales"].get<std::vector<uint32_t>>();
+      k.b32 = c["biases"].get<std::vector<uint32_t>>();
+    } else {
+      k.s16 = c["scales"].get<std::vector<uint16_t>>();
+      k.b16 = c["biases"].get<std::vector<uint16_t>>();
     }
-    return g;
-  }();
+    k.y = c["y"].get<std::vector<float>>();
+    k.mag = c["mag"].get<std::vector<double>>();
+    return k;
+  });
   return g;
 }
 

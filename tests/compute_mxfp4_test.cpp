@@ -44,27 +44,14 @@ struct Case {
   }
 };
 
-struct Golden {
-  int64_t rows = 0, cols = 0, n = 0;
-  std::vector<float> x;
-  std::vector<Case> cases;
-};
+using Golden = testing_util::MatmulGolden<Case>;
 
 const Golden& golden() {
-  static const Golden g = [] {
-    std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mxfp4_matmul.json");
-    auto j = nlohmann::json::parse(f);
-    Golden g;
-    g.rows = j["rows"];
-    g.cols = j["cols"];
-    g.n = j["n"];
-    g.x = j["x"].get<std::vector<float>>();
-    for (auto& c : j["cases"])
-      g.cases.push_back({c["name"], c["weight"].get<std::vector<uint32_t>>(), c["scales"].get<std::vector<uint8_t>>(),
-                         c["deq"].get<std::vector<float>>(), c["y"].get<std::vector<float>>(),
-                         c["mag"].get<std::vector<double>>()});
-    return g;
-  }();
+  static const Golden g = testing_util::read_matmul_golden<Case>("mxfp4_matmul.json", [](const nlohmann::json& c) {
+    return Case{c["name"], c["weight"].get<std::vector<uint32_t>>(), c["scales"].get<std::vector<uint8_t>>(),
+                c["deq"].get<std::vector<float>>(), c["y"].get<std::vector<float>>(),
+                c["mag"].get<std::vector<double>>()};
+  });
   return g;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,28 @@ inline void expect_batch_and_thread_invariant(const WeightView& w, const float* 
       for (int64_t i = 0; i < m * w.rows; ++i)
         ASSERT_EQ(part[i], all[t0 * w.rows + i]) << what << " n " << m << " t0 " << t0;
     }
+}
+
+// A matmul golden file under tests/golden/compute/: activations x [n, cols] and one case per
+// weight matrix [rows, cols], each case read from its JSON object by `parse`.
+template <class Case>
+struct MatmulGolden {
+  int64_t rows = 0, cols = 0, n = 0;
+  std::vector<float> x;
+  std::vector<Case> cases;
+};
+
+template <class Case, class Parse>
+MatmulGolden<Case> read_matmul_golden(const std::string& file, Parse parse) {
+  std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/" + file);
+  auto j = nlohmann::json::parse(f);
+  MatmulGolden<Case> g;
+  g.rows = j["rows"];
+  g.cols = j["cols"];
+  g.n = j["n"];
+  g.x = j["x"].get<std::vector<float>>();
+  for (const auto& c : j["cases"]) g.cases.push_back(parse(c));
+  return g;
 }
 
 }  // namespace rapid::testing_util
