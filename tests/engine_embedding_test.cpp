@@ -74,6 +74,28 @@ TEST(EmbeddingEngine, ConcurrentCallersUnderASmallStepBudgetGetTheirOwnVectors) 
   for (const auto& g : got) EXPECT_EQ(g, alone);
 }
 
+// A caller that stops waiting (its HTTP client left) drops the inputs not yet taken; the engine
+// then serves the next caller as if nothing happened.
+TEST(EmbeddingEngine, StoppedCallerDropsItsInputsAndTheNextCallerIsUnaffected) {
+  NEED_MODEL(dir);
+  auto alone = load_engine(dir)->embed(inputs());
+  auto eng = load_engine(dir, /*step_tokens=*/6);  // thousands of small steps for `many`
+  std::vector<std::vector<int32_t>> many;
+  for (int r = 0; r < 1000; ++r)
+    for (const auto& in : inputs()) many.push_back(in);
+  int polls = 0;
+  auto dropped = eng->embed_until(many, [&] {
+    ++polls;
+    return true;
+  });
+  EXPECT_FALSE(dropped.has_value());
+  EXPECT_EQ(polls, 1);  // asked at once, never again
+  EXPECT_EQ(eng->embed(inputs()), alone);
+  auto kept = eng->embed_until(inputs(), [] { return false; });
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ(*kept, alone);
+}
+
 TEST(EmbeddingEngine, RefusesEmptyLongAndOutOfVocabularyInputs) {
   NEED_MODEL(dir);
   auto eng = load_engine(dir);

@@ -1,6 +1,7 @@
 #include "engine/embedding_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <exception>
 #include <string>
@@ -15,7 +16,9 @@ struct EmbeddingEngine::Job {
   size_t next = 0;   // first input not yet taken into a batch
   size_t done = 0;   // inputs computed
   std::exception_ptr error;
-  bool finished() const { return error || done == inputs.size(); }
+  bool dropped = false;  // its caller stopped waiting: take no more of its inputs
+  bool takeable() const { return !error && !dropped && next < inputs.size(); }
+  bool finished() const { return error || done == inputs.size() || (dropped && done == next); }
 };
 
 void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling& p, float* out) {
@@ -66,6 +69,11 @@ EmbeddingEngine::~EmbeddingEngine() {
 }
 
 std::vector<std::vector<float>> EmbeddingEngine::embed(std::vector<std::vector<int32_t>> inputs) {
+  return *embed_until(std::move(inputs), {});
+}
+
+std::optional<std::vector<std::vector<float>>> EmbeddingEngine::embed_until(std::vector<std::vector<int32_t>> inputs,
+                                                                            const std::function<bool()>& stop) {
   const int64_t v = vocab_size();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& in = inputs[i];
@@ -79,13 +87,26 @@ std::vector<std::vector<float>> EmbeddingEngine::embed(std::vector<std::vector<i
   Job job;
   job.inputs = std::move(inputs);
   job.out.resize(job.inputs.size());
-  if (job.inputs.empty()) return {};
+  if (job.inputs.empty()) return std::vector<std::vector<float>>{};
   std::unique_lock<std::mutex> lk(mu_);
   jobs_.push_back(&job);
   cv_.notify_all();
-  cv_.wait(lk, [&] { return job.finished(); });
+  for (bool poll_now = true; !job.finished(); poll_now = false) {
+    if (!poll_now && cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return job.finished(); })) break;
+    if (!stop || job.dropped) continue;
+    lk.unlock();
+    const bool stopping = stop();  // a syscall, perhaps: not under the lock the worker needs
+    lk.lock();
+    if (stopping) job.dropped = true;  // then wait for its inputs in the running step only
+  }
+  std::erase(jobs_, &job);  // a dropped job may still be queued with inputs never taken
   if (job.error) std::rethrow_exception(job.error);
+  if (job.done < job.inputs.size()) return std::nullopt;
   return std::move(job.out);
+}
+
+bool EmbeddingEngine::has_work() const {
+  return std::any_of(jobs_.begin(), jobs_.end(), [](const Job* j) { return j->takeable(); });
 }
 
 // Under mu_: one input from each waiting job in turn (starting where the last step stopped)
@@ -98,7 +119,7 @@ std::vector<EmbeddingEngine::Item> EmbeddingEngine::next_batch() {
     took = false;
     for (size_t k = 0; k < jobs_.size(); ++k) {
       Job* j = jobs_[(rr_ + k) % jobs_.size()];
-      if (j->error || j->next >= j->inputs.size()) continue;
+      if (!j->takeable()) continue;
       const int64_t n = static_cast<int64_t>(j->inputs[j->next].size());
       if (!batch.empty() && tokens + n > opts_.max_step_tokens) {
         rr_ = (rr_ + k) % jobs_.size();
@@ -133,7 +154,7 @@ void EmbeddingEngine::compute(const std::vector<Item>& batch) {
 void EmbeddingEngine::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    cv_.wait(lk, [&] { return stop_ || !jobs_.empty(); });
+    cv_.wait(lk, [&] { return stop_ || has_work(); });
     if (stop_) {
       for (Job* j : jobs_) j->error = std::make_exception_ptr(Error("the server is shutting down"));
       jobs_.clear();

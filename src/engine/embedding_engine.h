@@ -7,8 +7,10 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -41,6 +43,11 @@ class EmbeddingEngine {
   // One pooled (and, per the pooling, normalised) vector per input, in order; blocks until done.
   // Every input must hold 1..max_input_tokens ids inside the vocabulary (Error otherwise).
   std::vector<std::vector<float>> embed(std::vector<std::vector<int32_t>> inputs);
+  // As embed, polling `stop` at once and then every 100 ms while it waits: once it returns true
+  // the inputs not yet computed are dropped (the step running finishes) and the result is
+  // nullopt, unless every input was already done.
+  std::optional<std::vector<std::vector<float>>> embed_until(std::vector<std::vector<int32_t>> inputs,
+                                                             const std::function<bool()>& stop);
 
  private:
   struct Job;
@@ -49,6 +56,7 @@ class EmbeddingEngine {
     size_t index;
   };
   void run();
+  bool has_work() const;
   std::vector<Item> next_batch();
   void compute(const std::vector<Item>& batch);
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "common/error.h"
+#include "server/client_liveness.h"
 #include "server/handler_context.h"
 #include "server/json_access.h"
 #include "server/model_registry.h"
@@ -150,7 +152,9 @@ void handle_embeddings(const ModelRegistry& models, EmbeddingService* svc, const
                         "input", "context_length_exceeded");
     tokens += n;
   }
-  std::vector<std::vector<float>> vecs = eng.embed(std::move(inputs));
+  std::optional<std::vector<std::vector<float>>> got = eng.embed_until(std::move(inputs), client_gone);
+  if (!got) throw ClientGone();  // its inputs not yet computed were dropped
+  std::vector<std::vector<float>>& vecs = *got;
   json data = json::array();
   for (size_t i = 0; i < vecs.size(); ++i) {
     std::vector<float>& v = vecs[i];

@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "server/client_liveness.h"
 
 namespace rapid::server {
 
@@ -447,17 +448,25 @@ void HttpFrontend::dispatch(Conn& c) {
   }
   WorkerPool& pool = d.lane == Lane::Fast ? *fast_ : *slow_;
   pool.post([this, id = c.id, fd = c.fd, req, res, work = std::move(d.work), keep] {
+    bool keep_open = keep;
     if (stop_.load()) {
       error_(503, "the server is shutting down", req->path, *res);
     } else {
+      ClientScope scope(fd);
       try {
         work(*req, *res);
+      } catch (const ClientGone& e) {
+        // Nobody is left to read an answer (the router counted it as 499): close.
+        log::info(req->path + ": " + e.what() + "; its request was cancelled");
+        *res = httplib::Response();
+        res->status = 499;
+        keep_open = false;
       } catch (const std::exception& e) {
         *res = httplib::Response();
         error_(500, e.what(), req->path, *res);
       }
     }
-    finish_work(id, fd, *req, *res, keep);
+    finish_work(id, fd, *req, *res, keep_open);
   });
 }
 

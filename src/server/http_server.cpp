@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "server/anthropic_handlers.h"
 #include "server/auth.h"
+#include "server/client_liveness.h"
 #include "server/cache_handlers.h"
 #include "server/cors.h"
 #include "server/embeddings.h"
@@ -244,6 +245,9 @@ Dispatch HttpServer::route(const httplib::Request& req, httplib::Response& res) 
         HandlerContext ctx = context_for(*route, rq);
         route->fn(ctx, rq, rs);
       }
+    } catch (const ClientGone&) {
+      metrics_.count_request(route->label, 499);
+      throw;  // the front end closes the connection
     } catch (const ApiError& e) {
       send_error(rs, flavor, e);
     } catch (const rapid::Error& e) {

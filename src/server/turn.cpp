@@ -1,8 +1,10 @@
 #include "server/turn.h"
 
+#include <chrono>
 #include <random>
 
 #include "common/log.h"
+#include "server/client_liveness.h"
 #include "server/json_limits.h"
 
 namespace rapid::server {
@@ -190,7 +192,17 @@ void Turn::merge(const TurnDelta& d) {
 }
 
 TurnResult Turn::collect() {
-  while (!done_) next(std::chrono::milliseconds(1000));
+  // Whether the client is still there is asked between deltas as well: a long generation
+  // delivers them continuously, so the waits alone would rarely time out.
+  constexpr auto kPoll = std::chrono::milliseconds(100);
+  auto checked = std::chrono::steady_clock::now();
+  while (!done_) {
+    next(kPoll);
+    const auto now = std::chrono::steady_clock::now();
+    if (done_ || now - checked < kPoll) continue;
+    checked = now;
+    if (client_gone()) throw ClientGone();  // ~Turn cancels the generation
+  }
   return result_;
 }
 

@@ -75,7 +75,8 @@ class Turn {
   std::optional<TurnDelta> next(std::chrono::milliseconds wait);
   bool finished() const { return done_; }
   void cancel();
-  // Blocks until the end and merges every delta.
+  // Blocks until the end and merges every delta. Throws ClientGone (cancelling the generation)
+  // when the request's client closes its connection meanwhile.
   TurnResult collect();
 
  private:

@@ -399,3 +399,48 @@ def test_cors_preflight_without_key_when_enabled(tmp_path):
         assert models[0] == 200 and models[1]["access-control-allow-origin"] == "http://localhost:3000"
     finally:
         stop(c)
+
+
+def metric_samples(srv):
+    from prometheus_client.parser import text_string_to_metric_families
+    status, text = srv.get("/metrics")
+    assert status == 200
+    return {(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k in ("endpoint", "status")))): s.value
+            for f in text_string_to_metric_families(text.decode()) for s in f.samples}
+
+
+def metric_value(srv, name, **labels):
+    return sum(v for (n, ls), v in metric_samples(srv).items()
+               if n == name and all((k, v2) in ls for k, v2 in labels.items()))
+
+
+def test_non_streaming_client_that_leaves_frees_its_slot(srv):
+    """A buffered (non-streaming) chat request writes nothing until its answer is whole, so only a
+    look at its socket tells that the client left: the generation must stop then, not run on to
+    max_tokens. Its request is counted as a client error (499), and the server answers the next."""
+    gone_before = metric_value(srv, "rapid_requests_total", endpoint="/v1/chat/completions", status="4xx")
+    body = chat_body("Count from one to one thousand in words.", max_tokens=1800, ignore_eos=True)
+    s = connect(srv.port)
+    s.sendall(request_bytes("POST", "/v1/chat/completions", body,
+                            headers=[("Authorization", AUTH), ("Content-Type", "application/json")]))
+    deadline = time.time() + 60
+    while metric_value(srv, "rapid_num_requests_running") < 1:
+        assert time.time() < deadline, "the request never started"
+        time.sleep(0.05)
+    steps_running = metric_value(srv, "rapid_engine_steps_total")
+    s.close()
+    deadline = time.time() + 10
+    while metric_value(srv, "rapid_num_requests_running") > 0:
+        assert time.time() < deadline, "the generation ran on after its client left"
+        time.sleep(0.05)
+    steps_after = metric_value(srv, "rapid_engine_steps_total")
+    time.sleep(1.0)
+    assert metric_value(srv, "rapid_engine_steps_total") == steps_after  # nothing generates any more
+    assert steps_after - steps_running < 1800
+    assert metric_value(srv, "rapid_requests_total", endpoint="/v1/chat/completions", status="4xx") == gone_before + 1
+    with connect(srv.port) as s2:
+        s2.sendall(request_bytes("POST", "/v1/chat/completions", chat_body(),
+                                 headers=[("Authorization", AUTH), ("Content-Type", "application/json"),
+                                          ("Connection", "close")]))
+        [(status, _, resp)], _ = read_responses(s2, ["POST"], timeout=60)
+    assert status == 200 and json.loads(resp)["choices"][0]["message"]["content"]
