@@ -252,3 +252,32 @@ def test_xlm_roberta_unigram_tokenizer_is_refused_with_its_path(tiny_root, tmp_p
     (xlmr / "config.json").write_text(json.dumps(cfg))
     r = subprocess.run([BIN, "serve", "--model", str(xlmr), "--port", "0"], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and str(xlmr / "tokenizer.json") in r.stderr and "Unigram" in r.stderr
+
+
+def test_task_model_prefix_and_old_layer_norm_names(tiny_root, oracles, tmp_path):
+    """A checkpoint saved from a task model (BertForMaskedLM & co: every tensor under "bert.", plus
+    a head the encoder ignores) and one with the old LayerNorm.gamma / .beta names give the same
+    vectors as the sentence-transformers layout they were rewritten from."""
+    import shutil
+    from safetensors.numpy import load_file, save_file
+    need_server()
+    src = os.path.join(tiny_root, "mean-f32")
+    w = load_file(os.path.join(src, "model.safetensors"))
+    head = {"cls.predictions.bias": np.zeros(4, np.float32)}
+    variants = {
+        "prefixed": {**{"bert." + k: v for k, v in w.items()}, **head},
+        "gamma-beta": {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+                       for k, v in w.items()},
+    }
+    for name, tensors in variants.items():
+        d = tmp_path / name
+        shutil.copytree(src, d)
+        assert any(k not in w for k in tensors)  # really renamed
+        save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+        s = launch(["--no-persist-cache"], str(tmp_path / f"{name}.log"), model=str(d), name=name)
+        try:
+            got = embed(s, {"model": name, "input": TEXTS[:3]})["data"]
+            for item, text in zip(got, TEXTS[:3]):
+                assert_close(item["embedding"], oracles["mean-f32"].embed(text))
+        finally:
+            stop(s)
