@@ -21,8 +21,8 @@ using namespace rapid;
 
 namespace {
 
-std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
-  std::vector<uint8_t> buf(row_bytes(t, cols) * rows);
+std::vector<uint8_t> random_weights(tensor::DType t, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> buf(tensor::row_bytes(t, cols) * rows);
   std::mt19937 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng() & 0x3f);  // small values: finite f16 scales
   return buf;
@@ -30,13 +30,13 @@ std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
 
 // n activation rows through v: bytes/s counts `bytes` (the weight's packed size) per call, items/s
 // tokens through this matrix.
-void time_matmul(benchmark::State& st, const WeightView& v, int threads, int64_t n, size_t bytes,
-                 MatmulPath path = MatmulPath::Fast) {
+void time_matmul(benchmark::State& st, const compute::WeightView& v, int threads, int64_t n, size_t bytes,
+                 compute::MatmulPath path = compute::MatmulPath::Fast) {
   std::vector<float> x(n * v.cols, 0.5f), y(n * v.rows);
-  ThreadPool pool(threads);
-  MatmulScratch s;
+  compute::ThreadPool pool(threads);
+  compute::MatmulScratch s;
   for (auto _ : st) {
-    matmul(v, x.data(), n, y.data(), pool, s, path);
+    compute::matmul(v, x.data(), n, y.data(), pool, s, path);
     benchmark::DoNotOptimize(y.data());
   }
   st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(bytes));
@@ -45,16 +45,16 @@ void time_matmul(benchmark::State& st, const WeightView& v, int threads, int64_t
                                               benchmark::Counter::kIs1000);
 }
 
-void BM_Gemv(benchmark::State& st, DType t, int64_t rows, int64_t cols, int threads, int64_t n,
-             MatmulPath path = MatmulPath::Fast) {
+void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, int threads, int64_t n,
+             compute::MatmulPath path = compute::MatmulPath::Fast) {
   auto w = random_weights(t, rows, cols);
-  Tensor tt;
+  tensor::Tensor tt;
   tt.name = "w";
   tt.dtype = t;
   tt.shape = {rows, cols};
   tt.data = w.data();
   tt.nbytes = w.size();
-  time_matmul(st, WeightView::of(tt), threads, n, w.size(), path);
+  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size(), path);
 }
 
 // MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
@@ -64,18 +64,18 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   std::vector<uint16_t> sb(2 * rows * cols / gs);
-  for (auto& v : sb) v = f32_to_bf16(static_cast<float>(rng() % 64) / 1024.0f);
-  Tensor tt;
+  for (auto& v : sb) v = tensor::f32_to_bf16(static_cast<float>(rng() % 64) / 1024.0f);
+  tensor::Tensor tt;
   tt.name = "w";
-  tt.dtype = DType::MLX_AFFINE;
+  tt.dtype = tensor::DType::MLX_AFFINE;
   tt.shape = {rows, cols};
   tt.data = w.data();
   tt.bits = bits;
   tt.group_size = gs;
-  tt.group_dtype = DType::BF16;
+  tt.group_dtype = tensor::DType::BF16;
   tt.scales = sb.data();
   tt.biases = sb.data() + rows * cols / gs;
-  time_matmul(st, WeightView::of(tt), threads, n, w.size() + 2 * sb.size());
+  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + 2 * sb.size());
 }
 
 // MXFP4 weight (random nibbles, E8M0 scales 2^-8 .. 2^-5) of the same shapes: bytes/s counts the
@@ -85,14 +85,14 @@ void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads,
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   for (auto& b : e) b = static_cast<uint8_t>(119 + rng() % 4);
-  Tensor tt;
+  tensor::Tensor tt;
   tt.name = "w";
-  tt.dtype = DType::MXFP4;
+  tt.dtype = tensor::DType::MXFP4;
   tt.shape = {rows, cols};
   tt.data = w.data();
   tt.nbytes = w.size();
   tt.scales = e.data();
-  time_matmul(st, WeightView::of(tt), threads, n, w.size() + e.size());
+  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + e.size());
 }
 
 std::string smollm2() {
@@ -107,10 +107,10 @@ void BM_SmolLM2(benchmark::State& st, bool prefill) {
     st.SkipWithError("SmolLM2 GGUF not found");
     return;
   }
-  std::shared_ptr<Checkpoint> ck = load_checkpoint(smollm2());
-  ModelOptions o;
+  std::shared_ptr<model::Checkpoint> ck = model::load_checkpoint(smollm2());
+  model::ModelOptions o;
   o.num_threads = static_cast<int>(st.range(0));
-  auto m = create_model(ck, o);
+  auto m = model::create_model(ck, o);
   std::vector<float> logits(m->config().vocab_size);
   std::vector<int32_t> prompt(128);
   for (int i = 0; i < 128; ++i) prompt[i] = 100 + i;
@@ -143,15 +143,15 @@ void BM_Attention(benchmark::State& st, int segs, int64_t n, int64_t ctx, int th
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (auto& pg : pages) {
-    for (auto& e : pg) e = f32_to_f16(u(rng));
+    for (auto& e : pg) e = tensor::f32_to_f16(u(rng));
     ptrs.push_back(reinterpret_cast<uint8_t*>(pg.data()));
   }
   std::vector<float> q(segs * n * kHeads * kHd), out(q.size());
   for (auto& e : q) e = u(rng);
-  std::vector<AttentionSegment> sg(segs);
+  std::vector<compute::AttentionSegment> sg(segs);
   for (int i = 0; i < segs; ++i) {
-    KvView kv;
-    kv.dtype = DType::F16;
+    compute::KvView kv;
+    kv.dtype = tensor::DType::F16;
     kv.blocks = ptrs.data() + i * nblocks;
     kv.k_off = 0;
     kv.v_off = plane;  // bytes: V plane follows K plane
@@ -163,10 +163,10 @@ void BM_Attention(benchmark::State& st, int segs, int64_t n, int64_t ctx, int th
     sg[i].pos0 = ctx;
     sg[i].kv = kv;
   }
-  const AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
-  ThreadPool pool(threads);
+  const compute::AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
+  compute::ThreadPool pool(threads);
   for (auto _ : st) {
-    attention_batch(sg.data(), sg.size(), p, pool);
+    compute::attention_batch(sg.data(), sg.size(), p, pool);
     benchmark::DoNotOptimize(out.data());
   }
   const double keys = double(segs) * (n * ctx + n * (n + 1) / 2.0);
@@ -184,32 +184,32 @@ void BM_AttentionLayers(benchmark::State& st, int segs, int64_t ctx) {
   std::vector<uint16_t> arena(segs * nblocks * block / 2);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (auto& e : arena) e = f32_to_f16(u(rng));
+  for (auto& e : arena) e = tensor::f32_to_f16(u(rng));
   std::vector<uint8_t*> ptrs(segs * nblocks);
   for (int64_t b = 0; b < nblocks; ++b)
     for (int i = 0; i < segs; ++i)
       ptrs[i * nblocks + b] = reinterpret_cast<uint8_t*>(arena.data()) + (b * segs + i) * block;
   std::vector<float> q(segs * kHeads * kHd), out(q.size());
   for (auto& e : q) e = u(rng);
-  const AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
-  ThreadPool pool(2);
-  std::vector<AttentionSegment> sg(segs);
+  const compute::AttentionParams p{.n_heads = kHeads, .n_kv_heads = kKv, .head_dim = kHd, .scale = 0.125f};
+  compute::ThreadPool pool(2);
+  std::vector<compute::AttentionSegment> sg(segs);
   for (auto _ : st) {
     for (int64_t l = 0; l < kLayers; ++l) {
       for (int i = 0; i < segs; ++i) {
-        sg[i] = AttentionSegment{};
+        sg[i] = compute::AttentionSegment{};
         sg[i].q = q.data() + i * kHeads * kHd;
         sg[i].out = out.data() + i * kHeads * kHd;
         sg[i].n = 1;
         sg[i].pos0 = ctx;
-        sg[i].kv.dtype = DType::F16;
+        sg[i].kv.dtype = tensor::DType::F16;
         sg[i].kv.blocks = ptrs.data() + i * nblocks;
         sg[i].kv.k_off = l * 2 * plane;
         sg[i].kv.v_off = sg[i].kv.k_off + plane;
         sg[i].kv.head_stride = kBlock * kHd * 2;
         sg[i].kv.slot_stride = kHd * 2;
       }
-      attention_batch(sg.data(), sg.size(), p, pool);
+      compute::attention_batch(sg.data(), sg.size(), p, pool);
     }
     benchmark::DoNotOptimize(out.data());
   }
@@ -221,14 +221,14 @@ void BM_AttentionLayers(benchmark::State& st, int segs, int64_t ctx) {
 // forward_batch. Reports aggregate tok/s and ms per step (what the engine's step costs).
 // SmolLM2 on 2 threads with a paged-KV pool for `tokens` tokens; nullptr (benchmark skipped)
 // when the model is not cached.
-std::shared_ptr<Model> smollm2_paged(benchmark::State& st, uint64_t tokens, std::shared_ptr<cache::BlockPool>* pool) {
+std::shared_ptr<model::Model> smollm2_paged(benchmark::State& st, uint64_t tokens, std::shared_ptr<cache::BlockPool>* pool) {
   if (!std::filesystem::exists(smollm2())) {
     st.SkipWithError("SmolLM2 GGUF not found");
     return nullptr;
   }
-  ModelOptions o;
+  model::ModelOptions o;
   o.num_threads = 2;
-  std::shared_ptr<Model> m = create_model(load_checkpoint(smollm2()), o);
+  std::shared_ptr<model::Model> m = model::create_model(model::load_checkpoint(smollm2()), o);
   *pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), tokens * 30 * 2 * 3 * 64 * 2 + (64 << 20));
   return m;
 }
@@ -238,7 +238,7 @@ void BM_SmolLM2Batch(benchmark::State& st) {
   std::shared_ptr<cache::BlockPool> pool;
   auto m = smollm2_paged(st, uint64_t(B) * (C + 56), &pool);
   if (!m) return;
-  std::vector<std::unique_ptr<SequenceState>> states;
+  std::vector<std::unique_ptr<model::SequenceState>> states;
   std::vector<std::vector<float>> logits(B, std::vector<float>(m->config().vocab_size));
   std::vector<int32_t> prompt(C), tok(B, 5);
   for (int b = 0; b < B; ++b) {
@@ -246,12 +246,12 @@ void BM_SmolLM2Batch(benchmark::State& st) {
     states.push_back(m->new_paged_state(pool, C + 40));
     m->forward(prompt.data(), C, *states.back(), logits[b].data());
   }
-  std::vector<BatchEntry> es(B);
+  std::vector<model::BatchEntry> es(B);
   int64_t steps = 0;
   for (auto _ : st) {
     for (int b = 0; b < B; ++b) states[b]->truncate(C);
     for (int i = 0; i < 32; ++i) {
-      for (int b = 0; b < B; ++b) es[b] = BatchEntry{&tok[b], 1, states[b].get(), logits[b].data()};
+      for (int b = 0; b < B; ++b) es[b] = model::BatchEntry{&tok[b], 1, states[b].get(), logits[b].data()};
       m->forward_batch(es.data(), es.size());
       ++steps;
     }
@@ -282,31 +282,31 @@ void BM_SmolLM2Turn(benchmark::State& st) {
 }  // namespace
 
 // SmolLM2 shapes: hidden 576, ffn 1536, vocab 49152 (tied Q8_0 output).
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t, DType::Q4_1, 1536, 576, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t, DType::Q4_1, 576, 1536, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t, DType::Q8_0, 49152, 576, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t, DType::Q8_0, 49152, 576, 2, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_0_big_1t, DType::Q4_0, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_1t, DType::Q4_1, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_2t, DType::Q4_1, 4096, 4096, 2, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q8_0_big_1t, DType::Q8_0, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, f16_big_1t, DType::F16, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_k_big_1t, DType::Q4_K, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q6_k_big_1t, DType::Q6_K, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t, tensor::DType::Q4_1, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t, tensor::DType::Q4_1, 576, 1536, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t, tensor::DType::Q8_0, 49152, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t, tensor::DType::Q8_0, 49152, 576, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_big_1t, tensor::DType::Q4_0, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_1t, tensor::DType::Q4_1, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_2t, tensor::DType::Q4_1, 4096, 4096, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_big_1t, tensor::DType::Q8_0, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, f16_big_1t, tensor::DType::F16, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_k_big_1t, tensor::DType::Q4_K, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_big_1t, tensor::DType::Q6_K, 4096, 4096, 1, 1)->UseRealTime();
 // Q5 formats: the int8-activation kernels (fast) against the dequantize-then-f32-dot fallback
 // they replace (exact path, which takes that same generic route for every format).
-BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fast, DType::Q5_0, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fallback, DType::Q5_0, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fast, DType::Q5_1, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fallback, DType::Q5_1, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fast, DType::Q5_K, 4096, 4096, 1, 1)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, DType::Q5_K, 4096, 4096, 1, 1, MatmulPath::Exact)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, DType::Q5_0, 1536, 576, 1, 128, MatmulPath::Exact)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, DType::Q4_1, 1536, 576, 1, 8)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fast, tensor::DType::Q5_0, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_big_1t_fallback, tensor::DType::Q5_0, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fast, tensor::DType::Q5_1, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fallback, tensor::DType::Q5_1, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fast, tensor::DType::Q5_K, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, tensor::DType::Q5_K, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, tensor::DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, tensor::DType::Q5_0, 1536, 576, 1, 128, compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, tensor::DType::Q4_1, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, tensor::DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t, 4, 64, 1536, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();
@@ -323,7 +323,7 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g32_gptoss_gateup_1t, 4, 32, 5760, 2880, 1, 1
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gptoss_gateup_1t, 4, 64, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_ffn_1t_n8, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gemm128_1t, 1536, 576, 1, 128)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, tensor::DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 

@@ -13,16 +13,16 @@ using namespace rapid;
 namespace {
 
 struct Data {
-  GatedDeltaShape s;
+  compute::GatedDeltaShape s;
   int64_t ld;
   std::vector<float> qkv, log_g, beta, state, y;
-  Data(GatedDeltaShape sh, int64_t n) : s(sh), ld(2 * sh.k_heads * sh.k_dim + sh.v_heads * sh.v_dim) {
+  Data(compute::GatedDeltaShape sh, int64_t n) : s(sh), ld(2 * sh.k_heads * sh.k_dim + sh.v_heads * sh.v_dim) {
     std::mt19937 rng(1);
     std::normal_distribution<float> nd;
     qkv.resize(n * ld);
     for (float& x : qkv) x = nd(rng);
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < 2 * sh.k_heads; ++h) l2norm_scaled(qkv.data() + t * ld + h * sh.k_dim, sh.k_dim, 1.0f, 1e-6f);
+      for (int64_t h = 0; h < 2 * sh.k_heads; ++h) compute::l2norm_scaled(qkv.data() + t * ld + h * sh.k_dim, sh.k_dim, 1.0f, 1e-6f);
     log_g.assign(n * sh.v_heads, -0.05f);
     beta.assign(n * sh.v_heads, 0.5f);
     state.assign(sh.state_floats(), 0.0f);
@@ -32,12 +32,12 @@ struct Data {
 
 void BM_Recurrent(benchmark::State& st) {
   const int64_t n = st.range(0);
-  Data d(GatedDeltaShape{16, 16, 128, 128}, n);
+  Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
   const int64_t kd = d.s.k_heads * d.s.k_dim, vd = d.s.v_heads * d.s.v_dim;
   for (auto _ : st) {
     for (int64_t t = 0; t < n; ++t) {
       const float* r = d.qkv.data() + t * d.ld;
-      gated_delta_step(d.s, r, r + kd, r + 2 * kd, d.log_g.data() + t * 16, d.beta.data() + t * 16, d.state.data(),
+      compute::gated_delta_step(d.s, r, r + kd, r + 2 * kd, d.log_g.data() + t * 16, d.beta.data() + t * 16, d.state.data(),
                        d.y.data() + t * vd, 0, 16);
     }
     benchmark::DoNotOptimize(d.y.data());
@@ -47,10 +47,10 @@ void BM_Recurrent(benchmark::State& st) {
 
 void BM_Chunked(benchmark::State& st) {
   const int64_t n = st.range(0);
-  Data d(GatedDeltaShape{16, 16, 128, 128}, n);
+  Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
   const int64_t vd = d.s.v_heads * d.s.v_dim;
   for (auto _ : st) {
-    gated_delta_chunked(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(), vd, 0, 16);
+    compute::gated_delta_chunked(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(), vd, 0, 16);
     benchmark::DoNotOptimize(d.y.data());
   }
   st.SetItemsProcessed(st.iterations() * n);

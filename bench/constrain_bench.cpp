@@ -16,10 +16,10 @@ using namespace rapid;
 
 namespace {
 
-std::shared_ptr<const VocabIndex> gpt2() {
+std::shared_ptr<const constrain::VocabIndex> gpt2() {
   static auto v = [] {
-    HfVocab h = load_hf_vocab(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/gpt2");
-    return std::make_shared<VocabIndex>(std::move(h.bytes), std::move(h.special), std::move(h.eos));
+    constrain::HfVocab h = constrain::load_hf_vocab(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/gpt2");
+    return std::make_shared<constrain::VocabIndex>(std::move(h.bytes), std::move(h.special), std::move(h.eos));
   }();
   return v;
 }
@@ -37,21 +37,21 @@ const char* kPrefixes[] = {
     "{\"location\": \"Paris\", \"unit\": \"celsius\", \"days\": 1",  // inside a number
 };
 
-std::shared_ptr<const Grammar> grammar() {
-  static auto g = grammar_from_json_schema_text(kSchema);
+std::shared_ptr<const constrain::Grammar> grammar() {
+  static auto g = constrain::grammar_from_json_schema_text(kSchema);
   return g;
 }
 
-void feed(TokenConstraint& c, const char* prefix) {
+void feed(constrain::TokenConstraint& c, const char* prefix) {
   // Bytes, not tokens: reaches the state directly.
-  auto& m = const_cast<GrammarMatcher&>(c.matcher());
+  auto& m = const_cast<constrain::GrammarMatcher&>(c.matcher());
   if (!m.accept_bytes(prefix)) std::abort();
 }
 
 void BM_MaskCold(benchmark::State& st) {
   auto v = gpt2();
   for (auto _ : st) {
-    TokenConstraint c(grammar(), v);
+    constrain::TokenConstraint c(grammar(), v);
     feed(c, kPrefixes[st.range(0)]);
     benchmark::DoNotOptimize(c.mask_bits().data());
   }
@@ -61,7 +61,7 @@ BENCHMARK(BM_MaskCold)->DenseRange(0, 3)->Unit(benchmark::kMillisecond);
 // Automaton warm (transitions known), mask cache bypassed: the cost of one trie walk.
 void BM_MaskTrieWalkWarm(benchmark::State& st) {
   auto v = gpt2();
-  TokenConstraint c(grammar(), v);
+  constrain::TokenConstraint c(grammar(), v);
   feed(c, kPrefixes[st.range(0)]);
   std::vector<uint64_t> bits((v->vocab_size() + 63) / 64);
   v->allowed(c.matcher().automaton(), c.matcher().state(), bits);
@@ -77,7 +77,7 @@ BENCHMARK(BM_MaskTrieWalkWarm)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
 // nearly every token is allowed: the worst case). Alternates two states to defeat the memo.
 void BM_MaskVectorBoolCached(benchmark::State& st) {
   auto v = gpt2();
-  TokenConstraint c(grammar(), v);
+  constrain::TokenConstraint c(grammar(), v);
   auto start = c.checkpoint();
   feed(c, kPrefixes[1]);
   auto a = c.checkpoint();
@@ -100,7 +100,7 @@ void BM_RandomWalkPerToken(benchmark::State& st) {
   std::mt19937 rng(1);
   int64_t tokens = 0;
   for (auto _ : st) {
-    TokenConstraint c(grammar(), v);
+    constrain::TokenConstraint c(grammar(), v);
     for (int step = 0; step < 200 && !c.finished(); ++step) {
       const auto& bits = c.mask_bits();
       std::vector<int32_t> allowed;
@@ -118,13 +118,13 @@ void BM_RandomWalkPerToken(benchmark::State& st) {
 BENCHMARK(BM_RandomWalkPerToken)->Unit(benchmark::kMillisecond);
 
 void BM_CompileSchema(benchmark::State& st) {
-  for (auto _ : st) benchmark::DoNotOptimize(grammar_from_json_schema_text(kSchema).get());
+  for (auto _ : st) benchmark::DoNotOptimize(constrain::grammar_from_json_schema_text(kSchema).get());
 }
 BENCHMARK(BM_CompileSchema)->Unit(benchmark::kMicrosecond);
 
 void BM_BuildVocabIndex(benchmark::State& st) {
-  HfVocab h = load_hf_vocab(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/gpt2");
-  for (auto _ : st) benchmark::DoNotOptimize(VocabIndex(h.bytes, h.special, h.eos).trie_nodes());
+  constrain::HfVocab h = constrain::load_hf_vocab(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/gpt2");
+  for (auto _ : st) benchmark::DoNotOptimize(constrain::VocabIndex(h.bytes, h.special, h.eos).trie_nodes());
 }
 BENCHMARK(BM_BuildVocabIndex)->Unit(benchmark::kMillisecond);
 

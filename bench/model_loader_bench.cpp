@@ -28,7 +28,7 @@ void load(benchmark::State& st, const std::string& rel) {
     st.SkipWithError(("missing " + p).c_str());
     return;
   }
-  for (auto _ : st) benchmark::DoNotOptimize(load_checkpoint(p));
+  for (auto _ : st) benchmark::DoNotOptimize(model::load_checkpoint(p));
 }
 
 void BM_LoadSmolLM2Gguf(benchmark::State& st) { load(st, "smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf"); }
@@ -42,8 +42,8 @@ BENCHMARK(BM_LoadSmolLM2MlxQ4)->Unit(benchmark::kMillisecond);
 
 // Reference dequantization of every tensor of the goldens' GGML type file, per type.
 void BM_DequantRow(benchmark::State& st, const char* type) {
-  static GgufFile g = read_gguf(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model_loader/ggml_types.gguf");
-  const Tensor* t = g.find(std::string("t.") + type);
+  static model::GgufFile g = model::read_gguf(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model_loader/ggml_types.gguf");
+  const tensor::Tensor* t = g.find(std::string("t.") + type);
   std::vector<float> out(size_t(t->cols()));
   int64_t n = 0;
   for (auto _ : st) {

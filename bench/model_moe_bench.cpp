@@ -21,13 +21,13 @@ using namespace rapid;
 namespace {
 
 constexpr int64_t kH = 2048, kGroup = 64;
-const MoeShape kQwen3{.hidden = kH, .experts = 128, .top_k = 8, .expert_inter = 768, .norm_topk = true};
-const MoeShape kQwen3Next{.hidden = kH, .experts = 512, .top_k = 10, .expert_inter = 512, .shared_inter = 512,
+const model::MoeShape kQwen3{.hidden = kH, .experts = 128, .top_k = 8, .expert_inter = 768, .norm_topk = true};
+const model::MoeShape kQwen3Next{.hidden = kH, .experts = 512, .top_k = 10, .expert_inter = 512, .shared_inter = 512,
                           .norm_topk = true};
 
 struct Block {
-  WeightStore ws;
-  std::unique_ptr<MoeBlock> moe;
+  model::WeightStore ws;
+  std::unique_ptr<model::MoeBlock> moe;
   double expert_bytes = 0;
 
   // An MLX 4-bit tensor of shape dims (rows along the last-but-one axis), random nibbles,
@@ -44,15 +44,15 @@ struct Block {
       h[i] = 0x211F;                     // scales: 0.01 (f16)
       h[rows * groups + i] = 0xAD1F;     // biases: -0.08 (f16)
     }
-    Tensor t;
+    tensor::Tensor t;
     t.name = name;
-    t.dtype = DType::MLX_AFFINE;
+    t.dtype = tensor::DType::MLX_AFFINE;
     t.shape = dims;
     t.data = q->data();
     t.nbytes = q->size();
     t.bits = 4;
     t.group_size = kGroup;
-    t.group_dtype = DType::F16;
+    t.group_dtype = tensor::DType::F16;
     t.scales = h;
     t.biases = h + rows * groups;
     ws.add(t);
@@ -68,22 +68,22 @@ struct Block {
     for (auto& b : *q) b = static_cast<uint8_t>(rng());
     auto e = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * dims.back() / 32));
     for (auto& b : *e) b = static_cast<uint8_t>(119 + rng() % 4);
-    Tensor t;
+    tensor::Tensor t;
     t.name = name;
-    t.dtype = DType::MXFP4;
+    t.dtype = tensor::DType::MXFP4;
     t.shape = dims;
     t.data = q->data();
     t.nbytes = q->size();
     t.bits = 4;
     t.group_size = 32;
-    t.group_dtype = DType::U8;
+    t.group_dtype = tensor::DType::U8;
     t.scales = e->data();
     ws.add(t);
     ws.keep_alive(q);
     ws.keep_alive(e);
   }
 
-  explicit Block(const MoeShape& sh, bool mxfp4 = false) {
+  explicit Block(const model::MoeShape& sh, bool mxfp4 = false) {
     std::mt19937 rng(7);
     const int64_t E = sh.experts, I = sh.expert_inter, S = sh.shared_inter;
     add_q4("mlp.gate.weight", {E, kH}, rng);
@@ -99,7 +99,7 @@ struct Block {
       add_q4("mlp.shared_expert.down_proj.weight", {kH, S}, rng);
       add_q4("mlp.shared_expert_gate.weight", {1, kH}, rng);
     }
-    moe = std::make_unique<MoeBlock>(ws, "mlp.", sh);
+    moe = std::make_unique<model::MoeBlock>(ws, "mlp.", sh);
     // nibbles + f16 scale and bias per group, or + one E8M0 byte per 32
     expert_bytes = 3.0 * I * kH * (0.5 + (mxfp4 ? 1.0 / 32 : 4.0 / kGroup));
   }
@@ -108,10 +108,10 @@ struct Block {
 void run(benchmark::State& st, const Block& b) {
   const int64_t E = b.moe->shape().experts, K = b.moe->shape().top_k;
   const int64_t n = st.range(0);
-  ThreadPool pool(static_cast<int>(st.range(1)));
-  ExecContext ctx;
+  compute::ThreadPool pool(static_cast<int>(st.range(1)));
+  model::ExecContext ctx;
   ctx.pool = &pool;
-  MoeScratch s;
+  model::MoeScratch s;
   std::mt19937 rng(11);
   std::normal_distribution<float> nd;
   std::vector<float> x(static_cast<size_t>(n * kH)), y(x.size());

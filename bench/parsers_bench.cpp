@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Case {
-  rapid::ParserOptions opts;
+  rapid::parsers::ParserOptions opts;
   std::string text;
   std::vector<size_t> cuts;
 };
@@ -65,7 +65,7 @@ void BM_StreamGoldenCorpus(benchmark::State& state) {
   size_t tokens = 0;
   for (auto _ : state) {
     for (const auto& c : cases) {
-      auto p = rapid::make_output_parser(c.opts);
+      auto p = rapid::parsers::make_output_parser(c.opts);
       size_t prev = 0;
       for (size_t cut : c.cuts) {
         benchmark::DoNotOptimize(p->feed(std::string_view(c.text).substr(prev, cut - prev)));
@@ -87,12 +87,12 @@ BENCHMARK(BM_StreamGoldenCorpus)->Unit(benchmark::kMillisecond);
 void BM_StreamLongPlainText(benchmark::State& state) {
   std::string text;
   for (int i = 0; i < 2000; ++i) text += "The answer uses a < b and {x} in line " + std::to_string(i) + ". ";
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = "hermes";
   o.reasoning_parser = "qwen3";
   size_t tokens = 0;
   for (auto _ : state) {
-    auto p = rapid::make_output_parser(o);
+    auto p = rapid::parsers::make_output_parser(o);
     for (size_t pos = 0; pos < text.size(); pos += 4) benchmark::DoNotOptimize(p->feed(std::string_view(text).substr(pos, 4)));
     benchmark::DoNotOptimize(p->finish());
     tokens += (text.size() + 3) / 4;
@@ -124,13 +124,13 @@ void BM_StreamLongToolCall(benchmark::State& state) {
       break;
     default: text = "<tool_call>\n{\"name\": \"write\", \"arguments\": " + args + "}\n</tool_call>"; break;
   }
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = names[state.range(0)];
   o.id_seed = 1;
   state.SetLabel(o.tool_parser);
   size_t tokens = 0;
   for (auto _ : state) {
-    auto p = rapid::make_output_parser(o);
+    auto p = rapid::parsers::make_output_parser(o);
     for (size_t pos = 0; pos < text.size(); pos += 4) benchmark::DoNotOptimize(p->feed(std::string_view(text).substr(pos, 4)));
     benchmark::DoNotOptimize(p->finish());
     tokens += (text.size() + 3) / 4;

@@ -35,11 +35,11 @@ std::string model_dir() {
          "/qwen35-tiny-mtp/vheads-untied";
 }
 
-std::shared_ptr<Model> model() {
-  static std::shared_ptr<Model> m = [] {
-    ModelOptions o;
+std::shared_ptr<model::Model> model() {
+  static std::shared_ptr<model::Model> m = [] {
+    model::ModelOptions o;
     o.num_threads = 2;
-    return std::shared_ptr<Model>(create_model(load_checkpoint(model_dir()), o));
+    return std::shared_ptr<model::Model>(model::create_model(model::load_checkpoint(model_dir()), o));
   }();
   return m;
 }
@@ -49,7 +49,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 void BM_VerifyAndRollback(benchmark::State& st) {
-  Model& m = *model();
+  model::Model& m = *model();
   const int k = static_cast<int>(st.range(0));
   const int64_t V = m.config().vocab_size, P = 64, cap = 4096;
   std::vector<int32_t> prompt(P);
@@ -58,7 +58,7 @@ void BM_VerifyAndRollback(benchmark::State& st) {
   for (int i = 0; i <= k; ++i) win[i] = int32_t(3 + 11 * i);
   std::vector<float> logits(static_cast<size_t>((k + 1) * V));
   auto plain = m.new_state(cap), s = m.new_state(cap);
-  auto restart = [&](SequenceState& x) {
+  auto restart = [&](model::SequenceState& x) {
     x.truncate(0);
     m.forward(prompt.data(), P, x, logits.data());
   };
@@ -95,18 +95,18 @@ void BM_VerifyAndRollback(benchmark::State& st) {
 BENCHMARK(BM_VerifyAndRollback)->Arg(1)->Arg(3)->Unit(benchmark::kMillisecond);
 
 void BM_EngineDecode(benchmark::State& st) {
-  const SpecMode mode = st.range(0) == 0 ? SpecMode::Off : st.range(0) == 1 ? SpecMode::Mtp : SpecMode::Auto;
-  std::shared_ptr<const Tokenizer> tok = load_tokenizer(model_dir() + "/tokenizer.json");
-  BatchEngineOptions o;
+  const engine::SpecMode mode = st.range(0) == 0 ? engine::SpecMode::Off : st.range(0) == 1 ? engine::SpecMode::Mtp : engine::SpecMode::Auto;
+  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(model_dir() + "/tokenizer.json");
+  engine::BatchEngineOptions o;
   o.spec.mode = mode;
   o.spec.max_draft = 3;
   o.kv.pool_bytes = 64ull << 20;
   o.draft_pool_bytes = 16ull << 20;
-  BatchEngine e(model(), tok, o);
+  engine::BatchEngine e(model(), tok, o);
   const int64_t V = model()->config().vocab_size;
   int64_t tokens = 0;
   for (auto _ : st) {
-    GenerationRequest q;
+    engine::GenerationRequest q;
     for (int i = 0; i < 32; ++i) q.prompt.push_back(int32_t(1 + (i * 53 + tokens) % (V - 1)));
     q.sampling.temperature = 0;
     q.max_tokens = 64;
@@ -114,7 +114,7 @@ void BM_EngineDecode(benchmark::State& st) {
     std::mutex mu;
     std::condition_variable cv;
     bool done = false;
-    e.submit(q, [&](const GenerationEvent& ev) {
+    e.submit(q, [&](const engine::GenerationEvent& ev) {
       std::lock_guard lk(mu);
       tokens += int64_t(ev.tokens.size());
       if (ev.finished) done = true;
@@ -123,11 +123,11 @@ void BM_EngineDecode(benchmark::State& st) {
     std::unique_lock lk(mu);
     cv.wait(lk, [&] { return done; });
   }
-  const BatchEngineStats s = e.stats();
+  const engine::BatchEngineStats s = e.stats();
   st.SetItemsProcessed(tokens);
   st.counters["drafted"] = double(s.spec_drafted);
   st.counters["accepted"] = double(s.spec_accepted);
-  st.SetLabel(spec_mode_name(mode));
+  st.SetLabel(engine::spec_mode_name(mode));
 }
 BENCHMARK(BM_EngineDecode)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 

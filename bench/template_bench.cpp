@@ -59,7 +59,7 @@ ordered_json conversation() {
 }
 
 void render_bench(benchmark::State& state, const std::string& name) {
-  rapid::ChatTemplate tpl(template_named(name));
+  rapid::jinja::ChatTemplate tpl(template_named(name));
   ordered_json ctx = conversation();
   size_t bytes = 0;
   for (auto _ : state) {
@@ -79,7 +79,7 @@ void BM_Render_DeepSeekV31(benchmark::State& s) { render_bench(s, "deepseek-ai-D
 void BM_Parse_Qwen3Coder(benchmark::State& state) {
   std::string src = template_named("Qwen3-Coder");
   for (auto _ : state) {
-    rapid::ChatTemplate tpl(src);
+    rapid::jinja::ChatTemplate tpl(src);
     benchmark::DoNotOptimize(tpl);
   }
 }

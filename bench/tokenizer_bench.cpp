@@ -21,10 +21,10 @@ std::string tokenizer_path(const std::string& name) {
   return name.starts_with("/") ? name : std::string(RAPID_FIXTURES_DIR) + "/tokenizers/" + name;
 }
 
-const rapid::Tokenizer& tokenizer(const std::string& name) {
-  static std::map<std::string, std::unique_ptr<rapid::Tokenizer>> cache;
+const rapid::tok::Tokenizer& tokenizer(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<rapid::tok::Tokenizer>> cache;
   auto& t = cache[name];
-  if (!t) t = rapid::load_tokenizer(tokenizer_path(name));
+  if (!t) t = rapid::tok::load_tokenizer(tokenizer_path(name));
   return *t;
 }
 
@@ -60,7 +60,7 @@ void BM_Decode(benchmark::State& state, const std::string& name) {
 
 void BM_Load(benchmark::State& state, const std::string& name) {
   for (auto _ : state) {
-    auto t = rapid::load_tokenizer(tokenizer_path(name));
+    auto t = rapid::tok::load_tokenizer(tokenizer_path(name));
     benchmark::DoNotOptimize(t.get());
   }
 }

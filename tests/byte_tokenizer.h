@@ -9,7 +9,7 @@
 
 namespace rapid::testing {
 
-class ByteTokenizer : public Tokenizer {
+class ByteTokenizer : public tok::Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool) const override {
     std::vector<int32_t> ids;

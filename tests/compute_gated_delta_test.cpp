@@ -12,6 +12,7 @@
 #include "compute/gated_delta.h"
 
 using namespace rapid;
+using namespace rapid::compute;
 
 namespace {
 

@@ -17,6 +17,7 @@
 #include "tensor/tensor.h"
 
 using namespace rapid;
+using namespace rapid::compute;
 
 namespace {
 
@@ -29,15 +30,15 @@ struct Case {
   std::vector<float> y;
   std::vector<double> mag;
 
-  Tensor tensor(int64_t rows, int64_t cols) const {
-    Tensor t;
+  tensor::Tensor tensor(int64_t rows, int64_t cols) const {
+    tensor::Tensor t;
     t.name = "mlx_b" + std::to_string(bits) + "_g" + std::to_string(group_size) + "_" + dtype;
-    t.dtype = DType::MLX_AFFINE;
+    t.dtype = tensor::DType::MLX_AFFINE;
     t.shape = {rows, cols};
     t.data = weight.data();
     t.bits = bits;
     t.group_size = group_size;
-    t.group_dtype = dtype == "f32" ? DType::F32 : dtype == "f16" ? DType::F16 : DType::BF16;
+    t.group_dtype = dtype == "f32" ? tensor::DType::F32 : dtype == "f16" ? tensor::DType::F16 : tensor::DType::BF16;
     t.scales = dtype == "f32" ? static_cast<const void*>(s32.data()) : s16.data();
     t.biases = dtype == "f32" ? static_cast<const void*>(b32.data()) : b16.data();
     return t;
@@ -86,7 +87,7 @@ TEST(MlxMatmul, MatchesMlxQuantizedMatmulOnEveryIsa) {
   const Golden& g = golden();
   testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
-      Tensor t = c.tensor(g.rows, g.cols);
+      tensor::Tensor t = c.tensor(g.rows, g.cols);
       testing_util::expect_matches_reference(WeightView::of(t), g.x.data(), g.n, c.y, c.mag, 1e-6,
                                              t.name + " " + isa_name(isa));
     }
@@ -99,7 +100,7 @@ TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
   const Golden& g = golden();
   testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
-      Tensor t = c.tensor(g.rows, g.cols);
+      tensor::Tensor t = c.tensor(g.rows, g.cols);
       testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n, t.name + " " + isa_name(isa));
     }
   });

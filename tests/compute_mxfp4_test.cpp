@@ -19,6 +19,7 @@
 #include "tensor/tensor.h"
 
 using namespace rapid;
+using namespace rapid::compute;
 
 namespace {
 
@@ -29,16 +30,16 @@ struct Case {
   std::vector<float> deq, y;
   std::vector<double> mag;
 
-  Tensor tensor(int64_t rows, int64_t cols) const {
-    Tensor t;
+  tensor::Tensor tensor(int64_t rows, int64_t cols) const {
+    tensor::Tensor t;
     t.name = "mxfp4_" + name;
-    t.dtype = DType::MXFP4;
+    t.dtype = tensor::DType::MXFP4;
     t.shape = {rows, cols};
     t.data = weight.data();
     t.nbytes = weight.size() * 4;
     t.bits = 4;
     t.group_size = 32;
-    t.group_dtype = DType::U8;
+    t.group_dtype = tensor::DType::U8;
     t.scales = scales.data();
     return t;
   }
@@ -59,11 +60,11 @@ const Golden& golden() {
 }  // namespace
 
 TEST(Mxfp4, BlockTableEntry) {
-  EXPECT_EQ(block_elems(DType::MXFP4), 32);
-  EXPECT_EQ(block_bytes(DType::MXFP4), 16u);  // nibbles only: the E8M0 byte is in `scales`
-  EXPECT_EQ(row_bytes(DType::MXFP4, 2880), 1440u);
-  EXPECT_FALSE(is_ggml_quant(DType::MXFP4));
-  EXPECT_STREQ(dtype_name(DType::MXFP4), "MXFP4");
+  EXPECT_EQ(tensor::block_elems(tensor::DType::MXFP4), 32);
+  EXPECT_EQ(block_bytes(tensor::DType::MXFP4), 16u);  // nibbles only: the E8M0 byte is in `scales`
+  EXPECT_EQ(tensor::row_bytes(tensor::DType::MXFP4, 2880), 1440u);
+  EXPECT_FALSE(tensor::is_ggml_quant(tensor::DType::MXFP4));
+  EXPECT_STREQ(tensor::dtype_name(tensor::DType::MXFP4), "MXFP4");
 }
 
 // Bitwise mx.dequantize, every E2M1 code and scale (E8M0 0 = 2^-127 and 1 included).
@@ -71,10 +72,10 @@ TEST(Mxfp4, DequantizeEqualsMlxBitwise) {
   const Golden& g = golden();
   ASSERT_EQ(g.cases.size(), 3u);
   for (auto& c : g.cases) {
-    Tensor t = c.tensor(g.rows, g.cols);
+    tensor::Tensor t = c.tensor(g.rows, g.cols);
     std::vector<float> row(g.cols);
     for (int64_t r = 0; r < g.rows; ++r) {
-      dequantize_row(t, r, row.data());
+      tensor::dequantize_row(t, r, row.data());
       for (int64_t i = 0; i < g.cols; ++i) ASSERT_EQ(row[i], c.deq[r * g.cols + i]) << c.name << " r " << r << " c " << i;
     }
   }
@@ -82,10 +83,10 @@ TEST(Mxfp4, DequantizeEqualsMlxBitwise) {
 
 TEST(Mxfp4, ShortTensorIsRefused) {
   const Golden& g = golden();
-  Tensor t = g.cases[0].tensor(g.rows, g.cols);
+  tensor::Tensor t = g.cases[0].tensor(g.rows, g.cols);
   t.nbytes -= 1;
   std::vector<float> row(g.cols);
-  EXPECT_THROW(dequantize_row(t, 0, row.data()), Error);
+  EXPECT_THROW(tensor::dequantize_row(t, 0, row.data()), Error);
   t = g.cases[0].tensor(g.rows, g.cols);
   t.scales = nullptr;
   EXPECT_THROW(WeightView::of(t), Error);
@@ -97,7 +98,7 @@ TEST(Mxfp4, MatmulMatchesMlxQuantizedMatmulOnEveryIsa) {
   const Golden& g = golden();
   testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
-      Tensor t = c.tensor(g.rows, g.cols);
+      tensor::Tensor t = c.tensor(g.rows, g.cols);
       testing_util::expect_matches_reference(WeightView::of(t), g.x.data(), g.n, c.y, c.mag, 1e-30,
                                              c.name + " " + isa_name(isa));
     }
@@ -110,7 +111,7 @@ TEST(Mxfp4, ResultsAreBatchAndThreadInvariant) {
   const Golden& g = golden();
   testing_util::for_each_isa([&](Isa isa) {
     for (auto& c : g.cases) {
-      Tensor t = c.tensor(g.rows, g.cols);
+      tensor::Tensor t = c.tensor(g.rows, g.cols);
       testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n, c.name + " " + isa_name(isa));
     }
   });
@@ -122,7 +123,7 @@ TEST(Mxfp4, StridedRowViewEqualsThoseRows) {
   const Golden& g = golden();
   ThreadPool pool(2);
   const Case& c = g.cases[2];
-  Tensor t = c.tensor(g.rows, g.cols);
+  tensor::Tensor t = c.tensor(g.rows, g.cols);
   WeightView full = WeightView::of(t);
   for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
     MatmulScratch s;

@@ -25,6 +25,7 @@
 #include "tensor/tensor.h"
 
 using namespace rapid;
+using namespace rapid::compute;
 
 namespace {
 
@@ -36,25 +37,25 @@ std::vector<Isa> isas() {
 }
 
 // Random but well-formed blocks: f16 scales set to moderate values, the rest random bytes.
-std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
-  size_t rb = row_bytes(t, cols);
+std::vector<uint8_t> random_rows(tensor::DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  size_t rb = tensor::row_bytes(t, cols);
   std::vector<uint8_t> buf(rb * rows);
   for (auto& b : buf) b = static_cast<uint8_t>(rng());
   std::uniform_real_distribution<float> sc(0.001f, 0.05f);
-  auto f16 = [&](uint8_t* p) { uint16_t h = f32_to_f16(sc(rng) * (rng() & 1 ? 1 : -1)); std::memcpy(p, &h, 2); };
+  auto f16 = [&](uint8_t* p) { uint16_t h = tensor::f32_to_f16(sc(rng) * (rng() & 1 ? 1 : -1)); std::memcpy(p, &h, 2); };
   size_t bb = block_bytes(t);
   for (size_t off = 0; off < buf.size(); off += bb) {
     uint8_t* b = buf.data() + off;
     switch (t) {
-      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: f16(b); break;
-      case DType::Q4_1: case DType::Q5_1: f16(b); f16(b + 2); break;
-      case DType::Q2_K: f16(b + 80); f16(b + 82); break;
-      case DType::Q3_K: f16(b + 108); break;
-      case DType::Q4_K: case DType::Q5_K: f16(b); f16(b + 2); break;
-      case DType::Q6_K: f16(b + 208); break;
-      case DType::F16: f16(b); break;
-      case DType::BF16: { uint16_t h = f32_to_bf16(sc(rng) * 20 - 0.5f); std::memcpy(b, &h, 2); break; }
-      case DType::F32: { float f = sc(rng) * 20 - 0.5f; std::memcpy(b, &f, 4); break; }
+      case tensor::DType::Q4_0: case tensor::DType::Q5_0: case tensor::DType::Q8_0: f16(b); break;
+      case tensor::DType::Q4_1: case tensor::DType::Q5_1: f16(b); f16(b + 2); break;
+      case tensor::DType::Q2_K: f16(b + 80); f16(b + 82); break;
+      case tensor::DType::Q3_K: f16(b + 108); break;
+      case tensor::DType::Q4_K: case tensor::DType::Q5_K: f16(b); f16(b + 2); break;
+      case tensor::DType::Q6_K: f16(b + 208); break;
+      case tensor::DType::F16: f16(b); break;
+      case tensor::DType::BF16: { uint16_t h = tensor::f32_to_bf16(sc(rng) * 20 - 0.5f); std::memcpy(b, &h, 2); break; }
+      case tensor::DType::F32: { float f = sc(rng) * 20 - 0.5f; std::memcpy(b, &f, 4); break; }
       default: break;
     }
   }
@@ -68,8 +69,8 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) 
   return v;
 }
 
-const DType kAllGgml[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                          DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const tensor::DType kAllGgml[] = {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1, tensor::DType::Q8_0,
+                          tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K, tensor::DType::Q6_K};
 
 }  // namespace
 
@@ -78,7 +79,7 @@ TEST(Kernels, QuantizeActIsIdenticalOnEveryIsa) {
   auto x = random_vec(1024, rng, 2.0f);
   x[5] = 0;
   std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero block
-  std::vector<ActQ8> ref(32), got(32);
+  std::vector<tensor::ActQ8> ref(32), got(32);
   kernels_for(Isa::Scalar).quantize_act(x.data(), 1024, ref.data());
   for (Isa isa : isas()) {
     kernels_for(isa).quantize_act(x.data(), 1024, got.data());
@@ -131,12 +132,12 @@ TEST(Kernels, ArgmaxIsMaxElementOnEveryIsa) {
 TEST(Kernels, IntegerDotsMatchDequantizedReference) {
   std::mt19937 rng(4);
   const int64_t cols = 768, nb = cols / 32;
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0, DType::Q5_1,
-                 DType::Q5_K}) {
+  for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q6_K, tensor::DType::Q5_0, tensor::DType::Q5_1,
+                 tensor::DType::Q5_K}) {
     auto w = random_rows(t, 1, cols, rng);
     std::vector<float> wf(cols);
-    dequantize_row_raw(t, w.data(), cols, wf.data());
-    std::vector<ActQ8> xq(4 * nb);
+    tensor::dequantize_row_raw(t, w.data(), cols, wf.data());
+    std::vector<tensor::ActQ8> xq(4 * nb);
     for (int tt = 0; tt < 4; ++tt) {
       auto x = random_vec(cols, rng);
       kernels_for(Isa::Scalar).quantize_act(x.data(), cols, xq.data() + tt * nb);
@@ -145,7 +146,7 @@ TEST(Kernels, IntegerDotsMatchDequantizedReference) {
     for (int tt = 0; tt < 4; ++tt) {
       double s = 0, mag = 0;
       for (int64_t i = 0; i < cols; ++i) {
-        const ActQ8& a = xq[tt * nb + i / 32];
+        const tensor::ActQ8& a = xq[tt * nb + i / 32];
         double xv = static_cast<double>(a.d) * a.qs[i % 32];
         s += wf[i] * xv;
         mag += std::fabs(wf[i] * xv);
@@ -155,20 +156,20 @@ TEST(Kernels, IntegerDotsMatchDequantizedReference) {
     }
     for (Isa isa : isas()) {
       const Kernels& k = kernels_for(isa);
-      auto fn = t == DType::Q4_0 ? k.dot_q4_0 : t == DType::Q4_1 ? k.dot_q4_1 : t == DType::Q8_0 ? k.dot_q8_0
-              : t == DType::Q4_K ? k.dot_q4_k : t == DType::Q6_K ? k.dot_q6_k
-              : t == DType::Q5_0 ? k.dot_q5_0 : t == DType::Q5_1 ? k.dot_q5_1 : k.dot_q5_k;
-      ASSERT_TRUE(fn) << dtype_name(t) << " " << isa_name(isa);
+      auto fn = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1 : t == tensor::DType::Q8_0 ? k.dot_q8_0
+              : t == tensor::DType::Q4_K ? k.dot_q4_k : t == tensor::DType::Q6_K ? k.dot_q6_k
+              : t == tensor::DType::Q5_0 ? k.dot_q5_0 : t == tensor::DType::Q5_1 ? k.dot_q5_1 : k.dot_q5_k;
+      ASSERT_TRUE(fn) << tensor::dtype_name(t) << " " << isa_name(isa);
       float one[4];  // each activation row alone (nt = 1)
-      for (int tt = 0; tt < 4; ++tt) fn(w.data(), xq.data() + tt * nb, nb, cols / block_elems(t), 1, one + tt);
+      for (int tt = 0; tt < 4; ++tt) fn(w.data(), xq.data() + tt * nb, nb, cols / tensor::block_elems(t), 1, one + tt);
       for (int nt = 1; nt <= 4; ++nt) {
         float out[4];
-        fn(w.data(), xq.data(), nb, cols / block_elems(t), nt, out);
+        fn(w.data(), xq.data(), nb, cols / tensor::block_elems(t), nt, out);
         for (int tt = 0; tt < nt; ++tt) {
           EXPECT_NEAR(out[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0))
-              << dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
+              << tensor::dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
           // A row's result never depends on how many rows share the tile (batch invariance).
-          EXPECT_EQ(out[tt], one[tt]) << dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
+          EXPECT_EQ(out[tt], one[tt]) << tensor::dtype_name(t) << " " << isa_name(isa) << " nt " << nt << " t " << tt;
         }
       }
     }
@@ -180,12 +181,12 @@ TEST(Kernels, FloatDotsAndAxpyMatchDouble) {
   for (int64_t n : {1, 7, 16, 33, 64, 100, 577}) {
     auto a = random_vec(n, rng), b = random_vec(n, rng);
     std::vector<uint16_t> h(n), bf(n);
-    for (int64_t i = 0; i < n; ++i) { h[i] = f32_to_f16(b[i]); bf[i] = f32_to_bf16(b[i]); }
+    for (int64_t i = 0; i < n; ++i) { h[i] = tensor::f32_to_f16(b[i]); bf[i] = tensor::f32_to_bf16(b[i]); }
     double r32 = 0, r16 = 0, rbf = 0;
     for (int64_t i = 0; i < n; ++i) {
       r32 += (double)a[i] * b[i];
-      r16 += (double)a[i] * f16_to_f32(h[i]);
-      rbf += (double)a[i] * bf16_to_f32(bf[i]);
+      r16 += (double)a[i] * tensor::f16_to_f32(h[i]);
+      rbf += (double)a[i] * tensor::bf16_to_f32(bf[i]);
     }
     for (Isa isa : isas()) {
       const Kernels& k = kernels_for(isa);
@@ -199,8 +200,8 @@ TEST(Kernels, FloatDotsAndAxpyMatchDouble) {
       k.axpy_bf16(0.5f, bf.data(), ybf.data(), n);
       for (int64_t i = 0; i < n; ++i) {
         EXPECT_NEAR(y[i], 1.0 + 0.5 * b[i], 1e-6);
-        EXPECT_NEAR(y16[i], 1.0 + 0.5 * f16_to_f32(h[i]), 1e-6);
-        EXPECT_NEAR(ybf[i], 1.0 + 0.5 * bf16_to_f32(bf[i]), 1e-6);
+        EXPECT_NEAR(y16[i], 1.0 + 0.5 * tensor::f16_to_f32(h[i]), 1e-6);
+        EXPECT_NEAR(ybf[i], 1.0 + 0.5 * tensor::bf16_to_f32(bf[i]), 1e-6);
       }
       std::vector<uint16_t> h2(n), bf2(n);
       k.f32_to_f16(b.data(), h2.data(), n);
@@ -215,14 +216,14 @@ TEST(Kernels, FloatDotsAndAxpyMatchDouble) {
 TEST(Matmul, EveryFormatMatchesDequantizedReference) {
   std::mt19937 rng(6);
   const int64_t rows = 37, cols = 512;
-  std::vector<DType> types(std::begin(kAllGgml), std::end(kAllGgml));
-  types.insert(types.end(), {DType::F32, DType::F16, DType::BF16});
+  std::vector<tensor::DType> types(std::begin(kAllGgml), std::end(kAllGgml));
+  types.insert(types.end(), {tensor::DType::F32, tensor::DType::F16, tensor::DType::BF16});
   ThreadPool p1(1), p2(2);
   for (Isa isa : isas())
-  for (DType t : types) {
+  for (tensor::DType t : types) {
     set_active_isa(isa);
     auto buf = random_rows(t, rows, cols, rng);
-    Tensor tt;
+    tensor::Tensor tt;
     tt.name = "w";
     tt.dtype = t;
     tt.shape = {rows, cols};
@@ -249,12 +250,12 @@ TEST(Matmul, EveryFormatMatchesDequantizedReference) {
         MatmulScratch s1, s2;
         matmul(w, x.data(), n, y1.data(), p1, s1, path);
         matmul(w, x.data(), n, y2.data(), p2, s2, path);
-        EXPECT_EQ(y1, y2) << "thread count changed the result, " << dtype_name(t);
+        EXPECT_EQ(y1, y2) << "thread count changed the result, " << tensor::dtype_name(t);
         // Exact: f32 rounding only. Fast: int8 activations (≤ 1/254 relative per element).
         double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
         for (int64_t i = 0; i < n * rows; ++i)
           ASSERT_NEAR(y1[i], ref[i], rel * mag[i] + 1e-6)
-              << dtype_name(t) << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast")
+              << tensor::dtype_name(t) << " " << isa_name(isa) << (path == MatmulPath::Exact ? " exact" : " fast")
               << " n " << n << " i " << i;
       }
     }
@@ -274,16 +275,16 @@ TEST(Matmul, MlxAffineMatchesFormula) {
       for (auto& v : packed) v = rng();
       std::vector<uint16_t> sc(rows * groups), bi(rows * groups);
       std::uniform_real_distribution<float> u(-0.1f, 0.1f);
-      for (auto& v : sc) v = f32_to_f16(u(rng));
-      for (auto& v : bi) v = f32_to_f16(u(rng));
-      Tensor t;
+      for (auto& v : sc) v = tensor::f32_to_f16(u(rng));
+      for (auto& v : bi) v = tensor::f32_to_f16(u(rng));
+      tensor::Tensor t;
       t.name = "mlx";
-      t.dtype = DType::MLX_AFFINE;
+      t.dtype = tensor::DType::MLX_AFFINE;
       t.shape = {rows, cols};
       t.data = packed.data();
       t.bits = bits;
       t.group_size = gs;
-      t.group_dtype = DType::F16;
+      t.group_dtype = tensor::DType::F16;
       t.scales = sc.data();
       t.biases = bi.data();
       auto x = random_vec(cols, rng);
@@ -299,8 +300,8 @@ TEST(Matmul, MlxAffineMatchesFormula) {
           const uint32_t* row = packed.data() + r * cols * bits / 32;
           uint32_t q = (row[bit / 32] >> (bit % 32)) & ((1u << bits) - 1);
           int64_t g = r * groups + c / gs;
-          ref += (f16_to_f32(sc[g]) * q + f16_to_f32(bi[g])) * x[c];
-          mag += std::fabs((f16_to_f32(sc[g]) * q + f16_to_f32(bi[g])) * x[c]);
+          ref += (tensor::f16_to_f32(sc[g]) * q + tensor::f16_to_f32(bi[g])) * x[c];
+          mag += std::fabs((tensor::f16_to_f32(sc[g]) * q + tensor::f16_to_f32(bi[g])) * x[c]);
         }
         EXPECT_NEAR(y[r], ref, 1e-5 * mag + 1e-6) << bits << "-bit gs " << gs << " row " << r;
         EXPECT_NEAR(yf[r], ref, 1e-2 * mag) << "fast " << isa_name(isa) << " " << bits << "-bit gs " << gs << " row " << r;
@@ -311,12 +312,12 @@ TEST(Matmul, MlxAffineMatchesFormula) {
 }
 
 TEST(Matmul, RejectsMalformedWeights) {
-  Tensor t;
+  tensor::Tensor t;
   t.name = "bad";
-  t.dtype = DType::Q4_0;
+  t.dtype = tensor::DType::Q4_0;
   t.shape = {4, 48};  // not a multiple of 32
   EXPECT_THROW(WeightView::of(t), std::exception);
-  t.dtype = DType::I32;
+  t.dtype = tensor::DType::I32;
   t.shape = {4, 64};
   EXPECT_THROW(WeightView::of(t), std::exception);
 }
@@ -398,9 +399,9 @@ struct TestPages {
   std::vector<std::vector<uint8_t>> store;
   std::vector<uint8_t*> bases;
   KvView view;
-  TestPages(DType dt, int64_t T, int64_t nkv, int64_t hd, int32_t shift, int32_t layers = 2, int32_t layer = 1) {
+  TestPages(tensor::DType dt, int64_t T, int64_t nkv, int64_t hd, int32_t shift, int32_t layers = 2, int32_t layer = 1) {
     const int64_t bs = int64_t(1) << shift;
-    const size_t es = dt == DType::F32 ? 4 : 2, plane = size_t(nkv * bs * hd) * es;
+    const size_t es = dt == tensor::DType::F32 ? 4 : 2, plane = size_t(nkv * bs * hd) * es;
     const int64_t nblocks = (T + bs - 1) / bs;
     store.resize(size_t(nblocks));
     for (auto& b : store) b.assign(plane * 2 * layers, 0xAB);  // garbage outside written slots
@@ -425,7 +426,7 @@ TEST(Attention, MatchesNaiveReference) {
   for (auto [T, pos0] : {std::pair<int64_t, int64_t>{23, 9}, {37, 30}, {5, 0}}) {
     const int64_t n = T - pos0;
     auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(n * nh * hd, rng);
-    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (tensor::DType dt : {tensor::DType::F32, tensor::DType::F16, tensor::DType::BF16}) {
       for (int64_t window : {0, 5, 17}) {
         TestPages pg(dt, T, nkv, hd, 4);
         const KvView& kv = pg.view;
@@ -434,7 +435,7 @@ TEST(Attention, MatchesNaiveReference) {
                                 .scale = 1.0f / std::sqrt((float)hd), .window = window};
         std::vector<float> out(n * nh * hd);
         attention(Q.data(), n, pos0, kv, p, out.data(), pool);
-        auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
+        auto round = [&](float v) { return dt == tensor::DType::F16 ? tensor::f16_to_f32(tensor::f32_to_f16(v)) : dt == tensor::DType::BF16 ? tensor::bf16_to_f32(tensor::f32_to_bf16(v)) : v; };
         for (int64_t t = 0; t < n; ++t)
           for (int64_t h = 0; h < nh; ++h) {
             int64_t pos = pos0 + t, kvh = h / (nh / nkv);
@@ -452,7 +453,7 @@ TEST(Attention, MatchesNaiveReference) {
             for (int64_t d = 0; d < hd; ++d) {
               double o = 0;
               for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * round(Vv[((first + j) * nkv + kvh) * hd + d]);
-              ASSERT_NEAR(out[(t * nh + h) * hd + d], o, 1e-4) << dtype_name(dt) << " window " << window << " T " << T;
+              ASSERT_NEAR(out[(t * nh + h) * hd + d], o, 1e-4) << tensor::dtype_name(dt) << " window " << window << " T " << T;
             }
           }
       }
@@ -475,13 +476,13 @@ TEST(Attention, BatchedAndChunkedAreBitwiseIdentical) {
     const int64_t T = lens[i], n = news[i], pos0 = T - n;
     auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng);
     qs.push_back(random_vec(n * nh * hd, rng));
-    pages.push_back(std::make_unique<TestPages>(DType::F16, T, nkv, hd, 4));
+    pages.push_back(std::make_unique<TestPages>(tensor::DType::F16, T, nkv, hd, 4));
     kv_store(pages[i]->view, 0, T, nkv, hd, K.data(), Vv.data());
     solo[i].resize(n * nh * hd);
     batched[i].resize(n * nh * hd);
     attention(qs[i].data(), n, pos0, pages[i]->view, p, solo[i].data(), pool);
     // The same sequence with block_size 4 and its queries one at a time.
-    TestPages small(DType::F16, T, nkv, hd, 2);
+    TestPages small(tensor::DType::F16, T, nkv, hd, 2);
     kv_store(small.view, 0, T, nkv, hd, K.data(), Vv.data());
     std::vector<float> one(n * nh * hd);
     for (int64_t t = 0; t < n; ++t)
@@ -514,7 +515,7 @@ TEST(Attention, DecodeBatchesMatchSoloBitwise) {
     for (int i = 0; i < 8; ++i) {
       const int64_t T = 20 + 37 * i;
       auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng);
-      pages.push_back(std::make_unique<TestPages>(DType::F16, T, nkv, hd, 4));
+      pages.push_back(std::make_unique<TestPages>(tensor::DType::F16, T, nkv, hd, 4));
       kv_store(pages.back()->view, 0, T, nkv, hd, K.data(), Vv.data());
       qv.push_back(random_vec(per * qs, rng));
       solo.emplace_back(per * qs);
@@ -582,14 +583,14 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   std::mt19937 rng(12);
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    for (DType t : {DType::Q4_1, DType::Q8_0}) {
-      auto qv = t == DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
-      auto qd = t == DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
+    for (tensor::DType t : {tensor::DType::Q4_1, tensor::DType::Q8_0}) {
+      auto qv = t == tensor::DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
+      auto qd = t == tensor::DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
       if (!qv) continue;
       for (int64_t nb : {1, 5, 8, 18, 48, 50}) {
         const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3;
         auto w = random_rows(t, 1, cols, rng);
-        std::vector<ActQ8> xq(n * nb);
+        std::vector<tensor::ActQ8> xq(n * nb);
         for (int64_t tt = 0; tt < n; ++tt) {
           auto x = random_vec(cols, rng);
           k.quantize_act(x.data(), cols, xq.data() + tt * nb);
@@ -603,7 +604,7 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
           qd(w.data(), xq.data() + tt * nb, nb, nb, 1, &ref[tt]);
           ActLanes a{lq.data() + tt * 64, ld.data() + tt * 8, lds.data() + tt * 8, ls.data() + tt * 8, n};
           qv(w.data(), a, nb, 1, &one[tt]);
-          EXPECT_NEAR(one[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0)) << dtype_name(t) << " nb " << nb;
+          EXPECT_NEAR(one[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0)) << tensor::dtype_name(t) << " nb " << nb;
         }
         for (int nt = 2; nt <= Kernels::kQDotVMaxNT; ++nt)
           for (int64_t t0 = 0; t0 + nt <= n; ++t0) {
@@ -612,7 +613,7 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
             qv(w.data(), a, nb, nt, out);
             for (int i = 0; i < nt; ++i)
               ASSERT_EQ(std::memcmp(&out[i], &one[t0 + i], 4), 0)
-                  << dtype_name(t) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << t0 + i;
+                  << tensor::dtype_name(t) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << t0 + i;
           }
       }
     }
@@ -630,7 +631,7 @@ TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
   for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     set_active_isa(isa);
     for (auto [nh, nkv, hd] : {std::tuple<int64_t, int64_t, int64_t>{9, 3, 64}, {4, 2, 40}}) {
-      for (DType dt : {DType::F16, DType::BF16, DType::F32}) {
+      for (tensor::DType dt : {tensor::DType::F16, tensor::DType::BF16, tensor::DType::F32}) {
         for (auto [window, softcap, sink] : {std::tuple<int64_t, float, bool>{0, 0.0f, false}, {23, 0.0f, false},
                                              {0, 20.0f, false}, {0, 0.0f, true}, {23, 0.0f, true}}) {
           const int64_t T = 150, n = 47, pos0 = T - n;
@@ -659,13 +660,13 @@ TEST(Attention, EveryIsaMatchesReferenceAndIsChunkInvariant) {
           sg[1].kv = pg.view;
           sg[1].out = batched.data();
           attention_batch(sg, 2, p, pool);
-          const std::string what = std::string(isa_name(isa)) + " " + dtype_name(dt) + " hd " + std::to_string(hd) +
+          const std::string what = std::string(isa_name(isa)) + " " + tensor::dtype_name(dt) + " hd " + std::to_string(hd) +
                                    " window " + std::to_string(window) + " softcap " + std::to_string(softcap) +
                                    (sink ? " sinks" : "");
           ASSERT_EQ(0, std::memcmp(whole.data(), ones.data(), whole.size() * 4)) << what;
           ASSERT_EQ(0, std::memcmp(whole.data(), fives.data(), whole.size() * 4)) << what;
           ASSERT_EQ(0, std::memcmp(whole.data(), batched.data(), whole.size() * 4)) << what;
-          auto round = [&](float v) { return dt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : dt == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; };
+          auto round = [&](float v) { return dt == tensor::DType::F16 ? tensor::f16_to_f32(tensor::f32_to_f16(v)) : dt == tensor::DType::BF16 ? tensor::bf16_to_f32(tensor::f32_to_bf16(v)) : v; };
           for (int64_t t = 0; t < n; t += 7)
             for (int64_t h = 0; h < nh; ++h) {
               const int64_t pos = pos0 + t, kvh = h / (nh / nkv), first = window ? std::max<int64_t>(0, pos - window + 1) : 0;

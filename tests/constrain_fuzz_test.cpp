@@ -15,6 +15,7 @@
 #include "constrain/token_constraint.h"
 
 using namespace rapid;
+using namespace rapid::constrain;
 using ojson = nlohmann::ordered_json;
 
 namespace {

@@ -18,6 +18,7 @@
 #include "tokenizer/tokenizer.h"
 
 using namespace rapid;
+using namespace rapid::constrain;
 using ojson = nlohmann::ordered_json;
 
 namespace {
@@ -324,7 +325,7 @@ TEST(ConstrainMask, SentencePieceVocabWithByteFallback) {
 // directly. Two independent readings of the same files must agree token for token.
 TEST(ConstrainMask, VocabFromTokenizerAgreesWithTokenizerJson) {
   for (const char* name : {"gpt2", "llama2"}) {
-    auto tok = load_tokenizer(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/" + name);
+    auto tok = tok::load_tokenizer(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/" + name);
     auto a = VocabIndex::from_tokenizer(*tok);
     auto b = vocab(name);
     ASSERT_EQ(a->vocab_size(), b->vocab_size()) << name;
@@ -411,8 +412,8 @@ TEST(ConstrainToolCalls, EveryFormatRoundTripsThroughItsParser) {
   const nlohmann::json jtools = nlohmann::json::parse(tools.dump());
   std::mt19937 rng(1);
   int formats = 0, parsed = 0;
-  for (const auto& name : tool_parser_names()) {
-    ToolCallGrammar tg = tool_call_grammar(name, jtools);
+  for (const auto& name : parsers::tool_parser_names()) {
+    parsers::ToolCallGrammar tg = parsers::tool_call_grammar(name, jtools);
     std::string full;
     try {
       full = gbnf_with_tool_args(tg.gbnf, tools, tg.args_encoding, tg.param_syntax);
@@ -447,11 +448,11 @@ TEST(ConstrainToolCalls, EveryFormatRoundTripsThroughItsParser) {
         text += b;
       }
       if (!m.can_end()) continue;
-      ParserOptions o;
+      parsers::ParserOptions o;
       o.tool_parser = name;
       o.tools = jtools;
       o.id_seed = 1;
-      ParseResult r = parse_output(o, text);
+      parsers::ParseResult r = parsers::parse_output(o, text);
       ++parsed;
       ASSERT_FALSE(r.tool_calls.empty()) << name << ": " << text;
       EXPECT_EQ(r.tool_calls[0].name, "get_weather") << name << ": " << text;

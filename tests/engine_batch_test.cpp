@@ -25,6 +25,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace rapid;
+using namespace rapid::engine;
 
 namespace {
 
@@ -482,10 +483,10 @@ TEST(BatchEngine, DraftModelSpeculationIsExact) {
   if (!fs::exists(draft_dir + "/model.safetensors")) GTEST_SKIP() << "no derived draft model at " << draft_dir;
   auto reqs = request_mix(6, 32);
   for (auto& q : reqs) reference(q);
-  ModelOptions mo;
+  model::ModelOptions mo;
   mo.num_threads = 2;
   BatchEngineOptions o = base_opts(SpecMode::Draft);
-  o.draft_model = create_model(load_checkpoint(draft_dir), mo);
+  o.draft_model = model::create_model(model::load_checkpoint(draft_dir), mo);
   o.draft_pool_bytes = 32ull << 20;
   o.spec.max_draft = 4;
   BatchEngine e(fx().model, fx().tok, o);
@@ -512,9 +513,9 @@ TEST(BatchEngine, DraftModelWithAnotherVocabularyIsRefused) {
       if (f.path().extension() == ".gguf") file = f.path().string();
   if (file.empty()) GTEST_SKIP() << "no Gemma GGUF under " << gemma;
   BatchEngineOptions o = base_opts(SpecMode::Draft);
-  ModelOptions mo;
+  model::ModelOptions mo;
   mo.num_threads = 1;
-  o.draft_model = create_model(load_checkpoint(file), mo);
+  o.draft_model = model::create_model(model::load_checkpoint(file), mo);
   EXPECT_THROW(BatchEngine(fx().model, fx().tok, o), Error);
   o.draft_model = nullptr;
   EXPECT_THROW(BatchEngine(fx().model, fx().tok, o), Error);  // draft mode without a draft model

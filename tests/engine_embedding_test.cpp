@@ -15,22 +15,22 @@
 #include "model/weights.h"
 #include "qwen35_models.h"
 
-namespace rapid {
+namespace rapid::engine {
 namespace {
 
 const std::string& tiny_embedding_model(std::string* why) {
   return qwen35::model_set("tiny-qwen3-embedding", "/modules.json", "make_tiny_embedding_model.py", why);
 }
 
-std::unique_ptr<EmbeddingEngine> load_engine(const std::string& dir, int64_t step_tokens = 2048) {
-  auto ckpt = std::shared_ptr<Checkpoint>(load_checkpoint(dir));
-  ModelOptions mo;
-  mo.kv_dtype = DType::F32;
-  EmbeddingEngineOptions eo;
-  eo.pooling = read_sentence_transformers(dir).value();
+std::unique_ptr<engine::EmbeddingEngine> load_engine(const std::string& dir, int64_t step_tokens = 2048) {
+  auto ckpt = std::shared_ptr<model::Checkpoint>(model::load_checkpoint(dir));
+  model::ModelOptions mo;
+  mo.kv_dtype = tensor::DType::F32;
+  engine::EmbeddingEngineOptions eo;
+  eo.pooling = model::read_sentence_transformers(dir).value();
   eo.max_input_tokens = 64;
   eo.max_step_tokens = step_tokens;
-  return std::make_unique<EmbeddingEngine>(create_model(ckpt, mo), eo);
+  return std::make_unique<engine::EmbeddingEngine>(model::create_model(ckpt, mo), eo);
 }
 
 #define NEED_MODEL(dir)                      \
@@ -110,20 +110,20 @@ TEST(EmbeddingEngine, RefusesEmptyLongAndOutOfVocabularyInputs) {
 TEST(EmbeddingEngine, PoolingArithmetic) {
   const float rows[] = {3, 4, 1, 0, 0, 2};  // 3 tokens x 2 dimensions
   float out[2];
-  pool_hidden(rows, 3, 2, {PoolingMode::Cls, false}, out);
+  engine::pool_hidden(rows, 3, 2, {model::PoolingMode::Cls, false}, out);
   EXPECT_EQ(out[0], 3.0f);
   EXPECT_EQ(out[1], 4.0f);
-  pool_hidden(rows, 3, 2, {PoolingMode::LastToken, false}, out);
+  pool_hidden(rows, 3, 2, {model::PoolingMode::LastToken, false}, out);
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[1], 2.0f);
-  pool_hidden(rows, 3, 2, {PoolingMode::Mean, false}, out);
+  pool_hidden(rows, 3, 2, {model::PoolingMode::Mean, false}, out);
   EXPECT_FLOAT_EQ(out[0], 4.0f / 3);
   EXPECT_FLOAT_EQ(out[1], 2.0f);
-  pool_hidden(rows, 3, 2, {PoolingMode::Cls, true}, out);
+  pool_hidden(rows, 3, 2, {model::PoolingMode::Cls, true}, out);
   EXPECT_FLOAT_EQ(out[0], 0.6f);
   EXPECT_FLOAT_EQ(out[1], 0.8f);
   const float zeros[] = {0, 0};
-  pool_hidden(zeros, 1, 2, {PoolingMode::LastToken, true}, out);  // no NaN from a zero vector
+  pool_hidden(zeros, 1, 2, {model::PoolingMode::LastToken, true}, out);  // no NaN from a zero vector
   EXPECT_EQ(out[0], 0.0f);
   EXPECT_EQ(out[1], 0.0f);
 }
@@ -132,9 +132,9 @@ TEST(EmbeddingEngine, HybridModelIsRefusedAtConstruction) {
   std::string why;
   const std::string& root = qwen35::tiny_models(&why);
   if (root.empty()) GTEST_SKIP() << why;
-  auto ckpt = std::shared_ptr<Checkpoint>(load_checkpoint(root + "/dense-tied/hf-f32"));
+  auto ckpt = std::shared_ptr<model::Checkpoint>(model::load_checkpoint(root + "/dense-tied/hf-f32"));
   try {
-    EmbeddingEngine eng(create_model(ckpt, ModelOptions{}), EmbeddingEngineOptions{});
+    engine::EmbeddingEngine eng(model::create_model(ckpt, model::ModelOptions{}), EmbeddingEngineOptions{});
     FAIL() << "a hybrid model was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot serve embeddings"), std::string::npos) << e.what();
@@ -142,4 +142,4 @@ TEST(EmbeddingEngine, HybridModelIsRefusedAtConstruction) {
 }
 
 }  // namespace
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -69,7 +69,7 @@ struct FakeStep {
   std::vector<Entry> entries;
 };
 
-class FakeModel : public Model {
+class FakeModel : public model::Model {
  public:
   explicit FakeModel(FakeLm lm = {}, int mtp_layers = 0) : lm_(lm), mtp_layers_(mtp_layers) {
     cfg_.architecture = "fake";
@@ -95,7 +95,7 @@ class FakeModel : public Model {
     return mtp_forwards_;
   }
 
-  const ModelConfig& config() const override { return cfg_; }
+  const model::ModelConfig& config() const override { return cfg_; }
   cache::BlockShape kv_block_shape(int32_t block_size) const override {
     cache::BlockShape s;
     s.num_layers = 1;
@@ -105,18 +105,18 @@ class FakeModel : public Model {
     s.dtype = cache::KvDType::F32;
     return s;
   }
-  std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+  std::unique_ptr<model::SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
+    return std::make_unique<model::PagedKvState>(std::move(pool), max_tokens);
   }
-  std::unique_ptr<SequenceState> new_state(int64_t max_tokens) override {
+  std::unique_ptr<model::SequenceState> new_state(int64_t max_tokens) override {
     if (!own_pool_) own_pool_ = std::make_shared<cache::BlockPool>(kv_block_shape(16), 1 << 20);
     return new_paged_state(own_pool_, max_tokens);
   }
-  void forward(const int32_t* tokens, int64_t n, SequenceState& state, float* logits, bool all_logits) override {
-    BatchEntry e{tokens, n, &state, logits, all_logits};
+  void forward(const int32_t* tokens, int64_t n, model::SequenceState& state, float* logits, bool all_logits) override {
+    model::BatchEntry e{tokens, n, &state, logits, all_logits};
     run(e);
   }
-  void forward_batch(const BatchEntry* entries, size_t count) override {
+  void forward_batch(const model::BatchEntry* entries, size_t count) override {
     std::function<void()> hook;
     {
       std::lock_guard lk(mu_);
@@ -132,17 +132,17 @@ class FakeModel : public Model {
 
   int mtp_layers() const override { return mtp_layers_; }
   cache::BlockShape mtp_block_shape(int32_t block_size) const override { return kv_block_shape(block_size); }
-  std::unique_ptr<SequenceState> new_mtp_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
+  std::unique_ptr<model::SequenceState> new_mtp_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
     return new_paged_state(std::move(pool), max_tokens);
   }
-  void forward_mtp(const MtpEntry* entries, size_t count) override {
+  void forward_mtp(const model::MtpEntry* entries, size_t count) override {
     {
       std::lock_guard lk(mu_);
       ++mtp_forwards_;
     }
     for (size_t i = 0; i < count; ++i) {
-      const MtpEntry& e = entries[i];
-      static_cast<PagedKvState*>(e.state)->append(e.n);  // the heads' KV (not read by this fake)
+      const model::MtpEntry& e = entries[i];
+      static_cast<model::PagedKvState*>(e.state)->append(e.n);  // the heads' KV (not read by this fake)
       const float* row = e.hidden + (e.n - 1) * FakeLm::kHidden;
       const int32_t tok = e.tokens[e.n - 1];
       const int64_t p = int64_t(row[2]) + 1;
@@ -162,11 +162,11 @@ class FakeModel : public Model {
     out[3] = 0.0f;
   }
   // Writes the new tokens into their pages, then rereads the whole context from the pages.
-  void run(const BatchEntry& e) {
-    auto& kv = static_cast<PagedKvState&>(*e.state);
+  void run(const model::BatchEntry& e) {
+    auto& kv = static_cast<model::PagedKvState&>(*e.state);
     const int64_t past = kv.length();
     kv.append(e.n);
-    KvView v = kv.layer(0);
+    compute::KvView v = kv.layer(0);
     for (int64_t i = 0; i < e.n; ++i) *reinterpret_cast<float*>(v.key_at(past + i, 0)) = float(e.tokens[i]);
     uint32_t h = 0;
     for (int64_t p = 0; p < past + e.n; ++p) {
@@ -182,7 +182,7 @@ class FakeModel : public Model {
 
   FakeLm lm_;
   int mtp_layers_;
-  ModelConfig cfg_;
+  model::ModelConfig cfg_;
   std::shared_ptr<cache::BlockPool> own_pool_;
   mutable std::mutex mu_;
   std::function<void()> hook_;

@@ -16,6 +16,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace rapid;
+using namespace rapid::engine;
 
 namespace {
 

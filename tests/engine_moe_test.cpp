@@ -16,6 +16,7 @@
 #include "tokenizer/tokenizer.h"
 
 using namespace rapid;
+using namespace rapid::engine;
 using namespace rapid::moe_tiny;
 using namespace rapid::parity;
 
@@ -26,8 +27,8 @@ TEST(MoeEngine, SixteenRequestsMatchAlone) {
   for (const char* c : kConfigs) {
     const std::string dir = root + "/" + c + "/mlx-q4";
     json g = read_json(dir + "/greedy.json");
-    std::shared_ptr<Model> model = make(dir, MatmulPath::Fast, DType::F16);
-    std::shared_ptr<const Tokenizer> tok = load_tokenizer(dir);
+    std::shared_ptr<model::Model> model = make(dir, compute::MatmulPath::Fast, tensor::DType::F16);
+    std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(dir);
     std::vector<GenerationRequest> reqs;
     for (int i = 0; i < 16; ++i) {
       GenerationRequest q;

@@ -15,11 +15,12 @@
 #include "tokenizer/tokenizer.h"
 
 using namespace rapid;
+using namespace rapid::engine;
 
 namespace {
 
 // The tiny models have no tokenizer: ids are bytes (eos 2, as in their config).
-class ByteIds : public Tokenizer {
+class ByteIds : public tok::Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool, bool) const override {
     return std::vector<int32_t>(text.begin(), text.end());
@@ -40,11 +41,11 @@ class ByteIds : public Tokenizer {
   std::string chat_template() const override { return ""; }
 };
 
-std::shared_ptr<Model> tiny_mtp() {
-  static std::shared_ptr<Model> m = [] {
-    ModelOptions o;
+std::shared_ptr<model::Model> tiny_mtp() {
+  static std::shared_ptr<model::Model> m = [] {
+    model::ModelOptions o;
     o.num_threads = 2;
-    return std::shared_ptr<Model>(create_model(load_checkpoint(std::string(RAPID_SOURCE_DIR) + "/tests/golden/tiny/qwen3-mtp"), o));
+    return std::shared_ptr<model::Model>(model::create_model(model::load_checkpoint(std::string(RAPID_SOURCE_DIR) + "/tests/golden/tiny/qwen3-mtp"), o));
   }();
   return m;
 }
@@ -66,7 +67,7 @@ std::vector<GenerationRequest> requests(int n) {
   return out;
 }
 
-std::vector<int32_t> plain(const GenerationRequest& q, const Tokenizer& tok) {
+std::vector<int32_t> plain(const GenerationRequest& q, const tok::Tokenizer& tok) {
   return test::plain_tokens(*tiny_mtp(), tok, q);
 }
 
@@ -96,9 +97,9 @@ TEST(MtpSpeculation, GreedyOutputEqualsPlainDecoding) {
 
 TEST(MtpSpeculation, MtpModeNeedsHeads) {
   auto tok = std::make_shared<ByteIds>();
-  ModelOptions mo;
+  model::ModelOptions mo;
   mo.num_threads = 1;
-  std::shared_ptr<Model> plain_model = create_model(load_checkpoint(std::string(RAPID_SOURCE_DIR) + "/tests/golden/tiny/qwen3"), mo);
+  std::shared_ptr<model::Model> plain_model = model::create_model(model::load_checkpoint(std::string(RAPID_SOURCE_DIR) + "/tests/golden/tiny/qwen3"), mo);
   BatchEngineOptions o;
   o.spec.mode = SpecMode::Mtp;
   o.kv.pool_bytes = 1ull << 20;

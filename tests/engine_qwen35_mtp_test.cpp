@@ -17,6 +17,7 @@
 #include "tokenizer/tokenizer.h"
 
 using namespace rapid;
+using namespace rapid::engine;
 
 namespace {
 
@@ -26,14 +27,14 @@ namespace {
   if (mroot.empty()) GTEST_SKIP() << why_
 
 struct Tiny {
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const Tokenizer> tok;
+  std::shared_ptr<model::Model> model;
+  std::shared_ptr<const tok::Tokenizer> tok;
 };
 
 Tiny load(const std::string& dir) {
-  ModelOptions o;
+  model::ModelOptions o;
   o.num_threads = 2;
-  return {std::shared_ptr<Model>(create_model(load_checkpoint(dir), o)), load_tokenizer(dir + "/tokenizer.json")};
+  return {std::shared_ptr<model::Model>(model::create_model(model::load_checkpoint(dir), o)), tok::load_tokenizer(dir + "/tokenizer.json")};
 }
 
 std::vector<GenerationRequest> requests(int n, int64_t vocab) {

@@ -12,28 +12,28 @@
 
 namespace rapid::test {
 
-inline std::vector<int32_t> plain_tokens(Model& m, const Tokenizer& tok, const GenerationRequest& q) {
-  Generator g(m, tok, q);
+inline std::vector<int32_t> plain_tokens(model::Model& m, const tok::Tokenizer& tok, const engine::GenerationRequest& q) {
+  engine::Generator g(m, tok, q);
   std::vector<int32_t> t;
   for (;;) {
-    GenerationEvent ev = g.step();
+    engine::GenerationEvent ev = g.step();
     t.insert(t.end(), ev.tokens.begin(), ev.tokens.end());
     if (ev.finished) return t;
   }
 }
 
 // Submits every request at once; each one's tokens once all have finished (none with an error).
-inline std::vector<std::vector<int32_t>> run_all(BatchEngine& e, const std::vector<GenerationRequest>& qs) {
+inline std::vector<std::vector<int32_t>> run_all(engine::BatchEngine& e, const std::vector<engine::GenerationRequest>& qs) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::vector<int32_t>> out(qs.size());
   size_t done = 0;
   for (size_t i = 0; i < qs.size(); ++i)
-    e.submit(qs[i], [&, i](const GenerationEvent& ev) {
+    e.submit(qs[i], [&, i](const engine::GenerationEvent& ev) {
       std::lock_guard lk(mu);
       out[i].insert(out[i].end(), ev.tokens.begin(), ev.tokens.end());
       if (ev.finished) {
-        EXPECT_NE(ev.finish_reason, FinishReason::Error) << ev.error;
+        EXPECT_NE(ev.finish_reason, engine::FinishReason::Error) << ev.error;
         ++done;
         cv.notify_all();
       }

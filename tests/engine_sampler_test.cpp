@@ -12,6 +12,7 @@
 
 using nlohmann::json;
 using namespace rapid;
+using namespace rapid::engine;
 
 namespace {
 

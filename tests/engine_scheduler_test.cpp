@@ -23,12 +23,13 @@
 #include "engine_fake_model.h"
 
 using namespace rapid;
+using namespace rapid::engine;
 using rapid::testing::FakeLm;
 using rapid::testing::FakeModel;
 
 namespace {
 
-std::shared_ptr<const Tokenizer> tok() {
+std::shared_ptr<const tok::Tokenizer> fake_tokenizer() {
   static auto t = std::make_shared<rapid::testing::ByteTokenizer>();
   return t;
 }
@@ -145,7 +146,7 @@ void run_all(BatchEngine& e, const FakeModel& m, const std::vector<GenerationReq
 
 TEST(FakeEngine, SingleRequestMatchesSequentialReference) {
   auto m = std::make_shared<FakeModel>();
-  BatchEngine e(m, tok(), opts());
+  BatchEngine e(m, fake_tokenizer(), opts());
   Runner r(e);
   auto q = greedy(prompt(40, 1), 30);
   r.submit(q);
@@ -155,7 +156,7 @@ TEST(FakeEngine, SingleRequestMatchesSequentialReference) {
 TEST(FakeEngine, ConcurrentRequestsEachMatchReferenceWithinBudgets) {
   auto m = std::make_shared<FakeModel>();
   BatchEngineOptions o = opts();
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   run_all(e, *m, mix(24, 40), "");
   size_t widest = 0;
   for (const auto& st : m->steps()) {
@@ -175,7 +176,7 @@ TEST(FakeEngine, PrefillChunksAreCappedWhileDecoding) {
   m->set_step_hook([] { std::this_thread::sleep_for(std::chrono::microseconds(100)); });
   BatchEngineOptions o = opts();
   o.max_step_tokens = 512;
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   Runner r(e);
   auto first = greedy(prompt(700, 2), 100000);  // decodes until cancelled
   r.submit(first);
@@ -211,7 +212,7 @@ TEST(FakeEngine, PreemptionUnderTinyPoolGivesReferenceTokens) {
   auto m = std::make_shared<FakeModel>();
   BatchEngineOptions o = opts();
   o.kv.pool_bytes = uint64_t(pool_bytes(24));  // 384 token slots for 16 requests of up to ~190
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   run_all(e, *m, mix(16, 40), "");
   BatchEngineStats st = e.stats();
   EXPECT_GT(st.preemptions, 0u);
@@ -224,7 +225,7 @@ TEST(FakeEngine, PreemptionUnderTinyPoolGivesReferenceTokens) {
 // model rereads it from the pages) and still gives the reference tokens.
 TEST(FakeEngine, PrefixCacheHitGivesReferenceTokens) {
   auto m = std::make_shared<FakeModel>();
-  BatchEngine e(m, tok(), opts());
+  BatchEngine e(m, fake_tokenizer(), opts());
   auto first = greedy(prompt(100, 4), 20);
   Result a;
   {
@@ -254,7 +255,7 @@ TEST(FakeEngine, CancelOneWhileOthersRun) {
   auto m = std::make_shared<FakeModel>();
   m->set_step_hook([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); });
   BatchEngineOptions o = opts();
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   Runner r(e);
   auto endless = greedy(prompt(20, 6), 100000);
   r.submit(endless);
@@ -275,7 +276,7 @@ TEST(FakeEngine, CancelOneWhileOthersRun) {
 // once: the client's request cancels it after the step in flight, and adopts what it computed.
 TEST(FakeEngine, WarmingFillsThePrefixCacheAndYieldsToAClient) {
   auto m = std::make_shared<FakeModel>();
-  BatchEngine e(m, tok(), opts());
+  BatchEngine e(m, fake_tokenizer(), opts());
   auto warm = greedy(prompt(200, 9), 1);
   warm.warm_only = true;
   {
@@ -334,7 +335,7 @@ TEST(FakeEngine, PromptLargerThanPoolIsAnError) {
   BatchEngineOptions o = opts();
   o.kv.pool_bytes = uint64_t(pool_bytes(4));  // 64 token slots
   o.max_step_tokens = 256;
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   Runner r(e);
   r.submit(greedy(prompt(200, 7), 4));
   auto ok = greedy(prompt(20, 8), 10);
@@ -349,7 +350,7 @@ TEST(FakeEngine, PromptLargerThanPoolIsAnError) {
 // request the tokens a sequential loop of the fake model and rapid::Sampler draws.
 TEST(FakeEngine, SeededSamplingMatchesSequentialSampler) {
   auto m = std::make_shared<FakeModel>();
-  BatchEngine e(m, tok(), opts());
+  BatchEngine e(m, fake_tokenizer(), opts());
   Runner r(e);
   std::vector<GenerationRequest> reqs;
   for (int i = 0; i < 6; ++i) {
@@ -394,7 +395,7 @@ TEST_P(FakeSpeculation, TokensMatchReferenceWithAcceptanceAndRollback) {
   BatchEngineOptions o = opts(c.mode);
   o.spec.max_draft = 4;
   if (c.draft_model) o.draft_model = std::make_shared<FakeModel>(FakeLm{true});
-  BatchEngine e(m, tok(), o);
+  BatchEngine e(m, fake_tokenizer(), o);
   run_all(e, *m, mix(10, 60), spec_mode_name(c.mode));
   BatchEngineStats st = e.stats();
   EXPECT_GT(st.spec_accepted, 0u);
@@ -421,7 +422,7 @@ TEST(FakeEngine, SpeculationWithPreemptionKeepsReferenceTokens) {
     o.kv.pool_bytes = uint64_t(pool_bytes(24));
     o.draft_pool_bytes = uint64_t(pool_bytes(12));  // drafts also run out of room
     if (c.draft_model) o.draft_model = std::make_shared<FakeModel>(FakeLm{true});
-    BatchEngine e(m, tok(), o);
+    BatchEngine e(m, fake_tokenizer(), o);
     run_all(e, *m, mix(12, 40), spec_mode_name(c.mode));
     EXPECT_GT(e.stats().preemptions, 0u) << spec_mode_name(c.mode);
   }

@@ -13,6 +13,7 @@
 #include "engine/speculation.h"
 
 using namespace rapid;
+using namespace rapid::engine;
 
 TEST(NgramProposer, ProposesWhatFollowedTheLatestMatch) {
   NgramProposer p(2, 4);

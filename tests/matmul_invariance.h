@@ -18,41 +18,41 @@ namespace rapid::testing_util {
 // fn(isa) with each ISA active in turn, then the best one again.
 template <class F>
 void for_each_isa(F&& fn) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
-    if (isa <= best_isa()) {
-      set_active_isa(isa);
+  for (compute::Isa isa : {compute::Isa::Scalar, compute::Isa::Avx2, compute::Isa::Avx512})
+    if (isa <= compute::best_isa()) {
+      compute::set_active_isa(isa);
       fn(isa);
     }
-  set_active_isa(best_isa());
+  compute::set_active_isa(compute::best_isa());
 }
 
 // y = x·wᵀ for n rows of x matches `want` ([n, rows]) within rel·mag (mag = Σ|w·x| per output):
 // 1e-5 on the exact path (only the summation order differs), 1e-2 on the fast one (int8 activations).
-inline void expect_matches_reference(const WeightView& w, const float* x, int64_t n, const std::vector<float>& want,
+inline void expect_matches_reference(const compute::WeightView& w, const float* x, int64_t n, const std::vector<float>& want,
                                      const std::vector<double>& mag, double floor, const std::string& what) {
-  ThreadPool pool(2);
-  for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast}) {
+  compute::ThreadPool pool(2);
+  for (compute::MatmulPath path : {compute::MatmulPath::Exact, compute::MatmulPath::Fast}) {
     std::vector<float> y(n * w.rows);
-    MatmulScratch s;
-    matmul(w, x, n, y.data(), pool, s, path);
-    const double rel = path == MatmulPath::Exact ? 1e-5 : 1e-2;
+    compute::MatmulScratch s;
+    compute::matmul(w, x, n, y.data(), pool, s, path);
+    const double rel = path == compute::MatmulPath::Exact ? 1e-5 : 1e-2;
     for (int64_t i = 0; i < n * w.rows; ++i)
       ASSERT_NEAR(y[i], want[i], rel * mag[i] + floor)
-          << what << (path == MatmulPath::Exact ? " exact" : " fast") << " i " << i;
+          << what << (path == compute::MatmulPath::Exact ? " exact" : " fast") << " i " << i;
   }
 }
 
-inline void expect_batch_and_thread_invariant(const WeightView& w, const float* x, int64_t n, const std::string& what) {
-  ThreadPool p1(1), p2(2);
-  MatmulScratch s;
+inline void expect_batch_and_thread_invariant(const compute::WeightView& w, const float* x, int64_t n, const std::string& what) {
+  compute::ThreadPool p1(1), p2(2);
+  compute::MatmulScratch s;
   std::vector<float> all(n * w.rows), all1(n * w.rows);
-  matmul(w, x, n, all.data(), p2, s, MatmulPath::Fast);
-  matmul(w, x, n, all1.data(), p1, s, MatmulPath::Fast);
+  compute::matmul(w, x, n, all.data(), p2, s, compute::MatmulPath::Fast);
+  compute::matmul(w, x, n, all1.data(), p1, s, compute::MatmulPath::Fast);
   EXPECT_EQ(all, all1) << what << ": thread count changed the result";
   for (int64_t m : {int64_t{1}, int64_t{4}})
     for (int64_t t0 = 0; t0 + m <= n; t0 += m) {
       std::vector<float> part(m * w.rows);
-      matmul(w, x + t0 * w.cols, m, part.data(), p2, s, MatmulPath::Fast);
+      compute::matmul(w, x + t0 * w.cols, m, part.data(), p2, s, compute::MatmulPath::Fast);
       for (int64_t i = 0; i < m * w.rows; ++i)
         ASSERT_EQ(part[i], all[t0 * w.rows + i]) << what << " n " << m << " t0 " << t0;
     }

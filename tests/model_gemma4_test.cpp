@@ -22,6 +22,7 @@
 
 namespace fs = std::filesystem;
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -49,7 +50,7 @@ TEST(Gemma4, PagesHoldOnlyKvOwningLayersAtTheirWidths) {
                                                                          : cfg["num_key_value_heads"].get<int64_t>();
       floats += 2 * heads * cfg[full ? "global_head_dim" : "head_dim"].get<int64_t>();
     }
-    auto m = qwen35::make(d, MatmulPath::Fast, DType::F32);
+    auto m = qwen35::make(d, compute::MatmulPath::Fast, tensor::DType::F32);
     const cache::BlockShape sh = m->kv_block_shape(16);
     EXPECT_EQ(sh.block_bytes(), (static_cast<size_t>(16 * floats * 4) + 63) / 64 * 64) << c;
   }
@@ -63,7 +64,7 @@ TEST(Gemma4, ResumeFromAdoptedPagesMatchesMlxLm) {
   for (const char* c : {"e2b", "kv", "moe"}) {
     const std::string d = root + "/" + c + "/mlx-f32";
     json g = read_json(d + "/greedy.json");
-    auto m = qwen35::make(d, MatmulPath::Exact, DType::F32);
+    auto m = qwen35::make(d, compute::MatmulPath::Exact, tensor::DType::F32);
     const int64_t V = m->config().vocab_size;
     const json& cs = g["cases"][4];
     std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>(), want;
@@ -106,7 +107,7 @@ TEST(Gemma4, MismatchedCheckpointsAreRefused) {
     (cfg.contains("text_config") ? cfg["text_config"] : cfg)[field] = value;
     std::ofstream(tmp / "config.json") << cfg.dump();
     try {
-      qwen35::make(tmp.string(), MatmulPath::Fast, DType::F16);
+      qwen35::make(tmp.string(), compute::MatmulPath::Fast, tensor::DType::F16);
       ADD_FAILURE() << copy << " with " << field << " = " << value << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();

@@ -30,6 +30,7 @@ static std::string scratch_dir() {
 }
 
 using namespace rapid;
+using namespace rapid::model;
 namespace fs = std::filesystem;
 
 static const std::string kSrc = RAPID_SOURCE_DIR;
@@ -49,7 +50,7 @@ static void touch_all(const WeightStore& ws) {
   }
 }
 
-static void touch_all(const std::vector<Tensor>& ts) {
+static void touch_all(const std::vector<tensor::Tensor>& ts) {
   WeightStore ws;
   for (auto& t : ts) ws.add(t);
   touch_all(ws);

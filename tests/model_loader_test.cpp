@@ -38,6 +38,7 @@ static std::string scratch_dir() {
 }
 
 using namespace rapid;
+using namespace rapid::model;
 namespace fs = std::filesystem;
 
 static const std::string kGolden = std::string(RAPID_SOURCE_DIR) + "/tests/golden/model_loader/";
@@ -50,26 +51,26 @@ static std::string model_cache() {
   return std::string(h ? h : "/root") + "/.cache/rapid-mlx/models";
 }
 
-static std::map<std::string, Tensor> by_name(const SafetensorsFile& f) {
-  std::map<std::string, Tensor> m;
+static std::map<std::string, tensor::Tensor> by_name(const SafetensorsFile& f) {
+  std::map<std::string, tensor::Tensor> m;
   for (auto& t : f.tensors) m[t.name] = t;
   return m;
 }
 
-static std::vector<float> row(const Tensor& t, int64_t r) {
+static std::vector<float> row(const tensor::Tensor& t, int64_t r) {
   std::vector<float> v(size_t(t.cols()));
-  dequantize_row(t, r, v.data());
+  tensor::dequantize_row(t, r, v.data());
   return v;
 }
 
 // Row r in HF order (GGUF llama Q/K tensors are loaded in pair order, see rope_interleaved_qk).
-static std::vector<float> hf_row(const Checkpoint& ck, const Tensor& t, int64_t r) {
+static std::vector<float> hf_row(const Checkpoint& ck, const tensor::Tensor& t, int64_t r) {
   std::vector<float> v(size_t(t.cols()));
   dequantize_hf_row(ck, t, r, v.data());
   return v;
 }
 
-static const float* f32(const Tensor& t) { return static_cast<const float*>(t.data); }
+static const float* f32(const tensor::Tensor& t) { return static_cast<const float*>(t.data); }
 
 // ---------------------------------------------------------------- GGML block formats vs gguf-py
 
@@ -81,7 +82,7 @@ TEST(GgufDequant, EveryTypeMatchesGgufPy) {
   for (auto& t : g.tensors) {
     SCOPED_TRACE(t.name);
     ASSERT_TRUE(exp.count(t.name));
-    const Tensor& e = exp[t.name];
+    const tensor::Tensor& e = exp[t.name];
     ASSERT_EQ(t.shape, e.shape);
     for (int64_t r = 0; r < t.rows(); ++r) {
       auto got = row(t, r);
@@ -120,26 +121,26 @@ TEST(MlxQuant, DequantizeAndQuantizeMatchMlx) {
     for (int g : {32, 64, 128}) {
       std::string k = "b" + std::to_string(bits) + "g" + std::to_string(g);
       SCOPED_TRACE(k);
-      const Tensor &w = m.at(k + ".w"), &wq = m.at(k + ".weight"), &s = m.at(k + ".scales"),
+      const tensor::Tensor &w = m.at(k + ".w"), &wq = m.at(k + ".weight"), &s = m.at(k + ".scales"),
                    &b = m.at(k + ".biases"), &e = m.at(k + ".expected");
-      ASSERT_EQ(wq.dtype, DType::U32);
-      Tensor q = wq;
-      q.dtype = DType::MLX_AFFINE;
+      ASSERT_EQ(wq.dtype, tensor::DType::U32);
+      tensor::Tensor q = wq;
+      q.dtype = tensor::DType::MLX_AFFINE;
       q.shape = w.shape;
       q.bits = bits;
       q.group_size = g;
-      q.group_dtype = DType::F32;
+      q.group_dtype = tensor::DType::F32;
       q.scales = s.data;
       q.biases = b.data;
       int64_t cols = w.cols();
-      ASSERT_EQ(int64_t(wq.nbytes), w.rows() * mlx::packed_row_bytes(cols, bits));
+      ASSERT_EQ(int64_t(wq.nbytes), w.rows() * tensor::mlx::packed_row_bytes(cols, bits));
       for (int64_t r = 0; r < w.rows(); ++r) {
         auto got = row(q, r);
         for (int64_t c = 0; c < cols; ++c) ASSERT_FLOAT_EQ(got[c], f32(e)[r * cols + c]) << r << "," << c;
         // Our quantizer reproduces mlx.core.quantize bit for bit.
-        std::vector<uint8_t> packed(size_t(mlx::packed_row_bytes(cols, bits)));
+        std::vector<uint8_t> packed(size_t(tensor::mlx::packed_row_bytes(cols, bits)));
         std::vector<float> sc(size_t(cols / g)), bi(size_t(cols / g));
-        mlx::quantize_row(f32(w) + r * cols, cols, bits, g, packed.data(), sc.data(), bi.data());
+        tensor::mlx::quantize_row(f32(w) + r * cols, cols, bits, g, packed.data(), sc.data(), bi.data());
         EXPECT_EQ(std::memcmp(packed.data(), static_cast<const uint8_t*>(wq.data) + r * packed.size(), packed.size()), 0)
             << "packed row " << r;
         for (int64_t j = 0; j < cols / g; ++j) {
@@ -156,14 +157,14 @@ TEST(MlxQuant, DequantizeAndQuantizeMatchMlx) {
 TEST(MlxQuant, Bf16ScalesMatchMlx) {
   auto f = read_safetensors(kGolden + "mlx_quant.safetensors");
   auto m = by_name(f);
-  const Tensor &wq = m.at("bf16.weight"), &e = m.at("bf16.expected");
-  Tensor q = wq;
-  q.dtype = DType::MLX_AFFINE;
+  const tensor::Tensor &wq = m.at("bf16.weight"), &e = m.at("bf16.expected");
+  tensor::Tensor q = wq;
+  q.dtype = tensor::DType::MLX_AFFINE;
   q.shape = e.shape;
   q.bits = 4;
   q.group_size = 64;
-  ASSERT_EQ(m.at("bf16.scales").dtype, DType::BF16);
-  q.group_dtype = DType::BF16;
+  ASSERT_EQ(m.at("bf16.scales").dtype, tensor::DType::BF16);
+  q.group_dtype = tensor::DType::BF16;
   q.scales = m.at("bf16.scales").data;
   q.biases = m.at("bf16.biases").data;
   for (int64_t r = 0; r < q.rows(); ++r) {
@@ -216,10 +217,10 @@ TEST(MlxCheckpoint, LoadsMlxLmConvertOutput) {
   EXPECT_EQ(ck->config.hidden_size, 64);
   int quantized = 0;
   for (auto& [name, t] : ck->weights.all()) {
-    const Tensor& o = orig->weights.get(name);
+    const tensor::Tensor& o = orig->weights.get(name);
     EXPECT_EQ(t.shape, o.shape) << name;
-    if (t.dtype != DType::MLX_AFFINE) {
-      EXPECT_EQ(t.dtype, DType::F32) << name;
+    if (t.dtype != tensor::DType::MLX_AFFINE) {
+      EXPECT_EQ(t.dtype, tensor::DType::F32) << name;
       continue;
     }
     ++quantized;
@@ -227,12 +228,12 @@ TEST(MlxCheckpoint, LoadsMlxLmConvertOutput) {
     EXPECT_EQ(t.group_size, 64);
     int64_t cols = t.cols(), ng = cols / 64;
     for (int64_t r = 0; r < t.rows(); ++r) {
-      std::vector<uint8_t> packed(size_t(mlx::packed_row_bytes(cols, 4)));
+      std::vector<uint8_t> packed(size_t(tensor::mlx::packed_row_bytes(cols, 4)));
       std::vector<float> sc(static_cast<size_t>(ng)), bi(static_cast<size_t>(ng));
-      mlx::quantize_row(f32(o) + r * cols, cols, 4, 64, packed.data(), sc.data(), bi.data());
+      tensor::mlx::quantize_row(f32(o) + r * cols, cols, 4, 64, packed.data(), sc.data(), bi.data());
       ASSERT_EQ(std::memcmp(packed.data(), static_cast<const uint8_t*>(t.data) + r * packed.size(), packed.size()), 0)
           << name << " row " << r;
-      ASSERT_EQ(t.group_dtype, DType::F32);
+      ASSERT_EQ(t.group_dtype, tensor::DType::F32);
       // The loader hands out aligned data even though mlx_lm's file leaves it unaligned.
       ASSERT_EQ(reinterpret_cast<uintptr_t>(t.scales) % 4, 0u);
       ASSERT_EQ(reinterpret_cast<uintptr_t>(t.data) % 4, 0u);
@@ -266,11 +267,11 @@ TEST(HfCheckpoint, TinyModelsLoadWithConfigs) {
     EXPECT_DOUBLE_EQ(c.rms_norm_eps, raw["rms_norm_eps"].get<double>());
     EXPECT_EQ(c.tie_word_embeddings, raw["tie_word_embeddings"].get<bool>());
     EXPECT_EQ(c.head_dim, raw.value("head_dim", c.hidden_size / c.num_attention_heads));
-    const Tensor& emb = ck->weights.get("model.embed_tokens.weight");
+    const tensor::Tensor& emb = ck->weights.get("model.embed_tokens.weight");
     EXPECT_EQ(emb.shape, (std::vector<int64_t>{256, 64}));
-    EXPECT_EQ(emb.dtype, arch == "llama" ? DType::F32 : DType::BF16);
+    EXPECT_EQ(emb.dtype, arch == "llama" ? tensor::DType::F32 : tensor::DType::BF16);
     EXPECT_EQ(ck->weights.find("lm_head.weight") != nullptr, !c.tie_word_embeddings);
-    const Tensor& q = ck->weights.get("model.layers.1.self_attn.q_proj.weight");
+    const tensor::Tensor& q = ck->weights.get("model.layers.1.self_attn.q_proj.weight");
     EXPECT_EQ(q.shape, (std::vector<int64_t>{c.num_attention_heads * c.head_dim, 64}));
   }
   auto g = load_checkpoint(kTiny + "gemma3")->config;
@@ -342,7 +343,7 @@ static void expect_close_to_hf(const Checkpoint& gg, const Checkpoint& hf, float
   int compared = 0;
   for (auto& [name, t] : hf.weights.all()) {
     SCOPED_TRACE(name);
-    const Tensor* g = gg.weights.find(name);
+    const tensor::Tensor* g = gg.weights.find(name);
     if (!g && name == "lm_head.weight") continue;
     ASSERT_TRUE(g) << "missing in GGUF checkpoint";
     ASSERT_EQ(g->shape, t.shape);
@@ -368,7 +369,7 @@ TEST(GgufCheckpoint, TinyLlamaQ8UnpermutedMatchesHf) {
   EXPECT_EQ(gg->config.intermediate_size, 128);
   EXPECT_FALSE(gg->config.tie_word_embeddings);
   EXPECT_EQ(gg->tokenizer_path, kTiny + "llama-q8_0.gguf");
-  EXPECT_EQ(gg->weights.get("model.layers.0.self_attn.q_proj.weight").dtype, DType::Q8_0);
+  EXPECT_EQ(gg->weights.get("model.layers.0.self_attn.q_proj.weight").dtype, tensor::DType::Q8_0);
   expect_close_to_hf(*gg, *hf, 1.0f / 127);  // Q8_0: |err| <= d/2 = amax/254 per block
 }
 
@@ -380,8 +381,8 @@ TEST(GgufCheckpoint, LlamaQkStayInPairOrderInsideTheMapping) {
   EXPECT_TRUE(gg->rope_interleaved_qk);
   EXPECT_FALSE(hf->rope_interleaved_qk);
   EXPECT_FALSE(load_checkpoint(kTiny + "qwen3-q4_0.gguf")->rope_interleaved_qk);
-  const Tensor& q = gg->weights.get("model.layers.0.self_attn.q_proj.weight");
-  const Tensor& emb = gg->weights.get("model.embed_tokens.weight");
+  const tensor::Tensor& q = gg->weights.get("model.layers.0.self_attn.q_proj.weight");
+  const tensor::Tensor& emb = gg->weights.get("model.embed_tokens.weight");
   // Both point into the same file mapping: the tensor data are ordered by file offset, all within
   // a span no larger than the file.
   auto lo = std::min(static_cast<const uint8_t*>(q.data), static_cast<const uint8_t*>(emb.data));
@@ -392,7 +393,7 @@ TEST(GgufCheckpoint, LlamaQkStayInPairOrderInsideTheMapping) {
   EXPECT_EQ(stored_qk_index(*gg, q, hd / 2), 1);               // HF row hd/2 = pair 0, second element
   EXPECT_EQ(stored_qk_index(*gg, q, hd + 3), hd + 6);
   EXPECT_EQ(stored_qk_index(*gg, gg->weights.get("model.layers.0.mlp.up_proj.weight"), 5), 5);
-  const Tensor& qh = hf->weights.get("model.layers.0.self_attn.q_proj.weight");
+  const tensor::Tensor& qh = hf->weights.get("model.layers.0.self_attn.q_proj.weight");
   auto stored = row(q, 1), want = row(qh, hd / 2);
   float amax = 0;
   for (float v : want) amax = std::max(amax, std::fabs(v));
@@ -435,7 +436,7 @@ static void expect_rows_match(const Checkpoint& ck, const std::string& golden_fi
   compared = 0;
   for (auto& g : golden.tensors) {
     SCOPED_TRACE(g.name);
-    const Tensor& t = ck.weights.get(g.name);
+    const tensor::Tensor& t = ck.weights.get(g.name);
     int64_t n = g.shape.size() == 2 ? g.shape[0] : 1, w = g.shape.back();
     ASSERT_LE(w, t.cols());
     for (int64_t r = 0; r < n; ++r) {
@@ -514,7 +515,7 @@ TEST(HfCheckpoint, ShardedWithIndex) {
   auto ck = load_checkpoint(dir);
   ASSERT_EQ(ck->weights.all().size(), orig->weights.all().size());
   for (auto& [name, t] : orig->weights.all()) {
-    const Tensor& u = ck->weights.get(name);
+    const tensor::Tensor& u = ck->weights.get(name);
     ASSERT_EQ(u.shape, t.shape);
     ASSERT_EQ(u.nbytes, t.nbytes);
     EXPECT_EQ(std::memcmp(u.data, t.data, t.nbytes), 0) << name;
@@ -623,7 +624,7 @@ static void expect_same_as_mlx_lm(const std::string& arch, int bits, int group, 
   for (auto& [name, t] : theirs) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(ours.count(name));
-    const Tensor& o = ours[name];
+    const tensor::Tensor& o = ours[name];
     EXPECT_EQ(o.dtype, t.dtype);
     EXPECT_EQ(o.shape, t.shape);
     ASSERT_EQ(o.nbytes, t.nbytes);
@@ -635,8 +636,8 @@ static void expect_same_as_mlx_lm(const std::string& arch, int bits, int group, 
   EXPECT_EQ(cfg["quantization_config"], want["quantization_config"]);
   // Both load back identically as MLX_AFFINE tensors.
   auto a = load_checkpoint(out), b = load_checkpoint(golden);
-  const Tensor& qa = a->weights.get("model.layers.0.mlp.up_proj.weight");
-  EXPECT_EQ(qa.dtype, DType::MLX_AFFINE);
+  const tensor::Tensor& qa = a->weights.get("model.layers.0.mlp.up_proj.weight");
+  EXPECT_EQ(qa.dtype, tensor::DType::MLX_AFFINE);
   EXPECT_EQ(qa.bits, bits);
   EXPECT_EQ(row(qa, 3), row(b->weights.get("model.layers.0.mlp.up_proj.weight"), 3));
 }
@@ -663,8 +664,8 @@ TEST(Convert, GgufToF32RoundTrips) {
   EXPECT_EQ(dst->config.tie_word_embeddings, src->config.tie_word_embeddings);
   ASSERT_EQ(dst->weights.all().size(), src->weights.all().size());
   for (auto& [name, t] : src->weights.all()) {
-    const Tensor& d = dst->weights.get(name);
-    EXPECT_EQ(d.dtype, DType::F32);
+    const tensor::Tensor& d = dst->weights.get(name);
+    EXPECT_EQ(d.dtype, tensor::DType::F32);
     ASSERT_EQ(d.shape, t.shape);
     for (int64_t r = 0; r < t.rows(); ++r) ASSERT_EQ(row(d, r), hf_row(*src, t, r)) << name << " row " << r;
   }
@@ -704,8 +705,8 @@ TEST(DerivedModels, SmolLM2CopiesAgreeWithGguf) {
     EXPECT_EQ(ck->weights.all().size(), gg->weights.all().size());
   }
   for (const char* name : {"model.layers.0.self_attn.q_proj.weight", "model.layers.7.mlp.down_proj.weight"}) {
-    const Tensor &a = gg->weights.get(name), &b = f32c->weights.get(name), &q = q4->weights.get(name);
-    EXPECT_EQ(q.dtype, DType::MLX_AFFINE);
+    const tensor::Tensor &a = gg->weights.get(name), &b = f32c->weights.get(name), &q = q4->weights.get(name);
+    EXPECT_EQ(q.dtype, tensor::DType::MLX_AFFINE);
     for (int64_t r = 0; r < 8; ++r) {
       auto ra = hf_row(*gg, a, r), rb = row(b, r), rq = row(q, r);
       EXPECT_EQ(ra, rb) << name;
@@ -729,11 +730,11 @@ TEST(Convert, GgufToMlxQ8) {
   auto dst = load_checkpoint(out);
   EXPECT_EQ(dst->config.architecture, "qwen3");
   EXPECT_EQ(dst->config.head_dim, 32);
-  EXPECT_EQ(dst->weights.get("model.layers.0.self_attn.q_norm.weight").dtype, DType::F32);
+  EXPECT_EQ(dst->weights.get("model.layers.0.self_attn.q_norm.weight").dtype, tensor::DType::F32);
   for (auto& [name, t] : src->weights.all()) {
-    const Tensor& d = dst->weights.get(name);
+    const tensor::Tensor& d = dst->weights.get(name);
     ASSERT_EQ(d.shape, t.shape) << name;
-    bool q = d.dtype == DType::MLX_AFFINE;
+    bool q = d.dtype == tensor::DType::MLX_AFFINE;
     EXPECT_EQ(q, t.shape.size() == 2) << name;
     for (int64_t r = 0; r < t.rows(); ++r) {
       auto a = row(t, r), b = row(d, r);

@@ -26,6 +26,7 @@
 
 namespace fs = std::filesystem;
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 using namespace rapid::moe_tiny;
 
@@ -48,7 +49,7 @@ TEST(MoeModel, MismatchedExpertsAreRefused) {
       cfg[field] = value;
       std::ofstream(tmp / "config.json") << cfg.dump();
       try {
-        make(tmp.string(), MatmulPath::Fast, DType::F16);
+        make(tmp.string(), compute::MatmulPath::Fast, tensor::DType::F16);
         ADD_FAILURE() << c << " with " << field << " = " << value << " was accepted";
       } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
@@ -99,7 +100,7 @@ TEST(MoeModel, GptOssMislabelledMxfp4ExpertsAreRefusedClearly) {
   out << h << bytes.substr(8 + hlen);
   out.close();
   try {
-    make(tmp.string(), MatmulPath::Fast, DType::F16);
+    make(tmp.string(), compute::MatmulPath::Fast, tensor::DType::F16);
     ADD_FAILURE() << "loaded a checkpoint with MXFP4 expert names";
   } catch (const FileError& e) {
     EXPECT_EQ(e.path(), tmp.string());

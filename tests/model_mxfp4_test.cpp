@@ -19,6 +19,7 @@
 #include "qwen35_models.h"
 
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -55,7 +56,7 @@ INSTANTIATE_TEST_SUITE_P(MlxLm, MlxMxfp4, testing::Values("gpt-oss", "qwen3-moe"
 TEST_P(MlxMxfp4, ExactGreedyMatchesMlxLm) {
   REQUIRE_MXFP4();
   const std::string d = root + "/" + GetParam() + "/mlx-mxfp4";
-  auto m = qwen35::make(d, MatmulPath::Exact, DType::F32);
+  auto m = qwen35::make(d, compute::MatmulPath::Exact, tensor::DType::F32);
   double worst = exact_greedy(*m, read_json(d + "/greedy.json"), 1e-4);
   std::printf("%s: worst |dlogit| / max|logit| = %.3g\n", d.c_str(), worst);
 }
@@ -66,7 +67,7 @@ TEST_P(MlxMxfp4, PrefillEqualsTokenByTokenDecode) {
   REQUIRE_MXFP4();
   const std::string d = root + "/" + GetParam() + "/mlx-mxfp4";
   json g = read_json(d + "/greedy.json");
-  auto m = qwen35::make(d, MatmulPath::Fast, DType::F32);
+  auto m = qwen35::make(d, compute::MatmulPath::Fast, tensor::DType::F32);
   const int64_t V = m->config().vocab_size;
   auto ids = g["cases"][4]["prompt_ids"].get<std::vector<int32_t>>();
   const int64_t n = static_cast<int64_t>(ids.size());
@@ -86,8 +87,8 @@ TEST(HfMxfp4, GptOssLogitsMatchDequantizedBf16Model) {
   REQUIRE_MXFP4();
   const std::string d = root + "/gpt-oss/";
   json g = read_json(d + "mlx-mxfp4/greedy.json");  // its prompts
-  auto q = qwen35::make(d + "hf-mxfp4", MatmulPath::Exact, DType::F32);
-  auto r = qwen35::make(d + "hf-deq-bf16", MatmulPath::Exact, DType::F32);
+  auto q = qwen35::make(d + "hf-mxfp4", compute::MatmulPath::Exact, tensor::DType::F32);
+  auto r = qwen35::make(d + "hf-deq-bf16", compute::MatmulPath::Exact, tensor::DType::F32);
   const int64_t V = q->config().vocab_size;
   std::vector<float> lq(V), lr(V);
   double worst = 0;
@@ -128,7 +129,7 @@ TEST(HfMxfp4, CorruptScalesAreRefusedWithPathAndReason) {
     for (const char* sfx : {".scales", "_scales"})  // the loaders name the module / the blocks pair
       if (tensor.size() > 7 && tensor.compare(tensor.size() - 7, 7, sfx) == 0) tensor.resize(tensor.size() - 7);
     try {
-      qwen35::make(d, MatmulPath::Fast, DType::F32);
+      qwen35::make(d, compute::MatmulPath::Fast, tensor::DType::F32);
       ADD_FAILURE() << d << " was accepted";
     } catch (const FileError& e) {
       const std::string what = e.what();

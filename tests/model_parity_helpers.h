@@ -31,7 +31,7 @@ inline int argmax(const float* x, int64_t n) { return static_cast<int>(std::max_
 // Free-running greedy decoding on the exact (dequantized f32) path: the same tokens as the
 // reference for every step, and every stored logit (top 8 + 64 fixed probes per step) within
 // tol · max|logit|. Returns the worst relative logit error.
-inline double exact_greedy(Model& m, const json& g, double tol) {
+inline double exact_greedy(model::Model& m, const json& g, double tol) {
   std::vector<int32_t> probe = g["probe_ids"].get<std::vector<int32_t>>();
   const int64_t V = m.config().vocab_size;
   std::vector<float> logits(V);
@@ -77,7 +77,7 @@ struct FastTol {
 
 // The shipping configuration (int8 activations × quantized weights, f16 KV), teacher-forced on
 // the reference tokens.
-inline void fast_teacher_forced(Model& m, const json& g, const json* lc, const FastTol& tol) {
+inline void fast_teacher_forced(model::Model& m, const json& g, const json* lc, const FastTol& tol) {
   std::vector<int32_t> probe = g["probe_ids"].get<std::vector<int32_t>>();
   const int64_t V = m.config().vocab_size;
   std::vector<float> logits(V);

@@ -19,6 +19,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -33,7 +34,7 @@ std::string model_path(const char* env, const std::string& rel) {
   return std::string(home ? home : "") + "/.cache/rapid-mlx/models/" + rel;
 }
 
-std::unique_ptr<Model> make(const std::shared_ptr<Checkpoint>& ck, MatmulPath mp, DType kv) {
+std::unique_ptr<Model> make(const std::shared_ptr<Checkpoint>& ck, compute::MatmulPath mp, tensor::DType kv) {
   ModelOptions o;
   o.num_threads = 2;
   o.matmul = mp;
@@ -68,7 +69,7 @@ std::shared_ptr<Checkpoint> gemma() {
 TEST(SmolLM2Parity, ExactPathGreedyTokensAndLogitsMatchTransformers) {
   if (!fs::exists(smollm2_path())) GTEST_SKIP() << "model not downloaded: " << smollm2_path();
   json g = read_json(golden("smollm2_q4_1_greedy.json"));
-  auto m = make(smollm2(), MatmulPath::Exact, DType::F32);
+  auto m = make(smollm2(), compute::MatmulPath::Exact, tensor::DType::F32);
   double worst = exact_greedy(*m, g, 1e-3);
   std::printf("worst |dlogit| / max|logit| = %.3g\n", worst);
 }
@@ -84,14 +85,14 @@ TEST(SmolLM2Parity, FastPathMatchesTransformersAndLlamaCpp) {
   if (!fs::exists(smollm2_path())) GTEST_SKIP() << "model not downloaded: " << smollm2_path();
   json g = read_json(golden("smollm2_q4_1_greedy.json"));
   json lc = read_json(golden("smollm2_q4_1_llamacpp.json"));
-  auto m = make(smollm2(), MatmulPath::Fast, DType::F16);
+  auto m = make(smollm2(), compute::MatmulPath::Fast, tensor::DType::F16);
   fast_teacher_forced(*m, g, &lc, FastTol{8e-2, 1.2e-1, 3e-2});
 }
 
 TEST(Gemma3Parity, ExactPathGreedyTokensAndLogitsMatchTransformers) {
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "model not downloaded: " << gemma_path();
   json g = read_json(golden("gemma3_270m_q4_k_m_greedy.json"));
-  auto m = make(gemma(), MatmulPath::Exact, DType::F32);
+  auto m = make(gemma(), compute::MatmulPath::Exact, tensor::DType::F32);
   double worst = exact_greedy(*m, g, 1e-3);
   std::printf("worst |dlogit| / max|logit| = %.4g\n", worst);
 }
@@ -100,7 +101,7 @@ TEST(Gemma3Parity, FastPathMatchesTransformersAndLlamaCpp) {
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "model not downloaded: " << gemma_path();
   json g = read_json(golden("gemma3_270m_q4_k_m_greedy.json"));
   json lc = read_json(golden("gemma3_270m_q4_k_m_llamacpp.json"));
-  auto m = make(gemma(), MatmulPath::Fast, DType::F16);
+  auto m = make(gemma(), compute::MatmulPath::Fast, tensor::DType::F16);
   fast_teacher_forced(*m, g, &lc, FastTol{8e-2, 1.2e-1, 3e-2});
 }
 
@@ -110,7 +111,7 @@ TEST(Gemma3Parity, ExactPathBeyondSlidingWindowMatchesTransformers) {
   if (!fs::exists(gemma_path())) GTEST_SKIP() << "model not downloaded: " << gemma_path();
   json g = read_json(golden("gemma3_270m_q4_k_m_long.json"));
   ASSERT_GT(g["cases"][0]["prompt_ids"].size(), 600u);
-  auto m = make(gemma(), MatmulPath::Exact, DType::F32);
+  auto m = make(gemma(), compute::MatmulPath::Exact, tensor::DType::F32);
   double worst = exact_greedy(*m, g, 1e-3);
   std::printf("worst |dlogit| / max|logit| = %.4g\n", worst);
 }
@@ -128,7 +129,7 @@ TEST(SmolLM2MlxQ4Parity, ExactPathGreedyTokensAndLogitsMatchMlxLm) {
   if (!fs::exists(smollm2_mlx_q4_path() + "/model.safetensors"))
     GTEST_SKIP() << "model not derived: " << smollm2_mlx_q4_path();
   json g = read_json(golden("smollm2_mlx_q4_greedy.json"));
-  auto m = make(load_checkpoint(smollm2_mlx_q4_path()), MatmulPath::Exact, DType::F32);
+  auto m = make(load_checkpoint(smollm2_mlx_q4_path()), compute::MatmulPath::Exact, tensor::DType::F32);
   double worst = exact_greedy(*m, g, 1e-3);
   std::printf("worst |dlogit| / max|logit| = %.4g\n", worst);
 }
@@ -142,6 +143,6 @@ TEST(SmolLM2MlxQ4Parity, FastPathMatchesMlxLm) {
   if (!fs::exists(smollm2_mlx_q4_path() + "/model.safetensors"))
     GTEST_SKIP() << "model not derived: " << smollm2_mlx_q4_path();
   json g = read_json(golden("smollm2_mlx_q4_greedy.json"));
-  auto m = make(load_checkpoint(smollm2_mlx_q4_path()), MatmulPath::Fast, DType::F16);
+  auto m = make(load_checkpoint(smollm2_mlx_q4_path()), compute::MatmulPath::Fast, tensor::DType::F16);
   fast_teacher_forced(*m, g, nullptr, FastTol{1.2e-1, 0, 3e-2});
 }

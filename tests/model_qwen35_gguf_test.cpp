@@ -18,6 +18,7 @@
 
 namespace fs = std::filesystem;
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -57,7 +58,7 @@ const std::string& gguf_models(std::string* why) {
   if (!fs::exists(root + "/vheads-untied/" sub "/greedy.json"))                                \
   GTEST_SKIP() << "no llama.cpp goldens (llama-cpp-python not in .venv when " << root << " was made)"
 
-std::unique_ptr<Model> make(const std::string& dir, MatmulPath mp, DType kv, bool chunked) {
+std::unique_ptr<Model> make(const std::string& dir, compute::MatmulPath mp, tensor::DType kv, bool chunked) {
   ModelOptions o;
   o.num_threads = 2;
   o.matmul = mp;
@@ -97,7 +98,7 @@ TEST(Qwen35Gguf, ConfigMatchesTheHfCheckpoint) {
 static void exact_vs(const std::string& dir, const std::string& goldens) {
   json g = read_json(goldens);
   for (bool chunked : {false, true}) {
-    auto m = make(dir, MatmulPath::Exact, DType::F32, chunked);
+    auto m = make(dir, compute::MatmulPath::Exact, tensor::DType::F32, chunked);
     double worst = exact_greedy(*m, g, 1e-4);
     std::printf("%s%s vs %s: worst |dlogit| / max|logit| = %.3g\n", dir.c_str(), chunked ? " (chunked)" : "",
                 goldens.c_str(), worst);
@@ -124,7 +125,7 @@ TEST(Qwen35Gguf, Q8GreedyMatchesLlamaCpp) {
   for (const char* c : kConfigs) {
     const std::string dir = root + "/" + c + "/gguf-q8_0";
     json g = read_json(dir + "/greedy.json");
-    auto m = make(dir, MatmulPath::Fast, DType::F16, true);
+    auto m = make(dir, compute::MatmulPath::Fast, tensor::DType::F16, true);
     fast_teacher_forced(*m, g, nullptr, FastTol{.vs_ref = 2e-2, .vs_llamacpp = 0, .decisive = 4e-2});
   }
 }

@@ -22,6 +22,7 @@
 
 namespace fs = std::filesystem;
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -45,7 +46,7 @@ TEST(Qwen35Model, TruncateRefusesRollbackAndRestartsAtZero) {
   REQUIRE_TINY();
   const std::string dir = root + "/dense-tied/mlx-f32";
   json g = read_json(dir + "/greedy.json");
-  auto m = make(dir, MatmulPath::Exact, DType::F32);
+  auto m = make(dir, compute::MatmulPath::Exact, tensor::DType::F32);
   const int64_t V = m->config().vocab_size;
   std::vector<int32_t> ids = g["cases"][2]["prompt_ids"].get<std::vector<int32_t>>();
   std::vector<float> first(V), again(V);
@@ -63,7 +64,7 @@ TEST(Qwen35Model, TruncateRefusesRollbackAndRestartsAtZero) {
 // advancing the state.
 TEST(Qwen35Model, BadInputIsRefusedAndLosesNothing) {
   REQUIRE_TINY();
-  auto m = make(root + "/dense-tied/mlx-q4", MatmulPath::Fast, DType::F16);
+  auto m = make(root + "/dense-tied/mlx-q4", compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size;
   std::vector<float> logits(V);
   auto st = m->new_state(4);
@@ -109,7 +110,7 @@ TEST(Qwen35Mtp, HeadMatchesNumpyReference) {
   for (const char* c : kConfigs) {
     const std::string dir = mroot + "/" + c;
     json ref = read_json(dir + "/mtp_ref.json");
-    auto m = make(dir, MatmulPath::Exact, DType::F32);
+    auto m = make(dir, compute::MatmulPath::Exact, tensor::DType::F32);
     ASSERT_EQ(m->mtp_layers(), 1) << c;
     const int64_t V = m->config().vocab_size, H = m->config().hidden_size;
     std::vector<int32_t> toks = ref["tokens"].get<std::vector<int32_t>>();
@@ -148,7 +149,7 @@ TEST(Qwen35Mtp, HeadMatchesNumpyReference) {
 
 TEST(Qwen35Mtp, BadMtpInputIsRefused) {
   REQUIRE_MTP();
-  auto m = make(mroot + "/dense-tied", MatmulPath::Fast, DType::F16);
+  auto m = make(mroot + "/dense-tied", compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size, H = m->config().hidden_size;
   auto pool = std::make_shared<cache::BlockPool>(m->mtp_block_shape(16), 1u << 20);
   auto st = m->new_mtp_state(pool, 8);
@@ -162,6 +163,6 @@ TEST(Qwen35Mtp, BadMtpInputIsRefused) {
   EXPECT_THROW(m->forward_mtp(&e, 1), Error);
   EXPECT_EQ(st->length(), 0);
   auto f32_pool = std::make_shared<cache::BlockPool>(
-      kv_block_shape_for(1, m->config().num_key_value_heads, m->config().head_dim, 16, DType::F32), 1u << 20);
+      kv_block_shape_for(1, m->config().num_key_value_heads, m->config().head_dim, 16, tensor::DType::F32), 1u << 20);
   EXPECT_THROW(m->new_mtp_state(f32_pool, 8), Error);  // another KV dtype than the model's
 }

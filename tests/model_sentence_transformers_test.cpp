@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "model/sentence_transformers.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 const char* kModules =
@@ -27,7 +27,7 @@ struct StDir {
   std::string path() const { return dir.path.string(); }
   std::string error() const {
     try {
-      read_sentence_transformers(path());
+      model::read_sentence_transformers(path());
     } catch (const FileError& e) {
       return e.what();
     }
@@ -45,22 +45,22 @@ std::string pooling_flags(const char* on) {
 
 TEST(SentenceTransformers, NoModulesJsonIsNotAnEmbeddingModel) {
   StDir d;
-  EXPECT_FALSE(read_sentence_transformers(d.path()).has_value());
-  EXPECT_FALSE(read_sentence_transformers(d.path() + "/model.gguf").has_value());
+  EXPECT_FALSE(model::read_sentence_transformers(d.path()).has_value());
+  EXPECT_FALSE(model::read_sentence_transformers(d.path() + "/model.gguf").has_value());
 }
 
 TEST(SentenceTransformers, Qwen3EmbeddingPipeline) {
   StDir d;
   d.write("modules.json", kModules);
   d.write("1_Pooling/config.json", pooling_flags("lasttoken"));
-  auto p = read_sentence_transformers(d.path());
+  auto p = model::read_sentence_transformers(d.path());
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->mode, PoolingMode::LastToken);
   EXPECT_TRUE(p->normalize);
 }
 
 TEST(SentenceTransformers, MeanAndClsWithoutNormalize) {
-  for (auto [flag, mode] : {std::pair{"mean_tokens", PoolingMode::Mean}, std::pair{"cls_token", PoolingMode::Cls}}) {
+  for (auto [flag, mode] : {std::pair{"mean_tokens", model::PoolingMode::Mean}, std::pair{"cls_token", model::PoolingMode::Cls}}) {
     StDir d;
     d.write("modules.json",
             R"([{"path":"","type":"sentence_transformers.models.Transformer"},
@@ -77,7 +77,7 @@ TEST(SentenceTransformers, PoolingModeString) {
   StDir d;
   d.write("modules.json", kModules);
   d.write("1_Pooling/config.json", R"({"embedding_dimension": 64, "pooling_mode": "mean"})");
-  EXPECT_EQ(read_sentence_transformers(d.path())->mode, PoolingMode::Mean);
+  EXPECT_EQ(model::read_sentence_transformers(d.path())->mode, PoolingMode::Mean);
 }
 
 TEST(SentenceTransformers, RefusesWhatItCannotReproduce) {
@@ -133,4 +133,4 @@ TEST(SentenceTransformers, MissingPoolingConfigNamesTheFile) {
 }
 
 }  // namespace
-}  // namespace rapid
+}  // namespace rapid::model

@@ -18,6 +18,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace rapid;
+using namespace rapid::model;
 
 namespace {
 
@@ -42,7 +43,7 @@ Golden load_golden(const std::string& p) {
   return g;
 }
 
-std::unique_ptr<Model> make(const std::string& path, MatmulPath mp, DType kv = DType::F32, int threads = 2) {
+std::unique_ptr<Model> make(const std::string& path, compute::MatmulPath mp, tensor::DType kv = tensor::DType::F32, int threads = 2) {
   std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
   ModelOptions o;
   o.num_threads = threads;
@@ -78,7 +79,7 @@ TEST_P(TinyForward, PrefillAllLogitsMatchTransformers) {
   auto c = GetParam();
   if (!fs::exists(kTiny + c.golden)) GTEST_SKIP() << "no golden " << c.golden;
   Golden g = load_golden(kTiny + c.golden);
-  auto m = make(kTiny + c.model, MatmulPath::Exact);
+  auto m = make(kTiny + c.model, compute::MatmulPath::Exact);
   int64_t V = m->config().vocab_size;
   ASSERT_EQ(V, (int64_t)g.logits[0].size());
   auto st = m->new_state(64);
@@ -94,14 +95,14 @@ TEST_P(TinyForward, DecodeStepwiseMatchesTransformers) {
   auto c = GetParam();
   if (!fs::exists(kTiny + c.golden)) GTEST_SKIP() << "no golden " << c.golden;
   Golden g = load_golden(kTiny + c.golden);
-  for (MatmulPath mp : {MatmulPath::Exact, MatmulPath::Fast}) {
-    auto m = make(kTiny + c.model, mp, DType::F16, 1);
+  for (compute::MatmulPath mp : {compute::MatmulPath::Exact, compute::MatmulPath::Fast}) {
+    auto m = make(kTiny + c.model, mp, tensor::DType::F16, 1);
     int64_t V = m->config().vocab_size;
     auto st = m->new_state(64);
     std::vector<float> out(V);
     for (size_t t = 0; t < g.tokens.size(); ++t) {
       m->forward(&g.tokens[t], 1, *st, out.data());
-      double tol = mp == MatmulPath::Exact ? 2e-3 : 5e-2;
+      double tol = mp == compute::MatmulPath::Exact ? 2e-3 : 5e-2;
       EXPECT_LT(rel_err(out.data(), g.logits[t]), tol) << c.model << " position " << t;
     }
     EXPECT_EQ(st->length(), (int64_t)g.tokens.size());
@@ -123,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(ModelErrors, BadInputsAreRefusedClearly) {
-  auto m = make(kTiny + "llama", MatmulPath::Fast);
+  auto m = make(kTiny + "llama", compute::MatmulPath::Fast);
   auto st = m->new_state(4);
   std::vector<float> out(m->config().vocab_size);
   int32_t bad = 100000;
@@ -139,7 +140,7 @@ TEST(ModelErrors, BadInputsAreRefusedClearly) {
 
 // Rolling back the cache and replaying gives the same logits (speculation / prefix reuse).
 TEST(ModelState, TruncateAndReplayIsDeterministic) {
-  auto m = make(kTiny + "qwen3", MatmulPath::Fast);
+  auto m = make(kTiny + "qwen3", compute::MatmulPath::Fast);
   int64_t V = m->config().vocab_size;
   auto st = m->new_state(16);
   int32_t toks[6] = {5, 9, 200, 3, 77, 31};
@@ -155,17 +156,17 @@ TEST(ModelState, TruncateAndReplayIsDeterministic) {
 
 struct BatchCase {
   const char* model;
-  MatmulPath path;
-  DType kv;
+  compute::MatmulPath path;
+  tensor::DType kv;
 };
 
 void PrintTo(const BatchCase& c, std::ostream* os) {
-  *os << c.model << (c.path == MatmulPath::Fast ? " fast " : " exact ") << dtype_name(c.kv);
+  *os << c.model << (c.path == compute::MatmulPath::Fast ? " fast " : " exact ") << tensor::dtype_name(c.kv);
 }
 
 std::string batch_case_name(const ::testing::TestParamInfo<BatchCase>& info) {
-  std::string s = std::string(info.param.model) + (info.param.path == MatmulPath::Fast ? "_fast_" : "_exact_") +
-                  dtype_name(info.param.kv);
+  std::string s = std::string(info.param.model) + (info.param.path == compute::MatmulPath::Fast ? "_fast_" : "_exact_") +
+                  tensor::dtype_name(info.param.kv);
   for (auto& ch : s) if (!isalnum((unsigned char)ch)) ch = '_';
   return s;
 }
@@ -286,12 +287,12 @@ TEST_P(BatchForward, MixedBatchesAreBitwiseSolo) {
 
 INSTANTIATE_TEST_SUITE_P(
     Tiny, BatchForward,
-    ::testing::Values(BatchCase{"llama", MatmulPath::Exact, DType::F32},
-                      BatchCase{"qwen3", MatmulPath::Fast, DType::F16},
-                      BatchCase{"gemma3", MatmulPath::Fast, DType::BF16},
-                      BatchCase{"llama-q8_0.gguf", MatmulPath::Fast, DType::F16},
-                      BatchCase{"qwen3-q4_0.gguf", MatmulPath::Fast, DType::F16},
-                      BatchCase{"qwen3-q4_0.gguf", MatmulPath::Exact, DType::F32}),
+    ::testing::Values(BatchCase{"llama", compute::MatmulPath::Exact, tensor::DType::F32},
+                      BatchCase{"qwen3", compute::MatmulPath::Fast, tensor::DType::F16},
+                      BatchCase{"gemma3", compute::MatmulPath::Fast, tensor::DType::BF16},
+                      BatchCase{"llama-q8_0.gguf", compute::MatmulPath::Fast, tensor::DType::F16},
+                      BatchCase{"qwen3-q4_0.gguf", compute::MatmulPath::Fast, tensor::DType::F16},
+                      BatchCase{"qwen3-q4_0.gguf", compute::MatmulPath::Exact, tensor::DType::F32}),
     batch_case_name);
 
 PagedKvState& paged(SequenceState& s) { return dynamic_cast<PagedKvState&>(s); }
@@ -305,7 +306,7 @@ std::vector<uint8_t> block_bytes(cache::BlockPool& pool, const std::vector<cache
 // A second sequence adopts the first one's prefix pages (ending inside a block) and continues
 // differently: its logits equal a cold run, and the source's pages are never written (COW).
 TEST(PagedKv, SharedPrefixIsCopyOnWrite) {
-  auto m = make(kTiny + "qwen3-q4_0.gguf", MatmulPath::Fast, DType::F16);
+  auto m = make(kTiny + "qwen3-q4_0.gguf", compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size;
   auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 16);
   auto toks_a = seq_tokens(1, 21);
@@ -354,8 +355,8 @@ TEST(PagedKv, SharedPrefixIsCopyOnWrite) {
 // Speculation rollback: truncating (across a page boundary) and forwarding again reproduces the
 // same logits bitwise, and dropped pages go back to the pool.
 TEST(PagedKv, TruncateThenReforwardIsBitwise) {
-  for (MatmulPath mp : {MatmulPath::Fast, MatmulPath::Exact}) {
-    auto m = make(kTiny + "gemma3", mp, DType::F16);
+  for (compute::MatmulPath mp : {compute::MatmulPath::Fast, compute::MatmulPath::Exact}) {
+    auto m = make(kTiny + "gemma3", mp, tensor::DType::F16);
     const int64_t V = m->config().vocab_size;
     auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 8);
     auto st = m->new_paged_state(pool, 40);
@@ -373,7 +374,7 @@ TEST(PagedKv, TruncateThenReforwardIsBitwise) {
 
 // A batch the pool cannot hold is refused with rapid::Error before any state changes.
 TEST(PagedKv, PoolExhaustionThrowsAndLeavesStatesUnchanged) {
-  auto m = make(kTiny + "llama", MatmulPath::Fast, DType::F16);
+  auto m = make(kTiny + "llama", compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size;
   auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 3);
   ASSERT_EQ(pool->total_blocks(), 3u);
@@ -397,7 +398,7 @@ TEST(PagedKv, PoolExhaustionThrowsAndLeavesStatesUnchanged) {
   int32_t bad = 999;
   BatchEntry badtok[2] = {e[0], BatchEntry{&bad, 1, b.get(), lb.data(), false}};
   EXPECT_THROW(m->forward_batch(badtok, 2), Error);
-  auto other = make(kTiny + "qwen3", MatmulPath::Fast, DType::F16);  // different page geometry
+  auto other = make(kTiny + "qwen3", compute::MatmulPath::Fast, tensor::DType::F16);  // different page geometry
   auto foreign = other->new_state(8);
   BatchEntry wrong[1] = {BatchEntry{ta.data(), 1, foreign.get(), lb.data(), false}};
   EXPECT_THROW(m->forward_batch(wrong, 1), Error);
@@ -426,7 +427,7 @@ TEST(Mtp, HeadMatchesNumpyReference) {
   json g = read_json(dir + "/mtp_logits.json");
   std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
   const int64_t T = int64_t(toks.size());
-  auto m = make(dir, MatmulPath::Exact);
+  auto m = make(dir, compute::MatmulPath::Exact);
   ASSERT_EQ(m->mtp_layers(), 1);
   const int64_t H = m->config().hidden_size, V = m->config().vocab_size;
   // Target hidden states (final-normed) for every position.
@@ -452,7 +453,7 @@ TEST(Mtp, HeadMatchesNumpyReference) {
   m->forward_mtp(&all, 1);
   EXPECT_LT(rel_err(out.data(), g["mtp_logits"][T - 2].get<std::vector<float>>()), 1e-5);
   // A model without heads says so; a wrong layer index is refused.
-  auto plain = make(kTiny + "qwen3", MatmulPath::Exact);
+  auto plain = make(kTiny + "qwen3", compute::MatmulPath::Exact);
   EXPECT_EQ(plain->mtp_layers(), 0);
   EXPECT_THROW(plain->mtp_block_shape(16), Error);
   MtpEntry bad{&toks[1], hidden.data(), 1, ms2.get(), out.data(), nullptr, 3};

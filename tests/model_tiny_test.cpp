@@ -27,6 +27,7 @@
 #include "moe_tiny.h"
 
 using namespace rapid;
+using namespace rapid::model;
 using namespace rapid::parity;
 
 namespace {
@@ -68,7 +69,7 @@ class Tiny : public testing::TestWithParam<TinyModel> {
     json g = read_json(d + "/greedy.json");
     for (bool chunked : {false, true}) {
       if (chunked && !GetParam().hybrid) break;
-      auto m = qwen35::make(d, MatmulPath::Exact, DType::F32, chunked);
+      auto m = qwen35::make(d, compute::MatmulPath::Exact, tensor::DType::F32, chunked);
       double worst = exact_greedy(*m, g, 1e-4);
       std::printf("%s%s: worst |dlogit| / max|logit| = %.3g\n", d.c_str(), chunked ? " (chunked)" : "", worst);
     }
@@ -125,17 +126,17 @@ TEST_P(Tiny, MlxQ4GreedyMatchesMlxLm) { exact_vs_mlx("mlx-q4"); }
 
 // The scalar DeltaNet recurrence and conv (no AVX2) give the same result.
 TEST_P(TinyHybrid, ScalarKernelsMatchMlxLm) {
-  Isa saved = active_isa();
-  set_active_isa(Isa::Scalar);
+  compute::Isa saved = compute::active_isa();
+  compute::set_active_isa(compute::Isa::Scalar);
   exact_vs_mlx("mlx-f32");
-  set_active_isa(saved);
+  compute::set_active_isa(saved);
 }
 
 // A prompt in one forward call (rows grouped by expert) equals the same tokens fed one call at a
 // time, bitwise on the fast path.
 TEST_P(Tiny, PrefillEqualsTokenByTokenDecode) {
   json g = read_json(dir("mlx-q4") + "/greedy.json");
-  auto m = qwen35::make(dir("mlx-q4"), MatmulPath::Fast, DType::F32);
+  auto m = qwen35::make(dir("mlx-q4"), compute::MatmulPath::Fast, tensor::DType::F32);
   const int64_t V = m->config().vocab_size;
   auto [all, one] = prefill_and_decode(*m, g["cases"][4]["prompt_ids"].get<std::vector<int32_t>>());
   for (size_t t = 0; t < all.size() / V; ++t)
@@ -146,9 +147,9 @@ TEST_P(Tiny, PrefillEqualsTokenByTokenDecode) {
 // token-by-token decode within f32 rounding, and pick the same tokens.
 TEST_P(TinyHybrid, ChunkedPrefillEqualsTokenByTokenDecode) {
   json g = read_json(dir("mlx-f32") + "/greedy.json");
-  for (auto [mp, chunked] : {std::pair{MatmulPath::Exact, false}, std::pair{MatmulPath::Exact, true},
-                             std::pair{MatmulPath::Fast, true}}) {
-    auto m = qwen35::make(dir("mlx-f32"), mp, DType::F32, chunked);
+  for (auto [mp, chunked] : {std::pair{compute::MatmulPath::Exact, false}, std::pair{compute::MatmulPath::Exact, true},
+                             std::pair{compute::MatmulPath::Fast, true}}) {
+    auto m = qwen35::make(dir("mlx-f32"), mp, tensor::DType::F32, chunked);
     const int64_t V = m->config().vocab_size;
     auto [all, one] = prefill_and_decode(*m, g["cases"][4]["prompt_ids"].get<std::vector<int32_t>>());
     double worst = 0;
@@ -167,7 +168,7 @@ TEST_P(TinyHybrid, ChunkedPrefillEqualsTokenByTokenDecode) {
 // alone, although they share experts and layers.
 TEST_P(Tiny, SixteenBatchedSequencesEqualSeparate) {
   json g = read_json(dir("mlx-q4") + "/greedy.json");
-  auto m = qwen35::make(dir("mlx-q4"), MatmulPath::Fast, DType::F16);
+  auto m = qwen35::make(dir("mlx-q4"), compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size;
   constexpr int kSeqs = 16;
   std::vector<std::vector<int32_t>> prompts;
@@ -205,7 +206,7 @@ TEST_P(Tiny, SixteenBatchedSequencesEqualSeparate) {
 // mid-block ones; a wrong-size state is refused.
 TEST_P(TinyHybrid, RecurrentCheckpointResumesAsMlxLm) {
   json g = read_json(dir("mlx-f32") + "/greedy.json");
-  auto m = qwen35::make(dir("mlx-f32"), MatmulPath::Exact, DType::F32);
+  auto m = qwen35::make(dir("mlx-f32"), compute::MatmulPath::Exact, tensor::DType::F32);
   const int64_t V = m->config().vocab_size;
   const json& c = g["cases"][4];
   std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>(), want;
@@ -242,7 +243,7 @@ TEST_P(TinyHybrid, RecurrentCheckpointResumesAsMlxLm) {
 // refused. The production (fast) path.
 TEST_P(TinyHybrid, RollbackInsideVerifyWindowEqualsPlainDecode) {
   json g = read_json(dir("mlx-q4") + "/greedy.json");
-  auto m = qwen35::make(dir("mlx-q4"), MatmulPath::Fast, DType::F16);
+  auto m = qwen35::make(dir("mlx-q4"), compute::MatmulPath::Fast, tensor::DType::F16);
   const int64_t V = m->config().vocab_size;
   std::vector<int32_t> prompt = g["cases"][2]["prompt_ids"].get<std::vector<int32_t>>();
   const int64_t P = static_cast<int64_t>(prompt.size());

@@ -25,17 +25,17 @@ std::string slurp(const std::filesystem::path& p) {
 }
 
 TEST(ParserRegistry, AtLeast32ToolFormatsAllConstructible) {
-  auto names = rapid::tool_parser_names();
+  auto names = rapid::parsers::tool_parser_names();
   EXPECT_GE(names.size(), 32u);
   for (auto& n : names) {
-    rapid::ParserOptions o;
+    rapid::parsers::ParserOptions o;
     o.tool_parser = n;
-    EXPECT_NO_THROW(rapid::make_output_parser(o)) << n;
+    EXPECT_NO_THROW(rapid::parsers::make_output_parser(o)) << n;
   }
-  for (auto& n : rapid::reasoning_parser_names()) {
-    rapid::ParserOptions o;
+  for (auto& n : rapid::parsers::reasoning_parser_names()) {
+    rapid::parsers::ParserOptions o;
     o.reasoning_parser = n;
-    EXPECT_NO_THROW(rapid::make_output_parser(o)) << n;
+    EXPECT_NO_THROW(rapid::parsers::make_output_parser(o)) << n;
   }
 }
 
@@ -50,17 +50,17 @@ TEST(ParserRegistry, AliasesResolve) {
 }
 
 TEST(ParserRegistry, UnknownNamesAreClearErrors) {
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = "no_such_format";
   try {
-    rapid::make_output_parser(o);
+    rapid::parsers::make_output_parser(o);
     FAIL() << "expected an error";
   } catch (const rapid::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no_such_format"), std::string::npos);
   }
   o.tool_parser = "";
   o.reasoning_parser = "nope";
-  EXPECT_THROW(rapid::make_output_parser(o), rapid::Error);
+  EXPECT_THROW(rapid::parsers::make_output_parser(o), rapid::Error);
 }
 
 // Expected parser per model family, as vLLM's tool-calling docs recommend for these models.
@@ -103,14 +103,14 @@ TEST(ParserDetect, RealChatTemplates) {
   for (auto& [file, tool, reasoning] : want) {
     std::string t = slurp(std::filesystem::path(RAPID_FIXTURES_DIR) / "chat-templates" / (file + ".jinja"));
     ASSERT_FALSE(t.empty()) << file;
-    EXPECT_EQ(rapid::detect_tool_parser(t, ""), tool) << file;
+    EXPECT_EQ(rapid::parsers::detect_tool_parser(t, ""), tool) << file;
     if (!reasoning.empty()) {
-      EXPECT_EQ(rapid::detect_reasoning_parser(t, ""), reasoning) << file;
+      EXPECT_EQ(rapid::parsers::detect_reasoning_parser(t, ""), reasoning) << file;
     }
   }
-  EXPECT_EQ(rapid::detect_tool_parser("", "qwen3_moe"), "hermes");
-  EXPECT_EQ(rapid::detect_tool_parser("", "llama"), "llama3_json");
-  EXPECT_EQ(rapid::detect_tool_parser("", "unknown_arch"), "");
+  EXPECT_EQ(rapid::parsers::detect_tool_parser("", "qwen3_moe"), "hermes");
+  EXPECT_EQ(rapid::parsers::detect_tool_parser("", "llama"), "llama3_json");
+  EXPECT_EQ(rapid::parsers::detect_tool_parser("", "unknown_arch"), "");
 }
 
 // ---- grammar: generate the text a constrained decoder would allow, parse it back ----
@@ -147,7 +147,7 @@ std::vector<std::string> tokens(const std::string& rhs) {
   return t;
 }
 
-std::string encode_args(const rapid::ToolCallGrammar& g, const json& args) {
+std::string encode_args(const rapid::parsers::ToolCallGrammar& g, const json& args) {
   const std::string& enc = g.args_encoding;
   std::string out;
   if (enc == "json") return args.dump();
@@ -174,7 +174,7 @@ std::string encode_args(const rapid::ToolCallGrammar& g, const json& args) {
   return out;
 }
 
-std::string generate(const rapid::ToolCallGrammar& g, const std::string& tool, const json& args) {
+std::string generate(const rapid::parsers::ToolCallGrammar& g, const std::string& tool, const json& args) {
   std::map<std::string, std::string> rules;
   std::istringstream in(g.gbnf);
   for (std::string line; std::getline(in, line);) {
@@ -209,20 +209,20 @@ std::string generate(const rapid::ToolCallGrammar& g, const std::string& tool, c
 TEST(ParserGrammar, EveryFormatsGrammarProducesWhatItsParserReads) {
   json tools = json::parse(slurp(std::filesystem::path(RAPID_SOURCE_DIR) / "tests/golden/parsers/tools.json"));
   json args = {{"city", "Paris"}, {"days", 3}};
-  for (auto& name : rapid::tool_parser_names()) {
+  for (auto& name : rapid::parsers::tool_parser_names()) {
     if (name == "pythonic" || name == "llama4_pythonic" || name == "xlam" || name == "json" || name == "llama3_json") {
       // whole-reply formats: the grammar output is the whole reply, fine as well
     }
-    auto g = rapid::tool_call_grammar(name, tools);
+    auto g = rapid::parsers::tool_call_grammar(name, tools);
     ASSERT_EQ(g.arg_rules.size(), 3u) << name;
     ASSERT_EQ(g.tool_names[0], "get_weather");
     EXPECT_EQ(g.arg_rules[0], "args-get-weather");
     EXPECT_NE(g.gbnf.find("args-get-weather"), std::string::npos) << name;
     std::string text = generate(g, "get_weather", args);
-    rapid::ParserOptions o;
+    rapid::parsers::ParserOptions o;
     o.tool_parser = name;
     o.tools = tools;
-    auto r = rapid::parse_output(o, text);
+    auto r = rapid::parsers::parse_output(o, text);
     ASSERT_EQ(r.tool_calls.size(), 1u) << name << " grammar text: " << text << "\ncontent: " << r.content;
     EXPECT_EQ(r.tool_calls[0].name, "get_weather") << name;
     EXPECT_EQ(json::parse(r.tool_calls[0].arguments), args) << name << ": " << text;
@@ -232,15 +232,15 @@ TEST(ParserGrammar, EveryFormatsGrammarProducesWhatItsParserReads) {
 
 TEST(ParserGrammar, HermesShapeAndNamedTool) {
   json tools = json::parse(R"([{"type":"function","function":{"name":"get_weather","parameters":{}}},{"type":"function","function":{"name":"get_time"}}])");
-  auto g = rapid::tool_call_grammar("hermes", tools, "get_time");
+  auto g = rapid::parsers::tool_call_grammar("hermes", tools, "get_time");
   EXPECT_EQ(g.gbnf,
             "root ::= call ( \"\\n\" call )*\n"
             "call ::= call-get-time\n"
             "call-get-time ::= \"<tool_call>\\n{\\\"name\\\": \\\"get_time\\\", \\\"arguments\\\": \" args-get-time \"}\\n</tool_call>\"\n");
   EXPECT_EQ(g.args_encoding, "json");
-  EXPECT_THROW(rapid::tool_call_grammar("hermes", tools, "missing"), rapid::Error);
-  EXPECT_THROW(rapid::tool_call_grammar("hermes", json::array()), rapid::Error);
-  EXPECT_THROW(rapid::tool_call_grammar("nope", tools), rapid::Error);
+  EXPECT_THROW(rapid::parsers::tool_call_grammar("hermes", tools, "missing"), rapid::Error);
+  EXPECT_THROW(rapid::parsers::tool_call_grammar("hermes", json::array()), rapid::Error);
+  EXPECT_THROW(rapid::parsers::tool_call_grammar("nope", tools), rapid::Error);
 }
 
 // ---- ids and streaming deltas ----
@@ -249,25 +249,25 @@ TEST(ParserIds, UniqueAndInEachFormatsConvention) {
   std::string two = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call><tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>";
   std::set<std::string> seen;
   for (int i = 0; i < 50; ++i) {
-    rapid::ParserOptions o;
+    rapid::parsers::ParserOptions o;
     o.tool_parser = "hermes";
-    auto r = rapid::parse_output(o, two);
+    auto r = rapid::parsers::parse_output(o, two);
     ASSERT_EQ(r.tool_calls.size(), 2u);
     for (auto& c : r.tool_calls) {
       EXPECT_TRUE(std::regex_match(c.id, std::regex("call_[A-Za-z0-9]{24}")));
       EXPECT_TRUE(seen.insert(c.id).second) << "id reused across responses: " << c.id;
     }
   }
-  rapid::ParserOptions m;
+  rapid::parsers::ParserOptions m;
   m.tool_parser = "mistral";
-  auto r = rapid::parse_output(m, "[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]a[ARGS]{}");
+  auto r = rapid::parsers::parse_output(m, "[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]a[ARGS]{}");
   ASSERT_EQ(r.tool_calls.size(), 2u);
   for (auto& c : r.tool_calls) EXPECT_TRUE(std::regex_match(c.id, std::regex("[A-Za-z0-9]{9}")));
   EXPECT_NE(r.tool_calls[0].id, r.tool_calls[1].id);
   // Kimi: duplicate ids written by the model are made unique.
-  rapid::ParserOptions k;
+  rapid::parsers::ParserOptions k;
   k.tool_parser = "kimi_k2";
-  r = rapid::parse_output(k, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
+  r = rapid::parsers::parse_output(k, "<|tool_calls_section_begin|><|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|>"
                              "<|tool_call_begin|>functions.a:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>");
   ASSERT_EQ(r.tool_calls.size(), 2u);
   EXPECT_EQ(r.tool_calls[0].id, "functions.a:0");
@@ -275,9 +275,9 @@ TEST(ParserIds, UniqueAndInEachFormatsConvention) {
 }
 
 TEST(ParserStreaming, ContentIsReleasedAsSoonAsItCannotBeATag) {
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = "hermes";
-  auto p = rapid::make_output_parser(o);
+  auto p = rapid::parsers::make_output_parser(o);
   EXPECT_EQ(p->feed("Hello <tool").content, "Hello");  // "Hello" now; " <tool" might still be a call (space held as layout)
   auto d = p->feed("s are fun");
   EXPECT_EQ(d.content, " <tools are fun");
@@ -294,19 +294,19 @@ TEST(ParserStreaming, ContentIsReleasedAsSoonAsItCannotBeATag) {
 }
 
 TEST(ParserStreaming, ReasoningOpenedByThePrompt) {
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.reasoning_parser = "qwen3";
   o.starts_in_reasoning = true;
-  auto r = rapid::parse_output(o, "hmm, let me think</think>The answer is 4.");
+  auto r = rapid::parsers::parse_output(o, "hmm, let me think</think>The answer is 4.");
   EXPECT_EQ(r.reasoning, "hmm, let me think");
   EXPECT_EQ(r.content, "The answer is 4.");
   o.starts_in_reasoning = false;
-  r = rapid::parse_output(o, "<think>a</think>b");
+  r = rapid::parsers::parse_output(o, "<think>a</think>b");
   EXPECT_EQ(r.reasoning, "a");
   EXPECT_EQ(r.content, "b");
   // DeepSeek R1's parser assumes the prompt opened the block, and accepts a repeated opener.
   o.reasoning_parser = "deepseek_r1";
-  r = rapid::parse_output(o, "<think>a</think>b");
+  r = rapid::parsers::parse_output(o, "<think>a</think>b");
   EXPECT_EQ(r.reasoning, "a");
   EXPECT_EQ(r.content, "b");
 }

@@ -22,20 +22,20 @@ struct Want {
   std::string id;
 };
 
-rapid::ParseResult parse(const std::string& parser, const std::string& text, const json& tools = json::array(),
+rapid::parsers::ParseResult parse(const std::string& parser, const std::string& text, const json& tools = json::array(),
                          const std::string& reasoning = "") {
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = parser;
   o.reasoning_parser = reasoning;
   o.tools = tools;
   o.id_seed = 7;
-  auto whole = rapid::parse_output(o, text);
+  auto whole = rapid::parsers::parse_output(o, text);
   // The same text one byte at a time must give the same answer.
-  auto p = rapid::make_output_parser(o);
+  auto p = rapid::parsers::make_output_parser(o);
   std::string content, reasoning_text;
   // Tool calls arrive as fragments (id + name first, then argument pieces): merge by index.
-  std::vector<rapid::ParsedToolCall> calls;
-  auto merge = [&](const rapid::ParseDelta& d) {
+  std::vector<rapid::parsers::ParsedToolCall> calls;
+  auto merge = [&](const rapid::parsers::ParseDelta& d) {
     content += d.content;
     reasoning_text += d.reasoning;
     for (auto& t : d.tool_calls) {
@@ -59,7 +59,7 @@ rapid::ParseResult parse(const std::string& parser, const std::string& text, con
   return whole;
 }
 
-void expect(const rapid::ParseResult& r, const std::optional<std::string>& content, const std::vector<Want>& calls) {
+void expect(const rapid::parsers::ParseResult& r, const std::optional<std::string>& content, const std::vector<Want>& calls) {
   if (content) {
     EXPECT_EQ(r.content, *content);
   }

@@ -37,7 +37,7 @@ std::vector<std::string> vocabulary() {
   return v;
 }
 
-std::string describe(const rapid::ParseResult& r) {
+std::string describe(const rapid::parsers::ParseResult& r) {
   std::string s = r.content + "\x01" + r.reasoning;
   for (auto& c : r.tool_calls) s += "\x02" + c.id + "\x03" + c.name + "\x03" + c.arguments;
   return s;
@@ -46,7 +46,7 @@ std::string describe(const rapid::ParseResult& r) {
 // Tool calls arrive as fragments (id + name first, then argument pieces): merge by index as a
 // client does. A fragment for an index that is not next-or-existing is kept as its own entry so
 // a bad index still shows up in the comparison.
-void merge_calls(rapid::ParseResult& r, const rapid::ParseDelta& d) {
+void merge_calls(rapid::parsers::ParseResult& r, const rapid::parsers::ParseDelta& d) {
   for (auto& t : d.tool_calls) {
     if (t.index == static_cast<int>(r.tool_calls.size())) r.tool_calls.push_back({t.id, t.name, ""});
     if (t.index < 0 || t.index >= static_cast<int>(r.tool_calls.size())) {
@@ -62,7 +62,7 @@ void merge_calls(rapid::ParseResult& r, const rapid::ParseDelta& d) {
 
 TEST(ParsersFuzz, RandomMarkerSoupNeverCrashesAndChunkingIsInvisible) {
   const auto vocab = vocabulary();
-  std::vector<std::string> parsers = rapid::tool_parser_names();
+  std::vector<std::string> parsers = rapid::parsers::tool_parser_names();
   std::mt19937_64 rng(20261129);
   const nlohmann::json tools = nlohmann::json::parse(
       R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"integer"},"city":{"type":"string"}}}}}])");
@@ -71,18 +71,18 @@ TEST(ParsersFuzz, RandomMarkerSoupNeverCrashesAndChunkingIsInvisible) {
     std::string text;
     int pieces = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < pieces; ++i) text += vocab[rng() % vocab.size()];
-    rapid::ParserOptions o;
+    rapid::parsers::ParserOptions o;
     o.tool_parser = parsers[rng() % parsers.size()];
-    auto rnames = rapid::reasoning_parser_names();
+    auto rnames = rapid::parsers::reasoning_parser_names();
     if (rng() % 2) o.reasoning_parser = rnames[rng() % rnames.size()];
     o.starts_in_reasoning = rng() % 4 == 0;
     o.tools = tools;
     o.id_seed = 99;
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     for (auto& c : whole.tool_calls) EXPECT_FALSE(c.id.empty());
     // One random chunking per soup.
-    auto p = rapid::make_output_parser(o);
-    rapid::ParseResult r;
+    auto p = rapid::parsers::make_output_parser(o);
+    rapid::parsers::ParseResult r;
     size_t pos = 0;
     while (pos < text.size()) {
       size_t n = 1 + rng() % 9;
@@ -104,13 +104,13 @@ TEST(ParsersFuzz, RandomMarkerSoupNeverCrashesAndChunkingIsInvisible) {
 
 TEST(ParsersFuzz, RandomBytesNeverCrash) {
   std::mt19937_64 rng(7);
-  for (auto& name : rapid::tool_parser_names()) {
+  for (auto& name : rapid::parsers::tool_parser_names()) {
     for (int iter = 0; iter < 40; ++iter) {
       std::string text(rng() % 300, '\0');
       for (auto& ch : text) ch = static_cast<char>(rng() % 256);
-      rapid::ParserOptions o;
+      rapid::parsers::ParserOptions o;
       o.tool_parser = name;
-      auto r = rapid::parse_output(o, text);
+      auto r = rapid::parsers::parse_output(o, text);
       // With no markup in the bytes, everything must come back as content (nothing lost).
       if (r.tool_calls.empty() && r.reasoning.empty()) {
         EXPECT_LE(r.content.size(), text.size());
@@ -121,20 +121,20 @@ TEST(ParsersFuzz, RandomBytesNeverCrash) {
 
 TEST(ParsersFuzz, DeepNestingAndHugeNumbersAreHandled) {
   std::string deep = "<tool_call>{\"name\": \"f\", \"arguments\": " + std::string(5000, '[') + std::string(5000, ']') + "}</tool_call>";
-  rapid::ParserOptions o;
+  rapid::parsers::ParserOptions o;
   o.tool_parser = "hermes";
-  auto r = rapid::parse_output(o, deep);  // must not crash; nlohmann parses depth iteratively enough
+  auto r = rapid::parsers::parse_output(o, deep);  // must not crash; nlohmann parses depth iteratively enough
   EXPECT_LE(r.tool_calls.size(), 1u);
   o.tool_parser = "pythonic";
   const std::string deep_c = "c=" + std::string(3000, '[') + ")]";
-  r = rapid::parse_output(o, "[f(a=1e999, b=-99999999999999999999999, " + deep_c);
+  r = rapid::parsers::parse_output(o, "[f(a=1e999, b=-99999999999999999999999, " + deep_c);
   // The call went out at "f(" and stands; the too-deep value does not parse: content from it on.
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":null,\"b\":-9.999999999999999e+22}");  // out of long long range: a double
   EXPECT_EQ(r.content, deep_c);
   o.tool_parser = "qwen3_coder";
   o.tools = nlohmann::json::parse(R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"n":{"type":"integer"}}}}}])");
-  r = rapid::parse_output(o, "<tool_call><function=f><parameter=n>1e300</parameter></function></tool_call>");
+  r = rapid::parsers::parse_output(o, "<tool_call><function=f><parameter=n>1e300</parameter></function></tool_call>");
   ASSERT_EQ(r.tool_calls.size(), 1u);
 }
 

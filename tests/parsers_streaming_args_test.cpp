@@ -16,7 +16,7 @@ namespace {
 using nlohmann::json;
 
 struct Fed {
-  std::vector<rapid::ParsedToolCall> calls;  // merged by index
+  std::vector<rapid::parsers::ParsedToolCall> calls;  // merged by index
   std::string content;
   int header_at = -1;          // byte offset after which call 0's id + name arrived
   int first_args_at = -1;      // byte offset after which call 0's first argument bytes arrived
@@ -25,10 +25,10 @@ struct Fed {
 };
 
 // Feeds `text` one byte at a time and merges the deltas as a client does.
-Fed feed_bytes(const rapid::ParserOptions& o, const std::string& text) {
-  auto p = rapid::make_output_parser(o);
+Fed feed_bytes(const rapid::parsers::ParserOptions& o, const std::string& text) {
+  auto p = rapid::parsers::make_output_parser(o);
   Fed f;
-  auto merge = [&](const rapid::ParseDelta& d, size_t fed) {
+  auto merge = [&](const rapid::parsers::ParseDelta& d, size_t fed) {
     f.content += d.content;
     for (auto& t : d.tool_calls) {
       EXPECT_GE(t.index, 0);
@@ -61,8 +61,8 @@ Fed feed_bytes(const rapid::ParserOptions& o, const std::string& text) {
   return f;
 }
 
-rapid::ParserOptions opts(const std::string& parser) {
-  rapid::ParserOptions o;
+rapid::parsers::ParserOptions opts(const std::string& parser) {
+  rapid::parsers::ParserOptions o;
   o.tool_parser = parser;
   o.id_seed = 11;
   return o;
@@ -147,7 +147,7 @@ TEST(ParsersStreamingArgs, ArgumentsArriveInFragmentsBeforeTheClosingMarker) {
     SCOPED_TRACE(c.parser + ": " + c.before);
     const std::string pre = c.leading ? "" : "Checking. ";
     std::string text = pre + c.before + c.after;
-    auto whole = rapid::parse_output(opts(c.parser), text);
+    auto whole = rapid::parsers::parse_output(opts(c.parser), text);
     ASSERT_EQ(whole.tool_calls.size(), 1u);
     EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
     EXPECT_EQ(whole.tool_calls[0].arguments, c.args);
@@ -220,11 +220,11 @@ TEST(ParsersStreamingArgs, EverySplitJoinsToTheWholeResult) {
   for (auto& [parser, text] : texts) {
     SCOPED_TRACE(parser + ": " + text);
     auto o = opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     ASSERT_FALSE(whole.tool_calls.empty());
     for (size_t cut = 0; cut <= text.size(); ++cut) {
-      auto p = rapid::make_output_parser(o);
-      rapid::ParseResult r;
+      auto p = rapid::parsers::make_output_parser(o);
+      rapid::parsers::ParseResult r;
       for (auto d : {p->feed(std::string_view(text).substr(0, cut)), p->feed(std::string_view(text).substr(cut)), p->finish()}) {
         r.content += d.content;
         for (auto& t : d.tool_calls) {
@@ -257,11 +257,11 @@ TEST(ParsersStreamingArgs, MalformedAfterFragmentsKeepsRawArguments) {
   ASSERT_EQ(f.calls.size(), 1u);
   EXPECT_GT(f.frags.size(), 1u);
   EXPECT_EQ(f.calls[0].arguments, "{\"city\": \"Par");
-  EXPECT_EQ(rapid::parse_output(opts("kimi_k2"), text).tool_calls.at(0).arguments, "{\"city\": \"Par");
+  EXPECT_EQ(rapid::parsers::parse_output(opts("kimi_k2"), text).tool_calls.at(0).arguments, "{\"city\": \"Par");
 
   // A section that never closes, once a call went out, still yields the call.
   std::string open = "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": 1}";
-  auto r = rapid::parse_output(opts("kimi_k2"), open);
+  auto r = rapid::parsers::parse_output(opts("kimi_k2"), open);
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\": 1}");
   EXPECT_EQ(feed_bytes(opts("kimi_k2"), open).calls.at(0).arguments, "{\"a\": 1}");
@@ -269,13 +269,13 @@ TEST(ParsersStreamingArgs, MalformedAfterFragmentsKeepsRawArguments) {
   // A piece that is not a call after one went out comes back as content, verbatim.
   std::string bad = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{}<｜tool▁call▁end｜>"
                     "<｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-  r = rapid::parse_output(opts("deepseek_v31"), bad);
+  r = rapid::parsers::parse_output(opts("deepseek_v31"), bad);
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].name, "f");
   EXPECT_EQ(r.content, "<｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
   // Before any call went out, the old rule holds: the whole block is content.
   std::string bad_first = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>no separator<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
-  r = rapid::parse_output(opts("deepseek_v31"), bad_first);
+  r = rapid::parsers::parse_output(opts("deepseek_v31"), bad_first);
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.content, bad_first);
 }
@@ -296,7 +296,7 @@ TEST(ParsersStreamingArgs, NonObjectArgumentsComeWhole) {
 // part of the arguments; other key orders keep whole-call delivery.
 TEST(ParsersStreamingArgs, JsonCallsStreamOnceNameAndArgumentsKeyAreSeen) {
   const std::string head = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ";
-  auto p = rapid::make_output_parser(opts("hermes"));
+  auto p = rapid::parsers::make_output_parser(opts("hermes"));
   auto d = p->feed(head);
   EXPECT_TRUE(d.tool_calls.empty());  // the arguments value may still be a string: not yet
   d = p->feed("{");
@@ -326,16 +326,16 @@ TEST(ParsersStreamingArgs, JsonCallsStreamOnceNameAndArgumentsKeyAreSeen) {
 
   // Malformed after the call went out: it stands with the raw arguments; text after it inside
   // the block comes back as content.
-  auto r = rapid::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"Par}\n</tool_call>");
+  auto r = rapid::parsers::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": \"Par}\n</tool_call>");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"x\": \"Par}");
   EXPECT_EQ(r.content, "");
-  r = rapid::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {}} oops</tool_call>");
+  r = rapid::parsers::parse_output(opts("hermes"), "<tool_call>{\"name\": \"a\", \"arguments\": {}} oops</tool_call>");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.content, "oops</tool_call>");
   // Before any call went out the whole-block rule holds.
   std::string bad = "<tool_call>{\"name\": \"a\", \"arguments\": \"x\"</tool_call>";
-  r = rapid::parse_output(opts("hermes"), bad);
+  r = rapid::parsers::parse_output(opts("hermes"), bad);
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.content, bad);
 }
@@ -384,12 +384,12 @@ TEST(ParsersStreamingArgs, RandomSoupsJoinToTheWholeResult) {
       if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
     }
     auto o = opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     with_calls += !whole.tool_calls.empty();
     auto check = [&](const std::vector<size_t>& cuts) {
-      auto p = rapid::make_output_parser(o);
-      rapid::ParseResult r;
-      auto merge = [&](const rapid::ParseDelta& d) {
+      auto p = rapid::parsers::make_output_parser(o);
+      rapid::parsers::ParseResult r;
+      auto merge = [&](const rapid::parsers::ParseDelta& d) {
         r.content += d.content;
         for (auto& t : d.tool_calls) {
           ASSERT_TRUE(valid_utf8(t.arguments) || !valid_utf8(text)) << t.arguments;
@@ -467,12 +467,12 @@ TEST(ParsersStreamingArgs, RandomJsonCallSoupsJoinToTheWholeResult) {
       if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
     }
     auto o = opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     with_calls += !whole.tool_calls.empty();
     auto check = [&](const std::vector<size_t>& cuts) {
-      auto p = rapid::make_output_parser(o);
-      rapid::ParseResult r;
-      auto merge = [&](const rapid::ParseDelta& d) {
+      auto p = rapid::parsers::make_output_parser(o);
+      rapid::parsers::ParseResult r;
+      auto merge = [&](const rapid::parsers::ParseDelta& d) {
         r.content += d.content;
         for (auto& t : d.tool_calls) {
           ASSERT_TRUE(valid_utf8(t.arguments) || !valid_utf8(text)) << t.arguments;
@@ -511,10 +511,10 @@ TEST(ParsersStreamingArgs, RandomJsonCallSoupsJoinToTheWholeResult) {
 }
 
 // Merges every delta of feeding `text` cut at `cuts`, as a client does.
-rapid::ParseResult run_cuts(const rapid::ParserOptions& o, std::string_view text, const std::vector<size_t>& cuts) {
-  auto p = rapid::make_output_parser(o);
-  rapid::ParseResult r;
-  auto merge = [&](const rapid::ParseDelta& d) {
+rapid::parsers::ParseResult run_cuts(const rapid::parsers::ParserOptions& o, std::string_view text, const std::vector<size_t>& cuts) {
+  auto p = rapid::parsers::make_output_parser(o);
+  rapid::parsers::ParseResult r;
+  auto merge = [&](const rapid::parsers::ParseDelta& d) {
     r.content += d.content;
     for (auto& t : d.tool_calls) {
       if (t.index >= static_cast<int>(r.tool_calls.size())) r.tool_calls.resize(t.index + 1);
@@ -534,7 +534,7 @@ rapid::ParseResult run_cuts(const rapid::ParserOptions& o, std::string_view text
   return r;
 }
 
-rapid::ParserOptions xml_opts(const std::string& parser) {
+rapid::parsers::ParserOptions xml_opts(const std::string& parser) {
   auto o = opts(parser);
   o.tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
       "properties": {"city": {"type": "string"}, "unit": {"type": "string"}, "days": {"type": "array"}, "n": {"type": "integer"}}}}}])");
@@ -553,7 +553,7 @@ TEST(ParsersStreamingArgs, XmlFunctionArgumentsStream) {
     std::string before = open + "\n<function=get_weather>\n<parameter=city>\n" + city + "\n</parameter>\n<parameter=unit>\ncelsius\n"
                          "</parameter>\n<parameter=days>\n[1, 2, 3]\n</parameter>\n</function>\n";
     std::string text = "Checking. " + before + close;
-    auto whole = rapid::parse_output(xml_opts(parser), text);
+    auto whole = rapid::parsers::parse_output(xml_opts(parser), text);
     ASSERT_EQ(whole.tool_calls.size(), 1u);
     EXPECT_EQ(whole.content, "Checking. ");
     // Model order (not sorted: "unit" before "days"), compact JSON.
@@ -596,7 +596,7 @@ TEST(ParsersStreamingArgs, XmlFunctionEverySplitJoinsToTheWholeResult) {
   for (auto& [parser, text] : texts) {
     SCOPED_TRACE(parser + ": " + text);
     auto o = xml_opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     ASSERT_FALSE(whole.tool_calls.empty());
     for (auto& c : whole.tool_calls) EXPECT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << c.arguments;
     std::vector<size_t> bytes;
@@ -617,9 +617,9 @@ TEST(ParsersStreamingArgs, XmlFunctionEverySplitJoinsToTheWholeResult) {
     for (size_t i = 0; i < r.tool_calls.size(); ++i) EXPECT_EQ(r.tool_calls[i].arguments, whole.tool_calls[i].arguments);
   }
   // Values as documented: one newline each side is layout; a value cut short loses trailing space.
-  auto r = rapid::parse_output(xml_opts("qwen3_coder"), texts[1].second);
+  auto r = rapid::parsers::parse_output(xml_opts("qwen3_coder"), texts[1].second);
   EXPECT_EQ(r.tool_calls.at(0).arguments, "{\"city\":\"Rome\",\"unit\":\"C\"}");
-  r = rapid::parse_output(xml_opts("qwen3_coder"), texts[4].second);
+  r = rapid::parsers::parse_output(xml_opts("qwen3_coder"), texts[4].second);
   EXPECT_EQ(r.tool_calls.at(0).arguments, "{}");
   EXPECT_EQ(r.content, "<parameter=city\n</function>\n</tool_call>");
 }
@@ -656,7 +656,7 @@ TEST(ParsersStreamingArgs, RandomXmlSoupsJoinToTheWholeResult) {
       if (rng() % 4 == 0) text.resize(rng() % (text.size() + 1));
     }
     auto o = xml_opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     with_calls += !whole.tool_calls.empty();
     std::vector<size_t> bytes, rnd;
     for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
@@ -741,7 +741,7 @@ TEST(ParsersStreamingArgs, TagArgumentsStream) {
     const std::string city = "Paris, the \"city\" of light\\ é";
     std::string call = tag_call(f, "get_weather", {{"city", city}, {"unit", "celsius"}, {"days", "[1, 2, 3]"}});
     std::string text = "Checking. " + f.open + call + f.close;
-    auto whole = rapid::parse_output(xml_opts(f.parser), text);
+    auto whole = rapid::parsers::parse_output(xml_opts(f.parser), text);
     ASSERT_EQ(whole.tool_calls.size(), 1u);
     EXPECT_EQ(whole.content, "Checking. ");
     // Model order (not sorted: "unit" before "days"), compact JSON, values verbatim.
@@ -775,10 +775,10 @@ TEST(ParsersStreamingArgs, TagArgumentsStream) {
   }
 }
 
-void expect_every_split(const rapid::ParserOptions& o, const std::string& text) {
-  auto whole = rapid::parse_output(o, text);
+void expect_every_split(const rapid::parsers::ParserOptions& o, const std::string& text) {
+  auto whole = rapid::parsers::parse_output(o, text);
   for (auto& c : whole.tool_calls) EXPECT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << c.arguments;
-  auto same = [&](const rapid::ParseResult& r, const std::string& how) {
+  auto same = [&](const rapid::parsers::ParseResult& r, const std::string& how) {
     ASSERT_EQ(r.content, whole.content) << how;
     ASSERT_EQ(r.tool_calls.size(), whole.tool_calls.size()) << how;
     for (size_t i = 0; i < r.tool_calls.size(); ++i) {
@@ -814,19 +814,19 @@ TEST(ParsersStreamingArgs, TagEverySplitJoinsToTheWholeResult) {
   auto o = xml_opts("glm45");
   // A value cut short by the block end keeps its text; the call stands although the block (which
   // GLM requires to close) never did.
-  auto r = rapid::parse_output(o, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome ");
+  auto r = rapid::parsers::parse_output(o, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome ");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"Rome \"}");
   EXPECT_EQ(r.content, "");
   // A key with no value ends the call; the rest of the block is content.
   const std::string broken = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Rome</arg_value>\n<arg_key>unit</arg_key>oops</tool_call>";
   expect_every_split(o, broken);
-  r = rapid::parse_output(o, broken);
+  r = rapid::parsers::parse_output(o, broken);
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"Rome\"}");
   EXPECT_EQ(r.content, "<arg_key>unit</arg_key>oops</tool_call>");
   // Before any call the whole-block rule is unchanged: markup in the name line -> content.
-  r = rapid::parse_output(o, "<tool_call>get<x>\n</tool_call>");
+  r = rapid::parsers::parse_output(o, "<tool_call>get<x>\n</tool_call>");
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.content, "<tool_call>get<x>\n</tool_call>");
   // Invoke formats: string="true"/"false" override the schema; a parameter tag with no '>'
@@ -835,12 +835,12 @@ TEST(ParsersStreamingArgs, TagEverySplitJoinsToTheWholeResult) {
   const std::string typed = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"n\" string=\"true\">42</parameter>"
                             "<parameter name=\"city\" string=\"false\">[1]</parameter></invoke></minimax:tool_call>";
   expect_every_split(m, typed);
-  r = rapid::parse_output(m, typed);
+  r = rapid::parsers::parse_output(m, typed);
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"n\":\"42\",\"city\":[1]}");
   const std::string cut = "<minimax:tool_call><invoke name=\"get_weather\"><parameter name=\"city\">X</parameter><parameter name=\"n\"</invoke></minimax:tool_call>";
   expect_every_split(m, cut);
-  r = rapid::parse_output(m, cut);
+  r = rapid::parsers::parse_output(m, cut);
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"city\":\"X\"}");
   EXPECT_EQ(r.content, "<parameter name=\"n\"</invoke></minimax:tool_call>");
@@ -888,7 +888,7 @@ TEST(ParsersStreamingArgs, RandomTagSoupsJoinToTheWholeResult) {
       }
     }
     auto o = xml_opts(f.parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     with_calls += !whole.tool_calls.empty();
     for (auto& c : whole.tool_calls) ASSERT_FALSE(c.name.empty()) << f.parser << " on: " << text;
     std::vector<size_t> bytes, rnd;
@@ -917,7 +917,7 @@ TEST(ParsersStreamingArgs, HarmonyArgumentsStream) {
   const std::string args = "{\"city\": \"Paris <|x\", \"days\": [1, 2]}";
   const std::string text = head + args + "<|call|>";
   auto o = opts("gpt_oss");
-  auto whole = rapid::parse_output(o, text);
+  auto whole = rapid::parsers::parse_output(o, text);
   ASSERT_EQ(whole.tool_calls.size(), 1u);
   EXPECT_EQ(whole.tool_calls[0].arguments, args);  // as written
   EXPECT_EQ(whole.reasoning, "thinking");
@@ -933,7 +933,7 @@ TEST(ParsersStreamingArgs, HarmonyArgumentsStream) {
   }
   EXPECT_GT(early, args.size() / 2);
   // Non-object arguments come whole (normalised, as before); empty ones are {}.
-  auto r = rapid::parse_output(o, "<|start|>assistant to=functions.f<|message|> \"{\\\"a\\\": 1}\" <|call|>"
+  auto r = rapid::parsers::parse_output(o, "<|start|>assistant to=functions.f<|message|> \"{\\\"a\\\": 1}\" <|call|>"
                                   "<|start|>assistant to=functions.g<|message|><|call|>");
   ASSERT_EQ(r.tool_calls.size(), 2u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":1}");
@@ -941,7 +941,7 @@ TEST(ParsersStreamingArgs, HarmonyArgumentsStream) {
   expect_every_split(o, text);
 }
 
-rapid::ParserOptions py_opts(const std::string& parser) { return xml_opts(parser); }
+rapid::parsers::ParserOptions py_opts(const std::string& parser) { return xml_opts(parser); }
 
 // Pythonic formats: the call goes out at `NAME(`; arguments are compact JSON in the model's
 // keyword order; string values stream JSON-escaped as they arrive, other values when complete.
@@ -958,7 +958,7 @@ TEST(ParsersStreamingArgs, PythonicArgumentsStream) {
     SCOPED_TRACE(v.parser + " " + v.pre);
     auto o = py_opts(v.parser);
     const std::string text = v.pre + call + v.post;
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     ASSERT_EQ(whole.tool_calls.size(), 2u);
     EXPECT_EQ(whole.tool_calls[0].name, "get_weather");
     EXPECT_EQ(whole.tool_calls[0].arguments, expect_args);
@@ -979,12 +979,12 @@ TEST(ParsersStreamingArgs, PythonicArgumentsStream) {
     expect_every_split(o, text);
   }
   // The leading rule is kept: text before the list means no call.
-  auto r = rapid::parse_output(py_opts("pythonic"), "Hi [get_weather(city='x')]");
+  auto r = rapid::parsers::parse_output(py_opts("pythonic"), "Hi [get_weather(city='x')]");
   EXPECT_TRUE(r.tool_calls.empty());
   EXPECT_EQ(r.content, "Hi [get_weather(city='x')]");
   // Not a call before any went out: the whole reply is content, as before.
   for (std::string t : {"[1, 2, 3]", "[see below]", "[]", "[get weather(x=1)]"}) {
-    r = rapid::parse_output(py_opts("pythonic"), t);
+    r = rapid::parsers::parse_output(py_opts("pythonic"), t);
     EXPECT_TRUE(r.tool_calls.empty()) << t;
     EXPECT_EQ(r.content, t);
     expect_every_split(py_opts("pythonic"), t);
@@ -994,16 +994,16 @@ TEST(ParsersStreamingArgs, PythonicArgumentsStream) {
                         "[f(a='cut", "[f(a=[1, 2", "[f(a=1), g(", "[f(a=1), 'x']", "[f(k=\"\\x41\\u00e9\\\\\", k=2)]"}) {
     SCOPED_TRACE(t);
     expect_every_split(py_opts("pythonic"), t);
-    EXPECT_FALSE(rapid::parse_output(py_opts("pythonic"), t).tool_calls.empty());
+    EXPECT_FALSE(rapid::parsers::parse_output(py_opts("pythonic"), t).tool_calls.empty());
   }
-  r = rapid::parse_output(py_opts("pythonic"), "[f(a=1, b), g()]");
+  r = rapid::parsers::parse_output(py_opts("pythonic"), "[f(a=1, b), g()]");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":1}");
   EXPECT_EQ(r.content, "b), g()]");
-  r = rapid::parse_output(py_opts("pythonic"), "[f(a='cut");
+  r = rapid::parsers::parse_output(py_opts("pythonic"), "[f(a='cut");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"a\":\"cut\"}");
-  r = rapid::parse_output(py_opts("pythonic"), "[f(k=\"\\x41\\u00e9\\\\\", k=2)]");
+  r = rapid::parsers::parse_output(py_opts("pythonic"), "[f(k=\"\\x41\\u00e9\\\\\", k=2)]");
   ASSERT_EQ(r.tool_calls.size(), 1u);
   EXPECT_EQ(r.tool_calls[0].arguments, "{\"k\":\"Aé\\\\\",\"k\":2}");  // repeated key sent again
 }
@@ -1053,7 +1053,7 @@ TEST(ParsersStreamingArgs, RandomPythonicSoupsJoinToTheWholeResult) {
       for (size_t i = 0, n = 1 + rng() % 20; i < n; ++i) text += atoms[rng() % atoms.size()];
     }
     auto o = py_opts(parser);
-    auto whole = rapid::parse_output(o, text);
+    auto whole = rapid::parsers::parse_output(o, text);
     with_calls += !whole.tool_calls.empty();
     for (auto& c : whole.tool_calls)
       ASSERT_FALSE(json::parse(c.arguments, nullptr, false).is_discarded()) << parser << " on: " << text << " -> " << c.arguments;

@@ -55,8 +55,8 @@ std::vector<GoldenCase> load_cases() {
   return out;
 }
 
-rapid::ParserOptions options_for(const GoldenCase& c, uint64_t seed = 42) {
-  rapid::ParserOptions o;
+rapid::parsers::ParserOptions options_for(const GoldenCase& c, uint64_t seed = 42) {
+  rapid::parsers::ParserOptions o;
   const json& opt = c.expected["options"];
   o.tool_parser = opt.value("parser", "");
   o.reasoning_parser = opt.value("reasoning_parser", "");
@@ -67,10 +67,10 @@ rapid::ParserOptions options_for(const GoldenCase& c, uint64_t seed = 42) {
 }
 
 // Feeds `text` cut at `cuts` (sorted byte offsets) and merges the deltas as a client would.
-rapid::ParseResult run_chunks(const rapid::ParserOptions& o, std::string_view text, const std::vector<size_t>& cuts) {
-  auto p = rapid::make_output_parser(o);
-  rapid::ParseResult r;
-  auto merge = [&](const rapid::ParseDelta& d) {
+rapid::parsers::ParseResult run_chunks(const rapid::parsers::ParserOptions& o, std::string_view text, const std::vector<size_t>& cuts) {
+  auto p = rapid::parsers::make_output_parser(o);
+  rapid::parsers::ParseResult r;
+  auto merge = [&](const rapid::parsers::ParseDelta& d) {
     r.content += d.content;
     r.reasoning += d.reasoning;
     for (auto& t : d.tool_calls) {
@@ -92,7 +92,7 @@ rapid::ParseResult run_chunks(const rapid::ParserOptions& o, std::string_view te
 }
 
 // Markup of a format: none of it may reach content in a well-formed reply.
-std::vector<std::string> markup_of(const rapid::ParserOptions& o) {
+std::vector<std::string> markup_of(const rapid::parsers::ParserOptions& o) {
   std::vector<std::string> m;
   if (auto* f = rapid::parsers::find_tool_format(o.tool_parser)) {
     for (auto* v : {&f->starts, &f->strip}) m.insert(m.end(), v->begin(), v->end());
@@ -106,7 +106,7 @@ std::vector<std::string> markup_of(const rapid::ParserOptions& o) {
   return m;
 }
 
-std::string describe(const rapid::ParseResult& r) {
+std::string describe(const rapid::parsers::ParseResult& r) {
   json j;
   j["content"] = r.content;
   j["reasoning"] = r.reasoning;
@@ -129,7 +129,7 @@ void PrintTo(const FormatCases& v, std::ostream* os) { *os << (v.empty() ? "" : 
 
 void check_expectation(const GoldenCase& c) {
   auto o = options_for(c, 0);  // random ids: check the convention, not a value
-  rapid::ParseResult r = rapid::parse_output(o, c.text);
+  rapid::parsers::ParseResult r = rapid::parsers::parse_output(o, c.text);
   const json& e = c.expected;
   EXPECT_EQ(r.content, e["content"].is_null() ? "" : e["content"].get<std::string>());
   EXPECT_EQ(r.reasoning, e["reasoning_content"].is_null() ? "" : e["reasoning_content"].get<std::string>());
@@ -163,7 +163,7 @@ void check_expectation(const GoldenCase& c) {
 
 void check_two_chunk_splits(const GoldenCase& c) {
   auto o = options_for(c);
-  std::string whole = describe(rapid::parse_output(o, c.text));
+  std::string whole = describe(rapid::parsers::parse_output(o, c.text));
   for (size_t cut = 0; cut <= c.text.size(); ++cut) {
     auto r = run_chunks(o, c.text, {cut});
     ASSERT_EQ(describe(r), whole) << "split at byte " << cut;
@@ -172,7 +172,7 @@ void check_two_chunk_splits(const GoldenCase& c) {
 
 void check_random_chunkings(const GoldenCase& c) {
   auto o = options_for(c);
-  std::string whole = describe(rapid::parse_output(o, c.text));
+  std::string whole = describe(rapid::parsers::parse_output(o, c.text));
   std::vector<size_t> bytes;  // 1-byte chunks
   for (size_t i = 1; i < c.text.size(); ++i) bytes.push_back(i);
   ASSERT_EQ(describe(run_chunks(o, c.text, bytes)), whole) << "1-byte chunks";
@@ -221,8 +221,8 @@ INSTANTIATE_TEST_SUITE_P(Parsers, Golden, ::testing::ValuesIn(cases_by_format())
 TEST(ParserGolden, EveryToolFormatHasSixCases) {
   std::map<std::string, int> per;
   for (auto& c : load_cases()) per[c.format]++;
-  for (auto& n : rapid::tool_parser_names()) EXPECT_GE(per[n], 6) << n;
-  EXPECT_GE(rapid::tool_parser_names().size(), 32u);
+  for (auto& n : rapid::parsers::tool_parser_names()) EXPECT_GE(per[n], 6) << n;
+  EXPECT_GE(rapid::parsers::tool_parser_names().size(), 32u);
 }
 
 }  // namespace

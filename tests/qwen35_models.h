@@ -57,13 +57,13 @@ inline const std::string& mtp_models(std::string* why) {
 }
 
 // A tiny model on 2 threads (its matmul path, KV dtype and DeltaNet prefill form as asked).
-inline std::unique_ptr<Model> make(const std::string& dir, MatmulPath mp, DType kv, bool chunked = false) {
-  ModelOptions o;
+inline std::unique_ptr<model::Model> make(const std::string& dir, compute::MatmulPath mp, tensor::DType kv, bool chunked = false) {
+  model::ModelOptions o;
   o.num_threads = 2;
   o.matmul = mp;
   o.kv_dtype = kv;
   o.chunked_deltanet = chunked;
-  return create_model(std::shared_ptr<Checkpoint>(load_checkpoint(dir)), o);
+  return model::create_model(std::shared_ptr<model::Checkpoint>(model::load_checkpoint(dir)), o);
 }
 
 }  // namespace rapid::qwen35

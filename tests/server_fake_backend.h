@@ -23,23 +23,23 @@ struct Script {
   std::atomic<int> started{0}, finished{0}, cancelled{0};
 };
 
-class ScriptRunner : public SequenceRunner {
+class ScriptRunner : public engine::SequenceRunner {
  public:
-  ScriptRunner(const GenerationRequest& req, Script& s) : req_(req), s_(s) { s_.started++; }
+  ScriptRunner(const engine::GenerationRequest& req, Script& s) : req_(req), s_(s) { s_.started++; }
   ~ScriptRunner() override {
     s_.finished++;
     if (!done_) s_.cancelled++;
   }
-  GenerationEvent step() override {
+  engine::GenerationEvent step() override {
     if (s_.delay.count()) std::this_thread::sleep_for(s_.delay);
-    GenerationEvent ev;
+    engine::GenerationEvent ev;
     ev.prompt_tokens = int64_t(req_.prompt.size());
     ev.cached_tokens = std::min(s_.cached_tokens, ev.prompt_tokens);
     const std::string& r = s_.reply;
     bool out_of_text = !s_.endless && pos_ >= r.size();
     if (out_of_text || int64_t(n_) >= req_.max_tokens) {
       ev.finished = done_ = true;
-      ev.finish_reason = out_of_text ? FinishReason::Stop : FinishReason::Length;
+      ev.finish_reason = out_of_text ? engine::FinishReason::Stop : engine::FinishReason::Length;
       ev.completion_tokens = n_;
       return ev;
     }
@@ -48,7 +48,7 @@ class ScriptRunner : public SequenceRunner {
     text_ += c;
     ev.tokens = {int32_t((unsigned char)c)};
     if (req_.sampling.logprobs) {
-      SampleResult sr{int32_t((unsigned char)c), -0.5f, {}};
+      engine::SampleResult sr{int32_t((unsigned char)c), -0.5f, {}};
       for (int k = 0; k < req_.sampling.top_logprobs; ++k) sr.top.push_back({int32_t('a' + k), -1.0f - k});
       ev.samples.push_back(sr);
     }
@@ -58,7 +58,7 @@ class ScriptRunner : public SequenceRunner {
         ev.text = text_.substr(released_, at > released_ ? at - released_ : 0);
         released_ = text_.size();
         ev.finished = done_ = true;
-        ev.finish_reason = FinishReason::Stop;
+        ev.finish_reason = engine::FinishReason::Stop;
         ev.completion_tokens = n_;
         return ev;
       }
@@ -70,7 +70,7 @@ class ScriptRunner : public SequenceRunner {
   }
 
  private:
-  GenerationRequest req_;
+  engine::GenerationRequest req_;
   Script& s_;
   size_t pos_ = 0, released_ = 0;
   int n_ = 0;
@@ -81,14 +81,14 @@ class ScriptRunner : public SequenceRunner {
 class FakeBackend : public server::Backend {
  public:
   explicit FakeBackend(int64_t ctx = 4096, std::string name = "fake-model")
-      : ctx_(ctx), name_(std::move(name)), engine_([this](const GenerationRequest& r) { return std::make_unique<ScriptRunner>(r, script); }) {}
+      : ctx_(ctx), name_(std::move(name)), engine_([this](const engine::GenerationRequest& r) { return std::make_unique<ScriptRunner>(r, script); }) {}
   Script script;
   nlohmann::ordered_json last_messages, last_tools, last_extra;
   server::ConstraintSpec last_constraint;
 
   std::string model_id() const override { return name_; }
   int64_t context_length() const override { return ctx_; }
-  const Tokenizer& tokenizer() const override { return tok_; }
+  const tok::Tokenizer& tokenizer() const override { return tok_; }
   server::RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                      const nlohmann::ordered_json& extra) const override {
     auto* self = const_cast<FakeBackend*>(this);
@@ -104,12 +104,12 @@ class FakeBackend : public server::Backend {
     return text + "assistant: ";
   }
   std::vector<int32_t> encode_prompt(const std::string& text) const override { return tok_.encode(text, true, true); }
-  std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json&, bool) const override { return nullptr; }
-  bool apply_constraint(GenerationRequest&, const server::ConstraintSpec& spec) const override {
+  std::unique_ptr<parsers::OutputParser> make_parser(const nlohmann::ordered_json&, bool) const override { return nullptr; }
+  bool apply_constraint(engine::GenerationRequest&, const server::ConstraintSpec& spec) const override {
     const_cast<FakeBackend*>(this)->last_constraint = spec;
     return false;
   }
-  Engine& engine() override { return engine_; }
+  engine::Engine& engine() override { return engine_; }
   server::EngineStats engine_stats() const override {
     return {engine_.queued(), engine_.running(), 0.0, 0.0, 0.0};
   }
@@ -118,7 +118,7 @@ class FakeBackend : public server::Backend {
   int64_t ctx_;
   std::string name_;
   ByteTokenizer tok_;
-  SerialEngine engine_;
+  engine::SerialEngine engine_;
 };
 
 }  // namespace rapid::testing

@@ -86,8 +86,8 @@ TEST(JsonLimits, TemplateValueConversionRefusesDeepJson) {
   try {
     rapid::jinja::from_json(deep);
     FAIL() << "converted";
-  } catch (const rapid::TemplateError& e) {
-    EXPECT_EQ(e.kind(), rapid::TemplateError::Kind::Limit);
+  } catch (const rapid::jinja::TemplateError& e) {
+    EXPECT_EQ(e.kind(), rapid::jinja::TemplateError::Kind::Limit);
   }
   EXPECT_EQ(rapid::jinja::from_json(nlohmann::ordered_json::parse(nest(200))).type_name(), "list");
 }

@@ -126,12 +126,12 @@ TEST(ModelRegistry, AnInFlightRequestKeepsAnUnloadedModelAlive) {
   r.acquire("b");  // unloads a from the registry...
   EXPECT_EQ(loaded(r), (std::vector<std::string>{"b"}));
   ASSERT_FALSE(watch.expired());  // ...but the request holding it still runs on it
-  rapid::GenerationRequest g;
+  rapid::engine::GenerationRequest g;
   g.prompt = {1, 2, 3};
   g.max_tokens = 64;
   std::atomic<bool> done{false};
   std::string text;
-  held->engine().submit(g, [&](const rapid::GenerationEvent& ev) {
+  held->engine().submit(g, [&](const rapid::engine::GenerationEvent& ev) {
     text += ev.text;
     if (ev.finished) done = true;
   });

@@ -86,7 +86,7 @@ TEST(Sampling, ParsesAndValidates) {
             {"presence_penalty", 1}, {"frequency_penalty", -1}, {"repetition_penalty", 1.1},
             {"logit_bias", {{"5", -100}, {"7", 3.5}}}, {"stop", "END"}, {"max_tokens", 12},
             {"min_tokens", 2}, {"ignore_eos", true}};
-  GenerationRequest g = parse_sampling(b, lim);
+  engine::GenerationRequest g = parse_sampling(b, lim);
   EXPECT_DOUBLE_EQ(g.sampling.temperature, 0.5);
   EXPECT_EQ(g.sampling.top_k, 40);
   EXPECT_EQ(g.sampling.seed.value(), 7u);
@@ -270,11 +270,11 @@ TEST(ProtocolDetails, UsageAndFingerprint) {
 }
 
 TEST(Format, OpenAIAndAnthropicPieces) {
-  EXPECT_EQ(openai_finish_reason(FinishReason::Length, true), "length");
-  EXPECT_EQ(openai_finish_reason(FinishReason::Stop, true), "tool_calls");
-  EXPECT_EQ(openai_finish_reason(FinishReason::Stop, false), "stop");
-  EXPECT_EQ(anthropic_stop_reason(FinishReason::Stop, true), "tool_use");
-  EXPECT_EQ(anthropic_stop_reason(FinishReason::Length, false), "max_tokens");
+  EXPECT_EQ(openai_finish_reason(engine::FinishReason::Length, true), "length");
+  EXPECT_EQ(openai_finish_reason(engine::FinishReason::Stop, true), "tool_calls");
+  EXPECT_EQ(openai_finish_reason(engine::FinishReason::Stop, false), "stop");
+  EXPECT_EQ(anthropic_stop_reason(engine::FinishReason::Stop, true), "tool_use");
+  EXPECT_EQ(anthropic_stop_reason(engine::FinishReason::Length, false), "max_tokens");
   EXPECT_EQ(tool_input_object("{\"a\":1}")["a"], 1);
   EXPECT_EQ(tool_input_object("not json"), json::object());
   json u = openai_usage({10, 5, 3});
@@ -350,18 +350,18 @@ TEST(SerialEngine, RunsInOrderAndCancels) {
   rapid::testing::Script script;
   script.reply = "abc";
   script.delay = std::chrono::milliseconds(20);  // job 1 is still running when job 2 is cancelled
-  SerialEngine eng([&](const GenerationRequest& r) { return std::make_unique<rapid::testing::ScriptRunner>(r, script); });
+  engine::SerialEngine eng([&](const engine::GenerationRequest& r) { return std::make_unique<rapid::testing::ScriptRunner>(r, script); });
   std::mutex mu;
   std::vector<std::string> log;
   std::atomic<int> done{0};
   auto cb = [&](int tag) {
-    return [&, tag](const GenerationEvent& ev) {
+    return [&, tag](const engine::GenerationEvent& ev) {
       std::lock_guard lk(mu);
       log.push_back(std::to_string(tag) + ":" + ev.text + (ev.finished ? "|" + std::to_string(int(ev.finish_reason)) : ""));
       if (ev.finished) done++;
     };
   };
-  GenerationRequest req;
+  engine::GenerationRequest req;
   req.prompt = {1, 2};
   req.max_tokens = 10;
   eng.submit(req, cb(1));
@@ -385,19 +385,19 @@ TEST(SerialEngine, RunsInOrderAndCancels) {
 }
 
 TEST(SerialEngine, RunnerFailureBecomesErrorEvent) {
-  SerialEngine eng([](const GenerationRequest&) -> std::unique_ptr<SequenceRunner> { throw std::runtime_error("boom"); });
+  engine::SerialEngine eng([](const engine::GenerationRequest&) -> std::unique_ptr<engine::SequenceRunner> { throw std::runtime_error("boom"); });
   std::atomic<bool> got{false};
-  GenerationEvent last;
-  GenerationRequest req;
+  engine::GenerationEvent last;
+  engine::GenerationRequest req;
   req.prompt = {1};
-  eng.submit(req, [&](const GenerationEvent& ev) {
+  eng.submit(req, [&](const engine::GenerationEvent& ev) {
     last = ev;
     got = true;
   });
   for (int i = 0; i < 500 && !got; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_TRUE(got);
   EXPECT_TRUE(last.finished);
-  EXPECT_EQ(last.finish_reason, FinishReason::Error);
+  EXPECT_EQ(last.finish_reason, engine::FinishReason::Error);
   EXPECT_EQ(last.error, "boom");
 }
 

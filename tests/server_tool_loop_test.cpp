@@ -50,7 +50,7 @@ class ToolLoop : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     src_ = slurp(kFixtures / "chat-templates" / (GetParam() + ".jinja"));
     ASSERT_FALSE(src_.empty());
-    tpl_ = std::make_unique<ChatTemplate>(src_);
+    tpl_ = std::make_unique<jinja::ChatTemplate>(src_);
     opts_.now = golden_now();
   }
   std::string render(json ctx) const {
@@ -59,8 +59,8 @@ class ToolLoop : public ::testing::TestWithParam<std::string> {
     return tpl_->render(ctx, opts_);
   }
   std::string src_;
-  std::unique_ptr<ChatTemplate> tpl_;
-  RenderOptions opts_;
+  std::unique_ptr<jinja::ChatTemplate> tpl_;
+  jinja::RenderOptions opts_;
 };
 
 TEST_P(ToolLoop, NormalizedClientShapesMatchJinja2) {
@@ -75,7 +75,7 @@ TEST_P(ToolLoop, NormalizedClientShapesMatchJinja2) {
     std::string got, err;
     try {
       got = tpl_->render(ctx, opts_);
-    } catch (const TemplateError& e) {
+    } catch (const jinja::TemplateError& e) {
       err = e.what();
     }
     if (expect.contains("error")) {
@@ -145,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(AllTemplates, ToolLoop, ::testing::ValuesIn(template_na
 // renders no tools, drops tool calls, refuses the tool role and a system message.
 TEST(GenericTools, ProbesKnownTemplates) {
   auto probe = [](const std::string& name) {
-    ChatTemplate t(slurp(kFixtures / "chat-templates" / (name + ".jinja")));
+    jinja::ChatTemplate t(slurp(kFixtures / "chat-templates" / (name + ".jinja")));
     return probe_tool_support([&](const json& ctx) {
       json c = ctx;
       c["bos_token"] = "<s>";
@@ -166,7 +166,7 @@ TEST(GenericTools, ProbesKnownTemplates) {
       "You are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
       "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
       "{{ '<|im_start|>assistant\n' }}{% endif %}";
-  ChatTemplate st(smol);
+  jinja::ChatTemplate st(smol);
   TemplateToolSupport sm = probe_tool_support([&](const json& ctx) { return st.render(ctx); });
   EXPECT_FALSE(sm.tools);
   EXPECT_FALSE(sm.tool_calls);
@@ -177,7 +177,7 @@ TEST(GenericTools, ProbesKnownTemplates) {
   json raw = loop_messages(false);
   json with_null = raw;
   with_null[2].erase("content");
-  EXPECT_THROW(st.render(json{{"messages", with_null}, {"add_generation_prompt", true}}), TemplateError);
+  EXPECT_THROW(st.render(json{{"messages", with_null}, {"add_generation_prompt", true}}), jinja::TemplateError);
   std::string out = st.render(json{{"messages", apply_generic_tools(raw, weather_tools(), sm)}, {"add_generation_prompt", true}});
   EXPECT_NE(out.find("<|im_start|>assistant\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}<|im_end|>"),
             std::string::npos)

@@ -24,20 +24,20 @@ inline std::string smollm2_gguf_path() {
 }
 
 struct SmolLM2 {
-  std::shared_ptr<Checkpoint> ckpt;
-  std::shared_ptr<Model> model;
-  std::shared_ptr<const Tokenizer> tok;
+  std::shared_ptr<model::Checkpoint> ckpt;
+  std::shared_ptr<model::Model> model;
+  std::shared_ptr<const tok::Tokenizer> tok;
   nlohmann::json golden;  // smollm2_q4_1_greedy.json
 };
 
 inline SmolLM2& smollm2() {
   static SmolLM2 f = [] {
     SmolLM2 x;
-    x.ckpt = load_checkpoint(smollm2_gguf_path());
-    ModelOptions o;
+    x.ckpt = model::load_checkpoint(smollm2_gguf_path());
+    model::ModelOptions o;
     o.num_threads = 2;
-    x.model = create_model(x.ckpt, o);
-    x.tok = load_tokenizer(smollm2_gguf_path());
+    x.model = model::create_model(x.ckpt, o);
+    x.tok = tok::load_tokenizer(smollm2_gguf_path());
     std::ifstream in(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/smollm2_q4_1_greedy.json");
     x.golden = nlohmann::json::parse(in);
     return x;

@@ -22,8 +22,8 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
-rapid::RenderOptions bounded() {
-  rapid::RenderOptions o;
+rapid::jinja::RenderOptions bounded() {
+  rapid::jinja::RenderOptions o;
   o.max_output = 1 << 20;
   o.max_iterations = 20000;
   std::tm t{};
@@ -40,9 +40,9 @@ ordered_json contexts() {
 // Parses and renders; returns false (with the message) if anything other than TemplateError escapes.
 bool survives(const std::string& src, const ordered_json& ctx, std::string* what) {
   try {
-    rapid::ChatTemplate t(src);
+    rapid::jinja::ChatTemplate t(src);
     t.render(ctx, bounded());
-  } catch (const rapid::TemplateError&) {
+  } catch (const rapid::jinja::TemplateError&) {
   } catch (const std::exception& e) {
     *what = e.what();
     return false;

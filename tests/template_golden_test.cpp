@@ -57,13 +57,13 @@ TEST_P(TemplateGolden, MatchesPythonJinja2) {
   ASSERT_FALSE(src.empty()) << "no template source for " << name;
   auto golden = ordered_json::parse(slurp(kGolden / (name + ".json")));
   auto convs = ordered_json::parse(slurp(kGolden / "conversations.json"));
-  rapid::RenderOptions opts;
+  rapid::jinja::RenderOptions opts;
   opts.now = golden_now();
-  std::unique_ptr<rapid::ChatTemplate> tpl;
+  std::unique_ptr<rapid::jinja::ChatTemplate> tpl;
   std::string parse_error;
   try {
-    tpl = std::make_unique<rapid::ChatTemplate>(src);
-  } catch (const rapid::TemplateError& e) {
+    tpl = std::make_unique<rapid::jinja::ChatTemplate>(src);
+  } catch (const rapid::jinja::TemplateError& e) {
     parse_error = e.what();
   }
   ASSERT_TRUE(tpl) << name << ": does not parse: " << parse_error;
@@ -73,7 +73,7 @@ TEST_P(TemplateGolden, MatchesPythonJinja2) {
     bool raised = false;
     try {
       got = tpl->render(convs[cname], opts);
-    } catch (const rapid::TemplateError& e) {
+    } catch (const rapid::jinja::TemplateError& e) {
       raised = true;
       err = e.what();
     }

@@ -18,6 +18,7 @@
 #include "tensor/quant_formats.h"
 
 using namespace rapid;
+using namespace rapid::tensor;
 
 namespace {
 

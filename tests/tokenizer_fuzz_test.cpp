@@ -73,14 +73,14 @@ void mutate_tree(json& j, std::mt19937& rng, int depth = 0) {
   j = random_value(rng);
 }
 
-void exercise(const rapid::Tokenizer& tok, std::mt19937& rng) {
+void exercise(const rapid::tok::Tokenizer& tok, std::mt19937& rng) {
   std::string text;
   for (int i = 0; i < 40; ++i) text += static_cast<char>(rng() % 3 ? "ab c12<s></s>\xE2\x96\x81 "[rng() % 16] : rng());
   auto ids = tok.encode(text, true, rng() % 2);
   ids.push_back(static_cast<int32_t>(rng() % 100) - 50);
   ids.push_back(1 << 30);
   (void)tok.decode(ids, rng() % 2);
-  rapid::StreamingDetokenizer sd(tok, true);
+  rapid::tok::StreamingDetokenizer sd(tok, true);
   for (int32_t id : ids) (void)sd.push(id);
   (void)sd.flush();
   for (int32_t id : ids) { (void)tok.token_bytes(id); (void)tok.id_to_piece(id); (void)tok.is_special(id); }
@@ -100,7 +100,7 @@ void write(const fs::path& p, const std::string& s) {
 TEST(TokenizerFuzz, BaseTokenizerLoads) {
   auto p = temp_file("tokenizer.json");
   write(p, base_tokenizer().dump());
-  auto tok = rapid::load_tokenizer(p.string());
+  auto tok = rapid::tok::load_tokenizer(p.string());
   std::mt19937 rng(3);
   exercise(*tok, rng);
   EXPECT_EQ(tok->encode("ab", true).front(), 1);
@@ -131,7 +131,7 @@ TEST(TokenizerFuzz, MutatedTokenizerJson) {
     }
     write(p, s);
     try {
-      auto tok = rapid::load_tokenizer(p.string());
+      auto tok = rapid::tok::load_tokenizer(p.string());
       exercise(*tok, rng);
       ++loaded;
     } catch (const rapid::Error&) {
@@ -181,7 +181,7 @@ std::string tiny_gguf() {
 TEST(TokenizerFuzz, TinyGgufLoads) {
   auto p = temp_file("tiny.gguf");
   write(p, tiny_gguf());
-  auto tok = rapid::load_tokenizer(p.string());
+  auto tok = rapid::tok::load_tokenizer(p.string());
   EXPECT_EQ(tok->encode("ab a<|user|>", false, false), (std::vector<int32_t>{3, 5, 7}));
   EXPECT_EQ(tok->eos_ids(), std::vector<int32_t>{0});
   EXPECT_EQ(tok->chat_template(), "{{ messages }}");
@@ -219,7 +219,7 @@ TEST(TokenizerFuzz, MutatedGguf) {
     if (!use_real && iter % 3 == 0) {
       write(p, s);
       try {
-        auto tok = rapid::load_tokenizer(p.string());
+        auto tok = rapid::tok::load_tokenizer(p.string());
         exercise(*tok, rng);
       } catch (const rapid::Error&) {
       }
@@ -232,7 +232,7 @@ TEST(TokenizerFuzz, MutatedGguf) {
 TEST(TokenizerFuzz, RandomBytesThroughRealTokenizers) {
   std::mt19937 rng(99);
   for (std::string name : {"gpt2", "llama2"}) {
-    auto tok = rapid::load_tokenizer(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/" + name);
+    auto tok = rapid::tok::load_tokenizer(std::string(RAPID_FIXTURES_DIR) + "/tokenizers/" + name);
     for (int i = 0; i < 300; ++i) {
       std::string s(rng() % 200, '\0');
       for (auto& c : s) c = static_cast<char>(rng());

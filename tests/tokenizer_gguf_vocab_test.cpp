@@ -57,7 +57,7 @@ std::vector<Case> read_cases(const std::string& gguf) {
 class GgufVocab : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GgufVocab, MatchesLlamaCppTestVectors) {
-  auto tok = rapid::load_tokenizer(kDir + GetParam());
+  auto tok = rapid::tok::load_tokenizer(kDir + GetParam());
   auto cases = read_cases(GetParam());
   size_t ok = 0;
   for (auto& c : cases) {

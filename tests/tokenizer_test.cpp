@@ -13,7 +13,7 @@
 #include "tokenizer_corpus.h"
 
 namespace {
-using rapid::Tokenizer;
+using rapid::tok::Tokenizer;
 const std::string kTok = std::string(RAPID_FIXTURES_DIR) + "/tokenizers/";
 const std::string kGguf = std::string(RAPID_FIXTURES_DIR) + "/vocab-gguf/";
 
@@ -27,17 +27,17 @@ const std::vector<rapid::test::CorpusDoc>& corpus() {
 class Streaming : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Streaming, ConcatenationEqualsDecode) {
-  auto tok = rapid::load_tokenizer(GetParam());
+  auto tok = rapid::tok::load_tokenizer(GetParam());
   size_t docs = 0, tokens = 0;
   for (size_t d = 0; d < corpus().size(); ++d) {
     const auto& doc = corpus()[d];
     auto ids = tok->encode(doc.text, true, true);
     for (bool skip : {true, false}) {
-      rapid::StreamingDetokenizer sd(*tok, skip);
+      rapid::tok::StreamingDetokenizer sd(*tok, skip);
       std::string all;
       for (int32_t id : ids) {
         std::string piece = sd.push(id);
-        ASSERT_TRUE(rapid::uni::is_valid_utf8(piece)) << GetParam() << " doc " << d;
+        ASSERT_TRUE(rapid::tok::uni::is_valid_utf8(piece)) << GetParam() << " doc " << d;
         all += piece;
       }
       all += sd.flush();
@@ -51,7 +51,7 @@ TEST_P(Streaming, ConcatenationEqualsDecode) {
   for (int k = 0; k < 300; ++k) {
     std::vector<int32_t> ids(1 + rng() % 50);
     for (auto& id : ids) id = static_cast<int32_t>(rng() % tok->vocab_size());
-    rapid::StreamingDetokenizer sd(*tok, false);
+    rapid::tok::StreamingDetokenizer sd(*tok, false);
     std::string all;
     for (int32_t id : ids) all += sd.push(id);
     all += sd.flush();
@@ -75,10 +75,10 @@ INSTANTIATE_TEST_SUITE_P(
 // UTF-8 text concatenate back to it; for SentencePiece (llama2) to it with the "▁" prefix.
 TEST(TokenBytes, ConcatenateBackToTheText) {
   for (std::string name : {"gpt2", "llama3_1", "llama2"}) {
-    auto tok = rapid::load_tokenizer(kTok + name);
+    auto tok = rapid::tok::load_tokenizer(kTok + name);
     size_t checked = 0;
     for (auto& doc : corpus()) {
-      if (!rapid::uni::is_valid_utf8(doc.text) || doc.kind == "special") continue;
+      if (!rapid::tok::uni::is_valid_utf8(doc.text) || doc.kind == "special") continue;
       // A literal "▁" in the text is a space once decoded by SentencePiece.
       if (name == "llama2" && doc.text.find("\u2581") != std::string::npos) continue;
       std::string cat;
@@ -93,7 +93,7 @@ TEST(TokenBytes, ConcatenateBackToTheText) {
 }
 
 TEST(Tokenizer, ConcurrentEncodeMatchesSequential) {
-  auto tok = rapid::load_tokenizer(kTok + "qwen3");
+  auto tok = rapid::tok::load_tokenizer(kTok + "qwen3");
   std::vector<std::vector<int32_t>> want;
   for (size_t i = 0; i < corpus().size(); i += 3) want.push_back(tok->encode(corpus()[i].text));
   std::vector<std::vector<int32_t>> got[4];
@@ -108,24 +108,24 @@ TEST(Tokenizer, ConcurrentEncodeMatchesSequential) {
 
 TEST(Tokenizer, SpecialTokenMetadata) {
   // Values as in the fixtures' tokenizer_config.json / GGUF metadata.
-  auto qwen = rapid::load_tokenizer(kTok + "qwen3");
+  auto qwen = rapid::tok::load_tokenizer(kTok + "qwen3");
   EXPECT_EQ(qwen->eos_token(), "<|im_end|>");
   ASSERT_EQ(qwen->eos_ids().size(), 1u);
   EXPECT_EQ(qwen->id_to_piece(qwen->eos_ids()[0]), "<|im_end|>");
   EXPECT_TRUE(qwen->is_special(qwen->eos_ids()[0]));
   EXPECT_FALSE(qwen->bos_id().has_value());
   EXPECT_NE(qwen->chat_template().find("im_start"), std::string::npos);
-  auto llama = rapid::load_tokenizer(kTok + "llama2");
+  auto llama = rapid::tok::load_tokenizer(kTok + "llama2");
   ASSERT_TRUE(llama->bos_id().has_value());
   EXPECT_EQ(llama->id_to_piece(*llama->bos_id()), "<s>");
-  auto spm = rapid::load_tokenizer(kGguf + "ggml-vocab-llama-spm.gguf");
+  auto spm = rapid::tok::load_tokenizer(kGguf + "ggml-vocab-llama-spm.gguf");
   ASSERT_TRUE(spm->bos_id().has_value());
   EXPECT_EQ(spm->bos_token(), "<s>");
   EXPECT_EQ(spm->encode("hi", true).front(), *spm->bos_id());
 }
 
 TEST(Tokenizer, ParseSpecialToggle) {
-  auto tok = rapid::load_tokenizer(kTok + "qwen3");
+  auto tok = rapid::tok::load_tokenizer(kTok + "qwen3");
   auto with = tok->encode("<|im_start|>", false, true);
   ASSERT_EQ(with.size(), 1u);
   EXPECT_EQ(tok->id_to_piece(with[0]), "<|im_start|>");
@@ -135,14 +135,14 @@ TEST(Tokenizer, ParseSpecialToggle) {
 }
 
 TEST(Tokenizer, LoadErrorsNameThePath) {
-  EXPECT_THROW(rapid::load_tokenizer("/nonexistent/dir"), rapid::FileError);
+  EXPECT_THROW(rapid::tok::load_tokenizer("/nonexistent/dir"), rapid::FileError);
   auto dir = std::filesystem::temp_directory_path() / "rapid_tok_err";
   std::filesystem::create_directories(dir);
   {
     std::ofstream(dir / "tokenizer.json") << "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}";
   }
   try {
-    rapid::load_tokenizer(dir.string());
+    rapid::tok::load_tokenizer(dir.string());
     FAIL() << "expected FileError";
   } catch (const rapid::FileError& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.json"), std::string::npos);
@@ -151,7 +151,7 @@ TEST(Tokenizer, LoadErrorsNameThePath) {
   {
     std::ofstream(dir / "x.gguf") << "GGUF";
   }
-  EXPECT_THROW(rapid::load_tokenizer((dir / "x.gguf").string()), rapid::FileError);
+  EXPECT_THROW(rapid::tok::load_tokenizer((dir / "x.gguf").string()), rapid::FileError);
   std::filesystem::remove_all(dir);
 }
 

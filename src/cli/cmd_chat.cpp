@@ -53,23 +53,23 @@ FlagTable chat_table(ChatArgs& a) {
 
 // Streams one answer; returns its text (cut short by Ctrl-C, then marked on the terminal).
 std::string answer(LocalModel& m, const nlohmann::ordered_json& messages, const ChatArgs& a) {
-  GenerationRequest req;
+  engine::GenerationRequest req;
   auto ids = render_chat(*m.tok, messages);
   if (!ids) throw Error("the model has no chat template; use `rapid-mlx run --raw` for plain completion");
   req.prompt = *ids;
   req.max_tokens = a.max_tokens;
   req.sampling = sampling_for(a.sampling, m.model->config());
-  Generator gen(*m.model, *m.tok, req);
+  engine::Generator gen(*m.model, *m.tok, req);
   std::string text;
   g_interrupted = false;
   for (;;) {
-    GenerationEvent ev = g_interrupted ? gen.cancel() : gen.step();
+    engine::GenerationEvent ev = g_interrupted ? gen.cancel() : gen.step();
     text += ev.text;
     std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
     std::fflush(stdout);
     if (!ev.finished) continue;
-    if (ev.finish_reason == FinishReason::Error) throw Error(ev.error);
-    if (ev.finish_reason == FinishReason::Cancelled) std::fputs(" [stopped]", stdout);
+    if (ev.finish_reason == engine::FinishReason::Error) throw Error(ev.error);
+    if (ev.finish_reason == engine::FinishReason::Cancelled) std::fputs(" [stopped]", stdout);
     std::fputc('\n', stdout);
     return text;
   }

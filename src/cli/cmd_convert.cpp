@@ -11,7 +11,7 @@ namespace {
 
 struct Args {
   std::string from, to;
-  ConvertOptions opt;
+  model::ConvertOptions opt;
 };
 
 FlagTable table(Args& a) {
@@ -24,8 +24,8 @@ FlagTable table(Args& a) {
            .alias("-q"),
        choice("--group-size", "weights per quantization scale", &a.opt.group_size, {{"32", 32}, {"64", 64}, {"128", 128}}),
        choice("--dtype", "float type of the output without --quantize", &a.opt.dtype,
-              {{"f32", DType::F32}, {"f16", DType::F16}, {"bf16", DType::BF16}, {"float32", DType::F32},
-               {"float16", DType::F16}, {"bfloat16", DType::BF16}})
+              {{"f32", tensor::DType::F32}, {"f16", tensor::DType::F16}, {"bf16", tensor::DType::BF16}, {"float32", tensor::DType::F32},
+               {"float16", tensor::DType::F16}, {"bfloat16", tensor::DType::BF16}})
            .default_is("the source's float type, f32 for quantized sources")},
       "convert GGUF / HF / MLX checkpoints (dequantize, MLX-quantize)", {},
       "Without --quantize: HF safetensors, dequantized to --dtype. With --quantize: MLX affine-quantized.\n"
@@ -33,7 +33,7 @@ FlagTable table(Args& a) {
 }
 
 int run(Args& a) {
-  auto rep = convert_checkpoint(a.from, a.to, a.opt);
+  auto rep = model::convert_checkpoint(a.from, a.to, a.opt);
   std::printf("converted %s -> %s: %d tensors (%d quantized), %.1f MB\n", a.from.c_str(), a.to.c_str(), rep.tensors,
               rep.quantized, double(rep.bytes) / 1e6);
   return 0;

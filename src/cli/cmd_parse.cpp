@@ -24,7 +24,7 @@ std::string read_all(const std::string& path) {
 }
 
 struct Args {
-  rapid::ParserOptions opts;
+  rapid::parsers::ParserOptions opts;
   std::string file, tools_file;
   int chunks = 0;
   uint64_t seed = 0;
@@ -50,12 +50,12 @@ rapid::cli::FlagTable table(Args& a) {
 
 int run_parse(Args& a) {
   if (a.list) {
-    for (auto& n : rapid::tool_parser_names()) std::printf("tool %s\n", n.c_str());
-    for (auto& n : rapid::reasoning_parser_names()) std::printf("reasoning %s\n", n.c_str());
+    for (auto& n : rapid::parsers::tool_parser_names()) std::printf("tool %s\n", n.c_str());
+    for (auto& n : rapid::parsers::reasoning_parser_names()) std::printf("reasoning %s\n", n.c_str());
     return 0;
   }
   if (a.file.empty()) throw rapid::cli::UsageError("--file is required");
-  rapid::ParserOptions& opts = a.opts;
+  rapid::parsers::ParserOptions& opts = a.opts;
   const std::string &file = a.file, &tools_file = a.tools_file;
   const int chunks = a.chunks;
   const uint64_t seed = a.seed;
@@ -67,12 +67,12 @@ int run_parse(Args& a) {
     opts.tools = t;
   }
   opts.id_seed = seed;
-  auto parser = rapid::make_output_parser(opts);  // unknown names fail before any file is read
+  auto parser = rapid::parsers::make_output_parser(opts);  // unknown names fail before any file is read
   std::string text = read_all(file);
 
   std::string content, reasoning;
-  std::vector<rapid::ParsedToolCall> calls;
-  auto merge = [&](const rapid::ParseDelta& d) {
+  std::vector<rapid::parsers::ParsedToolCall> calls;
+  auto merge = [&](const rapid::parsers::ParseDelta& d) {
     content += d.content;
     reasoning += d.reasoning;
     for (auto& t : d.tool_calls) {

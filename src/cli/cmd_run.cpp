@@ -34,7 +34,7 @@ struct Args {
   std::optional<double> temperature, top_p, min_p, rep;
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
-  DType kv = DType::F16;
+  tensor::DType kv = tensor::DType::F16;
 };
 
 FlagTable table(Args& a) {
@@ -56,12 +56,12 @@ FlagTable table(Args& a) {
        integer("--threads", "N", "compute threads", &a.threads, 0, 1024).default_is("all cores"),
        text("--system", "TEXT", "system message", &a.system),
        flag("--raw", "no chat template: the prompt is tokenized as is", &a.raw),
-       choice("--kv-dtype", "KV cache element type", &a.kv, {{"f16", DType::F16}, {"bf16", DType::BF16}, {"f32", DType::F32}}),
+       choice("--kv-dtype", "KV cache element type", &a.kv, {{"f16", tensor::DType::F16}, {"bf16", tensor::DType::BF16}, {"f32", tensor::DType::F32}}),
        flag("--exact", "dequantize weights to f32 (reference path, slower)", &a.exact)},
       "generate a reply to one prompt (streams text, prints tok/s)");
 }
 
-std::vector<int32_t> build_prompt(const Args& a, const Tokenizer& tok) {
+std::vector<int32_t> build_prompt(const Args& a, const tok::Tokenizer& tok) {
   if (!a.raw) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
@@ -94,21 +94,21 @@ int run(Args& a) {
     a.prompt = ss.str();
   }
   LocalModel m = load_local_model(resolve_model_arg(a.model).path, LoadOptions{a.threads, a.kv, a.exact});
-  const Tokenizer* tok = m.tok.get();
-  Model* model = m.model.get();
+  const tok::Tokenizer* tok = m.tok.get();
+  model::Model* model = m.model.get();
   const double load_s = m.load_seconds;
 
-  GenerationRequest req;
+  engine::GenerationRequest req;
   req.prompt = build_prompt(a, *tok);
   req.max_tokens = a.max_tokens;
   req.sampling = sampling_for(SamplingOverrides{a.temperature, a.top_p, a.min_p, a.rep, a.top_k, a.seed},
                               model->config());
 
-  Generator gen(*model, *tok, req);
-  FinishReason why = FinishReason::None;
+  engine::Generator gen(*model, *tok, req);
+  engine::FinishReason why = engine::FinishReason::None;
   std::string err;
   for (;;) {
-    GenerationEvent ev = gen.step();
+    engine::GenerationEvent ev = gen.step();
     if (!ev.text.empty()) {
       std::fwrite(ev.text.data(), 1, ev.text.size(), stdout);
       std::fflush(stdout);
@@ -120,14 +120,14 @@ int run(Args& a) {
     }
   }
   std::fputc('\n', stdout);
-  if (why == FinishReason::Error) throw Error(err);
+  if (why == engine::FinishReason::Error) throw Error(err);
   const double pf = gen.prefill_seconds(), dc = gen.decode_seconds();
   const int64_t np = static_cast<int64_t>(req.prompt.size()), nd = gen.decode_steps();
   std::fprintf(stderr,
                "\n[load %.2f s] prompt %ld tokens: prefill %.1f tok/s | %zu tokens generated: "
                "decode %.1f tok/s | finish: %s | peak RSS %.1f MB\n",
                load_s, static_cast<long>(np), pf > 0 ? np / pf : 0.0, gen.generated().size(),
-               dc > 0 ? nd / dc : 0.0, why == FinishReason::Stop ? "stop" : "length", peak_rss_kib() * 1024 / 1e6);
+               dc > 0 ? nd / dc : 0.0, why == engine::FinishReason::Stop ? "stop" : "length", peak_rss_kib() * 1024 / 1e6);
   return 0;
 }
 

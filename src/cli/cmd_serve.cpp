@@ -46,8 +46,8 @@ struct ModelChoice {
 struct ServeArgs {
   server::ServerOptions so;
   server::ModelBackendOptions bo;  // every model's, but served_name (the first --model's)
-  BatchEngineOptions eo;           // likewise, each model planning its own context, pool, snapshots
-  ModelOptions mo;
+  engine::BatchEngineOptions eo;           // likewise, each model planning its own context, pool, snapshots
+  model::ModelOptions mo;
   std::vector<ModelChoice> models;
   std::string models_dir;
   bool hf_cache = false;
@@ -146,7 +146,7 @@ std::vector<Flag> server_flags(ServeArgs& a) {
 
 // The model's, the engine's and the KV cache's flags.
 std::vector<Flag> engine_flags(ServeArgs& a) {
-  BatchEngineOptions& eo = a.eo;
+  engine::BatchEngineOptions& eo = a.eo;
   return {
       integer("--threads", "N", "compute threads", &a.mo.num_threads, 0, 1024).default_is("all cores"),
       integer("--ctx", "N", "context length", &a.ctx, 16, int64_t(1) << 24).default_is("the model's, capped at 32768"),
@@ -158,7 +158,7 @@ std::vector<Flag> engine_flags(ServeArgs& a) {
            "taken out of the KV pool (at most half of it)", &eo.kv.checkpoint_bytes, a.ram)
           .default_is("a quarter of the KV pool"),
       choice("--kv-dtype", "KV cache element type", &a.mo.kv_dtype,
-             {{"f16", DType::F16}, {"bf16", DType::BF16}, {"f32", DType::F32}}),
+             {{"f16", tensor::DType::F16}, {"bf16", tensor::DType::BF16}, {"f32", tensor::DType::F32}}),
       flag("--no-prefix-cache", "no radix prefix cache (nor snapshots)", &eo.kv.prefix_cache, false),
       flag("--no-persist-cache", "no KV snapshots on disk", &a.persist, false),
       text("--cache-dir", "DIR", "where KV snapshots live", &a.cache_dir).default_is("~/.cache/rapid-mlx/kv"),
@@ -169,8 +169,8 @@ std::vector<Flag> engine_flags(ServeArgs& a) {
       flag("--no-warm-turns", "do not prefill each chat turn's predicted follow-up while idle", &a.bo.warm_turns,
            false),
       choice("--speculative", "speculative decoding proposer", &eo.spec.mode,
-             {{"auto", SpecMode::Auto}, {"off", SpecMode::Off}, {"ngram", SpecMode::Ngram},
-              {"draft", SpecMode::Draft}, {"mtp", SpecMode::Mtp}}),
+             {{"auto", engine::SpecMode::Auto}, {"off", engine::SpecMode::Off}, {"ngram", engine::SpecMode::Ngram},
+              {"draft", engine::SpecMode::Draft}, {"mtp", engine::SpecMode::Mtp}}),
       integer("--num-speculative-tokens", "N", "draft depth of the named --speculative modes", &eo.spec.max_draft, 0,
               64),
       text("--draft-model", "PATH", "a smaller model with the same vocabulary, for --speculative draft",
@@ -252,32 +252,32 @@ std::vector<server::ServedModel> served_models(ServeArgs& a) {
 
 // One model's context, pools and snapshot directory from the flags and its checkpoint (policy:
 // cache/pool_sizing.h). The snapshot folder is keyed by the model, so each has its own store.
-void plan_engine(const ServeArgs& a, server::ModelBackendOptions& bo, BatchEngineOptions& eo, const Checkpoint& ckpt,
-                 const Model& model, bool with_draft) {
+void plan_engine(const ServeArgs& a, server::ModelBackendOptions& bo, engine::BatchEngineOptions& eo, const model::Checkpoint& ckpt,
+                 const model::Model& model, bool with_draft) {
   bo.context_length = cache::serving_context(a.ctx.value_or(0), ckpt.config.max_position_embeddings);
   eo.context_length = bo.context_length;
   const cache::BlockShape shape = model.kv_block_shape(eo.kv.block_size);
   eo.kv.pool_bytes = cache::kv_pool_bytes(a.kv_memory, shape, eo.max_num_seqs, eo.context_length, a.ram);
   if (a.persist && eo.kv.prefix_cache) {
-    std::string key = kv_snapshot_key(ckpt, shape.dtype, shape.block_size);
+    std::string key = engine::kv_snapshot_key(ckpt, shape.dtype, shape.block_size);
     eo.kv.snapshot_dir = (a.cache_dir.empty() ? cache::default_cache_root() : a.cache_dir) + "/" + key;
     eo.kv.model_key = key;
     eo.kv.snapshot_max_tokens = eo.context_length;
   }
   if (with_draft && !a.draft_path.empty()) {
-    eo.draft_model = create_model(load_checkpoint(resolve_model_arg(a.draft_path).path), a.mo);
+    eo.draft_model = model::create_model(model::load_checkpoint(resolve_model_arg(a.draft_path).path), a.mo);
     eo.draft_pool_bytes = cache::draft_pool_bytes(eo.draft_model->kv_block_shape(eo.kv.block_size), eo.max_num_seqs,
                                                   eo.context_length, a.ram);
   }
 }
 
-void log_engine(const BatchEngine& engine, const BatchEngineOptions& eo) {
-  BatchEngineStats st = engine.stats();
+void log_engine(const engine::BatchEngine& engine, const engine::BatchEngineOptions& eo) {
+  engine::BatchEngineStats st = engine.stats();
   log::info("kv cache: " + std::to_string(st.kv.pool.total_blocks) + " blocks of " + std::to_string(eo.kv.block_size) +
             " tokens (" + std::to_string(st.kv.pool.arena_bytes >> 20) + " MiB); snapshots " +
             (st.kv.persistent ? st.kv.snapshot_dir + (eo.kv.snapshot_encrypt ? " (encrypted)" : "")
                               : std::string("off")) +
-            "; speculative " + spec_mode_name(eo.spec.mode));
+            "; speculative " + engine::spec_mode_name(eo.spec.mode));
 }
 
 // Loads one served model with an engine, KV pool and snapshot store of its own. The first
@@ -285,13 +285,13 @@ void log_engine(const BatchEngine& engine, const BatchEngineOptions& eo) {
 // `ckpt`: its checkpoint when already loaded (the first --model, shared with its embeddings).
 server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m, bool primary,
                                 const std::shared_ptr<server::KvEventPublisher>& kv_events,
-                                std::shared_ptr<Checkpoint> ckpt) {
+                                std::shared_ptr<model::Checkpoint> ckpt) {
   server::ModelBackendOptions bo = a.bo;
-  BatchEngineOptions eo = a.eo;
+  engine::BatchEngineOptions eo = a.eo;
   const std::string path = resolve_model_arg(m.source).path;
-  if (!ckpt) ckpt = load_checkpoint(path);
-  std::shared_ptr<Model> model = create_model(ckpt, a.mo);
-  std::shared_ptr<const Tokenizer> tok = load_tokenizer(ckpt->tokenizer_path);
+  if (!ckpt) ckpt = model::load_checkpoint(path);
+  std::shared_ptr<model::Model> model = model::create_model(ckpt, a.mo);
+  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(ckpt->tokenizer_path);
   bo.served_name = m.name;
   bo.model_type = ckpt->config.architecture;
   bo.model_vocab = ckpt->config.vocab_size;
@@ -299,7 +299,7 @@ server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m
   plan_engine(a, bo, eo, *ckpt, *model, primary);
   if (primary && kv_events)
     eo.kv.on_events = [kv_events](std::vector<cache::KvEvent> ev) { kv_events->publish(std::move(ev)); };
-  auto engine = std::make_unique<BatchEngine>(model, tok, eo);
+  auto engine = std::make_unique<engine::BatchEngine>(model, tok, eo);
   log_engine(*engine, eo);
   bo.warm_turns = bo.warm_turns && eo.kv.prefix_cache;  // warming fills the prefix cache
   auto backend = std::make_shared<server::ModelBackend>(tok, std::move(engine), bo);
@@ -311,7 +311,7 @@ server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m
 // /v1/embeddings: --embedding-model, else the first --model when it is a sentence-transformers
 // model (`st`, its checkpoint, already loaded; its own engine over the same mapped weights).
 std::unique_ptr<server::EmbeddingService> embedding_service(const ServeArgs& a, const std::string& first,
-                                                            std::shared_ptr<Checkpoint> st, bool encoder_only) {
+                                                            std::shared_ptr<model::Checkpoint> st, bool encoder_only) {
   if (!a.embedding_path.empty()) {
     if (encoder_only)
       throw UsageError("--embedding-model: the first --model is an embedding model already; serve one of them");
@@ -327,7 +327,7 @@ int run_serve(ServeArgs& a) {
   std::vector<server::ServedModel> served = served_models(a);
   // The first --model when it is a sentence-transformers model: loaded once, for embeddings and
   // (a decoder) chat. An encoder leaves the chat models: it serves embeddings only.
-  std::shared_ptr<Checkpoint> st =
+  std::shared_ptr<model::Checkpoint> st =
       a.models.empty() ? nullptr : sentence_transformers_checkpoint(resolve_model_arg(a.models[0].spec).path);
   const bool encoder_only = st && is_encoder_only(*st);
   const std::string embed_name = served[0].name;
@@ -343,7 +343,7 @@ int run_serve(ServeArgs& a) {
     kv_events = std::make_shared<server::KvEventPublisher>(a.ko);
   }
   const std::string first = served.empty() ? std::string() : served[0].name;
-  std::shared_ptr<Checkpoint> chat_st = encoder_only ? nullptr : st;
+  std::shared_ptr<model::Checkpoint> chat_st = encoder_only ? nullptr : st;
   auto loader = [&a, kv_events, first, chat_st](const server::ServedModel& m) {
     return load_served(a, m, m.name == first, kv_events, m.name == first ? chat_st : nullptr);
   };

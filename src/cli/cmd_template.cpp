@@ -112,13 +112,13 @@ int run(Args& a) {
     }
     bool has_tools = ctx.contains("tools") && !ctx["tools"].is_null();
     if (name.empty() && fs::exists(dir / "chat_template.jinja")) source = read_file((dir / "chat_template.jinja").string());
-    else source = rapid::select_chat_template(cfg, has_tools, name);
+    else source = rapid::jinja::select_chat_template(cfg, has_tools, name);
     add_special_tokens(cfg, ctx);
   }
 
-  rapid::RenderOptions opts;
+  rapid::jinja::RenderOptions opts;
   opts.now = a.now;
-  rapid::ChatTemplate tpl(source);
+  rapid::jinja::ChatTemplate tpl(source);
   std::string out = tpl.render(ctx, opts);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;

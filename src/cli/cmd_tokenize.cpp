@@ -69,7 +69,7 @@ int run_tokenize(TokenizeArgs& a) {
   if (a.text) texts.push_back(*a.text);
   for (auto& f : files) texts.push_back(rapid::read_file(f));
   if (!records.empty()) texts = read_records(records);
-  auto tok = rapid::load_tokenizer(path);
+  auto tok = rapid::tok::load_tokenizer(path);
   std::string out;
   for (auto& t : texts) {
     auto ids = tok->encode(t, add_special, parse_special);
@@ -107,7 +107,7 @@ int run_detokenize(DetokenizeArgs& a) {
   const std::string &path = a.path, &ids_file = a.ids_file;
   const bool skip = a.skip;
   const std::vector<int32_t>& ids = a.ids;
-  auto tok = rapid::load_tokenizer(path);
+  auto tok = rapid::tok::load_tokenizer(path);
   if (!ids_file.empty()) {
     // Batch mode: one line of ids in, one JSON string out (texts may contain newlines).
     std::istringstream in(rapid::read_file(ids_file));

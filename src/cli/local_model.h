@@ -17,14 +17,14 @@ namespace rapid::cli {
 
 struct LoadOptions {
   int threads = 0;          // 0: all cores
-  DType kv = DType::F16;
+  tensor::DType kv = tensor::DType::F16;
   bool exact = false;       // f32 reference path
 };
 
 struct LocalModel {
-  std::shared_ptr<Checkpoint> ckpt;
-  std::unique_ptr<Tokenizer> tok;
-  std::unique_ptr<Model> model;
+  std::shared_ptr<model::Checkpoint> ckpt;
+  std::unique_ptr<tok::Tokenizer> tok;
+  std::unique_ptr<model::Model> model;
   double load_seconds = 0;
 };
 
@@ -37,10 +37,10 @@ struct SamplingOverrides {
   std::optional<uint64_t> seed;
 };
 // The command line's values, else generation_config.json's, else greedy.
-SamplingParams sampling_for(const SamplingOverrides& o, const ModelConfig& c);
+engine::SamplingParams sampling_for(const SamplingOverrides& o, const model::ModelConfig& c);
 
 // The conversation through the model's chat template with the generation prompt, as token ids
 // (transformers' apply_chat_template); nullopt when the model has no template.
-std::optional<std::vector<int32_t>> render_chat(const Tokenizer& tok, const nlohmann::ordered_json& messages);
+std::optional<std::vector<int32_t>> render_chat(const tok::Tokenizer& tok, const nlohmann::ordered_json& messages);
 
 }  // namespace rapid::cli

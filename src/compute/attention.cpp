@@ -10,7 +10,7 @@
 #include "compute/cpu_features.h"
 #include "compute/kernels.h"
 
-namespace rapid {
+namespace rapid::compute {
 
 void kv_store(const KvView& kv, int64_t pos0, int64_t n, int64_t n_kv_heads, int64_t head_dim,
               const float* k, const float* v) {
@@ -22,15 +22,15 @@ void kv_store(const KvView& kv, int64_t pos0, int64_t n, int64_t n_kv_heads, int
       uint8_t* kd = kv.key_at(pos0 + t, h);
       uint8_t* vd = kv.value_at(pos0 + t, h);
       switch (kv.dtype) {
-        case DType::F32:
+        case tensor::DType::F32:
           std::memcpy(kd, ks, head_dim * 4);
           std::memcpy(vd, vs, head_dim * 4);
           break;
-        case DType::F16:
+        case tensor::DType::F16:
           kr.f32_to_f16(ks, reinterpret_cast<uint16_t*>(kd), head_dim);
           kr.f32_to_f16(vs, reinterpret_cast<uint16_t*>(vd), head_dim);
           break;
-        case DType::BF16:
+        case tensor::DType::BF16:
           kr.f32_to_bf16(ks, reinterpret_cast<uint16_t*>(kd), head_dim);
           kr.f32_to_bf16(vs, reinterpret_cast<uint16_t*>(vd), head_dim);
           break;
@@ -141,7 +141,7 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
   const int64_t group = p.n_heads / p.n_kv_heads;
   int64_t tiles_total = 0, max_n = 0;
   for (size_t i = 0; i < count; ++i) {
-    if (segs[i].kv.dtype != DType::F32 && segs[i].kv.dtype != DType::F16 && segs[i].kv.dtype != DType::BF16)
+    if (segs[i].kv.dtype != tensor::DType::F32 && segs[i].kv.dtype != tensor::DType::F16 && segs[i].kv.dtype != tensor::DType::BF16)
       throw Error("attention: KV dtype must be f32, f16 or bf16");
     tiles_total += (segs[i].n + kTile - 1) / kTile;
     max_n = std::max(max_n, segs[i].n);
@@ -183,4 +183,4 @@ void attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
   attention_batch(&sg, 1, p, pool);
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

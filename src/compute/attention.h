@@ -8,12 +8,12 @@
 #include "compute/thread_pool.h"
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::compute {
 
 // One layer of one sequence's KV pages. Token position p lives in block p >> block_shift at
 // slot p & slot_mask; within that block, kv head h of layer l starts at k_off/v_off + h*head_stride.
 struct KvView {
-  DType dtype = DType::F16;            // F16, BF16 or F32
+  tensor::DType dtype = tensor::DType::F16;            // F16, BF16 or F32
   uint8_t* const* blocks = nullptr;    // base pointer of each block, in sequence order
   size_t k_off = 0, v_off = 0;         // this layer's K and V plane offsets inside a block
   int32_t block_shift = 4;             // block_size = 1 << block_shift (a power of two: shift/mask)
@@ -65,4 +65,4 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
 void attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
                float* out, ThreadPool& pool);
 
-}  // namespace rapid
+}  // namespace rapid::compute

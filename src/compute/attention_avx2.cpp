@@ -7,18 +7,18 @@
 #include "compute/attention_impl.h"
 #include "compute/avx2_hsum.h"
 
-namespace rapid::attn {
+namespace rapid::compute::attn {
 namespace {
 
 // 8 elements of a K/V row as f32 (n < 8: the rest read as zero).
-inline __m256 load8(DType dt, const uint8_t* p, int64_t n) {
+inline __m256 load8(tensor::DType dt, const uint8_t* p, int64_t n) {
   if (n < 8) {
     alignas(32) float t[8] = {};
     const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
     for (int64_t i = 0; i < n; ++i) {
-      if (dt == DType::F32) {
+      if (dt == tensor::DType::F32) {
         std::memcpy(&t[i], p + 4 * i, 4);
-      } else if (dt == DType::F16) {
+      } else if (dt == tensor::DType::F16) {
         t[i] = _cvtsh_ss(h[i]);
       } else {
         uint32_t u = uint32_t(h[i]) << 16;
@@ -27,8 +27,8 @@ inline __m256 load8(DType dt, const uint8_t* p, int64_t n) {
     }
     return _mm256_load_ps(t);
   }
-  if (dt == DType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  if (dt == DType::BF16)
+  if (dt == tensor::DType::F16) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  if (dt == tensor::DType::BF16)
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16));
   return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
@@ -36,7 +36,7 @@ inline __m256 load8(DType dt, const uint8_t* p, int64_t n) {
 
 void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
           float* kt, float* vf) {
-  const int64_t es = kv.dtype == DType::F32 ? 4 : 2;
+  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
   if (jlo > 0 || jhi < kChunk - 1) std::memset(kt, 0, sizeof(float) * hd * kChunk);
   alignas(32) float row[8];
   for (int j = jlo; j <= jhi; ++j) {
@@ -140,4 +140,4 @@ void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale
 
 Fns fns_avx2() { return Fns{load, step, 8, kChunk, nullptr}; }
 
-}  // namespace rapid::attn
+}  // namespace rapid::compute::attn

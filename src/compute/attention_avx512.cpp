@@ -7,17 +7,17 @@
 
 #include "compute/attention_impl.h"
 
-namespace rapid::attn {
+namespace rapid::compute::attn {
 namespace {
 
 // Loads 16 elements (mask m) of a K/V row as f32. Whole vectors use plain loads: masked loads
 // that miss the caches overlap far less (on Zen 5, decode attention over KV coming from DRAM took
 // ~1.4x as long with every load masked; bench AttentionLayers).
-inline __m512 load16(DType dt, const uint8_t* p, __mmask16 m) {
+inline __m512 load16(tensor::DType dt, const uint8_t* p, __mmask16 m) {
   const bool whole = m == __mmask16(0xffff);
-  if (dt == DType::F32) return whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+  if (dt == tensor::DType::F32) return whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
   const __m256i h = whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(m, p);
-  if (dt == DType::F16) return _mm512_cvtph_ps(h);
+  if (dt == tensor::DType::F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
 }
 
@@ -66,7 +66,7 @@ void transpose16(__m512 r[16]) {
 
 void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
           float* kt, float* vf) {
-  const int64_t es = kv.dtype == DType::F32 ? 4 : 2;
+  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
   alignas(64) static const uint8_t zeros[1024] = {};  // rows outside jlo..jhi (hd <= 256 at f32)
   for (int j0 = jlo / 16 * 16; j0 <= jhi; j0 += 16) {
     const uint8_t* kp[16];
@@ -132,10 +132,10 @@ inline __m512 exp16(__m512 x) {
 
 // Where the row-layout path reads a chunk's keys/values: the cache pages themselves (converted on
 // the fly; f16/bf16 -> f32 is exact). Slots no row sees point at zeros.
-template <DType DT>
+template <tensor::DType DT>
 struct PageSrc {
   const uint8_t *kp[C], *vp[C];
-  static constexpr int64_t es = DT == DType::F32 ? 4 : 2;
+  static constexpr int64_t es = DT == tensor::DType::F32 ? 4 : 2;
   __m512 k(int j, int64_t d, __mmask16 m) const { return load16(DT, kp[j] + d * es, m); }
   __m512 v(int j, int64_t d, __mmask16 m) const { return load16(DT, vp[j] + d * es, m); }
 };
@@ -318,7 +318,7 @@ void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale
   });
 }
 
-template <DType DT>
+template <tensor::DType DT>
 void step_paged_dt(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
                    float scale, float softcap, Row* rows, int nrows) {
   alignas(64) static const uint8_t zeros[1024] = {};
@@ -337,13 +337,13 @@ void step_paged_dt(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, in
 
 void step_paged(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
                 float scale, float softcap, Row* rows, int nrows) {
-  if (kv.dtype == DType::F16) step_paged_dt<DType::F16>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
-  else if (kv.dtype == DType::BF16) step_paged_dt<DType::BF16>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
-  else step_paged_dt<DType::F32>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
+  if (kv.dtype == tensor::DType::F16) step_paged_dt<tensor::DType::F16>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
+  else if (kv.dtype == tensor::DType::BF16) step_paged_dt<tensor::DType::BF16>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
+  else step_paged_dt<tensor::DType::F32>(kv, h, c0, jlo, jhi, hd, hdp, scale, softcap, rows, nrows);
 }
 
 }  // namespace
 
 Fns fns_avx512() { return Fns{load, step, 16, C, step_paged}; }
 
-}  // namespace rapid::attn
+}  // namespace rapid::compute::attn

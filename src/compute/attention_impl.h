@@ -7,7 +7,7 @@
 
 #include "compute/attention.h"
 
-namespace rapid::attn {
+namespace rapid::compute::attn {
 
 constexpr int kChunk = 16;  // chunk of the scalar and AVX2 paths (AVX-512 uses 64)
 
@@ -41,4 +41,4 @@ Fns fns_scalar();
 Fns fns_avx2();
 Fns fns_avx512();
 
-}  // namespace rapid::attn
+}  // namespace rapid::compute::attn

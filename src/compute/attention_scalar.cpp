@@ -5,12 +5,12 @@
 #include "compute/attention_impl.h"
 #include "tensor/fp16.h"
 
-namespace rapid::attn {
+namespace rapid::compute::attn {
 namespace {
 
-inline float load_elem(DType dt, const uint8_t* p, int64_t d) {
-  if (dt == DType::F16) return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[d]);
-  if (dt == DType::BF16) return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[d]);
+inline float load_elem(tensor::DType dt, const uint8_t* p, int64_t d) {
+  if (dt == tensor::DType::F16) return tensor::f16_to_f32(reinterpret_cast<const uint16_t*>(p)[d]);
+  if (dt == tensor::DType::BF16) return tensor::bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[d]);
   return reinterpret_cast<const float*>(p)[d];
 }
 
@@ -64,4 +64,4 @@ void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale
 
 Fns fns_scalar() { return Fns{load, step, 1, kChunk, nullptr}; }
 
-}  // namespace rapid::attn
+}  // namespace rapid::compute::attn

@@ -4,7 +4,7 @@
 #pragma once
 #include <immintrin.h>
 
-namespace rapid {
+namespace rapid::compute {
 
 inline float hsum256(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -13,4 +13,4 @@ inline float hsum256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

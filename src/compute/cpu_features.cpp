@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace rapid {
+namespace rapid::compute {
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = [] {
@@ -61,4 +61,4 @@ const char* isa_name(Isa isa) {
   return "?";
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -2,7 +2,7 @@
 // every path agrees with the scalar reference.
 #pragma once
 
-namespace rapid {
+namespace rapid::compute {
 
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
@@ -17,4 +17,4 @@ Isa active_isa();             // level the kernels currently use
 void set_active_isa(Isa isa); // clamps to best_isa()
 const char* isa_name(Isa isa);
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -6,7 +6,7 @@
 
 #include "compute/cpu_features.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
@@ -93,4 +93,4 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t n, f
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i] * silu(z[i]);
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-namespace rapid {
+namespace rapid::compute {
 
 struct GatedDeltaShape {
   int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0;
@@ -52,4 +52,4 @@ RowStep row_step_scalar();
 RowStep row_step_avx2();
 }  // namespace gdn
 
-}  // namespace rapid
+}  // namespace rapid::compute

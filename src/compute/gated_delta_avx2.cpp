@@ -5,7 +5,7 @@
 #include "compute/avx2_hsum.h"
 #include "compute/gated_delta.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 
@@ -43,4 +43,4 @@ void row_step(float* row, const float* k, const float* q, int64_t dk, float g, f
 
 gdn::RowStep gdn::row_step_avx2() { return row_step; }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -13,7 +13,7 @@
 #include "compute/gated_delta.h"
 #include "compute/kernels.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 struct Scratch {
@@ -118,4 +118,4 @@ void gated_delta_chunked(const GatedDeltaShape& s, const float* qkv, int64_t ld,
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -6,7 +6,7 @@
 #include "compute/cpu_features.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::compute {
 
 // Activations packed by pack_act_lanes, offset to the first row of a tile.
 struct ActLanes {
@@ -30,10 +30,10 @@ struct Kernels {
   // one): greedy sampling over a vocabulary of logits. n >= 1.
   int64_t (*argmax_f32)(const float* x, int64_t n);
   // x (n a multiple of 32) → n/32 int8 blocks, round-to-nearest-even of x/d, d = max|x|/127.
-  void (*quantize_act)(const float* x, int64_t n, ActQ8* out);
+  void (*quantize_act)(const float* x, int64_t n, tensor::ActQ8* out);
   // One weight row of `nb` blocks against `nt` (1..4) activation rows; activation row t starts at
   // x + t*x_stride (in blocks). out[t] = dot(dequantized row, activation row t).
-  using QDot = void (*)(const void* w, const ActQ8* x, int64_t x_stride, int64_t nb, int nt,
+  using QDot = void (*)(const void* w, const tensor::ActQ8* x, int64_t x_stride, int64_t nb, int nt,
                         float* out);
   // For K-quants nb counts 256-element super-blocks (x still holds 32-element blocks).
   QDot dot_q4_0, dot_q4_1, dot_q8_0, dot_q4_k, dot_q6_k;
@@ -43,13 +43,13 @@ struct Kernels {
   // after the block loop: gsum + t*groups holds token t's group sums (matmul's mlx_bias_sums).
   // For 4 bits the activation blocks must be in "nibble order" (see permute_act_for_mlx4).
   using MlxDot = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
-                          const ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, const float* gsum,
+                          const tensor::ActQ8* x, int64_t x_stride, int64_t nblocks, int nt, const float* gsum,
                           float* out);
   MlxDot dot_mlx4, dot_mlx8;
   // MXFP4 rows (tensor/mxfp4.h): w = the row's packed nibbles, e = its E8M0 scales (one per block),
   // activations in nibble order (permute_act_for_mlx4: MXFP4 packs like MLX 4-bit). Per block an
   // integer dot of 2·E2M1 (exact int8) with the int8 activations, scaled by 2^(e-128)·dx.
-  using Mxfp4Dot = void (*)(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t x_stride, int64_t nb,
+  using Mxfp4Dot = void (*)(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t x_stride, int64_t nb,
                             int nt, float* out);
   Mxfp4Dot dot_mxfp4;
   // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
@@ -64,12 +64,12 @@ struct Kernels {
 // tokens of a tile sit at fixed offsets. For group g (blocks 8g..8g+7) and row t, with
 // i = g*ld + t: q[i*64 + 8m + k] = bytes 4m..4m+3 of block 8g+k; d[i*8 + k] = its scale,
 // ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum. Blocks past nb are zeros. ld = n.
-void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
+void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
                     int32_t* sum);
 
 // MLX (and MXFP4) packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
 // activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.
-void permute_act_for_mlx4(ActQ8* blocks, int64_t n);
+void permute_act_for_mlx4(tensor::ActQ8* blocks, int64_t n);
 
 // Kernels at the active ISA level (see cpu_features.h).
 const Kernels& kernels();
@@ -80,4 +80,4 @@ void fill_kernels_scalar(Kernels& k);
 void fill_kernels_avx2(Kernels& k);
 void fill_kernels_avx512(Kernels& k);
 
-}  // namespace rapid
+}  // namespace rapid::compute

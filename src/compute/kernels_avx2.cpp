@@ -5,7 +5,7 @@
 #include "compute/kernels.h"
 #include "tensor/mxfp4.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -80,7 +80,7 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-void quantize_act(const float* x, int64_t n, ActQ8* out) {
+void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
     __m256 v[4];
@@ -122,7 +122,7 @@ inline __m256i nibbles(const uint8_t* qs) {
 }
 
 template <int NT>
-void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+void q8_0_nt(const tensor::BlockQ8_0* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -130,7 +130,7 @@ void q8_0_nt(const BlockQ8_0* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
     __m256i aq = _mm256_sign_epi8(q, q);  // |w| as u8; the sign moves onto x
     float dw = h2f(w[i].d);
     for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
+      const tensor::ActQ8& a = x[t * xs + i];
       __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
       __m256i p = dot_u8s8(aq, xv);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
@@ -153,17 +153,17 @@ inline __m256i q5_high_bits(const uint8_t* qhb) {
 }
 
 // Unsigned weight values of one block, in nibbles() order.
-inline __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
-inline __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
-inline __m256i values(const BlockQ5_0& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
-inline __m256i values(const BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+inline __m256i values(const tensor::BlockQ4_0& b) { return nibbles(b.qs); }
+inline __m256i values(const tensor::BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i values(const tensor::BlockQ5_0& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
+inline __m256i values(const tensor::BlockQ5_1& b) { return _mm256_or_si256(nibbles(b.qs), q5_high_bits(b.qh)); }
 
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 share one kernel: per block 32 unsigned weight bytes (values()),
 // the scale d, and either a min (kMin: + m·dx·Σx, kept apart in float) or a signed-offset
 // correction (kOffset·Σx added to lane 0, exactly, in integers); see LegacyFormat.
 template <int NT, class B>
-void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  using Fmt = LegacyFormat<B>;
+void legacy_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  using Fmt = tensor::LegacyFormat<B>;
   __m256 acc[NT];
   float macc[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); macc[t] = 0; }
@@ -173,7 +173,7 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
     for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
+      const tensor::ActQ8& a = x[t * xs + i];
       __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
       if constexpr (Fmt::kOffset != 0)
         p = _mm256_add_epi32(p, _mm256_setr_epi32(Fmt::kOffset * a.sum, 0, 0, 0, 0, 0, 0, 0));
@@ -186,13 +186,13 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
 
 #define RAPID_LEGACY_NT(fn, B)                                                  \
   template <int NT>                                                             \
-  void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
+  void fn##_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) { \
     legacy_nt<NT>(w, x, xs, nb, out);                                           \
   }
-RAPID_LEGACY_NT(q4_0, BlockQ4_0)
-RAPID_LEGACY_NT(q4_1, BlockQ4_1)
-RAPID_LEGACY_NT(q5_0, BlockQ5_0)
-RAPID_LEGACY_NT(q5_1, BlockQ5_1)
+RAPID_LEGACY_NT(q4_0, tensor::BlockQ4_0)
+RAPID_LEGACY_NT(q4_1, tensor::BlockQ4_1)
+RAPID_LEGACY_NT(q5_0, tensor::BlockQ5_0)
+RAPID_LEGACY_NT(q5_1, tensor::BlockQ5_1)
 #undef RAPID_LEGACY_NT
 
 // Bit j of every byte of h, moved to 0x10 (16-bit shifts never carry a foreign bit into bit 4
@@ -204,7 +204,7 @@ inline __m256i bit_j_to_16(__m256i h, int j) {
 
 // Q5_K: Q4_K's sub-blocks (6-bit scale and min each) with the 5th bit of sub-block j in bit j of qh.
 template <int NT>
-void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   float off[NT];
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -212,7 +212,7 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
   for (int64_t i = 0; i < nb; ++i) {
     const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
     int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, w[i].scales, sc[j], mn[j]);
+    for (int j = 0; j < 8; ++j) tensor::scale_min_k4(j, w[i].scales, sc[j], mn[j]);
     const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
     for (int k = 0; k < 4; ++k) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
@@ -220,8 +220,8 @@ void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
       __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), bit_j_to_16(H, 2 * k + 1));
       const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
       for (int t = 0; t < NT; ++t) {
-        const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
-        const ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
+        const tensor::ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
+        const tensor::ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
         __m256i p0 = dot_u8s8(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0.qs)));
         __m256i p1 = dot_u8s8(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1.qs)));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(s0 * a0.d), acc[t]);
@@ -255,7 +255,7 @@ inline float mlx_bias_dot(const float* b, const float* sc, float off, const floa
 }
 
 template <int NT, bool kFour>
-void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs, int64_t nb,
             const float* gsum, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -274,7 +274,7 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
         q = _mm256_sign_epi8(sq, sq);
       }
       for (int t = 0; t < NT; ++t) {
-        const ActQ8& a = x[t * xs + b];
+        const tensor::ActQ8& a = x[t * xs + b];
         __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
         if constexpr (!kFour) xv = _mm256_sign_epi8(xv, sq);
         __m256i p = dot_u8s8(q, xv);
@@ -287,7 +287,7 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
 }
 
 template <bool kFour>
-void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs, int64_t nb,
              int nt, const float* gsum, float* out) {
   switch (nt) {
     case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
@@ -300,7 +300,7 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const A
 // MXFP4 (see Kernels::Mxfp4Dot): one pshufb maps each nibble to 2·E2M1 as int8, then the Q8_0
 // sign trick (|w| as u8, w's sign moved onto x) feeds maddubs; |2·E2M1| <= 12 cannot saturate.
 template <int NT>
-void mxfp4_nt(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+void mxfp4_nt(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
   const __m128i lut128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mxfp4::kTwiceE2M1));
   const __m256i lut = _mm256_set_m128i(lut128, lut128);
   __m256 acc[NT];
@@ -310,7 +310,7 @@ void mxfp4_nt(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, in
     const __m256i aq = _mm256_sign_epi8(q, q);
     const float dw = 0.5f * mxfp4::e8m0_to_f32(e[b]);
     for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + b];
+      const tensor::ActQ8& a = x[t * xs + b];
       __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(aq, xv)), _mm256_set1_ps(dw * a.d), acc[t]);
     }
@@ -318,7 +318,7 @@ void mxfp4_nt(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, in
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
-void mxfp4_dot(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+void mxfp4_dot(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
   switch (nt) {
     case 1: mxfp4_nt<1>(w, e, x, xs, nb, out); break;
     case 2: mxfp4_nt<2>(w, e, x, xs, nb, out); break;
@@ -328,7 +328,7 @@ void mxfp4_dot(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, i
 }
 
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
-  void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
+  void fn(const void* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \
     switch (nt) {                                                                          \
       case 1: fn##_nt<1>(wb, x, xs, nb, out); break;                                       \
@@ -337,12 +337,12 @@ void mxfp4_dot(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, i
       default: fn##_nt<4>(wb, x, xs, nb, out); break;                                      \
     }                                                                                      \
   }
-RAPID_DISPATCH_NT(q4_0, BlockQ4_0)
-RAPID_DISPATCH_NT(q4_1, BlockQ4_1)
-RAPID_DISPATCH_NT(q8_0, BlockQ8_0)
-RAPID_DISPATCH_NT(q5_0, BlockQ5_0)
-RAPID_DISPATCH_NT(q5_1, BlockQ5_1)
-RAPID_DISPATCH_NT(q5_k, BlockQ5_K)
+RAPID_DISPATCH_NT(q4_0, tensor::BlockQ4_0)
+RAPID_DISPATCH_NT(q4_1, tensor::BlockQ4_1)
+RAPID_DISPATCH_NT(q8_0, tensor::BlockQ8_0)
+RAPID_DISPATCH_NT(q5_0, tensor::BlockQ5_0)
+RAPID_DISPATCH_NT(q5_1, tensor::BlockQ5_1)
+RAPID_DISPATCH_NT(q5_k, tensor::BlockQ5_K)
 #undef RAPID_DISPATCH_NT
 
 }  // namespace
@@ -367,4 +367,4 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_mxfp4 = mxfp4_dot;
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

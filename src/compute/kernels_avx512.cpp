@@ -9,7 +9,7 @@
 
 #include "compute/kernels.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
@@ -127,7 +127,7 @@ void to_bf16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void quantize_act(const float* x, int64_t n, ActQ8* out) {
+void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
     float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -147,7 +147,7 @@ inline __m256i nibbles(const uint8_t* qs) {
   __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
   return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
-inline __m256i load_x(const ActQ8& a) {
+inline __m256i load_x(const tensor::ActQ8& a) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
 }
 
@@ -161,11 +161,11 @@ inline __m256i q5_values(const uint8_t* qs, const uint8_t* qhb) {
 
 // Unsigned weight values of one block, in nibbles() order; Q8_0's signed bytes biased by +128
 // (LegacyFormat's -128·Σx takes the bias off).
-inline __m256i values(const BlockQ4_0& b) { return nibbles(b.qs); }
-inline __m256i values(const BlockQ4_1& b) { return nibbles(b.qs); }
-inline __m256i values(const BlockQ5_0& b) { return q5_values(b.qs, b.qh); }
-inline __m256i values(const BlockQ5_1& b) { return q5_values(b.qs, b.qh); }
-inline __m256i values(const BlockQ8_0& b) {
+inline __m256i values(const tensor::BlockQ4_0& b) { return nibbles(b.qs); }
+inline __m256i values(const tensor::BlockQ4_1& b) { return nibbles(b.qs); }
+inline __m256i values(const tensor::BlockQ5_0& b) { return q5_values(b.qs, b.qh); }
+inline __m256i values(const tensor::BlockQ5_1& b) { return q5_values(b.qs, b.qh); }
+inline __m256i values(const tensor::BlockQ8_0& b) {
   return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)),
                           _mm256_set1_epi8(static_cast<char>(0x80)));
 }
@@ -175,8 +175,8 @@ inline __m256i values(const BlockQ8_0& b) {
 // signed-offset correction (kOffset: lane 0 starts at kOffset·Σx, so it cancels exactly in
 // integers); see LegacyFormat. acc += dw·dx · Σ q·x as 8 lanes.
 template <int NT, class B>
-void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  using Fmt = LegacyFormat<B>;
+void legacy_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  using Fmt = tensor::LegacyFormat<B>;
   __m256 acc[NT];
   float off[NT];
   for (int t = 0; t < NT; ++t) { acc[t] = _mm256_setzero_ps(); off[t] = 0; }
@@ -186,7 +186,7 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
     for (int t = 0; t < NT; ++t) {
-      const ActQ8& a = x[t * xs + i];
+      const tensor::ActQ8& a = x[t * xs + i];
       __m256i p = _mm256_dpbusd_epi32(_mm256_maskz_set1_epi32(1, Fmt::kOffset * a.sum), q, load_x(a));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
       if constexpr (Fmt::kMin) off[t] += mw * a.d * a.sum;
@@ -197,20 +197,20 @@ void legacy_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
 
 #define RAPID_LEGACY_NT(fn, B)                                                  \
   template <int NT>                                                             \
-  void fn##_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) { \
+  void fn##_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) { \
     legacy_nt<NT>(w, x, xs, nb, out);                                           \
   }
-RAPID_LEGACY_NT(q4_0, BlockQ4_0)
-RAPID_LEGACY_NT(q4_1, BlockQ4_1)
-RAPID_LEGACY_NT(q5_0, BlockQ5_0)
-RAPID_LEGACY_NT(q5_1, BlockQ5_1)
-RAPID_LEGACY_NT(q8_0, BlockQ8_0)
+RAPID_LEGACY_NT(q4_0, tensor::BlockQ4_0)
+RAPID_LEGACY_NT(q4_1, tensor::BlockQ4_1)
+RAPID_LEGACY_NT(q5_0, tensor::BlockQ5_0)
+RAPID_LEGACY_NT(q5_1, tensor::BlockQ5_1)
+RAPID_LEGACY_NT(q8_0, tensor::BlockQ8_0)
 #undef RAPID_LEGACY_NT
 
 // Q4_K and Q5_K: 8 sub-blocks of 32 with 6-bit scale/min; sub-block j pairs with activation
 // block j. Q5_K adds a 5th bit (bit j of qh[l] for sub-block j), turned into 0x10 by a byte test mask.
 template <int NT, class B, bool kFifthBit>
-void k4_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+void k4_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   float off[NT];
   const __m256i m4 = _mm256_set1_epi8(0x0f), b16 = _mm256_set1_epi8(0x10);
@@ -218,7 +218,7 @@ void k4_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
     int sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) scale_min_k4(j, w[i].scales, sc[j], mn[j]);
+    for (int j = 0; j < 8; ++j) tensor::scale_min_k4(j, w[i].scales, sc[j], mn[j]);
     for (int k = 0; k < 4; ++k) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
       __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -231,8 +231,8 @@ void k4_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
       }
       const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
       for (int t = 0; t < NT; ++t) {
-        const ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
-        const ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
+        const tensor::ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
+        const tensor::ActQ8& a1 = x[t * xs + i * 8 + 2 * k + 1];
         __m256i p0 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), lo, load_x(a0));
         __m256i p1 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), hi, load_x(a1));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(s0 * a0.d), acc[t]);
@@ -244,18 +244,18 @@ void k4_nt(const B* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
 }
 template <int NT>
-void q4_k_nt(const BlockQ4_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  k4_nt<NT, BlockQ4_K, false>(w, x, xs, nb, out);
+void q4_k_nt(const tensor::BlockQ4_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT, tensor::BlockQ4_K, false>(w, x, xs, nb, out);
 }
 template <int NT>
-void q5_k_nt(const BlockQ5_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  k4_nt<NT, BlockQ5_K, true>(w, x, xs, nb, out);
+void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT, tensor::BlockQ5_K, true>(w, x, xs, nb, out);
 }
 
 // Q6_K: 6-bit values (0..63, offset 32) with an int8 scale per 16; the 8 dpbusd lanes of a
 // 32-element block split 4/4 between its two scales, so the scale is a per-lane vector.
 template <int NT>
-void q6_k_nt(const BlockQ6_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* out) {
+void q6_k_nt(const tensor::BlockQ6_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), ones = _mm256_set1_epi8(1);
@@ -275,7 +275,7 @@ void q6_k_nt(const BlockQ6_K* w, const ActQ8* x, int64_t xs, int64_t nb, float* 
       for (int b = 0; b < 4; ++b) {
         __m256 sv = _mm256_set_m128(_mm_set1_ps(d * sc[2 * b + 1]), _mm_set1_ps(d * sc[2 * b]));
         for (int t = 0; t < NT; ++t) {
-          const ActQ8& a = x[t * xs + i * 8 + h * 4 + b];
+          const tensor::ActQ8& a = x[t * xs + i * 8 + h * 4 + b];
           __m256i xv = load_x(a);
           __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[b], xv);
           __m256i c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, xv);
@@ -299,7 +299,7 @@ inline float mlx_bias_dot(const float* b, const float* s, int64_t n) {
 }
 
 template <int NT, bool kFour>
-void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs, int64_t nb,
             const float* gsum, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
@@ -311,7 +311,7 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
     for (int i = 0; i < bpg; ++i, ++b) {
       __m256i q = kFour ? nibbles(w + b * 16) : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + b * 32));
       for (int t = 0; t < NT; ++t) {
-        const ActQ8& a = x[t * xs + b];
+        const tensor::ActQ8& a = x[t * xs + b];
         __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, load_x(a));
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(s * a.d), acc[t]);
       }
@@ -321,7 +321,7 @@ void mlx_nt(const uint8_t* w, const float* sc, const float* bi, int gs, const Ac
 }
 
 template <bool kFour>
-void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs, int64_t nb,
+void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs, int64_t nb,
              int nt, const float* gsum, float* out) {
   switch (nt) {
     case 1: mlx_nt<1, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
@@ -332,7 +332,7 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const A
 }
 
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
-  void fn(const void* w, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
+  void fn(const void* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {     \
     auto* wb = static_cast<const B*>(w);                                                   \
     switch (nt) {                                                                          \
       case 1: fn##_nt<1>(wb, x, xs, nb, out); break;                                       \
@@ -341,14 +341,14 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const A
       default: fn##_nt<4>(wb, x, xs, nb, out); break;                                      \
     }                                                                                      \
   }
-RAPID_DISPATCH_NT(q4_0, BlockQ4_0)
-RAPID_DISPATCH_NT(q4_1, BlockQ4_1)
-RAPID_DISPATCH_NT(q8_0, BlockQ8_0)
-RAPID_DISPATCH_NT(q4_k, BlockQ4_K)
-RAPID_DISPATCH_NT(q6_k, BlockQ6_K)
-RAPID_DISPATCH_NT(q5_0, BlockQ5_0)
-RAPID_DISPATCH_NT(q5_1, BlockQ5_1)
-RAPID_DISPATCH_NT(q5_k, BlockQ5_K)
+RAPID_DISPATCH_NT(q4_0, tensor::BlockQ4_0)
+RAPID_DISPATCH_NT(q4_1, tensor::BlockQ4_1)
+RAPID_DISPATCH_NT(q8_0, tensor::BlockQ8_0)
+RAPID_DISPATCH_NT(q4_k, tensor::BlockQ4_K)
+RAPID_DISPATCH_NT(q6_k, tensor::BlockQ6_K)
+RAPID_DISPATCH_NT(q5_0, tensor::BlockQ5_0)
+RAPID_DISPATCH_NT(q5_1, tensor::BlockQ5_1)
+RAPID_DISPATCH_NT(q5_k, tensor::BlockQ5_K)
 #undef RAPID_DISPATCH_NT
 
 // ---- Multi-token kernels (Kernels::QDotV) in "lane = block" order: for a group of 8 blocks,
@@ -387,16 +387,16 @@ inline __m256i pair16(const uint8_t* p, int off, int k, int m) {
 // 64-byte loads inside the group and one permute, cheaper than a gather (matters most at nt = 1).
 template <bool kFull>
 inline __m256i q4_1_heads(const uint8_t* p, int m) {
-  constexpr int kDw = sizeof(BlockQ4_1) / 4;  // 5 dwords per block
+  constexpr int kDw = sizeof(tensor::BlockQ4_1) / 4;  // 5 dwords per block
   __m512i a, b;
   if (kFull) {
     a = _mm512_loadu_si512(p);
-    b = _mm512_loadu_si512(p + 4 * sizeof(BlockQ4_1));
+    b = _mm512_loadu_si512(p + 4 * sizeof(tensor::BlockQ4_1));
   } else {  // masked loads stay inside the m blocks (and never fault past them)
     const int n = kDw * m;
     a = _mm512_maskz_loadu_epi32(static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1), p);
     const int nb = std::max(0, std::min(16, n - 4 * kDw));
-    b = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << nb) - 1), p + 4 * sizeof(BlockQ4_1));
+    b = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << nb) - 1), p + 4 * sizeof(tensor::BlockQ4_1));
   }
   const __m512i idx = _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_castsi512_si256(_mm512_permutex2var_epi32(a, idx, b));
@@ -446,10 +446,10 @@ inline __m256i lane_dots(const __m512i* W2, const int32_t* xg) {
 
 // Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_1v_group(const BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
   const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   __m256i y[4], z[4], W[8];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ4_1)>(p, offsetof(BlockQ4_1, qs), k, m);
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ4_1)>(p, offsetof(tensor::BlockQ4_1, qs), k, m);
   transpose4_lanes(y, z);
   // Byte j of a qs dword holds elements j (low nibble) and j + 16 (high nibble).
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -474,12 +474,12 @@ template <int NT, bool kFull>
 
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q8_0v_group(const BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
   const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   __m256i y[4], W[8];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ8_0)>(p, offsetof(BlockQ8_0, qs), k, m);
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ8_0)>(p, offsetof(tensor::BlockQ8_0, qs), k, m);
   transpose4_lanes(y, W);
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(BlockQ8_0)>(p, offsetof(BlockQ8_0, qs) + 16, k, m);
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ8_0)>(p, offsetof(tensor::BlockQ8_0, qs) + 16, k, m);
   transpose4_lanes(y, W + 4);
   // Lanes past m become 0x80 here; harmless, their activation bytes and Σx are zero.
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -530,8 +530,8 @@ template <int NT, bool kFull>
       default: fn##_nt<16>(wb, x, nb, out); break;                                               \
     }                                                                                            \
   }
-RAPID_QDOTV(q4_1v, BlockQ4_1)
-RAPID_QDOTV(q8_0v, BlockQ8_0)
+RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
+RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
 #undef RAPID_QDOTV
 
 }  // namespace
@@ -585,4 +585,4 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0v = q8_0v;
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -7,7 +7,7 @@
 #include "tensor/fp16.h"
 #include "tensor/mxfp4.h"
 
-namespace rapid {
+namespace rapid::compute {
 namespace {
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -17,31 +17,31 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 }
 float dot_f16(const float* x, const uint16_t* w, int64_t n) {
   float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * f16_to_f32(w[i]);
+  for (int64_t i = 0; i < n; ++i) s += x[i] * tensor::f16_to_f32(w[i]);
   return s;
 }
 float dot_bf16(const float* x, const uint16_t* w, int64_t n) {
   float s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i] * bf16_to_f32(w[i]);
+  for (int64_t i = 0; i < n; ++i) s += x[i] * tensor::bf16_to_f32(w[i]);
   return s;
 }
 void axpy_f32(float a, const float* v, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * v[i];
 }
 void axpy_f16(float a, const uint16_t* v, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(v[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * tensor::f16_to_f32(v[i]);
 }
 void axpy_bf16(float a, const uint16_t* v, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * bf16_to_f32(v[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * tensor::bf16_to_f32(v[i]);
 }
 void to_f16(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = tensor::f32_to_f16(x[i]);
 }
 void to_bf16(const float* x, uint16_t* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(x[i]);
+  for (int64_t i = 0; i < n; ++i) y[i] = tensor::f32_to_bf16(x[i]);
 }
 
-void quantize_act(const float* x, int64_t n, ActQ8* out) {
+void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
     float amax = 0;
     for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
@@ -61,7 +61,7 @@ void quantize_act(const float* x, int64_t n, ActQ8* out) {
 // block's contribution at a time (`add(acc, block, activations)`, the block's kPer activation
 // blocks starting at `activations`), in block order.
 template <class B, int kPer = 1, class Add>
-void dot_rows(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out, Add add) {
+void dot_rows(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out, Add add) {
   auto* w = static_cast<const B*>(wv);
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
@@ -70,40 +70,40 @@ void dot_rows(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, fl
   }
 }
 
-void dot_q4_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ4_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ4_0& w, const ActQ8* a) {
+void dot_q4_0(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ4_0>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ4_0& w, const tensor::ActQ8* a) {
     int s = 0;
     for (int j = 0; j < 16; ++j) s += ((w.qs[j] & 0x0f) - 8) * a->qs[j] + ((w.qs[j] >> 4) - 8) * a->qs[j + 16];
-    acc += f16_to_f32(w.d) * a->d * s;
+    acc += tensor::f16_to_f32(w.d) * a->d * s;
   });
 }
 
-void dot_q4_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ4_1>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ4_1& w, const ActQ8* a) {
+void dot_q4_1(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ4_1>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ4_1& w, const tensor::ActQ8* a) {
     int s = 0;
     for (int j = 0; j < 16; ++j) s += (w.qs[j] & 0x0f) * a->qs[j] + (w.qs[j] >> 4) * a->qs[j + 16];
-    acc += f16_to_f32(w.d) * a->d * s + f16_to_f32(w.m) * a->d * a->sum;
+    acc += tensor::f16_to_f32(w.d) * a->d * s + tensor::f16_to_f32(w.m) * a->d * a->sum;
   });
 }
 
-void dot_q8_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ8_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ8_0& w, const ActQ8* a) {
+void dot_q8_0(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ8_0>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ8_0& w, const tensor::ActQ8* a) {
     int s = 0;
     for (int j = 0; j < 32; ++j) s += w.qs[j] * a->qs[j];
-    acc += f16_to_f32(w.d) * a->d * s;
+    acc += tensor::f16_to_f32(w.d) * a->d * s;
   });
 }
 
 // Q4_K and Q5_K: sub-block j = nibble half j&1 of qs[32*(j/2)..]; Q5_K adds a 5th bit, bit j of qh[l].
 template <class B, bool kFifthBit>
-void dot_k4(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<B, 8>(wv, x, xs, nb, nt, out, [](float& acc, const B& w, const ActQ8* a8) {
-    float d = f16_to_f32(w.d), dmin = f16_to_f32(w.dmin);
+void dot_k4(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<B, 8>(wv, x, xs, nb, nt, out, [](float& acc, const B& w, const tensor::ActQ8* a8) {
+    float d = tensor::f16_to_f32(w.d), dmin = tensor::f16_to_f32(w.dmin);
     for (int j = 0; j < 8; ++j) {
-      const ActQ8& a = a8[j];
+      const tensor::ActQ8& a = a8[j];
       const uint8_t* q = w.qs + 32 * (j / 2);
       int sc, mn, s = 0;
-      scale_min_k4(j, w.scales, sc, mn);
+      tensor::scale_min_k4(j, w.scales, sc, mn);
       for (int l = 0; l < 32; ++l) {
         int v = (j & 1) ? (q[l] >> 4) : (q[l] & 0x0f);
         if constexpr (kFifthBit) v |= ((w.qh[l] >> j) & 1) << 4;
@@ -114,15 +114,15 @@ void dot_k4(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, floa
   });
 }
 
-void dot_q6_k(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ6_K, 8>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ6_K& w, const ActQ8* a8) {
-    float d = f16_to_f32(w.d);
+void dot_q6_k(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ6_K, 8>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ6_K& w, const tensor::ActQ8* a8) {
+    float d = tensor::f16_to_f32(w.d);
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = w.ql + 64 * half;
       const uint8_t* qh = w.qh + 32 * half;
       const int8_t* sc = w.scales + 8 * half;
       for (int b = 0; b < 4; ++b) {  // 32-element block b of this half
-        const ActQ8& a = a8[half * 4 + b];
+        const tensor::ActQ8& a = a8[half * 4 + b];
         int s0 = 0, s1 = 0;
         for (int l = 0; l < 32; ++l) {
           int lo = (b & 1) ? ql[l + 32] : ql[l];
@@ -147,27 +147,27 @@ inline int q5_sum(const uint8_t* qs, const uint8_t* qhb, const int8_t* xq) {
   return s;
 }
 
-void dot_q5_0(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ5_0>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ5_0& w, const ActQ8* a) {
-    acc += f16_to_f32(w.d) * a->d * (q5_sum(w.qs, w.qh, a->qs) - 16 * a->sum);
+void dot_q5_0(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ5_0>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ5_0& w, const tensor::ActQ8* a) {
+    acc += tensor::f16_to_f32(w.d) * a->d * (q5_sum(w.qs, w.qh, a->qs) - 16 * a->sum);
   });
 }
 
-void dot_q5_1(const void* wv, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<BlockQ5_1>(wv, x, xs, nb, nt, out, [](float& acc, const BlockQ5_1& w, const ActQ8* a) {
-    acc += f16_to_f32(w.d) * a->d * q5_sum(w.qs, w.qh, a->qs) + f16_to_f32(w.m) * a->d * a->sum;
+void dot_q5_1(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  dot_rows<tensor::BlockQ5_1>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockQ5_1& w, const tensor::ActQ8* a) {
+    acc += tensor::f16_to_f32(w.d) * a->d * q5_sum(w.qs, w.qh, a->qs) + tensor::f16_to_f32(w.m) * a->d * a->sum;
   });
 }
 
 // Scalar MLX dots work on the natural element order for 8 bits and on nibble order for 4 bits
 // (the same activation layout the SIMD kernels get).
-void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
+void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs,
               int64_t nb, int nt, const float* gsum, float* out) {
   const int bpg = gs / 32;
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const ActQ8& a = x[t * xs + b];
+      const tensor::ActQ8& a = x[t * xs + b];
       const uint8_t* q = w + b * 16;
       int s = 0;
       for (int j = 0; j < 16; ++j) s += (q[j] & 0x0f) * a.qs[j] + (q[j] >> 4) * a.qs[j + 16];
@@ -179,13 +179,13 @@ void dot_mlx4(const uint8_t* w, const float* sc, const float* bi, int gs, const 
   }
 }
 
-void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const ActQ8* x, int64_t xs,
+void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const tensor::ActQ8* x, int64_t xs,
               int64_t nb, int nt, const float* gsum, float* out) {
   const int bpg = gs / 32;
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const ActQ8& a = x[t * xs + b];
+      const tensor::ActQ8& a = x[t * xs + b];
       const uint8_t* q = w + b * 32;
       int s = 0;
       for (int j = 0; j < 32; ++j) s += q[j] * a.qs[j];
@@ -197,11 +197,11 @@ void dot_mlx8(const uint8_t* w, const float* sc, const float* bi, int gs, const 
   }
 }
 
-void dot_mxfp4(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+void dot_mxfp4(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
   for (int t = 0; t < nt; ++t) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const ActQ8& a = x[t * xs + b];
+      const tensor::ActQ8& a = x[t * xs + b];
       const uint8_t* q = w + b * mxfp4::kBlockBytes;
       int s = 0;
       for (int j = 0; j < 16; ++j)
@@ -214,7 +214,7 @@ void dot_mxfp4(const uint8_t* w, const uint8_t* e, const ActQ8* x, int64_t xs, i
 
 }  // namespace
 
-void permute_act_for_mlx4(ActQ8* blocks, int64_t n) {
+void permute_act_for_mlx4(tensor::ActQ8* blocks, int64_t n) {
   for (int64_t b = 0; b < n; ++b) {
     int8_t tmp[32];
     for (int j = 0; j < 16; ++j) {
@@ -241,11 +241,11 @@ void fill_kernels_scalar(Kernels& k) {
   k.dot_q4_0 = dot_q4_0;
   k.dot_q4_1 = dot_q4_1;
   k.dot_q8_0 = dot_q8_0;
-  k.dot_q4_k = dot_k4<BlockQ4_K, false>;
+  k.dot_q4_k = dot_k4<tensor::BlockQ4_K, false>;
   k.dot_q6_k = dot_q6_k;
   k.dot_q5_0 = dot_q5_0;
   k.dot_q5_1 = dot_q5_1;
-  k.dot_q5_k = dot_k4<BlockQ5_K, true>;
+  k.dot_q5_k = dot_k4<tensor::BlockQ5_K, true>;
   k.dot_mlx4 = dot_mlx4;
   k.dot_mlx8 = dot_mlx8;
   k.dot_mxfp4 = dot_mxfp4;
@@ -272,4 +272,4 @@ const Kernels& kernels_for(Isa isa) {
 
 const Kernels& kernels() { return kernels_for(active_isa()); }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -12,9 +12,9 @@
 #include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::compute {
 
-WeightView WeightView::of(const Tensor& t) {
+WeightView WeightView::of(const tensor::Tensor& t) {
   WeightView w;
   if (t.shape.empty() || t.shape.size() > 2)
     throw Error("matmul: weight " + t.name + " must be 1-D or 2-D");
@@ -22,7 +22,7 @@ WeightView WeightView::of(const Tensor& t) {
   w.data = t.data;
   w.rows = t.rows();
   w.cols = t.cols();
-  if (t.dtype == DType::MLX_AFFINE) {
+  if (t.dtype == tensor::DType::MLX_AFFINE) {
     if (t.bits <= 0 || t.group_size <= 0 || w.cols % t.group_size != 0 || (w.cols * t.bits) % 32 != 0)
       throw Error("matmul: MLX weight " + t.name + " has bad bits/group_size");
     w.bits = t.bits;
@@ -33,7 +33,7 @@ WeightView WeightView::of(const Tensor& t) {
     w.row_stride = static_cast<size_t>(w.cols * t.bits / 8);
     return w;
   }
-  if (t.dtype == DType::MXFP4) {
+  if (t.dtype == tensor::DType::MXFP4) {
     if (w.cols % mxfp4::kBlock != 0 || !t.scales)
       throw Error("matmul: MXFP4 weight " + t.name + " needs whole 32-element blocks and its scales");
     w.scales = t.scales;
@@ -42,53 +42,53 @@ WeightView WeightView::of(const Tensor& t) {
     w.scale_stride = static_cast<size_t>(w.cols / mxfp4::kBlock);
   }
   switch (t.dtype) {
-    case DType::I32: case DType::U32: case DType::I8: case DType::U8:
-      throw Error("matmul: weight " + t.name + " has integer dtype " + dtype_name(t.dtype));
+    case tensor::DType::I32: case tensor::DType::U32: case tensor::DType::I8: case tensor::DType::U8:
+      throw Error("matmul: weight " + t.name + " has integer dtype " + tensor::dtype_name(t.dtype));
     default: break;
   }
-  w.row_stride = row_bytes(t.dtype, w.cols);
+  w.row_stride = tensor::row_bytes(t.dtype, w.cols);
   if (t.nbytes && t.nbytes < w.row_stride * static_cast<size_t>(w.rows))
     throw Error("matmul: weight " + t.name + " is smaller than its shape says");
   return w;
 }
 
 void weight_row_f32(const WeightView& w, int64_t r, float* out) {
-  if (w.dtype == DType::MLX_AFFINE) {
+  if (w.dtype == tensor::DType::MLX_AFFINE) {
     int64_t groups = w.cols / w.group_size;
-    size_t gsz = w.group_dtype == DType::F32 ? 4 : 2;
-    mlx::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
+    size_t gsz = w.group_dtype == tensor::DType::F32 ? 4 : 2;
+    tensor::mlx::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
                         static_cast<const uint8_t*>(w.scales) + r * groups * gsz,
                         static_cast<const uint8_t*>(w.biases) + r * groups * gsz, w.group_dtype,
                         w.bits, w.group_size, w.cols, out);
     return;
   }
-  if (w.dtype == DType::MXFP4)
+  if (w.dtype == tensor::DType::MXFP4)
     return mxfp4::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
                                  static_cast<const uint8_t*>(w.scales) + r * w.scale_stride, w.cols, out);
-  dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);
+  tensor::dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);
 }
 
 namespace {
 
-Kernels::QDot int_kernel(const Kernels& k, DType t) {
+Kernels::QDot int_kernel(const Kernels& k, tensor::DType t) {
   switch (t) {
-    case DType::Q4_0: return k.dot_q4_0;
-    case DType::Q4_1: return k.dot_q4_1;
-    case DType::Q8_0: return k.dot_q8_0;
-    case DType::Q4_K: return k.dot_q4_k;
-    case DType::Q6_K: return k.dot_q6_k;
-    case DType::Q5_0: return k.dot_q5_0;
-    case DType::Q5_1: return k.dot_q5_1;
-    case DType::Q5_K: return k.dot_q5_k;
+    case tensor::DType::Q4_0: return k.dot_q4_0;
+    case tensor::DType::Q4_1: return k.dot_q4_1;
+    case tensor::DType::Q8_0: return k.dot_q8_0;
+    case tensor::DType::Q4_K: return k.dot_q4_k;
+    case tensor::DType::Q6_K: return k.dot_q6_k;
+    case tensor::DType::Q5_0: return k.dot_q5_0;
+    case tensor::DType::Q5_1: return k.dot_q5_1;
+    case tensor::DType::Q5_K: return k.dot_q5_k;
     default: return nullptr;
   }
 }
 
 // Multi-token variant (vector activation scales), used for every n so results never depend on n.
-Kernels::QDotV int_kernel_v(const Kernels& k, DType t) {
+Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
   switch (t) {
-    case DType::Q4_1: return k.dot_q4_1v;
-    case DType::Q8_0: return k.dot_q8_0v;
+    case tensor::DType::Q4_1: return k.dot_q4_1v;
+    case tensor::DType::Q8_0: return k.dot_q8_0v;
     default: return nullptr;
   }
 }
@@ -105,33 +105,33 @@ namespace {
 
 // Rows [r0, r1) of one weight for all n activation rows. xq: x quantized (when qdot is set).
 bool mlx_fast(const WeightView& w, MatmulPath path) {
-  return path == MatmulPath::Fast && w.dtype == DType::MLX_AFFINE && (w.bits == 4 || w.bits == 8) &&
+  return path == MatmulPath::Fast && w.dtype == tensor::DType::MLX_AFFINE && (w.bits == 4 || w.bits == 8) &&
          w.group_size % 32 == 0;
 }
 
 // n group values starting at index i, as f32 (one loop per dtype, so bf16/f32 vectorise).
-void groups_f32(const void* p, DType dt, int64_t i, int64_t n, float* out) {
+void groups_f32(const void* p, tensor::DType dt, int64_t i, int64_t n, float* out) {
   switch (dt) {
-    case DType::F32: std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float)); break;
-    case DType::F16:
-      for (int64_t g = 0; g < n; ++g) out[g] = f16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
+    case tensor::DType::F32: std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float)); break;
+    case tensor::DType::F16:
+      for (int64_t g = 0; g < n; ++g) out[g] = tensor::f16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
       break;
     default:
-      for (int64_t g = 0; g < n; ++g) out[g] = bf16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
+      for (int64_t g = 0; g < n; ++g) out[g] = tensor::bf16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
   }
 }
 
 // For each activation row t and group g of group_size gs: Σ over the group's blocks of dx·Σx, the
 // activation side of an MLX row's bias term (w = scale·q + bias); see Kernels::MlxDot.
-void mlx_bias_sums(const ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<float>& out) {
-  const int bpg = gs / kQK;
+void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<float>& out) {
+  const int bpg = gs / tensor::kQK;
   const int64_t groups = nb / bpg;
   out.resize(static_cast<size_t>(n * groups));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t g = 0; g < groups; ++g) {
       float s = 0;
       for (int i = 0; i < bpg; ++i) {
-        const ActQ8& a = xq[t * nb + g * bpg + i];
+        const tensor::ActQ8& a = xq[t * nb + g * bpg + i];
         s += a.d * static_cast<float>(a.sum);
       }
       out[t * groups + g] = s;
@@ -139,7 +139,7 @@ void mlx_bias_sums(const ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<f
 }
 
 bool mxfp4_fast(const WeightView& w, MatmulPath path) {
-  return path == MatmulPath::Fast && w.dtype == DType::MXFP4;
+  return path == MatmulPath::Fast && w.dtype == tensor::DType::MXFP4;
 }
 
 const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
@@ -148,16 +148,16 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
   return nullptr;
 }
 
-void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const ActQ8* xq,
-              const ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, Kernels::QDotV qv,
+void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const tensor::ActQ8* xq,
+              const tensor::ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, Kernels::QDotV qv,
               const ActLanes& xl, const float* gsum, const Kernels& k, MatmulPath path) {
   const int64_t rows = w.rows, cols = w.cols;
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (mlx_fast(w, path)) {
-    const int64_t nb = cols / kQK, groups = cols / w.group_size;
+    const int64_t nb = cols / tensor::kQK, groups = cols / w.group_size;
     thread_local std::vector<float> sb;
     sb.resize(static_cast<size_t>(2 * groups));
-    const ActQ8* xa = w.bits == 4 ? xq4 : xq;
+    const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     float tmp[4];
     for (int64_t r = r0; r < r1; ++r) {
@@ -173,7 +173,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     return;
   }
   if (mxfp4_fast(w, path)) {
-    const int64_t nb = cols / kQK;
+    const int64_t nb = cols / tensor::kQK;
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     float tmp[4];
     for (int64_t r = r0; r < r1; ++r)
@@ -185,7 +185,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     return;
   }
   if (qv) {
-    const int64_t nbw = cols / block_elems(w.dtype);
+    const int64_t nbw = cols / tensor::block_elems(w.dtype);
     constexpr int kMax = Kernels::kQDotVMaxNT;
     float tmp[kMax];
     // As below, rows outer. A tile's tokens share each unpacked weight group, so tiles are as
@@ -203,8 +203,8 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     return;
   }
   if (qdot) {
-    const int64_t nb = cols / kQK;                    // activation blocks per row
-    const int64_t nbw = cols / block_elems(w.dtype);  // weight blocks per row
+    const int64_t nb = cols / tensor::kQK;                    // activation blocks per row
+    const int64_t nbw = cols / tensor::block_elems(w.dtype);  // weight blocks per row
     float tmp[4];
     // Rows outer: a weight row (a few hundred bytes) stays in L1 while every token tile uses it,
     // so the weights stream from memory once per call whatever n is (batched decode and prefill
@@ -219,13 +219,13 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
     }
     return;
   }
-  if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) {
+  if (w.dtype == tensor::DType::F32 || w.dtype == tensor::DType::F16 || w.dtype == tensor::DType::BF16) {
     for (int64_t r = r0; r < r1; ++r) {
       const void* row = base + r * w.row_stride;
       for (int64_t t = 0; t < n; ++t) {
         const float* xt = x + t * cols;
-        y[t * rows + r] = w.dtype == DType::F32 ? k.dot_f32(xt, static_cast<const float*>(row), cols)
-                        : w.dtype == DType::F16 ? k.dot_f16(xt, static_cast<const uint16_t*>(row), cols)
+        y[t * rows + r] = w.dtype == tensor::DType::F32 ? k.dot_f32(xt, static_cast<const float*>(row), cols)
+                        : w.dtype == tensor::DType::F16 ? k.dot_f16(xt, static_cast<const uint16_t*>(row), cols)
                                                 : k.dot_bf16(xt, static_cast<const uint16_t*>(row), cols);
       }
     }
@@ -242,7 +242,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
 
 }  // namespace
 
-void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
+void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
                     int32_t* sum) {
   const int64_t ng = (nb + 7) / 8;
   for (int64_t g = 0; g < ng; ++g)
@@ -250,7 +250,7 @@ void pack_act_lanes(const ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d,
       const int64_t i = g * n + t;
       for (int k = 0; k < 8; ++k) {
         const int64_t b = 8 * g + k;
-        const ActQ8* a = b < nb ? &x[t * nb + b] : nullptr;
+        const tensor::ActQ8* a = b < nb ? &x[t * nb + b] : nullptr;
         for (int m = 0; m < 8; ++m) {
           int32_t v = 0;
           if (a) std::memcpy(&v, a->qs + 4 * m, 4);
@@ -290,23 +290,23 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4) || fp4;
     start[i + 1] = start[i] + outs[i].w->rows;
   }
-  const ActQ8* xq = nullptr;
+  const tensor::ActQ8* xq = nullptr;
   if (need_q) {
-    const int64_t nb = cols / kQK;
+    const int64_t nb = cols / tensor::kQK;
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
     xq = scratch.xq.data();
   }
   ActLanes xl{nullptr, nullptr, nullptr, nullptr, n};
   if (need_v) {
-    const int64_t groups = (cols / kQK + 7) / 8 * n;
+    const int64_t groups = (cols / tensor::kQK + 7) / 8 * n;
     // +16 words so the packed values can start on a 64-byte line (the kernels load 64 bytes).
     scratch.lq.resize(static_cast<size_t>(groups * 64 + 16));
     auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(scratch.lq.data()) + 63) & ~uintptr_t{63});
     scratch.ld.resize(static_cast<size_t>(groups * 8));
     scratch.lds.resize(static_cast<size_t>(groups * 8));
     scratch.lsum.resize(static_cast<size_t>(groups * 8));
-    pack_act_lanes(xq, cols / kQK, n, lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data());
+    pack_act_lanes(xq, cols / tensor::kQK, n, lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data());
     xl = {lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data(), n};
   }
   // The bias sums of each MLX group size in use (entries are kept across calls: no reallocation).
@@ -318,12 +318,12 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
     auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
     if (it == scratch.mlx_gsum.end()) it = scratch.mlx_gsum.insert(it, {gs, {}});
-    mlx_bias_sums(xq, cols / kQK, n, gs, it->second);
+    mlx_bias_sums(xq, cols / tensor::kQK, n, gs, it->second);
     fresh[nfresh++] = gs;
   }
   for (int i = 0; i < count; ++i)
     if (mlx_fast(*outs[i].w, path)) gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
-  const ActQ8* xq4 = nullptr;
+  const tensor::ActQ8* xq4 = nullptr;
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;
     permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
@@ -339,4 +339,4 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
   });
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

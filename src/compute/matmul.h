@@ -9,7 +9,7 @@
 #include "tensor/quant_formats.h"
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::compute {
 
 enum class MatmulPath {
   Fast,   // int8 activations × quantized weights (VNNI) where a kernel exists
@@ -17,7 +17,7 @@ enum class MatmulPath {
 };
 
 struct WeightView {
-  DType dtype = DType::F32;
+  tensor::DType dtype = tensor::DType::F32;
   const void* data = nullptr;
   int64_t rows = 0, cols = 0;
   size_t row_stride = 0;  // bytes between rows (non-MLX)
@@ -26,17 +26,17 @@ struct WeightView {
   size_t scale_stride = 0;
   // MLX affine
   int bits = 0, group_size = 0;
-  DType group_dtype = DType::F16;
+  tensor::DType group_dtype = tensor::DType::F16;
   const void* scales = nullptr;
   const void* biases = nullptr;
 
-  static WeightView of(const Tensor& t);  // throws Error for unsupported dtypes / shapes
+  static WeightView of(const tensor::Tensor& t);  // throws Error for unsupported dtypes / shapes
 };
 
 // Reusable scratch (activation quantization); one per calling thread.
 struct MatmulScratch {
-  std::vector<ActQ8> xq;
-  std::vector<ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
+  std::vector<tensor::ActQ8> xq;
+  std::vector<tensor::ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
   // Per MLX group size: for each activation row and group, Σ dx·Σx over the group's blocks.
   std::vector<std::pair<int, std::vector<float>>> mlx_gsum;
   std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
@@ -59,4 +59,4 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace rapid {
+namespace rapid::compute {
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out) {
   // Sum of squares in double: cheap at these sizes and keeps parity with f32 references tight.
@@ -82,4 +82,4 @@ void scale_inplace(float* y, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-namespace rapid {
+namespace rapid::compute {
 
 // out = x / rms(x) * (w or 1+w); x and out may alias. n elements.
 void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out);
@@ -21,4 +21,4 @@ void gelu_erf_inplace(float* x, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 void scale_inplace(float* y, float s, int64_t n);
 
-}  // namespace rapid
+}  // namespace rapid::compute

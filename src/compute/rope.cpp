@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::compute {
 
 Rope::Rope(const RopeParams& sc) {
   const int64_t dim = sc.rotary_dim, max_pos = sc.max_position_embeddings;
@@ -93,4 +93,4 @@ void Rope::apply_pairs(float* x, int64_t n_heads, int64_t head_dim, const float*
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace rapid {
+namespace rapid::compute {
 
 // A Rope's parameters in transformers' rope_scaling terms. compute reads no config: the model
 // fills this from its ModelConfig (model/layers.h rope_params); fields a type does not use are
@@ -47,4 +47,4 @@ class Rope {
   float attn_factor_ = 1.0f;
 };
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -9,7 +9,7 @@
 #define RAPID_PAUSE() ((void)0)
 #endif
 
-namespace rapid {
+namespace rapid::compute {
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -88,4 +88,4 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   current_.reset();
 }
 
-}  // namespace rapid
+}  // namespace rapid::compute

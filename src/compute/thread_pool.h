@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-namespace rapid {
+namespace rapid::compute {
 
 class ThreadPool {
  public:
@@ -44,4 +44,4 @@ class ThreadPool {
   std::shared_ptr<Job> current_;  // guarded by mu_
 };
 
-}  // namespace rapid
+}  // namespace rapid::compute

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 
@@ -366,4 +366,4 @@ std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_vie
   return GbnfParser(text).parse(root);
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -15,9 +15,9 @@
 
 #include "constrain/grammar.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 // Throws GrammarError with line:column on malformed text, undefined rules, left recursion.
 std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_view root = "root");
 
-}  // namespace rapid
+}  // namespace rapid::constrain

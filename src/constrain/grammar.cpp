@@ -5,7 +5,7 @@
 #include <functional>
 #include "common/utf8.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 constexpr size_t kMaxGrammarSymbols = 4'000'000;  // refuses runaway {m,n} expansions
@@ -261,4 +261,4 @@ std::vector<std::vector<ByteRange>> utf8_sequences(
   return out;
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 // Malformed grammar text or schema, or a grammar the matcher cannot run (left recursion, a rule
 // that can never finish). The message names the rule / position / schema path.
@@ -101,4 +101,4 @@ std::vector<std::vector<ByteRange>> utf8_sequences(std::vector<std::pair<uint32_
 // Encodes one code point as UTF-8 (throws GrammarError for surrogates / > U+10FFFF).
 std::string utf8_encode(uint32_t cp);
 
-}  // namespace rapid
+}  // namespace rapid::constrain

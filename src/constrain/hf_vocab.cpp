@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "constrain/grammar.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 
@@ -148,4 +148,4 @@ HfVocab load_hf_vocab(const std::string& dir) {
   return v;
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace rapid {
+namespace rapid::constrain {
 
 struct HfVocab {
   std::vector<std::string> bytes;  // per id; "" for ids without a piece
@@ -18,4 +18,4 @@ struct HfVocab {
 // DIR holds tokenizer.json and optionally tokenizer_config.json. Throws FileError.
 HfVocab load_hf_vocab(const std::string& dir);
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -10,7 +10,7 @@
 #include "constrain/gbnf.h"
 #include "constrain/schema_regex.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 
@@ -780,4 +780,4 @@ std::string gbnf_with_tool_args(std::string_view gbnf, const nlohmann::ordered_j
   return out;
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

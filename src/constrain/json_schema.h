@@ -30,7 +30,7 @@
 
 #include "constrain/grammar.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 // GBNF text for `schema`, with the top rule named `root` and helper rules named `root.<hint>`.
 // Pass an ordered_json to keep the property order (nlohmann::json sorts keys alphabetically).
@@ -58,4 +58,4 @@ std::shared_ptr<const Grammar> grammar_for_json_object();
 std::string gbnf_with_tool_args(std::string_view gbnf, const nlohmann::ordered_json& tools,
                                 const std::string& encoding = "json", const std::string& param_syntax = "");
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 // A closure that touches more than this many (position, stack) pairs means a grammar far beyond
@@ -115,4 +115,4 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -19,7 +19,7 @@
 
 #include "constrain/grammar.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 class Automaton {
  public:
@@ -98,4 +98,4 @@ class GrammarMatcher {
   uint32_t state_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::constrain

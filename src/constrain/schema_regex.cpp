@@ -8,7 +8,7 @@
 
 #include "constrain/grammar.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 
@@ -303,4 +303,4 @@ std::string regex_to_gbnf(std::string_view pattern, const std::string& json_char
   return RegexConverter(pattern, json_char_rule).convert();
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

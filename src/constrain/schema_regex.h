@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-namespace rapid {
+namespace rapid::constrain {
 
 // `json_char_rule` names a GBNF rule matching one JSON string character (raw or escaped); it
 // pads unanchored ends. Throws GrammarError for unsupported constructs (backreferences,
@@ -14,4 +14,4 @@ std::string regex_to_gbnf(std::string_view pattern, const std::string& json_char
 // GBNF literal text ("...") matching exactly `bytes`.
 std::string gbnf_literal(std::string_view bytes);
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -6,7 +6,7 @@
 
 #include "tokenizer/tokenizer.h"
 
-namespace rapid {
+namespace rapid::constrain {
 
 namespace {
 constexpr size_t kMaxCachedMasks = 2048;  // ~12 MB at 50k vocab; cleared when full
@@ -98,7 +98,7 @@ VocabIndex::VocabIndex(std::vector<std::string> token_bytes, std::vector<bool> s
   not_plain_ = TokenTrie(bytes_, not_plain);
 }
 
-std::shared_ptr<const VocabIndex> VocabIndex::from_tokenizer(const Tokenizer& tok,
+std::shared_ptr<const VocabIndex> VocabIndex::from_tokenizer(const tok::Tokenizer& tok,
                                                              const std::vector<int32_t>& extra_end_ids) {
   const int64_t n = tok.vocab_size();
   std::vector<std::string> bytes(static_cast<size_t>(n));
@@ -186,4 +186,4 @@ void TokenConstraint::rollback(const Checkpoint& c) {
   finished_ = c.finished;
 }
 
-}  // namespace rapid
+}  // namespace rapid::constrain

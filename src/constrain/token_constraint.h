@@ -34,9 +34,11 @@
 
 #include "constrain/matcher.h"
 
-namespace rapid {
-
+namespace rapid::tok {
 class Tokenizer;
+}
+
+namespace rapid::constrain {
 
 // Tokens as a byte trie in pre-order, so one linear scan with subtree skipping visits exactly
 // the token prefixes the grammar allows.
@@ -67,7 +69,7 @@ class VocabIndex {
              std::vector<int32_t> eos);
   // EOS = tok.eos_ids() plus `extra_end_ids` (e.g. a chat format's end-of-turn token when it
   // differs from the tokenizer's EOS), so the constrained text can end with any of them.
-  static std::shared_ptr<const VocabIndex> from_tokenizer(const Tokenizer& tok,
+  static std::shared_ptr<const VocabIndex> from_tokenizer(const tok::Tokenizer& tok,
                                                           const std::vector<int32_t>& extra_end_ids = {});
 
   size_t vocab_size() const { return bytes_.size(); }
@@ -127,4 +129,4 @@ class TokenConstraint {
   uint64_t mask_key_ = UINT64_MAX;  // which (state, finished) mask_ holds
 };
 
-}  // namespace rapid
+}  // namespace rapid::constrain

@@ -13,13 +13,13 @@
 #include "engine/token_emitter.h"
 #include "engine/verify.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 // A sequence is the scheduler's descriptor plus what executing it needs.
 struct BatchEngine::Sequence : SchedSeq {
   EventCallback cb;
   std::unique_ptr<TokenEmitter> out;
-  std::unique_ptr<PagedKvState> kv;  // null while waiting or preempted
+  std::unique_ptr<model::PagedKvState> kv;  // null while waiting or preempted
   std::vector<float> step_hidden;    // this step's target hidden rows (for the MTP proposer)
   std::vector<int32_t> tokens;       // prompt + generated
   int64_t capacity = 0;
@@ -77,7 +77,7 @@ struct BatchEngine::Work {
   std::vector<int32_t> input;
 };
 
-BatchEngine::BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts)
+BatchEngine::BatchEngine(std::shared_ptr<model::Model> model, std::shared_ptr<const tok::Tokenizer> tok, BatchEngineOptions opts)
     : model_(std::move(model)),
       tok_(std::move(tok)),
       opts_(std::move(opts)),
@@ -328,7 +328,7 @@ void BatchEngine::preempt(Sequence* s) {
 void BatchEngine::step() {
   std::vector<Work> plan = plan_step();
   if (plan.empty()) return;
-  std::vector<BatchEntry> entries;
+  std::vector<model::BatchEntry> entries;
   entries.reserve(plan.size());
   int64_t total = 0;
   for (Work& w : plan) {
@@ -392,14 +392,14 @@ std::vector<BatchEngine::Work> BatchEngine::plan_step() {
 }
 
 // A sequence's share of the forward: its next n tokens and its drafts.
-BatchEntry BatchEngine::entry(Work& w) {
+model::BatchEntry BatchEngine::entry(Work& w) {
   Sequence* s = w.seq;
   const int64_t from = s->kv->length();
   w.input.assign(s->tokens.begin() + from, s->tokens.begin() + from + w.n);
   w.input.insert(w.input.end(), w.draft.begin(), w.draft.end());
   const int64_t rows = w.draft.empty() ? 1 : int64_t(w.input.size());
   s->logits.resize(size_t(rows * vocab_));
-  BatchEntry e;
+  model::BatchEntry e;
   e.tokens = w.input.data();
   e.n = int64_t(w.input.size());
   e.state = s->kv.get();
@@ -495,4 +495,4 @@ int BatchEngine::process(Work& w) {
   return v.accepted;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -30,7 +30,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct BatchEngineOptions {
   int64_t max_num_seqs = 16;      // sequences in the running batch
@@ -43,7 +43,7 @@ struct BatchEngineOptions {
   SpeculationOptions spec;
   // Draft-model speculation (--draft-model): a smaller model with the same vocabulary, batched
   // like the target, with its own KV pool (no prefix cache: drafts are cheap to recompute).
-  std::shared_ptr<Model> draft_model;
+  std::shared_ptr<model::Model> draft_model;
   uint64_t draft_pool_bytes = 256ull << 20;  // also the MTP heads' KV pool
   // Tests: the cost (seconds) the speculation controller learns for a forward of `tokens` whose
   // wall time was `measured` — replaying recorded step costs makes its choices deterministic.
@@ -64,7 +64,7 @@ struct BatchEngineStats {
 
 class BatchEngine : public Engine {
  public:
-  BatchEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, BatchEngineOptions opts);
+  BatchEngine(std::shared_ptr<model::Model> model, std::shared_ptr<const tok::Tokenizer> tok, BatchEngineOptions opts);
   ~BatchEngine() override;  // cancels everything still queued or running, joins the worker
 
   uint64_t submit(GenerationRequest req, EventCallback on_event) override;
@@ -102,7 +102,7 @@ class BatchEngine : public Engine {
   std::unique_ptr<DraftProposer> make_proposer();
   void step();
   std::vector<Work> plan_step();
-  BatchEntry entry(Work& w);
+  model::BatchEntry entry(Work& w);
   void log_step(size_t seqs, int64_t total, int64_t drafted, int64_t accepted, int64_t probes,
                 std::chrono::steady_clock::time_point t0, double secs);
   void preempt(Sequence* s);
@@ -111,8 +111,8 @@ class BatchEngine : public Engine {
   int process(Work& w);  // samples / verifies one sequence's share; returns drafts accepted
   void log_speculation(const Sequence& s) const;
 
-  std::shared_ptr<Model> model_;
-  std::shared_ptr<const Tokenizer> tok_;
+  std::shared_ptr<model::Model> model_;
+  std::shared_ptr<const tok::Tokenizer> tok_;
   BatchEngineOptions opts_;
   std::unique_ptr<KvCacheManager> kv_;
   SpeculationController spec_;
@@ -141,4 +141,4 @@ class BatchEngine : public Engine {
   std::thread thread_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -8,9 +8,9 @@
 #include "common/error.h"
 #include "common/log.h"
 
-namespace rapid {
+namespace rapid::engine {
 
-DraftModelProposer::DraftModelProposer(std::shared_ptr<Model> draft, int64_t vocab, int32_t block_size,
+DraftModelProposer::DraftModelProposer(std::shared_ptr<model::Model> draft, int64_t vocab, int32_t block_size,
                                        uint64_t pool_bytes, SpeculationController& spec)
     : model_(std::move(draft)), vocab_(vocab), spec_(spec) {
   if (model_->config().vocab_size != vocab_)
@@ -19,9 +19,9 @@ DraftModelProposer::DraftModelProposer(std::shared_ptr<Model> draft, int64_t voc
   pool_ = std::make_shared<cache::BlockPool>(model_->kv_block_shape(block_size), pool_bytes);
 }
 
-PagedKvState& DraftModelProposer::state(const DraftJob& j) {
+model::PagedKvState& DraftModelProposer::state(const DraftJob& j) {
   auto& kv = kv_[j.seq];
-  if (!kv) kv.reset(static_cast<PagedKvState*>(model_->new_paged_state(pool_, j.capacity).release()));
+  if (!kv) kv.reset(static_cast<model::PagedKvState*>(model_->new_paged_state(pool_, j.capacity).release()));
   return *kv;
 }
 
@@ -45,13 +45,13 @@ void DraftModelProposer::propose(std::vector<DraftJob>& jobs) {
 // gains a guess. False when nothing ran (all done, no room, or the forward failed).
 bool DraftModelProposer::forward_round(std::vector<DraftJob*>& ws, std::vector<std::vector<int32_t>>& inputs,
                                        std::vector<std::vector<float>>& logits) {
-  std::vector<BatchEntry> es;
+  std::vector<model::BatchEntry> es;
   std::vector<size_t> idx;
   int64_t need = 0;
   for (size_t i = 0; i < ws.size(); ++i) {
     DraftJob& j = *ws[i];
     if (int(j.draft.size()) >= j.k || inputs[i].empty()) continue;
-    PagedKvState& kv = *kv_[j.seq];
+    model::PagedKvState& kv = *kv_[j.seq];
     const int64_t b = kv.blocks_needed(int64_t(inputs[i].size()));
     if (need + b > int64_t(pool_->free_count())) {
       kv.release();  // no room: no drafts for it this step, catch up later
@@ -59,7 +59,7 @@ bool DraftModelProposer::forward_round(std::vector<DraftJob*>& ws, std::vector<s
       continue;
     }
     need += b;
-    es.push_back(BatchEntry{inputs[i].data(), int64_t(inputs[i].size()), &kv, logits[i].data(), false});
+    es.push_back(model::BatchEntry{inputs[i].data(), int64_t(inputs[i].size()), &kv, logits[i].data(), false});
     idx.push_back(i);
   }
   if (es.empty()) return false;
@@ -89,4 +89,4 @@ void DraftModelProposer::advance(uint64_t seq, int64_t p0, int64_t rows, const f
   it->second->truncate(std::min(it->second->length(), p0 + rows));
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -13,27 +13,27 @@
 #include "model/model.h"
 #include "model/paged_kv.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 class DraftModelProposer : public DraftProposer {
  public:
   // Throws Error when the draft model's vocabulary differs from the target's.
-  DraftModelProposer(std::shared_ptr<Model> draft, int64_t vocab, int32_t block_size, uint64_t pool_bytes,
+  DraftModelProposer(std::shared_ptr<model::Model> draft, int64_t vocab, int32_t block_size, uint64_t pool_bytes,
                      SpeculationController& spec);
   void propose(std::vector<DraftJob>& jobs) override;
   void advance(uint64_t seq, int64_t p0, int64_t rows, const float* hidden, bool sampled) override;
   void forget(uint64_t seq) override { kv_.erase(seq); }
 
  private:
-  PagedKvState& state(const DraftJob& j);
+  model::PagedKvState& state(const DraftJob& j);
   bool forward_round(std::vector<DraftJob*>& jobs, std::vector<std::vector<int32_t>>& inputs,
                      std::vector<std::vector<float>>& logits);
 
-  std::shared_ptr<Model> model_;
+  std::shared_ptr<model::Model> model_;
   int64_t vocab_;
   std::shared_ptr<cache::BlockPool> pool_;
   SpeculationController& spec_;  // learns the draft forward's cost
-  std::unordered_map<uint64_t, std::unique_ptr<PagedKvState>> kv_;
+  std::unordered_map<uint64_t, std::unique_ptr<model::PagedKvState>> kv_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

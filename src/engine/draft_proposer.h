@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace rapid {
+namespace rapid::engine {
 
 // One sequence's drafting for a step.
 struct DraftJob {
@@ -43,4 +43,4 @@ class DraftProposer {
   virtual void forget(uint64_t seq) = 0;  // preempted or finished: drop its state
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

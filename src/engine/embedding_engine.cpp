@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct EmbeddingEngine::Job {
   std::vector<std::vector<int32_t>> inputs;
@@ -21,14 +21,14 @@ struct EmbeddingEngine::Job {
   bool finished() const { return error || done == inputs.size() || (dropped && done == next); }
 };
 
-void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling& p, float* out) {
-  if (p.mode == PoolingMode::Mean) {
+void pool_hidden(const float* rows, int64_t n, int64_t h, const model::EmbeddingPooling& p, float* out) {
+  if (p.mode == model::PoolingMode::Mean) {
     for (int64_t j = 0; j < h; ++j) out[j] = 0.0f;
     for (int64_t t = 0; t < n; ++t)
       for (int64_t j = 0; j < h; ++j) out[j] += rows[t * h + j];
     for (int64_t j = 0; j < h; ++j) out[j] /= static_cast<float>(n);
   } else {
-    const float* src = rows + (p.mode == PoolingMode::Cls ? 0 : (n - 1) * h);
+    const float* src = rows + (p.mode == model::PoolingMode::Cls ? 0 : (n - 1) * h);
     for (int64_t j = 0; j < h; ++j) out[j] = src[j];
   }
   if (p.normalize) l2_normalize(out, h);
@@ -41,10 +41,10 @@ void l2_normalize(float* v, int64_t n) {
   for (int64_t j = 0; j < n; ++j) v[j] *= inv;
 }
 
-EmbeddingEngine::EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts)
-    : EmbeddingEngine(decoder_embedding_model(std::move(model)), opts) {}
+EmbeddingEngine::EmbeddingEngine(std::shared_ptr<model::Model> model, EmbeddingEngineOptions opts)
+    : EmbeddingEngine(model::decoder_embedding_model(std::move(model)), opts) {}
 
-EmbeddingEngine::EmbeddingEngine(std::unique_ptr<EmbeddingModel> model, EmbeddingEngineOptions opts)
+EmbeddingEngine::EmbeddingEngine(std::unique_ptr<model::EmbeddingModel> model, EmbeddingEngineOptions opts)
     : model_(std::move(model)), opts_(opts) {
   if (!model_) throw Error("EmbeddingEngine: no model");
   if (opts_.max_input_tokens <= 0 || opts_.max_step_tokens <= 0) throw Error("EmbeddingEngine: bad token limits");
@@ -180,4 +180,4 @@ void EmbeddingEngine::run() {
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

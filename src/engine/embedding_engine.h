@@ -17,10 +17,10 @@
 #include "model/embedding_model.h"
 #include "model/sentence_transformers.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct EmbeddingEngineOptions {
-  EmbeddingPooling pooling;
+  model::EmbeddingPooling pooling;
   int64_t max_input_tokens = 8192;  // longer inputs are refused (the caller checks first)
   int64_t max_step_tokens = 2048;   // tokens per batched forward (one longer input runs alone)
 };
@@ -29,9 +29,9 @@ class EmbeddingEngine {
  public:
   // Runs a one-token forward first, so a model that cannot produce hidden states (e.g. a hybrid
   // architecture) is refused at startup with its reason, not at the first request.
-  EmbeddingEngine(std::unique_ptr<EmbeddingModel> model, EmbeddingEngineOptions opts);
+  EmbeddingEngine(std::unique_ptr<model::EmbeddingModel> model, EmbeddingEngineOptions opts);
   // A decoder, through decoder_embedding_model.
-  EmbeddingEngine(std::shared_ptr<Model> model, EmbeddingEngineOptions opts);
+  EmbeddingEngine(std::shared_ptr<model::Model> model, EmbeddingEngineOptions opts);
   ~EmbeddingEngine();
   EmbeddingEngine(const EmbeddingEngine&) = delete;
   EmbeddingEngine& operator=(const EmbeddingEngine&) = delete;
@@ -60,7 +60,7 @@ class EmbeddingEngine {
   std::vector<Item> next_batch();
   void compute(const std::vector<Item>& batch);
 
-  std::unique_ptr<EmbeddingModel> model_;
+  std::unique_ptr<model::EmbeddingModel> model_;
   EmbeddingEngineOptions opts_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -75,6 +75,6 @@ class EmbeddingEngine {
 void l2_normalize(float* v, int64_t n);
 
 // Pools `n` rows of `h` floats (token-major) into `out` (h floats) and L2-normalises when asked.
-void pool_hidden(const float* rows, int64_t n, int64_t h, const EmbeddingPooling& p, float* out);
+void pool_hidden(const float* rows, int64_t n, int64_t h, const model::EmbeddingPooling& p, float* out);
 
-}  // namespace rapid
+}  // namespace rapid::engine

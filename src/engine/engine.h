@@ -9,7 +9,7 @@
 
 #include "engine/sampling.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 // Constrained decoding (response_format, forced tool calls): consulted before each sampled token.
 class TokenMaskProvider {
@@ -77,4 +77,4 @@ class Engine {
   virtual void cancel(uint64_t id) = 0;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 namespace {
 double since(std::chrono::steady_clock::time_point t0) {
@@ -12,7 +12,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
-int64_t sequence_capacity(const ModelConfig& c, const GenerationRequest& req, int64_t context_limit) {
+int64_t sequence_capacity(const model::ModelConfig& c, const GenerationRequest& req, int64_t context_limit) {
   const int64_t P = static_cast<int64_t>(req.prompt.size());
   int64_t ctx = c.max_position_embeddings > 0 ? c.max_position_embeddings : P + std::max<int64_t>(req.max_tokens, 1);
   if (context_limit > 0) ctx = std::min(ctx, context_limit);
@@ -22,7 +22,7 @@ int64_t sequence_capacity(const ModelConfig& c, const GenerationRequest& req, in
   return std::min(ctx, P + std::max<int64_t>(req.max_tokens, 1));
 }
 
-Generator::Generator(Model& model, const Tokenizer& tok, GenerationRequest req, GeneratorOptions opts)
+Generator::Generator(model::Model& model, const tok::Tokenizer& tok, GenerationRequest req, GeneratorOptions opts)
     : model_(model), opts_(opts) {
   if (req.prompt.empty()) throw Error("generation: the prompt has no tokens");
   const int64_t cap = sequence_capacity(model_.config(), req);
@@ -60,4 +60,4 @@ GenerationEvent Generator::step() {
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -13,19 +13,19 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct GeneratorOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per forward call (bounds scratch memory)
 };
 
 // Total tokens a request may reach: the model context, and no more than it can generate.
-int64_t sequence_capacity(const ModelConfig& cfg, const GenerationRequest& req, int64_t context_limit = 0);
+int64_t sequence_capacity(const model::ModelConfig& cfg, const GenerationRequest& req, int64_t context_limit = 0);
 
 class Generator {
  public:
   // `model` and `tok` must outlive the generator. Throws Error for an empty prompt.
-  Generator(Model& model, const Tokenizer& tok, GenerationRequest req, GeneratorOptions opts = {});
+  Generator(model::Model& model, const tok::Tokenizer& tok, GenerationRequest req, GeneratorOptions opts = {});
 
   // One step: a prefill chunk (event without tokens unless it was the last chunk, which also
   // samples the first token) or one decode step. The event with finished = true is the last;
@@ -42,14 +42,14 @@ class Generator {
   int64_t decode_steps() const { return decode_steps_; }
 
  private:
-  Model& model_;
+  model::Model& model_;
   GeneratorOptions opts_;
   std::unique_ptr<TokenEmitter> out_;
-  std::unique_ptr<SequenceState> state_;
+  std::unique_ptr<model::SequenceState> state_;
   std::vector<float> logits_;
   int64_t prefilled_ = 0;
   double prefill_s_ = 0, decode_s_ = 0;
   int64_t decode_steps_ = 0;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

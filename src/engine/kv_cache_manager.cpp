@@ -6,9 +6,9 @@
 #include "common/error.h"
 #include "common/log.h"
 
-namespace rapid {
+namespace rapid::engine {
 namespace {
-std::shared_ptr<cache::StateSnapshot> save_state(const PagedKvState& kv) {
+std::shared_ptr<cache::StateSnapshot> save_state(const model::PagedKvState& kv) {
   auto snap = std::make_shared<cache::StateSnapshot>();
   snap->position = kv.length();
   snap->bytes.resize(kv.recurrent_bytes());
@@ -17,7 +17,7 @@ std::shared_ptr<cache::StateSnapshot> save_state(const PagedKvState& kv) {
 }
 }  // namespace
 
-KvCacheManager::KvCacheManager(Model& model, KvCacheOptions opts) : opts_(std::move(opts)) {
+KvCacheManager::KvCacheManager(model::Model& model, KvCacheOptions opts) : opts_(std::move(opts)) {
   // A hybrid's state is its KV pages plus a recurrent state that cannot be truncated: its
   // sequences' states come from the model, and the prefix cache keeps checkpoints of the recurrent
   // state beside the KV, within a budget taken out of the pool's.
@@ -65,13 +65,13 @@ KvCacheManager::~KvCacheManager() {
   radix_.reset();  // returns the tree's references before the pool goes
 }
 
-std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
+std::unique_ptr<model::PagedKvState> KvCacheManager::open(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                    int64_t* cached) {
   *cached = 0;
   last_ckpt_.reset();
   last_ckpt_kv_ = nullptr;
   if (state_model_) return open_hybrid(tokens, max_tokens, cached);
-  auto kv = std::make_unique<PagedKvState>(pool_, max_tokens);
+  auto kv = std::make_unique<model::PagedKvState>(pool_, max_tokens);
   if (!radix_ || tokens.size() < 2) return kv;
   const int64_t usable = int64_t(tokens.size()) - 1;  // one token must run to produce logits
   cache::PrefixMatch m = radix_->match_prefix(tokens);
@@ -92,13 +92,13 @@ std::unique_ptr<PagedKvState> KvCacheManager::open(const std::vector<int32_t>& t
 // Resumes at the deepest checkpoint at or before the longest cached prefix of all but the last
 // token (which must run for its logits): KV up to the checkpoint is adopted, the recurrent state
 // restored; matched tokens past the checkpoint are recomputed (and not counted as cached).
-std::unique_ptr<PagedKvState> KvCacheManager::open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens,
+std::unique_ptr<model::PagedKvState> KvCacheManager::open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens,
                                                           int64_t* cached) {
-  std::unique_ptr<SequenceState> st = state_model_->new_paged_state(pool_, max_tokens);
-  auto* raw = dynamic_cast<PagedKvState*>(st.get());
+  std::unique_ptr<model::SequenceState> st = state_model_->new_paged_state(pool_, max_tokens);
+  auto* raw = dynamic_cast<model::PagedKvState*>(st.get());
   if (!raw) throw Error("the model's sequence state is not paged");
   st.release();
-  std::unique_ptr<PagedKvState> kv(raw);
+  std::unique_ptr<model::PagedKvState> kv(raw);
   if (!radix_ || tokens.size() < 2) return kv;
   const std::vector<int32_t> usable(tokens.begin(), tokens.end() - 1);
   cache::PrefixMatch m = radix_->match_prefix(usable);
@@ -173,7 +173,7 @@ void KvCacheManager::reclaim() {
   pinned_ -= int64_t(done.size());
 }
 
-void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
+void KvCacheManager::remember(const std::vector<int32_t>& tokens, const model::PagedKvState& kv) {
   if (!radix_ || kv.length() == 0) return;
   if (kv.length() > int64_t(tokens.size())) return;  // unverified drafts in the KV: never cache them
   std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
@@ -190,12 +190,12 @@ void KvCacheManager::remember(const std::vector<int32_t>& tokens, const PagedKvS
 
 // The checkpoint remember() just made for this sequence at this length, else a fresh copy.
 // (open() forgets it: a new sequence may reuse a freed one's address.)
-std::shared_ptr<cache::StateSnapshot> KvCacheManager::snapshot_of(const PagedKvState& kv) {
+std::shared_ptr<cache::StateSnapshot> KvCacheManager::snapshot_of(const model::PagedKvState& kv) {
   if (last_ckpt_ && last_ckpt_kv_ == &kv && last_ckpt_->position == kv.length()) return last_ckpt_;
   return save_state(kv);
 }
 
-void KvCacheManager::checkpoint(const std::vector<int32_t>& tokens, const PagedKvState& kv, bool boundary) {
+void KvCacheManager::checkpoint(const std::vector<int32_t>& tokens, const model::PagedKvState& kv, bool boundary) {
   if (!state_model_ || !radix_ || kv.length() > int64_t(tokens.size())) return;
   if (boundary) {
     remember(tokens, kv);
@@ -208,7 +208,7 @@ void KvCacheManager::checkpoint(const std::vector<int32_t>& tokens, const PagedK
   if (kv.length() - (m.state ? m.state->position : 0) >= opts_.checkpoint_interval) remember(tokens, kv);
 }
 
-void KvCacheManager::persist(const std::vector<int32_t>& tokens, const PagedKvState& kv) {
+void KvCacheManager::persist(const std::vector<int32_t>& tokens, const model::PagedKvState& kv) {
   if (!store_ || kv.length() < opts_.snapshot_min_tokens || kv.length() > int64_t(tokens.size())) return;
   std::vector<int32_t> prefix(tokens.begin(), tokens.begin() + kv.length());
   if (store_->contains(prefix)) return;
@@ -308,4 +308,4 @@ KvCacheStats KvCacheManager::stats() const {
   return s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

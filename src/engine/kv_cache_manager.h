@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "model/paged_kv.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct KvCacheOptions {
   int32_t block_size = 16;
@@ -58,14 +58,14 @@ struct KvCacheStats {
 
 class KvCacheManager {
  public:
-  KvCacheManager(Model& model, KvCacheOptions opts);
+  KvCacheManager(model::Model& model, KvCacheOptions opts);
   ~KvCacheManager();
 
   // A fresh paged state for a sequence; adopts the longest cached prefix of `tokens` (memory
   // first, then disk), leaving at least one token to compute. Returns the adopted length.
   // A hybrid resumes from the deepest recurrent checkpoint at or before the match (its KV up to
   // there, its recurrent state restored): the adopted length is that checkpoint's position.
-  std::unique_ptr<PagedKvState> open(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
+  std::unique_ptr<model::PagedKvState> open(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
   // Make `n` blocks free, evicting least recently used cached prefixes no sequence holds.
   bool make_free(int64_t n);
   int64_t free_blocks() const { return int64_t(pool_->free_count()); }
@@ -73,13 +73,13 @@ class KvCacheManager {
   // Keeps the first kv.length() tokens' KV in the prefix cache (a sequence that finishes or is
   // preempted; also a prompt once prefilled, so concurrent requests share it at once).
   // A hybrid's recurrent state at kv.length() is kept as a checkpoint beside that KV.
-  void remember(const std::vector<int32_t>& tokens, const PagedKvState& kv);
+  void remember(const std::vector<int32_t>& tokens, const model::PagedKvState& kv);
   // After a prefill chunk: a hybrid remembers the prefix (with its checkpoint) at a message
   // boundary (also persisted: what the next turn resumes from after a restart) or when it is
   // checkpoint_interval tokens past the deepest checkpoint on its path; otherwise nothing.
-  void checkpoint(const std::vector<int32_t>& tokens, const PagedKvState& kv, bool boundary);
+  void checkpoint(const std::vector<int32_t>& tokens, const model::PagedKvState& kv, bool boundary);
   // Queues the prefix to disk (background write) if persistence is on and it is long enough.
-  void persist(const std::vector<int32_t>& tokens, const PagedKvState& kv);
+  void persist(const std::vector<int32_t>& tokens, const model::PagedKvState& kv);
   void purge();  // drops every unused cached prefix and every disk entry
   std::vector<std::vector<int32_t>> sequences() const;  // engine thread: what the prefix cache holds
   // Engine thread: the tokens before each recurrent-state checkpoint (hybrid models).
@@ -101,20 +101,20 @@ class KvCacheManager {
 
  private:
   bool restore_from_disk(const std::vector<int32_t>& tokens, int64_t have);  // true: tree grew
-  std::unique_ptr<PagedKvState> open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
+  std::unique_ptr<model::PagedKvState> open_hybrid(const std::vector<int32_t>& tokens, int64_t max_tokens, int64_t* cached);
   bool restore_hybrid_from_disk(const std::vector<int32_t>& tokens, int64_t have);
-  std::shared_ptr<cache::StateSnapshot> snapshot_of(const PagedKvState& kv);
+  std::shared_ptr<cache::StateSnapshot> snapshot_of(const model::PagedKvState& kv);
   void reclaim();  // drops the pins of snapshot pages the writer has copied (engine thread)
   void open_store(const cache::BlockShape& shape);  // persistence, or one warning why not
   void send_events(bool cleared = false);  // recorded events to opts_.on_events
 
   KvCacheOptions opts_;
-  Model* state_model_ = nullptr;  // a model with recurrent state: open() asks it for states
+  model::Model* state_model_ = nullptr;  // a model with recurrent state: open() asks it for states
   uint64_t state_bytes_ = 0;      // its per-sequence recurrent state
   uint64_t checkpoint_budget_ = 0;
   // The checkpoint remember() made last (persist() of the same sequence writes it to disk).
   std::shared_ptr<cache::StateSnapshot> last_ckpt_;
-  const PagedKvState* last_ckpt_kv_ = nullptr;
+  const model::PagedKvState* last_ckpt_kv_ = nullptr;
   std::shared_ptr<cache::BlockPool> pool_;
   std::unique_ptr<cache::RadixCache> radix_;
   std::unique_ptr<cache::SnapshotStore> store_;
@@ -130,4 +130,4 @@ class KvCacheManager {
   KvCacheStats stats_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

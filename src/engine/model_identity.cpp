@@ -10,7 +10,7 @@
 
 #include "cache/snapshot_store.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 namespace fs = std::filesystem;
 
@@ -76,18 +76,18 @@ bool is_tokenizer_file(const fs::path& p) {
 
 }  // namespace
 
-std::string weights_fingerprint(const Checkpoint& ckpt) { return hex(hash_files(ckpt.path, is_weight_file, false)); }
+std::string weights_fingerprint(const model::Checkpoint& ckpt) { return hex(hash_files(ckpt.path, is_weight_file, false)); }
 
-std::string tokenizer_fingerprint(const Checkpoint& ckpt) {
+std::string tokenizer_fingerprint(const model::Checkpoint& ckpt) {
   // A GGUF carries its tokenizer inside: the weights fingerprint already covers it.
   if (!fs::is_directory(ckpt.tokenizer_path)) return hex(0);
   return hex(hash_files(ckpt.tokenizer_path, is_tokenizer_file, true));
 }
 
-std::string kv_snapshot_key(const Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size) {
+std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size) {
   // The block size is part of the page layout, so it is part of the identity too.
   return cache::model_identity_key(weights_fingerprint(ckpt) + "-b" + std::to_string(block_size),
                                    tokenizer_fingerprint(ckpt), kv_dtype);
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -8,11 +8,11 @@
 #include "cache/block_pool.h"
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::engine {
 
-std::string weights_fingerprint(const Checkpoint& ckpt);    // 16 hex digits
-std::string tokenizer_fingerprint(const Checkpoint& ckpt);  // 16 hex digits
+std::string weights_fingerprint(const model::Checkpoint& ckpt);    // 16 hex digits
+std::string tokenizer_fingerprint(const model::Checkpoint& ckpt);  // 16 hex digits
 // The directory key for this model's snapshots (cache::model_identity_key).
-std::string kv_snapshot_key(const Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size);
+std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size);
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -8,7 +8,7 @@
 #include "common/log.h"
 #include "model/paged_kv.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct MtpProposer::Job {
   DraftJob* w;
@@ -18,7 +18,7 @@ struct MtpProposer::Job {
   std::vector<float> logits, hout;
 };
 
-MtpProposer::MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec)
+MtpProposer::MtpProposer(model::Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec)
     : model_(target),
       hidden_size_(target.config().hidden_size),
       vocab_(target.config().vocab_size),
@@ -66,19 +66,19 @@ void MtpProposer::propose(std::vector<DraftJob>& drafts) {
 
 // One batched head forward for every sequence still short of its guesses; false when none ran.
 bool MtpProposer::forward_round(std::vector<Job>& jobs, int step) {
-  std::vector<MtpEntry> es;
+  std::vector<model::MtpEntry> es;
   std::vector<Job*> in;
   int64_t need = 0;
   for (Job& j : jobs) {
     if (int(j.w->draft.size()) >= j.w->k || j.toks.empty()) continue;
-    const int64_t b = static_cast<PagedKvState*>(j.s->kv.get())->blocks_needed(int64_t(j.toks.size()));
+    const int64_t b = static_cast<model::PagedKvState*>(j.s->kv.get())->blocks_needed(int64_t(j.toks.size()));
     if (need + b > int64_t(pool_->free_count())) {
       j.s->kv.reset();  // no room: no drafts for it this step
       j.toks.clear();
       continue;
     }
     need += b;
-    es.push_back(MtpEntry{j.toks.data(), j.hid.data(), int64_t(j.toks.size()), j.s->kv.get(), j.logits.data(),
+    es.push_back(model::MtpEntry{j.toks.data(), j.hid.data(), int64_t(j.toks.size()), j.s->kv.get(), j.logits.data(),
                           j.hout.data(), step % layers_});
     in.push_back(&j);
   }
@@ -122,4 +122,4 @@ void MtpProposer::advance(uint64_t seq, int64_t p0, int64_t rows, const float* h
   keep_hidden(s, p0, rows, hidden);
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -13,11 +13,11 @@
 #include "engine/speculation.h"
 #include "model/model.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 class MtpProposer : public DraftProposer {
  public:
-  MtpProposer(Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec);
+  MtpProposer(model::Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec);
   void propose(std::vector<DraftJob>& jobs) override;
   bool wants_hidden() const override { return true; }
   void advance(uint64_t seq, int64_t p0, int64_t rows, const float* hidden, bool sampled) override;
@@ -25,7 +25,7 @@ class MtpProposer : public DraftProposer {
 
  private:
   struct Seq {
-    std::unique_ptr<SequenceState> kv;  // the heads' KV
+    std::unique_ptr<model::SequenceState> kv;  // the heads' KV
     std::vector<float> hidden;          // target rows the heads have not seen yet,
     int64_t hidden_pos = 0;             //   for positions hidden_pos, +1, ...
   };
@@ -34,7 +34,7 @@ class MtpProposer : public DraftProposer {
   bool forward_round(std::vector<Job>& jobs, int step);
   void keep_hidden(Seq& s, int64_t p0, int64_t rows, const float* hidden) const;
 
-  Model& model_;
+  model::Model& model_;
   int64_t hidden_size_, vocab_;
   int layers_;
   std::shared_ptr<cache::BlockPool> pool_;
@@ -42,4 +42,4 @@ class MtpProposer : public DraftProposer {
   SpeculationController& spec_;  // learns a head forward's cost (what a draft costs: --speculative auto)
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-namespace rapid {
+namespace rapid::engine {
 
 uint64_t NgramProposer::hash(const int32_t* p, int n) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ uint64_t(n);
@@ -43,4 +43,4 @@ std::vector<int32_t> NgramProposer::propose(const std::vector<int32_t>& tokens, 
   return out;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace rapid {
+namespace rapid::engine {
 
 class NgramProposer {
  public:
@@ -31,4 +31,4 @@ class NgramProposer {
   int64_t indexed_ = 0;  // n-grams ending before this position are in the tables
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace rapid {
+namespace rapid::engine {
 
 int PromptLookupProposer::offer(uint64_t seq, const std::vector<int32_t>& tokens, int k) {
   Seq& s = seqs_[seq];
@@ -24,4 +24,4 @@ void PromptLookupProposer::propose(std::vector<DraftJob>& jobs) {
 
 void PromptLookupProposer::forget(uint64_t seq) { seqs_.erase(seq); }
 
-}  // namespace rapid
+}  // namespace rapid::engine

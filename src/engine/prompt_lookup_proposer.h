@@ -6,7 +6,7 @@
 #include "engine/draft_proposer.h"
 #include "engine/ngram_proposer.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 class PromptLookupProposer : public DraftProposer {
  public:
@@ -23,4 +23,4 @@ class PromptLookupProposer : public DraftProposer {
   std::unordered_map<uint64_t, Seq> seqs_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -12,7 +12,7 @@
 #include "compute/kernels.h"
 #include "engine/sampling.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
@@ -92,7 +92,7 @@ SampleResult Sampler::run(float* logits, int64_t vocab, const std::vector<int32_
 
   int32_t chosen = -1;
   if (p_.temperature <= 0) {
-    chosen = static_cast<int32_t>(kernels().argmax_f32(logits, vocab));
+    chosen = static_cast<int32_t>(compute::kernels().argmax_f32(logits, vocab));
   } else {
     const float inv_t = static_cast<float>(1.0 / p_.temperature);
     for (int64_t i = 0; i < vocab; ++i) logits[i] *= inv_t;
@@ -100,7 +100,7 @@ SampleResult Sampler::run(float* logits, int64_t vocab, const std::vector<int32_
     // Tokens more than 40 below the best have relative probability < e^-40: they cannot change
     // the draw, top-p mass or a min-p cut, so only the rest is sorted (vocabularies of 150k
     // would otherwise cost milliseconds per token). Their scores stay as they are.
-    const float mx = logits[kernels().argmax_f32(logits, vocab)];
+    const float mx = logits[compute::kernels().argmax_f32(logits, vocab)];
     const float floor = mx - 40.0f;
     std::vector<int32_t> cand;
     for (int64_t i = 0; i < vocab; ++i)
@@ -190,4 +190,4 @@ SampleResult Sampler::run(float* logits, int64_t vocab, const std::vector<int32_
   return res;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

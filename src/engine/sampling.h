@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-namespace rapid {
+namespace rapid::engine {
 
 struct SamplingParams {
   double temperature = 1.0;  // 0 → greedy
@@ -57,4 +57,4 @@ class Sampler {
   std::mt19937_64 rng_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

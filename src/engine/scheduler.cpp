@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace rapid {
+namespace rapid::engine {
 
 Scheduler::Scheduler(SchedulerOptions o, const SpeculationController& spec) : o_(o), spec_(spec) {
   o_.max_num_seqs = std::max<int64_t>(1, o_.max_num_seqs);
@@ -140,4 +140,4 @@ void Scheduler::preempt(SchedulerHost& host, SchedSeq* s) {
   waiting_.insert(pos, s);
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -20,7 +20,7 @@
 
 #include "engine/speculation.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 // What the scheduler knows of a sequence. The owner (the engine's sequence) keeps length,
 // computed and draft_room current before each schedule().
@@ -107,4 +107,4 @@ class Scheduler {
   bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -5,7 +5,7 @@
 
 #include "common/log.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 SerialEngine::SerialEngine(RunnerFactory factory) : factory_(std::move(factory)) {
   thread_ = std::thread([this] { worker(); });
@@ -104,4 +104,4 @@ void SerialEngine::run(Job& job) {
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

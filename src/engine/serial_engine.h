@@ -12,7 +12,7 @@
 
 #include "engine/engine.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 // One request's generation, advanced one step at a time by the engine thread.
 class SequenceRunner {
@@ -57,4 +57,4 @@ class SerialEngine : public Engine {
   std::thread thread_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

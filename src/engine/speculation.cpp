@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 SpecMode parse_spec_mode(const std::string& s) {
   if (s == "off") return SpecMode::Off;
@@ -112,4 +112,4 @@ void SpeculationController::observe_step(int64_t tokens, double seconds) {
   sxy_ = sxy_ * kDecay + x * y;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -25,7 +25,7 @@
 
 #include "engine/engine.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 enum class SpecMode { Off, Auto, Ngram, Draft, Mtp };
 // "off" | "auto" | "ngram" | "draft" | "mtp"; throws Error otherwise. "auto" drafts with the model's
@@ -83,4 +83,4 @@ class SpeculationController {
   double draft_step_s_ = 0;  // decayed mean of a draft model forward, 0 = none seen
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

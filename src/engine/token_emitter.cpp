@@ -5,9 +5,9 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::engine {
 
-TokenEmitter::TokenEmitter(const Tokenizer& tok, const ModelConfig& cfg, const GenerationRequest& req, int64_t capacity)
+TokenEmitter::TokenEmitter(const tok::Tokenizer& tok, const model::ModelConfig& cfg, const GenerationRequest& req, int64_t capacity)
     : tok_(tok), req_(req), vocab_(cfg.vocab_size), capacity_(capacity), sampler_(req_.sampling),
       detok_(tok, /*skip_special=*/true) {
   if (req_.prompt.empty()) throw Error("generation: the prompt has no tokens");
@@ -147,4 +147,4 @@ GenerationEvent TokenEmitter::after_sample(const SampleResult& r) {
   return ev;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

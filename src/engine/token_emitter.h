@@ -13,13 +13,13 @@
 #include "model/model_config.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 class TokenEmitter {
  public:
   // `capacity`: total tokens (prompt + generated) the sequence may reach. Validates the request
   // (non-empty prompt inside the vocabulary, max_tokens >= 0) and throws Error otherwise.
-  TokenEmitter(const Tokenizer& tok, const ModelConfig& cfg, const GenerationRequest& req, int64_t capacity);
+  TokenEmitter(const tok::Tokenizer& tok, const model::ModelConfig& cfg, const GenerationRequest& req, int64_t capacity);
 
   // Samples the next token from `logits` (modified in place) and returns its event; the event has
   // finished = true when this token ends the generation.
@@ -46,12 +46,12 @@ class TokenEmitter {
   bool drain_text(std::string& text);
   void prepare_logits(float* logits) const;
 
-  const Tokenizer& tok_;
+  const tok::Tokenizer& tok_;
   GenerationRequest req_;
   int64_t vocab_;
   int64_t capacity_;
   Sampler sampler_;
-  StreamingDetokenizer detok_;
+  tok::StreamingDetokenizer detok_;
   std::vector<int32_t> stop_ids_;  // EOS (unless ignore_eos) + request stop ids, sorted
   std::vector<int32_t> generated_;
   std::string held_;          // detokenized text not yet released (possible stop prefix)
@@ -61,4 +61,4 @@ class TokenEmitter {
   FinishReason reason_ = FinishReason::None;
 };
 
-}  // namespace rapid
+}  // namespace rapid::engine

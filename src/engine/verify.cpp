@@ -1,6 +1,6 @@
 #include "engine/verify.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 namespace {
 void merge(GenerationEvent& into, const GenerationEvent& ev) {
@@ -36,4 +36,4 @@ Verified verify_step(TokenEmitter& out, float* logits, int64_t vocab, const std:
   return v;
 }
 
-}  // namespace rapid
+}  // namespace rapid::engine

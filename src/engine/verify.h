@@ -10,7 +10,7 @@
 #include "engine/engine.h"
 #include "engine/token_emitter.h"
 
-namespace rapid {
+namespace rapid::engine {
 
 struct Verified {
   GenerationEvent event;  // the step's tokens and text (final when `finished`)
@@ -22,4 +22,4 @@ struct Verified {
 Verified verify_step(TokenEmitter& out, float* logits, int64_t vocab, const std::vector<int32_t>& draft,
                      std::vector<int32_t>& tokens);
 
-}  // namespace rapid
+}  // namespace rapid::engine

@@ -8,12 +8,12 @@
 #include "compute/matmul.h"
 #include "model/model.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct ModelOptions {
   int num_threads = 0;                 // 0 → all cores
-  MatmulPath matmul = MatmulPath::Fast;
-  DType kv_dtype = DType::F16;         // F16 (default), BF16 or F32
+  compute::MatmulPath matmul = compute::MatmulPath::Fast;
+  tensor::DType kv_dtype = tensor::DType::F16;         // F16 (default), BF16 or F32
   // Qwen3.5: prefill runs of >= 16 tokens through the chunk-parallel DeltaNet form. Off by default:
   // on AVX2 it is slower than the recurrence so far (bench/compute_gated_delta_bench).
   bool chunked_deltanet = false;
@@ -54,4 +54,4 @@ std::unique_ptr<Model> make_gemma4_model(std::shared_ptr<Checkpoint> ckpt, const
 // create_model with explicit options (threads, exact f32 path, KV dtype).
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -16,7 +16,7 @@
 #include "model/paged_kv.h"
 #include "tensor/dequantize.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 struct Layer {
@@ -51,7 +51,7 @@ class DecoderModel final : public Model {
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
     const bool tied = !ws.find("lm_head.weight");
     if (tied) {
-      lm_head_.w = WeightView::of(*embed_);
+      lm_head_.w = compute::WeightView::of(*embed_);
     } else {
       lm_head_ = load_linear(ws, "lm_head", V_, H_);
     }
@@ -76,11 +76,11 @@ class DecoderModel final : public Model {
       }
     }
 
-    if (opts.matmul == MatmulPath::Exact) materialize_f32();
+    if (opts.matmul == compute::MatmulPath::Exact) materialize_f32();
 
-    global_rope_ = Rope(rope_params(c, hd_, c.rope_theta, c.rope_scaling));
+    global_rope_ = compute::Rope(rope_params(c, hd_, c.rope_theta, c.rope_scaling));
     if (spec.local_rope_base)
-      local_rope_ = Rope(rope_params(c, hd_, c.rope_local_base_freq, RopeScaling{}));
+      local_rope_ = compute::Rope(rope_params(c, hd_, c.rope_local_base_freq, RopeScaling{}));
     else
       local_rope_ = global_rope_;
     double qs = spec.query_pre_attn_scalar && c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar
@@ -131,8 +131,8 @@ class DecoderModel final : public Model {
       }
     }
     mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) {
-      dequantize_row(*embed_, tok, out);
-      if (embed_scale_ != 1.0f) scale_inplace(out, embed_scale_, H_);
+      tensor::dequantize_row(*embed_, tok, out);
+      if (embed_scale_ != 1.0f) compute::scale_inplace(out, embed_scale_, H_);
     }, x_.data(), ctx_);
     segs_.resize(count);
     run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], entries[0].layer, total);
@@ -165,8 +165,8 @@ class DecoderModel final : public Model {
       const Seq& s = seqs_[i];
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
-        dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
-        if (embed_scale_ != 1.0f) scale_inplace(x_.data() + r * H_, embed_scale_, H_);
+        tensor::dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
+        if (embed_scale_ != 1.0f) compute::scale_inplace(x_.data() + r * H_, embed_scale_, H_);
         // RoPE tables at each token's own position (both bases).
         global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
         local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
@@ -180,7 +180,7 @@ class DecoderModel final : public Model {
     for (size_t i = 0; i < count; ++i)
       if (entries[i].hidden)
         for (int64_t t = 0; t < seqs_[i].n; ++t)
-          rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
+          compute::rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
                    entries[i].hidden + t * H_);
     // Final norm + lm_head only over the rows whose logits are wanted, packed together (none for
     // an entry that only asks for hidden states: an embedding request).
@@ -189,7 +189,7 @@ class DecoderModel final : public Model {
       const Seq& s = seqs_[i];
       if (!entries[i].logits) continue;
       for (int64_t t = entries[i].all_logits ? 0 : s.n - 1; t < s.n; ++t, ++rows)
-        rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
+        compute::rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, spec_.norm_add_one,
                  xn_.data() + rows * H_);
     }
     // One entry writes straight into its buffer; several share one lm_head call, then split.
@@ -266,11 +266,11 @@ class DecoderModel final : public Model {
 
   // Exact (parity) mode: every projection dequantized once to f32.
   void materialize_f32() {
-    rapid::materialize_f32(lm_head_, pool_, owned_);
-    rapid::materialize_f32(mtp_.fc(), pool_, owned_);
+    rapid::model::materialize_f32(lm_head_, pool_, owned_);
+    rapid::model::materialize_f32(mtp_.fc(), pool_, owned_);
     for (auto* group : {&layers_, &mtp_layers_})
       for (auto& L : *group) {
-        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::materialize_f32(*l, pool_, owned_);
+        for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down}) rapid::model::materialize_f32(*l, pool_, owned_);
         if (L.moe) L.moe->materialize_f32(pool_, owned_);
       }
   }
@@ -298,15 +298,15 @@ class DecoderModel final : public Model {
   void run_layer(const Layer& L, int32_t li, int64_t n) {
     const bool one = spec_.norm_add_one;
     for (int64_t t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+      compute::rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, one, xn_.data() + t * H_);
     {
-      MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
-      matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
+      compute::matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
       L.q.add_bias(q_.data(), n);
       L.k.add_bias(k_.data(), n);
       L.v.add_bias(v_.data(), n);
     }
-    const Rope& rope = L.sliding ? local_rope_ : global_rope_;
+    const compute::Rope& rope = L.sliding ? local_rope_ : global_rope_;
     const float* cs = L.sliding ? lcos_.data() : gcos_.data();
     const float* sn = L.sliding ? lsin_.data() : gsin_.data();
     const int64_t half = rope.half();
@@ -314,8 +314,8 @@ class DecoderModel final : public Model {
       float* qt = q_.data() + t * nh_ * hd_;
       float* kt = k_.data() + t * nkv_ * hd_;
       if (!L.q_norm.empty()) {
-        for (int64_t h = 0; h < nh_; ++h) rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
-        for (int64_t h = 0; h < nkv_; ++h) rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
+        for (int64_t h = 0; h < nh_; ++h) compute::rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
+        for (int64_t h = 0; h < nkv_; ++h) compute::rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
       }
       if (pairs_) {
         rope.apply_pairs(qt, nh_, hd_, cs + t * half, sn + t * half);
@@ -327,67 +327,67 @@ class DecoderModel final : public Model {
     }
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const Seq& s = seqs_[i];
-      AttentionSegment& sg = segs_[i];
+      compute::AttentionSegment& sg = segs_[i];
       sg.kv = s.kv->layer(li);
       sg.q = q_.data() + s.row * nh_ * hd_;
       sg.out = att_.data() + s.row * nh_ * hd_;
       sg.n = s.n;
       sg.pos0 = s.pos0;
-      kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
+      compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
     }
-    const AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
+    const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
                              .window = L.sliding ? cfg_.sliding_window : 0,
                              .softcap = static_cast<float>(cfg_.attn_logit_softcapping),
                              .sinks = L.sinks.empty() ? nullptr : L.sinks.data()};
-    attention_batch(segs_.data(), segs_.size(), ap, pool_);
+    compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
     L.o(att_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)
       for (int64_t t = 0; t < n; ++t)
-        rms_norm(tmp_.data() + t * H_, L.post_attn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+        compute::rms_norm(tmp_.data() + t * H_, L.post_attn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
 
     const std::vector<float>& ffn_norm = spec_.sandwich_norms ? L.pre_ffn_norm : L.post_attn_norm;
     for (int64_t t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * H_, ffn_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+      compute::rms_norm(x_.data() + t * H_, ffn_norm.data(), H_, eps_, one, xn_.data() + t * H_);
     if (L.moe) {
       L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
-      add_inplace(x_.data(), tmp_.data(), n * H_);
+      compute::add_inplace(x_.data(), tmp_.data(), n * H_);
       return;
     }
     {
-      MatmulOut outs[2] = {{&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}};
-      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[2] = {{&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}};
+      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
       L.gate.add_bias(gate_.data(), n);
       L.up.add_bias(up_.data(), n);
     }
     // libm's exp/tanh per element (outputs stay those of the reference build), split over the
     // pool: for a batch of decodes this is tens of microseconds per layer on one core otherwise.
     pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) {  // one decode row stays on one thread
-      if (spec_.act == Activation::GeluTanh) gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-      else silu_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
+      if (spec_.act == Activation::GeluTanh) compute::gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
+      else compute::silu_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
     });
     L.down(gate_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)
       for (int64_t t = 0; t < n; ++t)
-        rms_norm(tmp_.data() + t * H_, L.post_ffn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+        compute::rms_norm(tmp_.data() + t * H_, L.post_ffn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
   std::shared_ptr<Checkpoint> ckpt_;
   ArchSpec spec_;
   ModelOptions opts_;
   ModelConfig cfg_;
-  ThreadPool pool_;
+  compute::ThreadPool pool_;
   ExecContext ctx_;
   int64_t H_, I_, nh_, nkv_, hd_, V_;
   float eps_, attn_scale_ = 1, embed_scale_ = 1;
   bool pairs_ = false;  // q/k heads in GGUF pair order: RoPE rotates (2j, 2j+1)
-  const Tensor* embed_ = nullptr;
+  const tensor::Tensor* embed_ = nullptr;
   Linear lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
-  Rope global_rope_, local_rope_;
+  compute::Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
   std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_;
   MtpHead mtp_;
@@ -395,7 +395,7 @@ class DecoderModel final : public Model {
   std::vector<Layer> mtp_layers_;
   MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;                // the current batch (valid during forward_batch)
-  std::vector<AttentionSegment> segs_;
+  std::vector<compute::AttentionSegment> segs_;
 };
 
 }  // namespace
@@ -405,4 +405,4 @@ std::unique_ptr<Model> make_decoder_model(std::shared_ptr<Checkpoint> ckpt, cons
   return std::make_unique<DecoderModel>(std::move(ckpt), spec, opts);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -6,7 +6,7 @@
 
 #include "model/model.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // A sequence with a private pool sized for max_tokens (Model::new_state): pages are virtual until
 // written, so resident memory follows the tokens actually used.
@@ -16,4 +16,4 @@ std::unique_ptr<SequenceState> private_paged_state(const Model& m, int64_t max_t
 // last row, or all its rows with all_logits) into each entry's buffer.
 void scatter_logits(const BatchEntry* entries, size_t count, const float* packed, int64_t vocab);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -12,7 +12,7 @@
 #include "compute/ops.h"
 #include "model/layers.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 using json = nlohmann::json;
@@ -55,7 +55,7 @@ EncoderSettings read_settings(const std::string& dir, const std::string& arch) {
 struct LayerNormWeights {
   std::vector<float> w, b;
   void operator()(const float* x, int64_t rows, int64_t h, float eps, float* out) const {
-    for (int64_t t = 0; t < rows; ++t) layer_norm(x + t * h, w.data(), b.data(), h, eps, out + t * h);
+    for (int64_t t = 0; t < rows; ++t) compute::layer_norm(x + t * h, w.data(), b.data(), h, eps, out + t * h);
   }
 };
 
@@ -66,17 +66,17 @@ struct EncoderLayer {
 
 // Full (non-causal) multi-head attention of one sequence of n tokens: q, k, v, out [n][heads*hd].
 void bidirectional_attention(const float* q, const float* k, const float* v, int64_t n, int64_t heads, int64_t hd,
-                             float* out, ThreadPool& pool) {
+                             float* out, compute::ThreadPool& pool) {
   const int64_t w = heads * hd;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const Kernels& kern = kernels();
+  const compute::Kernels& kern = compute::kernels();
   pool.parallel_for(heads * n, 4, [&](int64_t b, int64_t e) {
     std::vector<float> p(static_cast<size_t>(n));
     for (int64_t task = b; task < e; ++task) {
       const int64_t h = task / n, i = task % n;
       const float* qi = q + i * w + h * hd;
       for (int64_t j = 0; j < n; ++j) p[j] = kern.dot_f32(qi, k + j * w + h * hd, hd) * scale;
-      softmax(p.data(), n);
+      compute::softmax(p.data(), n);
       float* o = out + i * w + h * hd;
       for (int64_t d = 0; d < hd; ++d) o[d] = 0.0f;
       for (int64_t j = 0; j < n; ++j) {
@@ -145,12 +145,12 @@ class BertEncoder : public EmbeddingModel {
     return {load_vector(ws(), name + ".weight", H), load_vector(ws(), name + ".bias", H)};
   }
 
-  WeightView table(const std::string& name, int64_t rows) const {
-    const Tensor& t = ws().get(name);
+  compute::WeightView table(const std::string& name, int64_t rows) const {
+    const tensor::Tensor& t = ws().get(name);
     if (t.shape.size() != 2 || t.rows() < rows || t.cols() != cfg_.hidden_size)
       throw Error("tensor " + name + " does not have " + std::to_string(rows) + " rows of " +
                   std::to_string(cfg_.hidden_size));
-    return WeightView::of(t);
+    return compute::WeightView::of(t);
   }
 
   void load_weights() {
@@ -158,9 +158,9 @@ class BertEncoder : public EmbeddingModel {
     const int64_t H = cfg_.hidden_size, I = cfg_.intermediate_size;
     word_ = table(p + "embeddings.word_embeddings.weight", cfg_.vocab_size);
     position_ = table(p + "embeddings.position_embeddings.weight", cfg_.max_position_embeddings);
-    const WeightView types = table(p + "embeddings.token_type_embeddings.weight", settings_.type_vocab_size);
+    const compute::WeightView types = table(p + "embeddings.token_type_embeddings.weight", settings_.type_vocab_size);
     type0_.resize(static_cast<size_t>(H));  // every input is one segment (token type 0)
-    weight_row_f32(types, 0, type0_.data());
+    compute::weight_row_f32(types, 0, type0_.data());
     emb_norm_ = load_norm(p + "embeddings.LayerNorm");
     for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
       const std::string b = p + "encoder.layer." + std::to_string(l) + ".";
@@ -187,12 +187,12 @@ class BertEncoder : public EmbeddingModel {
       int64_t counted = 0;
       for (size_t p = 0; p < in.size(); ++p, ++row) {
         float* x = x_.data() + row * H;
-        weight_row_f32(word_, in[p], x);
+        compute::weight_row_f32(word_, in[p], x);
         int64_t at = static_cast<int64_t>(p);
         if (const auto pad = settings_.padding_idx) at = in[p] == *pad ? *pad : *pad + ++counted;
-        weight_row_f32(position_, at, pos.data());
+        compute::weight_row_f32(position_, at, pos.data());
         for (int64_t j = 0; j < H; ++j) x[j] += pos[j] + type0_[j];
-        layer_norm(x, emb_norm_.w.data(), emb_norm_.b.data(), H, settings_.eps, x);
+        compute::layer_norm(x, emb_norm_.w.data(), emb_norm_.b.data(), H, settings_.eps, x);
       }
     }
   }
@@ -204,8 +204,8 @@ class BertEncoder : public EmbeddingModel {
     const auto sz = static_cast<size_t>(total * H);
     q_.resize(sz), k_.resize(sz), v_.resize(sz), att_.resize(sz), tmp_.resize(sz);
     mid_.resize(static_cast<size_t>(total * I));
-    MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
-    matmul_multi(outs, 3, x_.data(), total, pool_, ctx_.scratch, ctx_.path);
+    compute::MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
+    compute::matmul_multi(outs, 3, x_.data(), total, pool_, ctx_.scratch, ctx_.path);
     L.q.add_bias(q_.data(), total);
     L.k.add_bias(k_.data(), total);
     L.v.add_bias(v_.data(), total);
@@ -217,21 +217,21 @@ class BertEncoder : public EmbeddingModel {
       row += n;
     }
     L.o(att_.data(), total, tmp_.data(), ctx_);
-    add_inplace(tmp_.data(), x_.data(), total * H);
+    compute::add_inplace(tmp_.data(), x_.data(), total * H);
     L.attn_norm(tmp_.data(), total, H, settings_.eps, x_.data());
     L.up(x_.data(), total, mid_.data(), ctx_);
-    pool_.parallel_for(total * I, 4096, [&](int64_t b, int64_t e) { gelu_erf_inplace(mid_.data() + b, e - b); });
+    pool_.parallel_for(total * I, 4096, [&](int64_t b, int64_t e) { compute::gelu_erf_inplace(mid_.data() + b, e - b); });
     L.down(mid_.data(), total, tmp_.data(), ctx_);
-    add_inplace(tmp_.data(), x_.data(), total * H);
+    compute::add_inplace(tmp_.data(), x_.data(), total * H);
     L.out_norm(tmp_.data(), total, H, settings_.eps, x_.data());
   }
 
   std::shared_ptr<Checkpoint> ckpt_;
   ModelConfig cfg_;
   EncoderSettings settings_;
-  ThreadPool pool_;
+  compute::ThreadPool pool_;
   ExecContext ctx_;
-  WeightView word_, position_;
+  compute::WeightView word_, position_;
   std::vector<float> type0_;
   LayerNormWeights emb_norm_;
   std::vector<EncoderLayer> layers_;
@@ -246,4 +246,4 @@ std::unique_ptr<EmbeddingModel> make_bert_encoder(std::shared_ptr<Checkpoint> ck
   return std::make_unique<BertEncoder>(std::move(ckpt), opts);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -10,7 +10,7 @@
 
 #include "model/embedding_model.h"
 
-namespace rapid {
+namespace rapid::model {
 
 bool is_bert_architecture(const std::string& model_type);
 
@@ -18,4 +18,4 @@ bool is_bert_architecture(const std::string& model_type);
 // the checkpoint directory's config.json; an unsupported one is a FileError naming that file.
 std::unique_ptr<EmbeddingModel> make_bert_encoder(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -15,7 +15,7 @@
 #include "model/safetensors.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -79,7 +79,7 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     const std::string wsfx = ".weight";
     bool is_weight = name.size() > wsfx.size() && name.compare(name.size() - wsfx.size(), wsfx.size(), wsfx) == 0;
     std::string module = is_weight ? name.substr(0, name.size() - wsfx.size()) : "";
-    const Tensor* scales = is_weight ? raw.find(module + ".scales") : nullptr;
+    const tensor::Tensor* scales = is_weight ? raw.find(module + ".scales") : nullptr;
     if (!scales) {
       out.add(t);
       continue;
@@ -88,11 +88,11 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     if (!qc) throw bad("has scales but config.json has no quantization section");
     auto spec = qc->for_module(module);
     if (!spec) throw bad("has scales but config.json marks it unquantized");
-    const Tensor* biases = raw.find(module + ".biases");
+    const tensor::Tensor* biases = raw.find(module + ".biases");
     if (!spec->mxfp4 && !biases) throw bad("has scales but no biases");
     if (spec->mxfp4 && biases) throw bad("mode 'mxfp4' has no biases, but the file has some");
     // 3-D: stacked experts [E, rows, cols] (mlx-lm's switch_mlp), scales [E, rows, groups].
-    if (t.dtype != DType::U32 || (t.shape.size() != 2 && t.shape.size() != 3))
+    if (t.dtype != tensor::DType::U32 || (t.shape.size() != 2 && t.shape.size() != 3))
       throw bad("packed weight is not a 2-D or 3-D uint32 tensor");
     const bool stacked = t.shape.size() == 3;
     int64_t rows = t.shape[stacked ? 1 : 0], pcols = t.shape.back();
@@ -103,7 +103,7 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     if (stacked) gshape.insert(gshape.begin(), t.shape[0]);
     const std::string geometry = std::to_string(rows) + " x " + std::to_string(gshape.back()) + " groups (bits " +
                                  std::to_string(spec->bits) + ", group_size " + std::to_string(spec->group_size) + ")";
-    Tensor q = t;
+    tensor::Tensor q = t;
     q.shape = {rows, cols};
     if (stacked) q.shape.insert(q.shape.begin(), t.shape[0]);
     q.bits = spec->bits;
@@ -111,18 +111,18 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
     q.scales = scales->data;
     if (spec->mxfp4) {
       if (scales->shape != gshape) throw bad("scales shape does not match " + geometry);
-      if (scales->dtype != DType::U8) throw bad("mode 'mxfp4' scales must be uint8 (E8M0), not " +
-                                                std::string(dtype_name(scales->dtype)));
-      q.dtype = DType::MXFP4;
-      q.group_dtype = DType::U8;
+      if (scales->dtype != tensor::DType::U8) throw bad("mode 'mxfp4' scales must be uint8 (E8M0), not " +
+                                                std::string(tensor::dtype_name(scales->dtype)));
+      q.dtype = tensor::DType::MXFP4;
+      q.group_dtype = tensor::DType::U8;
       out.add(std::move(q));
       continue;
     }
     if (scales->shape != gshape || biases->shape != gshape)
       throw bad("scales/biases shape does not match " + geometry);
-    if (scales->dtype != biases->dtype || (scales->dtype != DType::F16 && scales->dtype != DType::BF16 && scales->dtype != DType::F32))
+    if (scales->dtype != biases->dtype || (scales->dtype != tensor::DType::F16 && scales->dtype != tensor::DType::BF16 && scales->dtype != tensor::DType::F32))
       throw bad("scales/biases must share one float dtype");
-    q.dtype = DType::MLX_AFFINE;
+    q.dtype = tensor::DType::MLX_AFFINE;
     q.group_dtype = scales->dtype;
     q.biases = biases->data;
     out.add(std::move(q));
@@ -169,7 +169,7 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
         if (it != weight_map.end() && it->second != fname)
           throw FileError(file, "tensor '" + t.name + "' is listed in the index under " + it->second);
       }
-      Tensor n = t;
+      tensor::Tensor n = t;
       n.name = normalize_hf_name(t.name);
       if (n.name.empty()) continue;
       // safetensors only aligns data when the writer pads its header (MLX's does not): give
@@ -198,4 +198,4 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   return ck;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -8,7 +8,7 @@
 
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::model {
 
 std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir);
 
@@ -17,4 +17,4 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir);
 // other towers (vision, audio, projector) that a text model does not use.
 std::string normalize_hf_name(const std::string& name);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -4,7 +4,7 @@
 #include "common/error.h"
 #include "model/config_load.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace {
 
@@ -13,8 +13,8 @@ namespace {
 // HF parameters: factor = the largest divisor; the others take Llama 3's values, kept only if they
 // reproduce every divisor (else the config stays "default" and the tensor remains available).
 void infer_llama3_rope(const GgufFile& g, ModelConfig& c) {
-  const Tensor* rf = g.find("rope_freqs.weight");
-  if (!rf || rf->dtype != DType::F32 || c.head_dim <= 0 || rf->numel() != c.head_dim / 2) return;
+  const tensor::Tensor* rf = g.find("rope_freqs.weight");
+  if (!rf || rf->dtype != tensor::DType::F32 || c.head_dim <= 0 || rf->numel() != c.head_dim / 2) return;
   std::vector<float> v(size_t(rf->numel()));
   std::memcpy(v.data(), rf->data, v.size() * 4);
   double factor = 1.0;
@@ -176,4 +176,4 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   return c;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

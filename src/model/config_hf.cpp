@@ -5,7 +5,7 @@
 #include "common/mapped_file.h"
 #include "model/config_load.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 using json = nlohmann::json;
@@ -324,4 +324,4 @@ nlohmann::ordered_json generation_config_to_hf_json(const ModelConfig& c) {
   return j;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

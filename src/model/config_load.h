@@ -8,7 +8,7 @@
 #include "model/gguf.h"
 #include "model/model_config.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // `config` is config.json; `generation` is generation_config.json or null. Reads a multimodal
 // config's `text_config`. Throws Error on missing/invalid required fields.
@@ -24,4 +24,4 @@ ModelConfig config_from_gguf(const GgufFile& g);
 nlohmann::ordered_json config_to_hf_json(const ModelConfig& c);
 nlohmann::ordered_json generation_config_to_hf_json(const ModelConfig& c);
 
-}  // namespace rapid
+}  // namespace rapid::model

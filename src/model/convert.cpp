@@ -16,31 +16,31 @@
 #include "tensor/mlx_affine.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace {
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool is_float(tensor::DType t) { return t == tensor::DType::F32 || t == tensor::DType::F16 || t == tensor::DType::BF16; }
 
-void append_floats(const float* x, int64_t n, DType dt, std::vector<uint8_t>& out) {
+void append_floats(const float* x, int64_t n, tensor::DType dt, std::vector<uint8_t>& out) {
   size_t at = out.size();
-  if (dt == DType::F32) {
+  if (dt == tensor::DType::F32) {
     out.resize(at + size_t(n) * 4);
     std::memcpy(out.data() + at, x, size_t(n) * 4);
     return;
   }
   out.resize(at + size_t(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
-    uint16_t h = dt == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+    uint16_t h = dt == tensor::DType::F16 ? tensor::f32_to_f16(x[i]) : tensor::f32_to_bf16(x[i]);
     std::memcpy(out.data() + at + 2 * i, &h, 2);
   }
 }
 
 // mlx_lm quantizes Linear and Embedding layers: 2-D ".weight" tensors other than norms.
-bool quantizable(const Tensor& t) {
+bool quantizable(const tensor::Tensor& t) {
   const std::string& n = t.name;
   return t.shape.size() == 2 && n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0 &&
          n.find("norm") == std::string::npos;
@@ -77,9 +77,9 @@ void copy_tokenizer(const Checkpoint& ck, const std::string& from, const std::st
 }  // namespace
 
 ConvertReport convert_checkpoint(const std::string& from, const std::string& to, const ConvertOptions& opt) {
-  if (opt.quantize_bits && !mlx::valid_bits(*opt.quantize_bits))
+  if (opt.quantize_bits && !tensor::mlx::valid_bits(*opt.quantize_bits))
     throw Error("--quantize must be one of 2,3,4,5,6,8");
-  if (!mlx::valid_group_size(opt.group_size)) throw Error("--group-size must be 32, 64 or 128");
+  if (!tensor::mlx::valid_group_size(opt.group_size)) throw Error("--group-size must be 32, 64 or 128");
   if (opt.dtype && !is_float(*opt.dtype)) throw Error("--dtype must be f32, f16 or bf16");
   auto ck = load_checkpoint(from);
   // Its config.json would lose the MoE fields (and stacked experts stay unaligned in the mapping).
@@ -95,13 +95,13 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   // here, while writing (see Checkpoint::rope_interleaved_qk).
   const Checkpoint* ckp = ck.get();
   for (auto& [name, tref] : ck->weights.all()) {
-    const Tensor* t = &tref;
+    const tensor::Tensor* t = &tref;
     if (name.rfind("model.", 0) != 0 && name.rfind("lm_head.", 0) != 0) continue;  // e.g. GGUF rope_freqs
     rep.tensors++;
     // Float output type: requested, else the source's own float type, else f32 (dequantized).
-    DType fdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : DType::F32);
-    bool numeric = is_float(t->dtype) || t->dtype == DType::MLX_AFFINE || t->dtype == DType::MXFP4 ||
-                   (t->dtype >= DType::Q4_0 && t->dtype <= DType::Q8_K);
+    tensor::DType fdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : tensor::DType::F32);
+    bool numeric = is_float(t->dtype) || t->dtype == tensor::DType::MLX_AFFINE || t->dtype == tensor::DType::MXFP4 ||
+                   (t->dtype >= tensor::DType::Q4_0 && t->dtype <= tensor::DType::Q8_K);
     if (!numeric) {  // integer tensors pass through
       plan.push_back({name, t->dtype, t->shape, [t] {
                         auto* p = static_cast<const uint8_t*>(t->data);
@@ -126,7 +126,7 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     rep.quantized++;
     int bits = *opt.quantize_bits, g = opt.group_size;
     // Scales/biases in the weights' float type, like mlx_lm (MLX_AFFINE/GGML sources: f16 unless told).
-    DType sdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : DType::F16);
+    tensor::DType sdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : tensor::DType::F16);
     // weight/scales/biases come out of one pass; whichever is written first computes all three.
     struct Parts {
       bool done = false;
@@ -137,21 +137,21 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
       if (parts->done) return;
       parts->done = true;
       std::vector<float> rowbuf(static_cast<size_t>(cols)), sc(static_cast<size_t>(cols / g)), bi(static_cast<size_t>(cols / g));
-      std::vector<uint8_t> packed(size_t(mlx::packed_row_bytes(cols, bits)));
+      std::vector<uint8_t> packed(size_t(tensor::mlx::packed_row_bytes(cols, bits)));
       parts->w.reserve(packed.size() * size_t(rows));
       for (int64_t r = 0; r < rows; ++r) {
         dequantize_hf_row(*ckp, *t, r, rowbuf.data());
         // MLX quantizes the weights in their stored type: round first when converting to f16/bf16.
-        if (sdt != DType::F32)
-          for (auto& v : rowbuf) v = sdt == DType::F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
-        mlx::quantize_row(rowbuf.data(), cols, bits, g, packed.data(), sc.data(), bi.data());
+        if (sdt != tensor::DType::F32)
+          for (auto& v : rowbuf) v = sdt == tensor::DType::F16 ? tensor::f16_to_f32(tensor::f32_to_f16(v)) : tensor::bf16_to_f32(tensor::f32_to_bf16(v));
+        tensor::mlx::quantize_row(rowbuf.data(), cols, bits, g, packed.data(), sc.data(), bi.data());
         parts->w.insert(parts->w.end(), packed.begin(), packed.end());
         append_floats(sc.data(), int64_t(sc.size()), sdt, parts->s);
         append_floats(bi.data(), int64_t(bi.size()), sdt, parts->b);
       }
     };
     std::string module = name.substr(0, name.size() - 7);
-    plan.push_back({name, DType::U32, {rows, mlx::packed_row_bytes(cols, bits) / 4}, [compute, parts] {
+    plan.push_back({name, tensor::DType::U32, {rows, tensor::mlx::packed_row_bytes(cols, bits) / 4}, [compute, parts] {
                       compute();
                       return std::move(parts->w);
                     }});
@@ -181,7 +181,7 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     cfg["quantization_config"] = q;
   }
   if (opt.dtype) {
-    const char* dn = *opt.dtype == DType::F32 ? "float32" : *opt.dtype == DType::F16 ? "float16" : "bfloat16";
+    const char* dn = *opt.dtype == tensor::DType::F32 ? "float32" : *opt.dtype == tensor::DType::F16 ? "float16" : "bfloat16";
     if (cfg.contains("dtype")) cfg["dtype"] = dn;
     cfg["torch_dtype"] = dn;
   }
@@ -195,4 +195,4 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   return rep;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -8,12 +8,12 @@
 
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct ConvertOptions {
   std::optional<int> quantize_bits;   // 2,3,4,5,6,8 → MLX affine; none → float
   int group_size = 64;
-  std::optional<DType> dtype;         // F32/F16/BF16 for float tensors and MLX scales/biases
+  std::optional<tensor::DType> dtype;         // F32/F16/BF16 for float tensors and MLX scales/biases
 };
 
 struct ConvertReport {
@@ -26,4 +26,4 @@ struct ConvertReport {
 // load_checkpoint reports as the tokenizer path). Throws Error/FileError.
 ConvertReport convert_checkpoint(const std::string& from, const std::string& to, const ConvertOptions& opt);
 
-}  // namespace rapid
+}  // namespace rapid::model

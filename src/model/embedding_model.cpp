@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "model/bert.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 class DecoderEmbeddingModel : public EmbeddingModel {
@@ -45,4 +45,4 @@ std::unique_ptr<EmbeddingModel> create_embedding_model(std::shared_ptr<Checkpoin
   return decoder_embedding_model(create_model(std::move(ckpt), opts));
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

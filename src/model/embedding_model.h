@@ -10,7 +10,7 @@
 #include "model/arch.h"
 #include "model/model.h"
 
-namespace rapid {
+namespace rapid::model {
 
 class EmbeddingModel {
  public:
@@ -30,4 +30,4 @@ std::unique_ptr<EmbeddingModel> decoder_embedding_model(std::shared_ptr<Model> m
 // (create_model) under decoder_embedding_model.
 std::unique_ptr<EmbeddingModel> create_embedding_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -1,6 +1,6 @@
 #include "model/arch.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // Gemma 3 text: (1+w) RMSNorms, a norm after attention and around the MLP, GELU-tanh MLP,
 // embeddings scaled by sqrt(hidden), q/k norms, scale 1/sqrt(query_pre_attn_scalar), and
@@ -18,4 +18,4 @@ ArchSpec gemma3_arch() {
   return s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

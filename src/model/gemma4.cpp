@@ -27,7 +27,7 @@
 #include "model/paged_kv.h"
 #include "tensor/dequantize.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 struct G4Layer {
@@ -58,7 +58,7 @@ class Gemma4Model final : public Model {
     ctx_.path = opts.matmul;
     plan_layers();
     load_weights(ckpt_->weights);
-    if (opts.matmul == MatmulPath::Exact) materialize();
+    if (opts.matmul == compute::MatmulPath::Exact) materialize();
     make_ropes();
   }
 
@@ -135,7 +135,7 @@ class Gemma4Model final : public Model {
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
     if (ws.find("lm_head.weight")) lm_head_ = load_linear(ws, "lm_head", V_, H_);
-    else lm_head_.w = WeightView::of(*embed_);
+    else lm_head_.w = compute::WeightView::of(*embed_);
     final_norm_ = load_vector(ws, "model.norm.weight", H_);
     if (P_ > 0) {
       embed_pl_ = &ws.get("model.embed_tokens_per_layer.weight");
@@ -163,7 +163,7 @@ class Gemma4Model final : public Model {
       l.k_norm = load_vector(ws, p + "self_attn.k_norm.weight", l.hd);
     }
     // The MLP's width from its weight: 2 × intermediate_size in double-wide kv-shared layers.
-    const Tensor& g = ws.get(p + "mlp.gate_proj.weight");
+    const tensor::Tensor& g = ws.get(p + "mlp.gate_proj.weight");
     l.inter = g.shape.empty() ? 0 : g.shape[0];
     if (l.inter != cfg_.intermediate_size && l.inter != 2 * cfg_.intermediate_size)
       throw Error(g.name + ": " + std::to_string(l.inter) + " rows, expected intermediate_size or twice it");
@@ -194,13 +194,13 @@ class Gemma4Model final : public Model {
   // them turn; the rest stay put (cos 1, sin 0: see angles()).
   void make_ropes() {
     const auto& c = cfg_;
-    local_rope_ = Rope(rope_params(c, c.head_dim, c.rope_local_base_freq, RopeScaling{}));
+    local_rope_ = compute::Rope(rope_params(c, c.head_dim, c.rope_local_base_freq, RopeScaling{}));
     RopeScaling gs;
     if (c.rope_scaling.factor != 1.0) {  // proportional's factor stretches every wavelength
       gs.type = "linear";
       gs.factor = c.rope_scaling.factor;
     }
-    global_rope_ = Rope(rope_params(c, c.global_head_dim, c.rope_theta, gs));
+    global_rope_ = compute::Rope(rope_params(c, c.global_head_dim, c.rope_theta, gs));
     global_turning_ = static_cast<int64_t>(static_cast<double>(c.global_head_dim) * c.global_partial_rotary_factor) / 2;
   }
 
@@ -215,9 +215,9 @@ class Gemma4Model final : public Model {
   }
 
   // Layer l's K/V pages: its slots' planes, K in the first half, V in the second.
-  KvView view(PagedKvState& kv, const G4Layer& l) const {
+  compute::KvView view(PagedKvState& kv, const G4Layer& l) const {
     const G4Layer& src = layers_[static_cast<size_t>(l.kv_src)];
-    KvView v = kv.layer(src.slot0);
+    compute::KvView v = kv.layer(src.slot0);
     const cache::BlockShape& sh = kv.pool().shape();
     const size_t elem = cache::kv_dtype_bytes(sh.dtype);
     v.v_off = v.k_off + static_cast<size_t>(src.slots) * sh.plane_bytes();
@@ -261,8 +261,8 @@ class Gemma4Model final : public Model {
     for (size_t i = 0; i < seqs_.size(); ++i)
       for (int64_t t = 0; t < seqs_[i].n; ++t) {
         const int64_t r = seqs_[i].row + t, pos = seqs_[i].pos0 + t;
-        dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
-        scale_inplace(x_.data() + r * H_, scale, H_);
+        tensor::dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
+        compute::scale_inplace(x_.data() + r * H_, scale, H_);
         global_rope_.angles(pos, gcos_.data() + r * gh, gsin_.data() + r * gh);
         for (int64_t j = global_turning_; j < gh; ++j) gcos_[r * gh + j] = 1.0f, gsin_[r * gh + j] = 0.0f;
         local_rope_.angles(pos, lcos_.data() + r * lh, lsin_.data() + r * lh);
@@ -283,27 +283,27 @@ class Gemma4Model final : public Model {
     for (int64_t r = 0; r < n * L_; ++r) {
       float* pr = proj.data() + r * P_;
       float* e = ple_.data() + r * P_;
-      scale_inplace(pr, proj_scale, P_);
-      rms_norm(pr, pl_proj_norm_.data(), P_, eps_, false, pr);
+      compute::scale_inplace(pr, proj_scale, P_);
+      compute::rms_norm(pr, pl_proj_norm_.data(), P_, eps_, false, pr);
       for (int64_t j = 0; j < P_; ++j) e[j] = (pr[j] + e[j] * emb_scale) * mix;
     }
   }
 
   void norm_rows(float* x, const float* w, int64_t n, int64_t dim) const {
-    for (int64_t t = 0; t < n; ++t) rms_norm(x + t * dim, w, dim, eps_, false, x + t * dim);
+    for (int64_t t = 0; t < n; ++t) compute::rms_norm(x + t * dim, w, dim, eps_, false, x + t * dim);
   }
 
   // q (and, in kv-owning layers, k and v) of every row, normed and rotated; k/v stored in the pages.
   void project_qkv(const G4Layer& l, int64_t n) {
     const int64_t qd = nh_ * l.hd, kd = l.nkv * l.hd;
     if (l.k.present()) {
-      MatmulOut outs[3] = {{&l.q.w, q_.data()}, {&l.k.w, k_.data()}, {&l.v.w, v_.data()}};
-      matmul_multi(outs, l.k_eq_v ? 2 : 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[3] = {{&l.q.w, q_.data()}, {&l.k.w, k_.data()}, {&l.v.w, v_.data()}};
+      compute::matmul_multi(outs, l.k_eq_v ? 2 : 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
       if (l.k_eq_v) std::memcpy(v_.data(), k_.data(), static_cast<size_t>(n * kd) * sizeof(float));
     } else {
       l.q(xn_.data(), n, q_.data(), ctx_);
     }
-    const Rope& rope = l.sliding ? local_rope_ : global_rope_;
+    const compute::Rope& rope = l.sliding ? local_rope_ : global_rope_;
     const float* cs = l.sliding ? lcos_.data() : gcos_.data();
     const float* sn = l.sliding ? lsin_.data() : gsin_.data();
     const int64_t half = rope.half();
@@ -316,12 +316,12 @@ class Gemma4Model final : public Model {
   }
 
   void run_layer(const G4Layer& l, int32_t li, int64_t n) {
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * H_, l.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    for (int64_t t = 0; t < n; ++t) compute::rms_norm(x_.data() + t * H_, l.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
     project_qkv(l, n);
     const int64_t qd = nh_ * l.hd, kd = l.nkv * l.hd;
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const PagedSeq& s = seqs_[i];
-      AttentionSegment& sg = segs_[i];
+      compute::AttentionSegment& sg = segs_[i];
       sg.kv = view(*s.kv, l);
       sg.q = q_.data() + s.row * qd;
       sg.out = att_.data() + s.row * qd;
@@ -330,47 +330,47 @@ class Gemma4Model final : public Model {
       if (l.kv_src == li)
         kv_store(sg.kv, s.pos0, s.n, l.nkv, l.hd, k_.data() + s.row * kd, v_.data() + s.row * kd);
     }
-    const AttentionParams ap{.n_heads = nh_, .n_kv_heads = l.nkv, .head_dim = l.hd, .scale = 1.0f,
+    const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = l.nkv, .head_dim = l.hd, .scale = 1.0f,
                              .window = l.sliding ? cfg_.sliding_window : 0};
-    attention_batch(segs_.data(), segs_.size(), ap, pool_);
+    compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
     l.o(att_.data(), n, tmp_.data(), ctx_);
     norm_rows(tmp_.data(), l.post_attn_norm.data(), n, H_);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
     mlp(l, n);
     if (P_ > 0) per_layer_input(l, li, n);
-    if (l.scalar != 1.0f) scale_inplace(x_.data(), l.scalar, n * H_);
+    if (l.scalar != 1.0f) compute::scale_inplace(x_.data(), l.scalar, n * H_);
   }
 
   // x += norm(MLP(norm(x))); with experts, the MLP's and the experts' outputs each normed, summed.
   void mlp(const G4Layer& l, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * H_, l.pre_ffn_norm.data(), H_, eps_, false, xn_.data() + t * H_);
-    MatmulOut outs[2] = {{&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}};
-    matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::rms_norm(x_.data() + t * H_, l.pre_ffn_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    compute::MatmulOut outs[2] = {{&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}};
+    compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     pool_.parallel_for(n * l.inter, 2048, [&](int64_t b, int64_t e) {
-      gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
+      compute::gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
     });
     l.down(gate_.data(), n, tmp_.data(), ctx_);
     if (l.moe) {
       norm_rows(tmp_.data(), l.post_ffn_norm1.data(), n, H_);
       for (int64_t t = 0; t < n; ++t)
-        rms_norm(x_.data() + t * H_, l.pre_ffn_norm2.data(), H_, eps_, false, xn_.data() + t * H_);
+        compute::rms_norm(x_.data() + t * H_, l.pre_ffn_norm2.data(), H_, eps_, false, xn_.data() + t * H_);
       l.moe->forward(xn_.data(), n, tmp2_.data(), ctx_, moe_scratch_, x_.data());
       norm_rows(tmp2_.data(), l.post_ffn_norm2.data(), n, H_);
-      add_inplace(tmp_.data(), tmp2_.data(), n * H_);
+      compute::add_inplace(tmp_.data(), tmp2_.data(), n * H_);
     }
     norm_rows(tmp_.data(), l.post_ffn_norm.data(), n, H_);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
   // x += norm(projection(gelu(gate(x)) · per-layer input of this layer)).
   void per_layer_input(const G4Layer& l, int32_t li, int64_t n) {
     l.pl_gate(x_.data(), n, plg_.data(), ctx_);
     for (int64_t t = 0; t < n; ++t)
-      gelu_tanh_mul(plg_.data() + t * P_, ple_.data() + (t * L_ + li) * P_, P_, plg_.data() + t * P_);
+      compute::gelu_tanh_mul(plg_.data() + t * P_, ple_.data() + (t * L_ + li) * P_, P_, plg_.data() + t * P_);
     l.pl_proj(plg_.data(), n, tmp_.data(), ctx_);
     norm_rows(tmp_.data(), l.pl_norm.data(), n, H_);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
   // Final norm; hidden states for the entries that ask; lm_head (+ softcap) over the rows whose
@@ -383,7 +383,7 @@ class Gemma4Model final : public Model {
         const bool want = entries[i].logits && (entries[i].all_logits || t == s.n - 1);
         if (!entries[i].hidden && !want) continue;
         float* out = xn_.data() + rows * H_;
-        rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, out);
+        compute::rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, out);
         if (entries[i].hidden) std::memcpy(entries[i].hidden + t * H_, out, static_cast<size_t>(H_) * sizeof(float));
         if (want) ++rows;
       }
@@ -401,26 +401,26 @@ class Gemma4Model final : public Model {
   std::shared_ptr<Checkpoint> ckpt_;
   ModelOptions opts_;
   ModelConfig cfg_;
-  ThreadPool pool_;
+  compute::ThreadPool pool_;
   ExecContext ctx_;
   int64_t H_ = 0, nh_ = 0, V_ = 0, P_ = 0;
   int32_t L_ = 0;
   float eps_ = 1e-6f;
   int64_t unit_ = 1, max_q_ = 0, max_kv_ = 0, max_inter_ = 0, global_turning_ = 0;
   int32_t total_slots_ = 0;
-  const Tensor* embed_ = nullptr;
-  const Tensor* embed_pl_ = nullptr;
+  const tensor::Tensor* embed_ = nullptr;
+  const tensor::Tensor* embed_pl_ = nullptr;
   Linear lm_head_, pl_model_proj_;
   std::vector<float> final_norm_, pl_proj_norm_;
   std::vector<G4Layer> layers_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
-  Rope global_rope_, local_rope_;
+  compute::Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
   MoeScratch moe_scratch_;
   std::vector<float> x_, xn_, tmp_, tmp2_, q_, k_, v_, att_, gate_, up_, ple_, plg_, pl_buf_, gcos_, gsin_, lcos_, lsin_,
       logits_buf_;
   std::vector<PagedSeq> seqs_;
-  std::vector<AttentionSegment> segs_;
+  std::vector<compute::AttentionSegment> segs_;
 };
 
 }  // namespace
@@ -429,4 +429,4 @@ std::unique_ptr<Model> make_gemma4_model(std::shared_ptr<Checkpoint> ckpt, const
   return std::make_unique<Gemma4Model>(std::move(ckpt), opts);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
@@ -128,37 +128,37 @@ GgufFile::ArraySpan skip_array(Cursor& c, const std::string& key, const std::str
 
 }  // namespace
 
-bool ggml_type_to_dtype(uint32_t id, DType& out) {
+bool ggml_type_to_dtype(uint32_t id, tensor::DType& out) {
   switch (id) {
-    case 0: out = DType::F32; return true;
-    case 1: out = DType::F16; return true;
-    case 2: out = DType::Q4_0; return true;
-    case 3: out = DType::Q4_1; return true;
-    case 6: out = DType::Q5_0; return true;
-    case 7: out = DType::Q5_1; return true;
-    case 8: out = DType::Q8_0; return true;
-    case 10: out = DType::Q2_K; return true;
-    case 11: out = DType::Q3_K; return true;
-    case 12: out = DType::Q4_K; return true;
-    case 13: out = DType::Q5_K; return true;
-    case 14: out = DType::Q6_K; return true;
-    case 15: out = DType::Q8_K; return true;
-    case 24: out = DType::I8; return true;
-    case 26: out = DType::I32; return true;
-    case 30: out = DType::BF16; return true;
+    case 0: out = tensor::DType::F32; return true;
+    case 1: out = tensor::DType::F16; return true;
+    case 2: out = tensor::DType::Q4_0; return true;
+    case 3: out = tensor::DType::Q4_1; return true;
+    case 6: out = tensor::DType::Q5_0; return true;
+    case 7: out = tensor::DType::Q5_1; return true;
+    case 8: out = tensor::DType::Q8_0; return true;
+    case 10: out = tensor::DType::Q2_K; return true;
+    case 11: out = tensor::DType::Q3_K; return true;
+    case 12: out = tensor::DType::Q4_K; return true;
+    case 13: out = tensor::DType::Q5_K; return true;
+    case 14: out = tensor::DType::Q6_K; return true;
+    case 15: out = tensor::DType::Q8_K; return true;
+    case 24: out = tensor::DType::I8; return true;
+    case 26: out = tensor::DType::I32; return true;
+    case 30: out = tensor::DType::BF16; return true;
     default: return false;
   }
 }
 
-uint32_t dtype_to_ggml_type(DType t) {
+uint32_t dtype_to_ggml_type(tensor::DType t) {
   for (uint32_t id = 0; id <= 30; ++id) {
-    DType d;
+    tensor::DType d;
     if (ggml_type_to_dtype(id, d) && d == t) return id;
   }
-  throw Error(std::string("GGUF cannot hold dtype ") + dtype_name(t));
+  throw Error(std::string("GGUF cannot hold dtype ") + tensor::dtype_name(t));
 }
 
-const Tensor* GgufFile::find(const std::string& name) const {
+const tensor::Tensor* GgufFile::find(const std::string& name) const {
   for (auto& t : tensors)
     if (t.name == name) return &t;
   return nullptr;
@@ -272,7 +272,7 @@ GgufFile read_gguf(const std::string& path) {
   };
   std::vector<Info> infos;
   for (uint64_t i = 0; i < n_tensors; ++i) {
-    Tensor t;
+    tensor::Tensor t;
     t.name = c.read_string("tensor name");
     auto bad = [&](const std::string& why) { return FileError(path, "tensor '" + t.name + "': " + why); };
     uint32_t nd = c.read<uint32_t>("tensor dims");
@@ -288,8 +288,8 @@ GgufFile read_gguf(const std::string& path) {
     uint32_t type = c.read<uint32_t>("tensor type");
     if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + std::to_string(type));
     uint64_t off = c.read<uint64_t>("tensor offset");
-    int64_t be = block_elems(t.dtype);
-    if (ne[0] % be) throw bad("row of " + std::to_string(ne[0]) + " elements is not a whole number of " + dtype_name(t.dtype) + " blocks");
+    int64_t be = tensor::block_elems(t.dtype);
+    if (ne[0] % be) throw bad("row of " + std::to_string(ne[0]) + " elements is not a whole number of " + tensor::dtype_name(t.dtype) + " blocks");
     for (int d = int(nd) - 1; d >= 0; --d) t.shape.push_back(ne[d]);
     uint64_t nbytes = numel / uint64_t(be) * block_bytes(t.dtype);
     if (off % g.alignment) throw bad("data offset " + std::to_string(off) + " is not aligned to " + std::to_string(g.alignment));
@@ -314,4 +314,4 @@ GgufFile read_gguf(const std::string& path) {
   return g;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -14,7 +14,7 @@
 #include "common/mapped_file.h"
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct GgufFile {
   std::string path;
@@ -30,11 +30,11 @@ struct GgufFile {
     uint64_t count = 0, offset = 0;
   };
   std::vector<std::pair<std::string, ArraySpan>> lazy_arrays;
-  std::vector<Tensor> tensors;  // GGUF names; shape in row-major order (GGUF's ne reversed)
+  std::vector<tensor::Tensor> tensors;  // GGUF names; shape in row-major order (GGUF's ne reversed)
   uint64_t alignment = 32;
   uint64_t data_offset = 0;     // absolute file offset of the tensor data section
 
-  const Tensor* find(const std::string& name) const;
+  const tensor::Tensor* find(const std::string& name) const;
   // Typed metadata access (nullptr/fallback when absent; FileError when the type is wrong).
   const nlohmann::json* get(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t fallback) const;
@@ -53,7 +53,7 @@ struct GgufFile {
 GgufFile read_gguf(const std::string& path);
 
 // GGML type id (as stored in GGUF) → DType; false for types we do not support.
-bool ggml_type_to_dtype(uint32_t id, DType& out);
-uint32_t dtype_to_ggml_type(DType t);  // throws Error for dtypes GGUF cannot hold
+bool ggml_type_to_dtype(uint32_t id, tensor::DType& out);
+uint32_t dtype_to_ggml_type(tensor::DType t);  // throws Error for dtypes GGUF cannot hold
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "tensor/fp16.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace {
 
@@ -75,7 +75,7 @@ namespace {
 // The Q/K rows stay in GGUF's pair order (the model rotates adjacent pairs, see
 // Checkpoint::rope_interleaved_qk); only check that they split into heads of even size, so a
 // lying file is refused here rather than mis-rotated later.
-void check_head_split(const Tensor& src, int64_t n_head, const std::string& path) {
+void check_head_split(const tensor::Tensor& src, int64_t n_head, const std::string& path) {
   int64_t rows = src.shape.empty() ? 0 : src.shape[0];
   if (n_head <= 0 || rows % n_head || (rows / n_head) % 2)
     throw FileError(path, "tensor '" + src.name + "': " + std::to_string(rows) + " rows cannot be split into " +
@@ -84,24 +84,24 @@ void check_head_split(const Tensor& src, int64_t n_head, const std::string& path
 
 // An f32 copy of a small float tensor with `f` applied to each value (kept alive by the store).
 template <class F>
-void map_floats(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst, F f) {
-  if (src.dtype != DType::F32 && src.dtype != DType::F16 && src.dtype != DType::BF16)
-    throw FileError(path, "tensor '" + src.name + "': expected a float tensor, got " + dtype_name(src.dtype));
+void map_floats(const tensor::Tensor& src, const std::string& path, WeightStore& store, tensor::Tensor& dst, F f) {
+  if (src.dtype != tensor::DType::F32 && src.dtype != tensor::DType::F16 && src.dtype != tensor::DType::BF16)
+    throw FileError(path, "tensor '" + src.name + "': expected a float tensor, got " + tensor::dtype_name(src.dtype));
   int64_t n = src.numel();
   auto buf = std::make_shared<std::vector<uint8_t>>(size_t(n) * 4);
   float* out = reinterpret_cast<float*>(buf->data());
   const uint8_t* in = static_cast<const uint8_t*>(src.data);
   for (int64_t i = 0; i < n; ++i) {
     float v;
-    if (src.dtype == DType::F32) std::memcpy(&v, in + 4 * i, 4);
+    if (src.dtype == tensor::DType::F32) std::memcpy(&v, in + 4 * i, 4);
     else {
       uint16_t hv;
       std::memcpy(&hv, in + 2 * i, 2);
-      v = src.dtype == DType::F16 ? f16_to_f32(hv) : bf16_to_f32(hv);
+      v = src.dtype == tensor::DType::F16 ? tensor::f16_to_f32(hv) : tensor::bf16_to_f32(hv);
     }
     out[i] = f(v);
   }
-  dst.dtype = DType::F32;
+  dst.dtype = tensor::DType::F32;
   dst.data = buf->data();
   dst.nbytes = buf->size();
   store.keep_alive(buf);
@@ -109,12 +109,12 @@ void map_floats(const Tensor& src, const std::string& path, WeightStore& store, 
 
 // llama.cpp's Gemma and Qwen3.5 converters store RMSNorm weights as (1 + w); HF keeps w. For
 // Qwen3.5 the model adds the 1 back: (m - 1) + 1 == m exactly for every m >= 0.5.
-void unshift_norm(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst) {
+void unshift_norm(const tensor::Tensor& src, const std::string& path, WeightStore& store, tensor::Tensor& dst) {
   map_floats(src, path, store, dst, [](float v) { return v - 1.0f; });
 }
 
 // llama.cpp's qwen35 stores A = -exp(A_log); the model takes A_log.
-void a_to_log(const Tensor& src, const std::string& path, WeightStore& store, Tensor& dst) {
+void a_to_log(const tensor::Tensor& src, const std::string& path, WeightStore& store, tensor::Tensor& dst) {
   map_floats(src, path, store, dst, [&](float v) {
     if (!(v < 0.0f)) throw FileError(path, "tensor '" + src.name + "': ssm_a must be negative (it is -exp(A_log))");
     return std::log(-v);
@@ -131,8 +131,8 @@ bool ends_with(const std::string& s, const char* suf) {
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
   store.keep_alive(g.file);
   bool permuted = gguf_arch_permutes_qk(cfg.architecture);
-  for (const Tensor& src : g.tensors) {
-    Tensor t = src;
+  for (const tensor::Tensor& src : g.tensors) {
+    tensor::Tensor t = src;
     t.name = gguf_to_hf_name(src.name, cfg.architecture);
     if (store.find(t.name)) throw FileError(g.path, "two tensors map to '" + t.name + "'");
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))
@@ -150,4 +150,4 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -6,7 +6,7 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // "blk.3.attn_q.weight" → "model.layers.3.self_attn.q_proj.weight" (architecture-aware for the
 // gemma3 norms and qwen3_5's Gated DeltaNet tensors: "blk.0.ssm_a" → "...linear_attn.A_log"). Names without an HF counterpart are returned unchanged.
@@ -21,4 +21,4 @@ bool gguf_arch_permutes_qk(const std::string& arch);
 // stored (the caller sets Checkpoint::rope_interleaved_qk from gguf_arch_permutes_qk).
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -1,6 +1,6 @@
 #include "model/arch.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // gpt-oss: biases on q/k/v/o, a learned attention sink per head, sliding-window layers alternating
 // with full ones (layer_types), and MoE MLPs in every layer with a biased router whose weights are a
@@ -14,4 +14,4 @@ ArchSpec gpt_oss_arch() {
   return s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

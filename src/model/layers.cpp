@@ -3,10 +3,10 @@
 #include "common/error.h"
 #include "tensor/dequantize.h"
 
-namespace rapid {
+namespace rapid::model {
 
 void Linear::operator()(const float* x, int64_t n, float* y, ExecContext& ctx) const {
-  matmul(w, x, n, y, *ctx.pool, ctx.scratch, ctx.path);
+  compute::matmul(w, x, n, y, *ctx.pool, ctx.scratch, ctx.path);
   add_bias(y, n);
 }
 
@@ -18,27 +18,27 @@ void Linear::add_bias(float* y, int64_t n) const {
 
 Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, int64_t in,
                    bool require_bias) {
-  const Tensor& t = ws.get(name + ".weight");
+  const tensor::Tensor& t = ws.get(name + ".weight");
   if (t.shape.size() != 2 || t.rows() != out || t.cols() != in)
     throw Error("weight " + t.name + " has shape [" +
                 (t.shape.size() == 2 ? std::to_string(t.shape[0]) + ", " + std::to_string(t.shape[1])
                                      : std::string("?")) +
                 "], expected [" + std::to_string(out) + ", " + std::to_string(in) + "]");
   Linear l;
-  l.w = WeightView::of(t);
+  l.w = compute::WeightView::of(t);
   if (require_bias || ws.find(name + ".bias")) l.bias = load_vector(ws, name + ".bias", out);
   return l;
 }
 
-void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
-  if (!l.present() || l.w.dtype == DType::F32) return;
+void materialize_f32(Linear& l, compute::ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
+  if (!l.present() || l.w.dtype == tensor::DType::F32) return;
   auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(l.w.rows * l.w.cols * 4));
   auto* f = reinterpret_cast<float*>(buf->data());
   pool.parallel_for(l.w.rows, 64, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) weight_row_f32(l.w, r, f + r * l.w.cols);
   });
-  WeightView v;
-  v.dtype = DType::F32;
+  compute::WeightView v;
+  v.dtype = tensor::DType::F32;
   v.data = f;
   v.rows = l.w.rows;
   v.cols = l.w.cols;
@@ -48,14 +48,14 @@ void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<st
 }
 
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n) {
-  const Tensor& t = ws.get(name);
+  const tensor::Tensor& t = ws.get(name);
   if (t.numel() != n)
     throw Error("tensor " + name + " has " + std::to_string(t.numel()) + " elements, expected " +
                 std::to_string(n));
   std::vector<float> v(static_cast<size_t>(n));
-  Tensor flat = t;
+  tensor::Tensor flat = t;
   flat.shape = {1, n};
-  dequantize_row(flat, 0, v.data());
+  tensor::dequantize_row(flat, 0, v.data());
   return v;
 }
 
@@ -68,8 +68,8 @@ void check_decoder_sizes(ModelConfig& c, const std::string& path, const std::str
   if (c.num_attention_heads % c.num_key_value_heads != 0) throw Error(path + ": attention heads not a multiple of KV heads");
 }
 
-RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& s) {
-  RopeParams p;
+compute::RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& s) {
+  compute::RopeParams p;
   p.rotary_dim = rotary_dim;
   p.base = base;
   p.max_position_embeddings = c.max_position_embeddings;
@@ -84,4 +84,4 @@ RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, co
   return p;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -12,16 +12,16 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct ExecContext {
-  ThreadPool* pool = nullptr;
-  MatmulScratch scratch;
-  MatmulPath path = MatmulPath::Fast;
+  compute::ThreadPool* pool = nullptr;
+  compute::MatmulScratch scratch;
+  compute::MatmulPath path = compute::MatmulPath::Fast;
 };
 
 struct Linear {
-  WeightView w;
+  compute::WeightView w;
   std::vector<float> bias;  // empty = none
   bool present() const { return w.data != nullptr; }
   int64_t out_features() const { return w.rows; }
@@ -36,7 +36,7 @@ Linear load_linear(const WeightStore& ws, const std::string& name, int64_t out, 
                    bool require_bias = false);
 // Exact (parity) mode: replaces l's weights by an f32 copy (kept alive in `owned`) so each step
 // is an f32 GEMV over exactly the values the reference multiplies with. No-op if absent or f32.
-void materialize_f32(Linear& l, ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
+void materialize_f32(Linear& l, compute::ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
 // A 1-D tensor (norm weight, bias) as f32; checks its length.
 std::vector<float> load_vector(const WeightStore& ws, const std::string& name, int64_t n);
 // The sizes every decoder needs (throws Error naming `path` and `what` when one is missing or
@@ -44,6 +44,6 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
 // head_dim = hidden / heads.
 void check_decoder_sizes(ModelConfig& c, const std::string& path, const std::string& what);
 // The config's RoPE scaling as compute's parameters, for `rotary_dim` dimensions rotating at `base`.
-RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& scaling);
+compute::RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& scaling);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -1,6 +1,6 @@
 #include "model/arch.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // Pre-norm decoder: RMSNorm → GQA attention with RoPE → residual → RMSNorm → SwiGLU → residual.
 ArchSpec llama_arch() {
@@ -9,4 +9,4 @@ ArchSpec llama_arch() {
   return s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "tensor/mlx_affine.h"
 
-namespace rapid::mlx {
+namespace rapid::model::mlx {
 
 std::optional<QuantSpec> QuantConfig::for_module(const std::string& module) const {
   auto it = overrides.find(module);
@@ -35,9 +35,9 @@ static QuantSpec parse_spec(const nlohmann::json& j, const QuantSpec& base, cons
     if (!j["group_size"].is_number_integer()) throw Error(where + ": 'group_size' is not an integer");
     s.group_size = j["group_size"].get<int>();
   }
-  if (!valid_bits(s.bits))
+  if (!tensor::mlx::valid_bits(s.bits))
     throw Error(where + ": unsupported bits " + std::to_string(s.bits) + " (2,3,4,5,6,8)");
-  if (!valid_group_size(s.group_size))
+  if (!tensor::mlx::valid_group_size(s.group_size))
     throw Error(where + ": unsupported group_size " + std::to_string(s.group_size) + " (32,64,128)");
   return s;
 }
@@ -66,4 +66,4 @@ std::optional<QuantConfig> parse_quant_config(const nlohmann::json& config) {
   return qc;
 }
 
-}  // namespace rapid::mlx
+}  // namespace rapid::model::mlx

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace rapid::mlx {
+namespace rapid::model::mlx {
 
 struct QuantSpec {
   int bits = 4;
@@ -32,4 +32,4 @@ struct QuantConfig {
 // Throws Error on invalid values.
 std::optional<QuantConfig> parse_quant_config(const nlohmann::json& config);
 
-}  // namespace rapid::mlx
+}  // namespace rapid::model::mlx

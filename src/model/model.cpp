@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "model/arch.h"
 
-namespace rapid {
+namespace rapid::model {
 
 static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   const std::string& a = ckpt->config.architecture;
@@ -63,4 +63,4 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, int num_th
   return create_model(std::move(ckpt), o);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

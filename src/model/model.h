@@ -8,7 +8,7 @@
 #include "model/model_config.h"
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // Per-sequence state (KV cache, later recurrent state). Owned by the engine; one per sequence.
 class SequenceState {
@@ -94,4 +94,4 @@ class Model {
 // Builds the architecture named in the checkpoint's config over its weights.
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, int num_threads = 0);
 
-}  // namespace rapid
+}  // namespace rapid::model

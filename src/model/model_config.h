@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace rapid {
+namespace rapid::model {
 
 struct RopeScaling {
   std::string type = "default";  // default | linear | llama3 | yarn
@@ -74,4 +74,4 @@ struct ModelConfig {
   std::optional<double> temperature, top_p, top_k, repetition_penalty;
 };
 
-}  // namespace rapid
+}  // namespace rapid::model

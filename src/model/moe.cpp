@@ -10,35 +10,35 @@
 #include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::model {
 
-WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
+compute::WeightView expert_slice(const tensor::Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
   if (t.shape.size() != 3 || e < 0 || e >= t.shape[0] || row0 < 0 || row0 + rows > t.shape[1] || t.shape[2] != cols)
     throw Error("expert tensor " + t.name + " does not have the expected [experts, rows, " + std::to_string(cols) +
                 "] shape");
   const int64_t first = e * t.shape[1] + row0;  // flat row index of the slice's first row
-  Tensor s = t;
+  tensor::Tensor s = t;
   s.shape = {rows, cols};
-  if (t.dtype == DType::MLX_AFFINE) {
+  if (t.dtype == tensor::DType::MLX_AFFINE) {
     const size_t stride = static_cast<size_t>(cols * t.bits / 8);
-    const size_t gbytes = static_cast<size_t>(cols / t.group_size) * (t.group_dtype == DType::F32 ? 4 : 2);
+    const size_t gbytes = static_cast<size_t>(cols / t.group_size) * (t.group_dtype == tensor::DType::F32 ? 4 : 2);
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
     s.scales = static_cast<const uint8_t*>(t.scales) + first * gbytes;
     s.biases = static_cast<const uint8_t*>(t.biases) + first * gbytes;
     s.nbytes = stride * static_cast<size_t>(rows);
-  } else if (t.dtype == DType::MXFP4) {
-    const size_t stride = row_bytes(t.dtype, cols);
+  } else if (t.dtype == tensor::DType::MXFP4) {
+    const size_t stride = tensor::row_bytes(t.dtype, cols);
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
     s.scales = static_cast<const uint8_t*>(t.scales) + first * (cols / mxfp4::kBlock);
     s.nbytes = stride * static_cast<size_t>(rows);
   } else {
-    const size_t stride = row_bytes(t.dtype, cols);
+    const size_t stride = tensor::row_bytes(t.dtype, cols);
     if (t.nbytes && t.nbytes < stride * static_cast<size_t>(t.shape[0] * t.shape[1]))
       throw Error("expert tensor " + t.name + " is smaller than its shape says");
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
     s.nbytes = stride * static_cast<size_t>(rows);
   }
-  return WeightView::of(s);
+  return compute::WeightView::of(s);
 }
 
 bool stacked_experts(const std::string& name, size_t ndim) {
@@ -48,21 +48,21 @@ bool stacked_experts(const std::string& name, size_t ndim) {
 namespace {
 
 // Whether the kernels may read w's data (and MLX scales / biases) as typed arrays.
-bool aligned(const WeightView& w) {
+bool aligned(const compute::WeightView& w) {
   auto ok = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
   switch (w.dtype) {
-    case DType::MLX_AFFINE: {
-      const size_t g = w.group_dtype == DType::F32 ? 4 : 2;
+    case tensor::DType::MLX_AFFINE: {
+      const size_t g = w.group_dtype == tensor::DType::F32 ? 4 : 2;
       return ok(w.data, 4) && ok(w.scales, g) && ok(w.biases, g);
     }
-    case DType::F32: return ok(w.data, 4);
-    case DType::F16: case DType::BF16: return ok(w.data, 2);
+    case tensor::DType::F32: return ok(w.data, 4);
+    case tensor::DType::F16: case tensor::DType::BF16: return ok(w.data, 2);
     default: return true;  // GGUF blocks: the format aligns its data; MXFP4 is read as bytes
   }
 }
 
 // Points w at an aligned copy of its rows (kept alive in `keep`).
-void copy_aligned(WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
+void copy_aligned(compute::WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
   auto dup = [&](const void*& p, size_t bytes) {
     auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
                                                       static_cast<const uint8_t*>(p) + bytes);
@@ -70,39 +70,39 @@ void copy_aligned(WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t
     keep.push_back(std::move(buf));
   };
   dup(w.data, w.row_stride * static_cast<size_t>(w.rows));
-  if (w.dtype == DType::MLX_AFFINE) {
-    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * (w.group_dtype == DType::F32 ? 4 : 2);
+  if (w.dtype == tensor::DType::MLX_AFFINE) {
+    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
     dup(w.scales, g);
     dup(w.biases, g);
   }
 }
 
-Linear slice_linear(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
+Linear slice_linear(const tensor::Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols) {
   Linear l;
   l.w = expert_slice(t, e, row0, rows, cols);
   return l;
 }
 
 // Row e of a [E, n] tensor (stacked expert biases) as f32.
-std::vector<float> expert_row(const Tensor& t, int64_t e, int64_t n) {
+std::vector<float> expert_row(const tensor::Tensor& t, int64_t e, int64_t n) {
   if (t.shape.size() != 2 || e >= t.shape[0] || t.shape[1] != n)
     throw Error("tensor " + t.name + " does not have the expected [experts, " + std::to_string(n) + "] shape");
   std::vector<float> v(static_cast<size_t>(n));
-  dequantize_row(t, e, v.data());
+  tensor::dequantize_row(t, e, v.data());
   return v;
 }
 
 // Expert e's [out, in] weight out of a [E, in, out * step] tensor stored input-major: element
 // (r, c) is t[e, c, r * step + off] (transformers' x·W expert layout; step 2
 // de-interleaves gate/up). Copied in the tensor's own float dtype.
-Linear transposed_expert(const Tensor& t, int64_t e, int64_t out, int64_t in, int64_t step, int64_t off,
+Linear transposed_expert(const tensor::Tensor& t, int64_t e, int64_t out, int64_t in, int64_t step, int64_t off,
                          std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
   if (t.shape.size() != 3 || e >= t.shape[0] || t.shape[1] != in || t.shape[2] != out * step)
     throw Error("expert tensor " + t.name + " does not have the expected [experts, " + std::to_string(in) + ", " +
                 std::to_string(out * step) + "] shape");
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+  if (t.dtype != tensor::DType::F32 && t.dtype != tensor::DType::BF16 && t.dtype != tensor::DType::F16)
     throw Error("expert tensor " + t.name + ": only f32 / bf16 / f16 are supported in this layout");
-  const size_t es = t.dtype == DType::F32 ? 4 : 2, ncol = static_cast<size_t>(out * step);
+  const size_t es = t.dtype == tensor::DType::F32 ? 4 : 2, ncol = static_cast<size_t>(out * step);
   if (t.nbytes && t.nbytes < static_cast<size_t>(t.shape[0]) * in * ncol * es)
     throw Error("expert tensor " + t.name + " is smaller than its shape says");
   auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(out * in) * es);
@@ -131,19 +131,19 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 // its transpose). Expert e's rows off, off + step, ... as an MXFP4 view into the mapping.
 Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, int64_t out, int64_t step, int64_t off,
                     int64_t cols) {
-  const Tensor& b = ws.get(name + "_blocks");
+  const tensor::Tensor& b = ws.get(name + "_blocks");
   const int64_t E = b.shape.empty() ? 0 : b.shape[0], G = cols / mxfp4::kBlock, R = out * step;
-  if (b.dtype != DType::U8 || b.shape != std::vector<int64_t>{E, R, G, mxfp4::kBlockBytes} || cols % mxfp4::kBlock)
+  if (b.dtype != tensor::DType::U8 || b.shape != std::vector<int64_t>{E, R, G, mxfp4::kBlockBytes} || cols % mxfp4::kBlock)
     throw Error(name + "_blocks: expected uint8 [experts, " + std::to_string(R) + ", " + std::to_string(G) + ", 16], got " +
-                dtype_name(b.dtype) + " " + shape_str(b.shape));
-  const Tensor& sc = ws.get(name + "_scales");
-  if (sc.dtype != DType::U8 || sc.shape != std::vector<int64_t>{E, R, G})
+                tensor::dtype_name(b.dtype) + " " + shape_str(b.shape));
+  const tensor::Tensor& sc = ws.get(name + "_scales");
+  if (sc.dtype != tensor::DType::U8 || sc.shape != std::vector<int64_t>{E, R, G})
     throw Error(name + "_scales: expected uint8 (E8M0) [" + std::to_string(E) + ", " + std::to_string(R) + ", " +
-                std::to_string(G) + "], got " + dtype_name(sc.dtype) + " " + shape_str(sc.shape));
+                std::to_string(G) + "], got " + tensor::dtype_name(sc.dtype) + " " + shape_str(sc.shape));
   if (e >= E) throw Error(name + "_blocks: has " + std::to_string(E) + " experts, the config more");
   const int64_t first = e * R + off;  // flat row of the expert's first row
   Linear l;
-  l.w.dtype = DType::MXFP4;
+  l.w.dtype = tensor::DType::MXFP4;
   l.w.rows = out;
   l.w.cols = cols;
   l.w.bits = 4;
@@ -158,7 +158,7 @@ Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, i
 }  // namespace
 
 // gate_up_proj_bias [E, 2I] interleaves gate (even) and up (odd); down_proj_bias is [E, H].
-void MoeBlock::set_interleaved_biases(Expert& ex, const Tensor& gate_up, const Tensor& down, int64_t e) const {
+void MoeBlock::set_interleaved_biases(Expert& ex, const tensor::Tensor& gate_up, const tensor::Tensor& down, int64_t e) const {
   const int64_t I = sh_.expert_inter;
   const std::vector<float> b = expert_row(gate_up, e, 2 * I);
   for (int64_t i = 0; i < I; ++i) {
@@ -189,13 +189,13 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
     router_ = load_linear(ws, p + "gate", E, H);
   }
   const std::string sw = p + (sh_.gemma4 ? "experts.switch_glu." : "switch_mlp.");
-  if (const Tensor* g = ws.find(sw + "gate_proj.weight")) {
-    const Tensor& u = ws.get(sw + "up_proj.weight");
-    const Tensor& d = ws.get(sw + "down_proj.weight");
+  if (const tensor::Tensor* g = ws.find(sw + "gate_proj.weight")) {
+    const tensor::Tensor& u = ws.get(sw + "up_proj.weight");
+    const tensor::Tensor& d = ws.get(sw + "down_proj.weight");
     for (int64_t e = 0; e < E; ++e)
       experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
-  } else if (const Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
-    const Tensor& d = ws.get(p + "experts.down_proj");
+  } else if (const tensor::Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
+    const tensor::Tensor& d = ws.get(p + "experts.down_proj");
     for (int64_t e = 0; e < E; ++e)
       experts_[e] = {slice_linear(*gu, e, 0, I, H), slice_linear(*gu, e, I, I, H), slice_linear(d, e, 0, H, I)};
   } else {
@@ -215,10 +215,10 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
 
 void MoeBlock::load_gpt_oss(const WeightStore& ws, const std::string& p) {
   const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
-  if (const Tensor* g = ws.find(p + "experts.gate_proj.weight")) {
-    const Tensor& u = ws.get(p + "experts.up_proj.weight");
-    const Tensor& d = ws.get(p + "experts.down_proj.weight");
-    const Tensor &gb = ws.get(p + "experts.gate_proj.bias"), &ub = ws.get(p + "experts.up_proj.bias"),
+  if (const tensor::Tensor* g = ws.find(p + "experts.gate_proj.weight")) {
+    const tensor::Tensor& u = ws.get(p + "experts.up_proj.weight");
+    const tensor::Tensor& d = ws.get(p + "experts.down_proj.weight");
+    const tensor::Tensor &gb = ws.get(p + "experts.gate_proj.bias"), &ub = ws.get(p + "experts.up_proj.bias"),
                  &db = ws.get(p + "experts.down_proj.bias");
     for (int64_t e = 0; e < E; ++e) {
       experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
@@ -226,9 +226,9 @@ void MoeBlock::load_gpt_oss(const WeightStore& ws, const std::string& p) {
       experts_[e].up.bias = expert_row(ub, e, I);
       experts_[e].down.bias = expert_row(db, e, H);
     }
-  } else if (const Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
-    const Tensor& d = ws.get(p + "experts.down_proj");
-    const Tensor &gub = ws.get(p + "experts.gate_up_proj_bias"), &db = ws.get(p + "experts.down_proj_bias");
+  } else if (const tensor::Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
+    const tensor::Tensor& d = ws.get(p + "experts.down_proj");
+    const tensor::Tensor &gub = ws.get(p + "experts.gate_up_proj_bias"), &db = ws.get(p + "experts.down_proj_bias");
     for (int64_t e = 0; e < E; ++e) {
       Expert& ex = experts_[e];
       ex = {transposed_expert(*gu, e, I, H, 2, 0, copies_), transposed_expert(*gu, e, I, H, 2, 1, copies_),
@@ -260,15 +260,15 @@ const MoeBlock::Expert& MoeBlock::expert(int64_t e) const {
   return ex;
 }
 
-void MoeBlock::materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
-  rapid::materialize_f32(router_, pool, owned);
-  rapid::materialize_f32(shared_gate_, pool, owned);
+void MoeBlock::materialize_f32(compute::ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned) {
+  rapid::model::materialize_f32(router_, pool, owned);
+  rapid::model::materialize_f32(shared_gate_, pool, owned);
   for (Expert* ex : {&shared_})
-    for (Linear* l : {&ex->gate, &ex->up, &ex->down}) rapid::materialize_f32(*l, pool, owned);
+    for (Linear* l : {&ex->gate, &ex->up, &ex->down}) rapid::model::materialize_f32(*l, pool, owned);
   for (int64_t e = 0; e < sh_.experts; ++e) {
     expert(e);  // the f32 copy reads every row as typed data
     Expert& ex = experts_[static_cast<size_t>(e)];
-    for (Linear* l : {&ex.gate, &ex.up, &ex.down}) rapid::materialize_f32(*l, pool, owned);
+    for (Linear* l : {&ex.gate, &ex.up, &ex.down}) rapid::model::materialize_f32(*l, pool, owned);
   }
 }
 
@@ -323,17 +323,17 @@ void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y,
                           int64_t inter) const {
   s.g.resize(static_cast<size_t>(n * inter));
   s.u.resize(static_cast<size_t>(n * inter));
-  MatmulOut outs[2] = {{&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}};
-  matmul_multi(outs, 2, x, n, *ctx.pool, ctx.scratch, ctx.path);
+  compute::MatmulOut outs[2] = {{&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}};
+  compute::matmul_multi(outs, 2, x, n, *ctx.pool, ctx.scratch, ctx.path);
   ex.gate.add_bias(s.g.data(), n);
   ex.up.add_bias(s.u.data(), n);
   float* g = s.g.data();
   const float* u = s.u.data();
   // Element-wise (libm exp per element), so how the pool splits it cannot change a row.
   ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) {
-    if (sh_.gpt_oss) swiglu_oai_mul(g + b, u + b, e - b, sh_.swiglu_alpha, sh_.swiglu_limit, g + b);
-    else if (sh_.gemma4) gelu_tanh_mul(g + b, u + b, e - b, g + b);
-    else silu_mul(g + b, u + b, e - b, g + b);
+    if (sh_.gpt_oss) compute::swiglu_oai_mul(g + b, u + b, e - b, sh_.swiglu_alpha, sh_.swiglu_limit, g + b);
+    else if (sh_.gemma4) compute::gelu_tanh_mul(g + b, u + b, e - b, g + b);
+    else compute::silu_mul(g + b, u + b, e - b, g + b);
   });
   ex.down(s.g.data(), n, y, ctx);
 }
@@ -357,7 +357,7 @@ void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx,
   if (!router_norm_.empty()) {
     s.rn.resize(static_cast<size_t>(n * H));
     const float* x = router_in ? router_in : xn;
-    for (int64_t t = 0; t < n; ++t) rms_norm(x + t * H, router_norm_.data(), H, sh_.norm_eps, false, s.rn.data() + t * H);
+    for (int64_t t = 0; t < n; ++t) compute::rms_norm(x + t * H, router_norm_.data(), H, sh_.norm_eps, false, s.rn.data() + t * H);
     router_(s.rn.data(), n, s.logits.data(), ctx);
   } else {
     router_(router_in ? router_in : xn, n, s.logits.data(), ctx);
@@ -389,4 +389,4 @@ void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx,
   if (sh_.shared_inter > 0) shared(xn, n, out, ctx, s);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -16,7 +16,7 @@
 #include "model/layers.h"
 #include "model/weights.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct MoeShape {
   int64_t hidden = 0, experts = 0, top_k = 0, expert_inter = 0;
@@ -59,7 +59,7 @@ class MoeBlock {
                const float* router_in = nullptr) const;
 
   // Exact (parity) mode: every projection as f32 (see materialize_f32 in layers.h).
-  void materialize_f32(ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
+  void materialize_f32(compute::ThreadPool& pool, std::vector<std::shared_ptr<std::vector<uint8_t>>>& owned);
 
   const MoeShape& shape() const { return sh_; }
 
@@ -74,7 +74,7 @@ class MoeBlock {
                   int64_t inter) const;
   void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
   void load_gpt_oss(const WeightStore& ws, const std::string& prefix);
-  void set_interleaved_biases(Expert& ex, const Tensor& gate_up, const Tensor& down, int64_t e) const;
+  void set_interleaved_biases(Expert& ex, const tensor::Tensor& gate_up, const tensor::Tensor& down, int64_t e) const;
 
   MoeShape sh_;
   Linear router_;
@@ -94,6 +94,6 @@ bool stacked_experts(const std::string& name, size_t ndim);
 
 // Expert `e`'s rows [row0, row0 + rows) of a stacked [E, R, cols] tensor, as a 2-D weight view
 // into the same mapping (any row-quantized dtype or MLX affine). Throws Error on a shape mismatch.
-WeightView expert_slice(const Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols);
+compute::WeightView expert_slice(const tensor::Tensor& t, int64_t e, int64_t row0, int64_t rows, int64_t cols);
 
-}  // namespace rapid
+}  // namespace rapid::model

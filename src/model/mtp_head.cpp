@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "compute/ops.h"
 
-namespace rapid {
+namespace rapid::model {
 
 int MtpHead::count_layers(const WeightStore& ws) {
   if (!ws.find("mtp.fc.weight")) return 0;
@@ -60,8 +60,8 @@ void MtpHead::input(const MtpEntry* entries, const std::vector<Rows>& rows, int6
     for (int64_t t = 0; t < rows[i].n; ++t) {
       float* c = cat_.data() + (rows[i].row + t) * 2 * H_;
       embed(entries[i].tokens[t], emb_.data());
-      rms_norm(emb_.data(), norm_emb_.data(), H_, eps_, add_one_, c);
-      rms_norm(entries[i].hidden + t * H_, norm_hidden_.data(), H_, eps_, add_one_, c + H_);
+      compute::rms_norm(emb_.data(), norm_emb_.data(), H_, eps_, add_one_, c);
+      compute::rms_norm(entries[i].hidden + t * H_, norm_hidden_.data(), H_, eps_, add_one_, c + H_);
     }
   fc_(cat_.data(), total, x, ctx);
 }
@@ -72,7 +72,7 @@ void MtpHead::output(const MtpEntry* entries, const std::vector<Rows>& rows, con
   xn_.resize(count * static_cast<size_t>(H_));
   for (size_t i = 0; i < count; ++i) {
     const Rows& s = rows[i];
-    rms_norm(x + (s.row + s.n - 1) * H_, norm_.data(), H_, eps_, add_one_, xn_.data() + i * H_);
+    compute::rms_norm(x + (s.row + s.n - 1) * H_, norm_.data(), H_, eps_, add_one_, xn_.data() + i * H_);
     if (entries[i].hidden_out) std::memcpy(entries[i].hidden_out, xn_.data() + i * H_, static_cast<size_t>(H_) * 4);
   }
   logits_.resize(count * static_cast<size_t>(vocab));
@@ -81,4 +81,4 @@ void MtpHead::output(const MtpEntry* entries, const std::vector<Rows>& rows, con
     std::memcpy(entries[i].logits, logits_.data() + i * vocab, static_cast<size_t>(vocab) * 4);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -13,7 +13,7 @@
 #include "model/model.h"
 #include "model/paged_kv.h"
 
-namespace rapid {
+namespace rapid::model {
 
 class MtpHead {
  public:
@@ -53,4 +53,4 @@ class MtpHead {
   std::vector<float> cat_, emb_, xn_, logits_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::model

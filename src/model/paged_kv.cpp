@@ -6,31 +6,31 @@
 #include "common/error.h"
 #include "model/batch_helpers.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace {
-DType view_dtype(cache::KvDType t) {
+tensor::DType view_dtype(cache::KvDType t) {
   switch (t) {
-    case cache::KvDType::F32: return DType::F32;
-    case cache::KvDType::F16: return DType::F16;
-    case cache::KvDType::BF16: return DType::BF16;
+    case cache::KvDType::F32: return tensor::DType::F32;
+    case cache::KvDType::F16: return tensor::DType::F16;
+    case cache::KvDType::BF16: return tensor::DType::BF16;
     default: throw Error(std::string("paged KV: attention has no kernel for KV dtype ") + cache::kv_dtype_name(t));
   }
 }
 }  // namespace
 
 cache::BlockShape kv_block_shape_for(int32_t num_layers, int64_t kv_heads, int64_t head_dim, int32_t block_size,
-                                     DType kv_dtype) {
+                                     tensor::DType kv_dtype) {
   cache::BlockShape sh;
   sh.num_layers = num_layers;
   sh.kv_heads = static_cast<int32_t>(kv_heads);
   sh.head_dim = static_cast<int32_t>(head_dim);
   sh.block_size = block_size;
   switch (kv_dtype) {
-    case DType::F16: sh.dtype = cache::KvDType::F16; break;
-    case DType::BF16: sh.dtype = cache::KvDType::BF16; break;
-    case DType::F32: sh.dtype = cache::KvDType::F32; break;
-    default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + dtype_name(kv_dtype));
+    case tensor::DType::F16: sh.dtype = cache::KvDType::F16; break;
+    case tensor::DType::BF16: sh.dtype = cache::KvDType::BF16; break;
+    case tensor::DType::F32: sh.dtype = cache::KvDType::F32; break;
+    default: throw Error(std::string("KV cache dtype must be f16, bf16 or f32, not ") + tensor::dtype_name(kv_dtype));
   }
   sh.validate();
   return sh;
@@ -101,10 +101,10 @@ void PagedKvState::release() {
   bases_.clear();
 }
 
-KvView PagedKvState::layer(int32_t l) {
+compute::KvView PagedKvState::layer(int32_t l) {
   const cache::BlockShape& sh = pool_->shape();
   const size_t elem = cache::kv_dtype_bytes(sh.dtype);
-  KvView v;
+  compute::KvView v;
   v.dtype = view_dtype(sh.dtype);
   v.blocks = bases_.data();
   v.k_off = sh.k_offset(l);
@@ -118,9 +118,9 @@ KvView PagedKvState::layer(int32_t l) {
   return v;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model
 
-namespace rapid {
+namespace rapid::model {
 
 int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab,
                           const std::function<void(const cache::BlockShape&)>& check_pool,
@@ -171,9 +171,9 @@ int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab
   return total;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model
 
-namespace rapid {
+namespace rapid::model {
 
 std::unique_ptr<SequenceState> private_paged_state(const Model& m, int64_t max_tokens) {
   constexpr int32_t kBlock = 16;
@@ -194,4 +194,4 @@ void scatter_logits(const BatchEntry* entries, size_t count, const float* packed
   }
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

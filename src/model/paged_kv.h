@@ -11,12 +11,12 @@
 #include "compute/attention.h"
 #include "model/model.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // The page geometry of `num_layers` attention layers with kv_heads × head_dim keys, in the KV
 // dtype a model was asked for (f16, bf16 or f32; anything else is an Error).
 cache::BlockShape kv_block_shape_for(int32_t num_layers, int64_t kv_heads, int64_t head_dim, int32_t block_size,
-                                     DType kv_dtype);
+                                     tensor::DType kv_dtype);
 
 class PagedKvState : public SequenceState {
  public:
@@ -41,7 +41,7 @@ class PagedKvState : public SequenceState {
   const cache::BlockTable& table() const { return table_; }
   cache::BlockPool& pool() { return *pool_; }
   // The view of layer l for the attention kernel (valid until the next append/truncate).
-  KvView layer(int32_t l);
+  compute::KvView layer(int32_t l);
 
  private:
   std::shared_ptr<cache::BlockPool> pool_;
@@ -65,4 +65,4 @@ int64_t admit_paged_batch(const BatchEntry* entries, size_t count, int64_t vocab
                           const std::function<void(const cache::BlockShape&)>& check_pool,
                           std::vector<PagedSeq>& seqs);
 
-}  // namespace rapid
+}  // namespace rapid::model

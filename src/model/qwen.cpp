@@ -1,6 +1,6 @@
 #include "model/arch.h"
 
-namespace rapid {
+namespace rapid::model {
 
 // Llama layout with biases on the q/k/v projections.
 ArchSpec qwen2_arch() {
@@ -25,4 +25,4 @@ ArchSpec qwen3_moe_arch() {
   return s;
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

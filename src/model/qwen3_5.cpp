@@ -22,7 +22,7 @@
 #include "model/moe.h"
 #include "model/paged_kv.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 class Qwen35Model;
@@ -125,7 +125,7 @@ class Qwen35Model final : public Model {
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
     if (ws.find("lm_head.weight") && !cfg_.tie_word_embeddings) lm_head_ = load_linear(ws, "lm_head", V_, H_);
-    else lm_head_.w = WeightView::of(*embed_);
+    else lm_head_.w = compute::WeightView::of(*embed_);
     final_norm_ = norm(ws, "model.norm.weight", H_);
     layers_.resize(static_cast<size_t>(cfg_.num_hidden_layers));
     for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
@@ -137,7 +137,7 @@ class Qwen35Model final : public Model {
     }
     if (n_full_ == 0) throw Error(ckpt_->path + ": Qwen3.5 config has no full-attention layer");
     load_mtp(ws);
-    if (opts.matmul == MatmulPath::Exact) {
+    if (opts.matmul == compute::MatmulPath::Exact) {
       materialize_f32(lm_head_, pool_, owned_);
       materialize_f32(mtp_.fc(), pool_, owned_);
       for (auto* group : {&layers_, &mtp_layers_})
@@ -148,7 +148,7 @@ class Qwen35Model final : public Model {
           if (L.moe) L.moe->materialize_f32(pool_, owned_);
         }
     }
-    rope_ = Rope(rope_params(cfg_, rot_, cfg_.rope_theta, cfg_.rope_scaling));
+    rope_ = compute::Rope(rope_params(cfg_, rot_, cfg_.rope_theta, cfg_.rope_scaling));
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -204,7 +204,7 @@ class Qwen35Model final : public Model {
       for (int64_t t = 0; t < s.n; ++t)
         rope_.angles(s.pos0 + t, cos_.data() + (s.row + t) * rope_.half(), sin_.data() + (s.row + t) * rope_.half());
     }
-    mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) { dequantize_row(*embed_, tok, out); },
+    mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) { tensor::dequantize_row(*embed_, tok, out); },
                x_.data(), ctx_);
     run_layer(mtp_layers_[static_cast<size_t>(entries[0].layer)], total);
     mtp_.output(entries, mtp_rows_, x_.data(), lm_head_, V_, ctx_);
@@ -235,7 +235,7 @@ class Qwen35Model final : public Model {
     for (const Seq& s : seqs_)
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
-        dequantize_row(*embed_, s.tokens[t], x_.data() + r * H_);
+        tensor::dequantize_row(*embed_, s.tokens[t], x_.data() + r * H_);
         rope_.angles(s.pos0 + t, cos_.data() + r * half, sin_.data() + r * half);
       }
     for (const Layer& L : layers_) run_layer(L, total);
@@ -272,7 +272,7 @@ class Qwen35Model final : public Model {
     hd_ = cfg_.head_dim;
     rot_ = static_cast<int64_t>(static_cast<double>(hd_) * c.partial_rotary_factor);
     if (rot_ <= 0 || rot_ % 2 != 0) throw Error(ckpt_->path + ": rotary dimension must be even and positive");
-    gd_ = GatedDeltaShape{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
+    gd_ = compute::GatedDeltaShape{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim,
                           c.linear_value_head_dim, c.linear_v_heads_tiled};
     key_dim_ = gd_.k_heads * gd_.k_dim;
     value_dim_ = gd_.v_heads * gd_.v_dim;
@@ -436,12 +436,12 @@ class Qwen35Model final : public Model {
   }
 
   void run_layer(const Layer& L, int64_t n) {
-    for (int64_t t = 0; t < n; ++t) rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+    for (int64_t t = 0; t < n; ++t) compute::rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, false, xn_.data() + t * H_);
     if (L.linear) delta_net(L, n);
     else full_attention(L, n);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
     mlp(L, n);
-    add_inplace(x_.data(), tmp_.data(), n * H_);
+    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
   // Gated DeltaNet: projections and gates over all rows, then per sequence the causal conv and
@@ -453,16 +453,16 @@ class Qwen35Model final : public Model {
     if (fused_) {
       float* fz = fused_buf_.data();  // [n][C + value_dim] then [n][2 Hv]
       float* fba = fz + n * (C_ + value_dim_);
-      MatmulOut outs[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
-      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
+      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
       split_fused(fz, fba, n, qkv, z);
     } else {
-      MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
-      matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
+      compute::matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     }
     const int64_t Hv = gd_.v_heads;
     for (int64_t t = 0; t < n; ++t)
-      gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
+      compute::gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
                         g_.data() + t * Hv, beta_.data() + t * Hv);
     for (const Seq& s : seqs_) {
       if (!s.record) continue;  // the recurrence's inputs, for a rollback inside this window
@@ -481,7 +481,7 @@ class Qwen35Model final : public Model {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < Hv; ++h) {
         float* yh = y + t * value_dim_ + h * gd_.v_dim;
-        gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
+        compute::gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
       }
     L.out(y, n, tmp_.data(), ctx_);
   }
@@ -514,24 +514,24 @@ class Qwen35Model final : public Model {
   // bit-identical states. `chunk_ok`: runs of kChunkedMin tokens may take the chunked form.
   void deltanet_seq(const Layer& L, float* conv_state, float* ssm, const float* qkv, int64_t n, const float* g,
                     const float* beta, float* conv, float* y, bool chunk_ok) {
-    causal_conv1d_silu(L.conv_w.data(), C_, K_, conv_state, qkv, n, conv);
+    compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, conv_state, qkv, n, conv);
     const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
     for (int64_t t = 0; t < n; ++t) {
       float* row = conv + t * C_;
       for (int64_t h = 0; h < gd_.k_heads; ++h) {
-        l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
-        l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
+        compute::l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
+        compute::l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
       }
     }
     const int64_t Hv = gd_.v_heads;
     pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
       if (chunk_ok && n >= kChunkedMin) {
-        gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
+        compute::gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
         return;
       }
       for (int64_t t = 0; t < n; ++t) {
         const float* r = conv + t * C_;
-        gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g + t * Hv, beta + t * Hv, ssm, y + t * value_dim_,
+        compute::gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g + t * Hv, beta + t * Hv, ssm, y + t * value_dim_,
                          h0, h1);
       }
     });
@@ -544,32 +544,32 @@ class Qwen35Model final : public Model {
     float* q = w2_.data();   // [n][nh*hd]
     float* att = w3_.data();
     {
-      MatmulOut outs[3] = {{&L.q.w, qg}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
-      matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[3] = {{&L.q.w, qg}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
+      compute::matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     }
     const int64_t half = rope_.half();
     for (int64_t t = 0; t < n; ++t) {
       float* qt = q + t * nh_ * hd_;
       float* kt = k_.data() + t * nkv_ * hd_;
       for (int64_t h = 0; h < nh_; ++h)
-        rms_norm(qg + (t * nh_ + h) * 2 * hd_, L.q_norm.data(), hd_, eps_, false, qt + h * hd_);
-      for (int64_t h = 0; h < nkv_; ++h) rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, false, kt + h * hd_);
+        compute::rms_norm(qg + (t * nh_ + h) * 2 * hd_, L.q_norm.data(), hd_, eps_, false, qt + h * hd_);
+      for (int64_t h = 0; h < nkv_; ++h) compute::rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, false, kt + h * hd_);
       rope_.apply(qt, nh_, hd_, cos_.data() + t * half, sin_.data() + t * half);
       rope_.apply(kt, nkv_, hd_, cos_.data() + t * half, sin_.data() + t * half);
     }
     segs_.resize(seqs_.size());
     for (size_t i = 0; i < seqs_.size(); ++i) {
       const Seq& s = seqs_[i];
-      AttentionSegment& sg = segs_[i];
+      compute::AttentionSegment& sg = segs_[i];
       sg.kv = s.kv->layer(L.index);
       sg.q = q + s.row * nh_ * hd_;
       sg.out = att + s.row * nh_ * hd_;
       sg.n = s.n;
       sg.pos0 = s.pos0;
-      kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
+      compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
     }
-    const AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_};
-    attention_batch(segs_.data(), segs_.size(), ap, pool_);
+    const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_};
+    compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < nh_; ++h) {
         float* o = att + (t * nh_ + h) * hd_;
@@ -581,15 +581,15 @@ class Qwen35Model final : public Model {
 
   void mlp(const Layer& L, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
-      rms_norm(x_.data() + t * H_, L.post_norm.data(), H_, eps_, false, xn_.data() + t * H_);
+      compute::rms_norm(x_.data() + t * H_, L.post_norm.data(), H_, eps_, false, xn_.data() + t * H_);
     if (L.moe) return L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
     float* gate = w1_.data();
     float* up = w3_.data();
     {
-      MatmulOut outs[2] = {{&L.gate.w, gate}, {&L.up.w, up}};
-      matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
+      compute::MatmulOut outs[2] = {{&L.gate.w, gate}, {&L.up.w, up}};
+      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
     }
-    pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) { silu_mul(gate + b, up + b, e - b, gate + b); });
+    pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) { compute::silu_mul(gate + b, up + b, e - b, gate + b); });
     L.down(gate, n, tmp_.data(), ctx_);
   }
 
@@ -599,12 +599,12 @@ class Qwen35Model final : public Model {
     for (size_t i = 0; i < count; ++i)
       if (entries[i].hidden)
         for (int64_t t = 0; t < seqs_[i].n; ++t)
-          rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, false, entries[i].hidden + t * H_);
+          compute::rms_norm(x_.data() + (seqs_[i].row + t) * H_, final_norm_.data(), H_, eps_, false, entries[i].hidden + t * H_);
     int64_t rows = 0;
     for (size_t i = 0; i < count; ++i) {
       const Seq& s = seqs_[i];
       for (int64_t t = entries[i].all_logits ? 0 : s.n - 1; t < s.n; ++t, ++rows)
-        rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, xn_.data() + rows * H_);
+        compute::rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, xn_.data() + rows * H_);
     }
     float* out = entries[0].logits;
     if (count > 1) {
@@ -625,16 +625,16 @@ class Qwen35Model final : public Model {
   std::shared_ptr<Checkpoint> ckpt_;
   ModelOptions opts_;
   ModelConfig cfg_;
-  ThreadPool pool_;
+  compute::ThreadPool pool_;
   ExecContext ctx_;
   int64_t H_ = 0, I_ = 0, V_ = 0, nh_ = 0, nkv_ = 0, hd_ = 0, rot_ = 0;
-  GatedDeltaShape gd_;
+  compute::GatedDeltaShape gd_;
   int64_t key_dim_ = 0, value_dim_ = 0, C_ = 0, K_ = 0;
   int64_t n_linear_ = 0, n_full_ = 0;
   float eps_ = 1e-6f, attn_scale_ = 1.0f;
   bool hf_layout_ = false;
   bool fused_ = false;  // Qwen3-Next: in_proj_qkvz / in_proj_ba
-  const Tensor* embed_ = nullptr;
+  const tensor::Tensor* embed_ = nullptr;
   Linear lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
@@ -642,13 +642,13 @@ class Qwen35Model final : public Model {
   std::vector<MtpHead::Rows> mtp_rows_;
   std::vector<Layer> mtp_layers_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
-  Rope rope_;
+  compute::Rope rope_;
   int64_t cap_ = 0;
   std::vector<float> fused_buf_;  // Qwen3-Next's fused projections before split_fused
   std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
   MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;
-  std::vector<AttentionSegment> segs_;
+  std::vector<compute::AttentionSegment> segs_;
 };
 
 void HybridState::truncate(int64_t n) {
@@ -676,4 +676,4 @@ std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, cons
   return std::make_unique<Qwen35Model>(std::move(ckpt), opts);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

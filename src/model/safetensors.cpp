@@ -11,13 +11,13 @@
 #include "common/error.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
-bool parse_dtype(const std::string& s, DType& t) {
-  static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I32", DType::I32},
-      {"U32", DType::U32}, {"I8", DType::I8},   {"U8", DType::U8}};
+bool parse_dtype(const std::string& s, tensor::DType& t) {
+  static const std::pair<const char*, tensor::DType> table[] = {
+      {"F32", tensor::DType::F32}, {"F16", tensor::DType::F16}, {"BF16", tensor::DType::BF16}, {"I32", tensor::DType::I32},
+      {"U32", tensor::DType::U32}, {"I8", tensor::DType::I8},   {"U8", tensor::DType::U8}};
   for (auto& [n, d] : table)
     if (s == n) {
       t = d;
@@ -31,16 +31,16 @@ constexpr uint64_t kMaxHeader = 100ull << 20;
 
 }  // namespace
 
-const char* safetensors_dtype_name(DType t) {
+const char* safetensors_dtype_name(tensor::DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-    case DType::I32: return "I32";
-    case DType::U32: return "U32";
-    case DType::I8: return "I8";
-    case DType::U8: return "U8";
-    default: throw Error(std::string("safetensors cannot store dtype ") + dtype_name(t));
+    case tensor::DType::F32: return "F32";
+    case tensor::DType::F16: return "F16";
+    case tensor::DType::BF16: return "BF16";
+    case tensor::DType::I32: return "I32";
+    case tensor::DType::U32: return "U32";
+    case tensor::DType::I8: return "I8";
+    case tensor::DType::U8: return "U8";
+    default: throw Error(std::string("safetensors cannot store dtype ") + tensor::dtype_name(t));
   }
 }
 
@@ -78,7 +78,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
     if (!e.contains("shape") || !e["shape"].is_array()) throw bad("missing shape");
     if (!e.contains("data_offsets") || !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
       throw bad("missing data_offsets");
-    Tensor t;
+    tensor::Tensor t;
     t.name = name;
     std::string ds = e["dtype"].get<std::string>();
     if (!parse_dtype(ds, t.dtype)) throw bad("unsupported dtype " + ds);
@@ -156,4 +156,4 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   write_safetensors_streamed(path, std::move(planned), metadata);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

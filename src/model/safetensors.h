@@ -12,11 +12,11 @@
 #include "common/mapped_file.h"
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::model {
 
 struct SafetensorsFile {
   std::shared_ptr<MappedFile> file;
-  std::vector<Tensor> tensors;  // file order (sorted by name in the header); data points into file
+  std::vector<tensor::Tensor> tensors;  // file order (sorted by name in the header); data points into file
   std::map<std::string, std::string> metadata;
 };
 
@@ -26,7 +26,7 @@ SafetensorsFile read_safetensors(const std::string& path);
 // A tensor to write: raw little-endian bytes of `dtype` (F32/F16/BF16/I32/U32/I8/U8).
 struct SafetensorsEntry {
   std::string name;
-  DType dtype;
+  tensor::DType dtype;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
 };
@@ -39,13 +39,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 // produced in name order and written at once, so peak memory is one tensor. Returns data bytes.
 struct SafetensorsPlanned {
   std::string name;
-  DType dtype;
+  tensor::DType dtype;
   std::vector<int64_t> shape;
   std::function<std::vector<uint8_t>()> produce;  // must return exactly numel * element size bytes
 };
 size_t write_safetensors_streamed(const std::string& path, std::vector<SafetensorsPlanned> entries,
                                   const std::map<std::string, std::string>& metadata = {});
 
-const char* safetensors_dtype_name(DType t);  // "F32", "BF16", ... (throws for block types)
+const char* safetensors_dtype_name(tensor::DType t);  // "F32", "BF16", ... (throws for block types)
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "common/mapped_file.h"
 
-namespace rapid {
+namespace rapid::model {
 namespace {
 
 namespace fs = std::filesystem;
@@ -105,4 +105,4 @@ std::optional<EmbeddingPooling> read_sentence_transformers(const std::string& mo
   return EmbeddingPooling{*mode, normalize, read_max_seq_length(model_dir)};
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

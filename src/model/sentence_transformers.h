@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace rapid {
+namespace rapid::model {
 
 enum class PoolingMode { LastToken, Mean, Cls };
 
@@ -27,4 +27,4 @@ const char* pooling_mode_name(PoolingMode m);
 // malformed file is a FileError naming the file and the reason.
 std::optional<EmbeddingPooling> read_sentence_transformers(const std::string& model_dir);
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -15,11 +15,11 @@
 #include "model/gguf_names.h"
 #include "tensor/dequantize.h"
 
-namespace rapid {
+namespace rapid::model {
 
 namespace fs = std::filesystem;
 
-const Tensor& WeightStore::get(const std::string& name) const {
+const tensor::Tensor& WeightStore::get(const std::string& name) const {
   auto* t = find(name);
   if (!t) throw Error("missing weight tensor '" + name + "'");
   return *t;
@@ -33,7 +33,7 @@ bool ends_with(const std::string& s, const char* suf) {
 }
 
 // Heads of a pair-ordered tensor (0 = stored in HF order).
-int64_t pair_ordered_heads(const Checkpoint& ck, const Tensor& t) {
+int64_t pair_ordered_heads(const Checkpoint& ck, const tensor::Tensor& t) {
   if (!ck.rope_interleaved_qk) return 0;
   if (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias"))
     return ck.config.num_attention_heads;
@@ -44,7 +44,7 @@ int64_t pair_ordered_heads(const Checkpoint& ck, const Tensor& t) {
 
 }  // namespace
 
-int64_t stored_qk_index(const Checkpoint& ck, const Tensor& t, int64_t i) {
+int64_t stored_qk_index(const Checkpoint& ck, const tensor::Tensor& t, int64_t i) {
   const int64_t heads = pair_ordered_heads(ck, t);
   if (heads <= 0) return i;
   const int64_t n = t.shape.empty() ? 1 : t.shape[0];  // rows (weight) or elements (bias)
@@ -54,12 +54,12 @@ int64_t stored_qk_index(const Checkpoint& ck, const Tensor& t, int64_t i) {
   return h * hd + 2 * (rem % half) + rem / half;
 }
 
-void dequantize_hf_row(const Checkpoint& ck, const Tensor& t, int64_t r, float* out) {
-  if (pair_ordered_heads(ck, t) <= 0) return dequantize_row(t, r, out);
-  if (t.shape.size() >= 2) return dequantize_row(t, stored_qk_index(ck, t, r), out);
+void dequantize_hf_row(const Checkpoint& ck, const tensor::Tensor& t, int64_t r, float* out) {
+  if (pair_ordered_heads(ck, t) <= 0) return tensor::dequantize_row(t, r, out);
+  if (t.shape.size() >= 2) return tensor::dequantize_row(t, stored_qk_index(ck, t, r), out);
   // A bias: the permutation runs over its elements.
   std::vector<float> tmp(static_cast<size_t>(t.cols()));
-  dequantize_row(t, r, tmp.data());
+  tensor::dequantize_row(t, r, tmp.data());
   for (int64_t i = 0; i < t.cols(); ++i) out[i] = tmp[static_cast<size_t>(stored_qk_index(ck, t, i))];
 }
 
@@ -101,4 +101,4 @@ std::unique_ptr<Checkpoint> load_checkpoint(const std::string& path) {
   return load_hf_checkpoint(path);
 }
 
-}  // namespace rapid
+}  // namespace rapid::model

@@ -12,23 +12,23 @@
 #include "model/model_config.h"
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::model {
 
 class WeightStore {
  public:
-  const Tensor* find(const std::string& name) const {
+  const tensor::Tensor* find(const std::string& name) const {
     auto it = tensors_.find(name);
     return it == tensors_.end() ? nullptr : &it->second;
   }
-  const Tensor& get(const std::string& name) const;  // throws Error naming the missing tensor
-  const std::map<std::string, Tensor>& all() const { return tensors_; }
+  const tensor::Tensor& get(const std::string& name) const;  // throws Error naming the missing tensor
+  const std::map<std::string, tensor::Tensor>& all() const { return tensors_; }
 
-  void add(Tensor t) { tensors_[t.name] = std::move(t); }
+  void add(tensor::Tensor t) { tensors_[t.name] = std::move(t); }
   void keep_alive(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
   void keep_alive(std::shared_ptr<std::vector<uint8_t>> buf) { buffers_.push_back(std::move(buf)); }
 
  private:
-  std::map<std::string, Tensor> tensors_;
+  std::map<std::string, tensor::Tensor> tensors_;
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers_;
 };
@@ -49,12 +49,12 @@ struct Checkpoint {
 
 // Where HF row (2-D) or element (1-D bias) `i` of tensor `t` is stored: differs from i only for
 // the pair-ordered Q/K tensors of a rope_interleaved_qk checkpoint.
-int64_t stored_qk_index(const Checkpoint& ck, const Tensor& t, int64_t i);
+int64_t stored_qk_index(const Checkpoint& ck, const tensor::Tensor& t, int64_t i);
 // Row r of t in HF order (dequantized, cols() floats); un-permutes pair-ordered Q/K tensors.
-void dequantize_hf_row(const Checkpoint& ck, const Tensor& t, int64_t r, float* out);
+void dequantize_hf_row(const Checkpoint& ck, const tensor::Tensor& t, int64_t r, float* out);
 
 // Loads a model directory (config.json + *.safetensors, HF or MLX-quantized) or a .gguf file.
 // Throws FileError with the path and reason on any inconsistency.
 std::unique_ptr<Checkpoint> load_checkpoint(const std::string& path);
 
-}  // namespace rapid
+}  // namespace rapid::model

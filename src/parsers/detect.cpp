@@ -4,7 +4,7 @@
 
 #include "parsers/output_parser.h"
 
-namespace rapid {
+namespace rapid::parsers {
 
 namespace {
 bool has(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
@@ -94,4 +94,4 @@ std::string detect_reasoning_parser(const std::string& t, const std::string& mod
   return "";
 }
 
-}  // namespace rapid
+}  // namespace rapid::parsers

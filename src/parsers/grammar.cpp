@@ -7,7 +7,7 @@
 #include "parsers/output_parser.h"
 #include "parsers/tool_format.h"
 
-namespace rapid {
+namespace rapid::parsers {
 
 namespace {
 
@@ -104,4 +104,4 @@ ToolCallGrammar tool_call_grammar(const std::string& parser, const nlohmann::jso
   return g;
 }
 
-}  // namespace rapid
+}  // namespace rapid::parsers

@@ -5,7 +5,7 @@
 #include "parsers/harmony_parser.h"
 #include "parsers/stream_parser.h"
 
-namespace rapid {
+namespace rapid::parsers {
 
 using parsers::find_reasoning_format;
 using parsers::find_tool_format;
@@ -68,4 +68,4 @@ std::vector<std::string> reasoning_parser_names() {
   return v;
 }
 
-}  // namespace rapid
+}  // namespace rapid::parsers

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace rapid {
+namespace rapid::parsers {
 
 // One OpenAI-style streamed tool-call fragment. The first fragment of a call carries its id and
 // name; later ones append to `arguments` (a JSON text when joined).
@@ -83,4 +83,4 @@ struct ToolCallGrammar {
 ToolCallGrammar tool_call_grammar(const std::string& tool_parser, const nlohmann::json& tools,
                                   const std::string& only_tool = "");
 
-}  // namespace rapid
+}  // namespace rapid::parsers

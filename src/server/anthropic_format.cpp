@@ -7,10 +7,10 @@ namespace rapid::server {
 
 using json = nlohmann::ordered_json;
 
-std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls, const std::string& stop_sequence) {
-  if (r == FinishReason::Length) return "max_tokens";
+std::string anthropic_stop_reason(engine::FinishReason r, bool has_tool_calls, const std::string& stop_sequence) {
+  if (r == engine::FinishReason::Length) return "max_tokens";
   if (has_tool_calls) return "tool_use";
-  if (r == FinishReason::Stop && !stop_sequence.empty()) return "stop_sequence";
+  if (r == engine::FinishReason::Stop && !stop_sequence.empty()) return "stop_sequence";
   return "end_turn";
 }
 
@@ -51,7 +51,7 @@ json anthropic_message(const std::string& id, const std::string& model, const Tu
           {"usage", anthropic_usage(r.prompt_tokens, r.cached_tokens, r.completion_tokens)}};
 }
 
-void AnthropicBlockWriter::open(Kind k, std::string& out, const ToolCallDelta* call) {
+void AnthropicBlockWriter::open(Kind k, std::string& out, const parsers::ToolCallDelta* call) {
   close(out);
   kind_ = k;
   ++index_;
@@ -85,7 +85,7 @@ void AnthropicBlockWriter::write(const TurnDelta& d, std::string& out) {
   }
   for (auto& t : d.tool_calls) {
     if (kind_ != Kind::Tool || t.index != tool_index_) {
-      ToolCallDelta head = t;
+      parsers::ToolCallDelta head = t;
       if (head.id.empty()) head.id = random_id("toolu_");
       open(Kind::Tool, out, &head);
     }

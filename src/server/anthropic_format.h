@@ -11,7 +11,7 @@ namespace rapid::server {
 
 // "end_turn" | "max_tokens" | "tool_use" | "stop_sequence"
 // `stop_sequence`: the request stop string that ended the turn ("" if none did).
-std::string anthropic_stop_reason(FinishReason r, bool has_tool_calls, const std::string& stop_sequence = "");
+std::string anthropic_stop_reason(engine::FinishReason r, bool has_tool_calls, const std::string& stop_sequence = "");
 // The message's `stop_sequence` field: the matched string, or null.
 nlohmann::ordered_json anthropic_stop_sequence(const std::string& stop_sequence);
 // Tool-call arguments as the object Anthropic's tool_use.input must be ({} when not JSON).
@@ -31,7 +31,7 @@ class AnthropicBlockWriter {
 
  private:
   enum class Kind { None, Thinking, Text, Tool };
-  void open(Kind k, std::string& out, const ToolCallDelta* call = nullptr);
+  void open(Kind k, std::string& out, const parsers::ToolCallDelta* call = nullptr);
   Kind kind_ = Kind::None;
   int index_ = -1;     // content block index
   int tool_index_ = -1;  // OpenAI tool-call index of the open tool block

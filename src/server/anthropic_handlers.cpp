@@ -25,7 +25,7 @@ class MessagesStream : public SsePump {
     if (!d) return true;
     // message_start waits for the engine's first event: only then is the prefix-cache hit known,
     // and its usage is the real one (keep-alive comments cover the wait).
-    if (!opened_ && d->reason != FinishReason::Error) {
+    if (!opened_ && d->reason != engine::FinishReason::Error) {
       opened_ = true;
       json msg = {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", ctx_.backend.model_id()},
                   {"content", json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr},
@@ -36,7 +36,7 @@ class MessagesStream : public SsePump {
     blocks_.write(*d, out);
     if (!d->finished) return true;
     done_ = true;
-    if (d->reason == FinishReason::Error) {
+    if (d->reason == engine::FinishReason::Error) {
       fail(out, d->error.empty() ? "generation failed" : d->error);
       return false;
     }
@@ -110,7 +110,7 @@ void handle_messages(HandlerContext& ctx, const httplib::Request& req, httplib::
   }
   Turn turn(ctx.backend, &ctx.metrics, spec);
   TurnResult r = turn.collect();
-  if (r.reason == FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
+  if (r.reason == engine::FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
   send_json(res, 200, anthropic_message(id, ctx.backend.model_id(), r));
 }
 

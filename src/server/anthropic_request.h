@@ -17,7 +17,7 @@ struct MessagesRequest {
   std::string forced_name;
   bool stream = false;
   bool parallel_tool_calls = true;  // tool_choice.disable_parallel_tool_use inverts it
-  GenerationRequest gen;
+  engine::GenerationRequest gen;
   json template_extra = json::object();
   ConstraintSpec constraint;  // output_config.format
 };

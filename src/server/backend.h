@@ -51,7 +51,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string model_id() const = 0;
   virtual int64_t context_length() const = 0;
-  virtual const Tokenizer& tokenizer() const = 0;
+  virtual const tok::Tokenizer& tokenizer() const = 0;
   // messages: OpenAI-shaped (role, content string, tool_calls with object arguments, ...);
   // tools: OpenAI function tools; extra: template variables (enable_thinking, ...), and
   // "continue_final_message": true to render without a generation prompt and end the prompt
@@ -62,12 +62,12 @@ class Backend {
   // Text completion prompt (BOS per the tokenizer's own rules).
   virtual std::vector<int32_t> encode_prompt(const std::string& text) const = 0;
   // nullptr when neither a tool nor a reasoning parser is configured.
-  virtual std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json& tools,
+  virtual std::unique_ptr<parsers::OutputParser> make_parser(const nlohmann::ordered_json& tools,
                                                     bool starts_in_reasoning) const = 0;
   // Attaches a token-mask provider to the request for response_format / forced tool calls.
   // Returns false when constrained decoding is unavailable (the request then runs unconstrained).
-  virtual bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const = 0;
-  virtual Engine& engine() = 0;
+  virtual bool apply_constraint(engine::GenerationRequest& req, const ConstraintSpec& spec) const = 0;
+  virtual engine::Engine& engine() = 0;
   // Whether finished chat turns should have their follow-up prompt prefilled in idle time
   // (turn_warmer.h): only worth it with a prefix cache.
   virtual bool warms_turns() const { return false; }

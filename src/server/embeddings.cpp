@@ -34,7 +34,7 @@ std::vector<int32_t> token_input(const json& arr, int64_t vocab, const std::stri
 }
 
 // `limit` > 0: longer text is truncated to it (sentence_bert_config.json's max_seq_length).
-std::vector<int32_t> text_input(const json& s, const Tokenizer& tok, size_t limit, const std::string& where) {
+std::vector<int32_t> text_input(const json& s, const tok::Tokenizer& tok, size_t limit, const std::string& where) {
   const std::string& text = s.get_ref<const std::string&>();
   if (text.empty()) throw bad_request(where + " is an empty string", "input");
   // As sentence-transformers tokenizes: the tokenizer's own special tokens (Qwen3-Embedding's
@@ -46,7 +46,7 @@ std::vector<int32_t> text_input(const json& s, const Tokenizer& tok, size_t limi
 }
 
 // `input`: a string, an array of strings, an array of token ids, or an array of such arrays.
-std::vector<std::vector<int32_t>> parse_inputs(const json& body, const Tokenizer& tok, int64_t vocab, size_t limit) {
+std::vector<std::vector<int32_t>> parse_inputs(const json& body, const tok::Tokenizer& tok, int64_t vocab, size_t limit) {
   const json* in = field(body, "input");
   if (!in) throw bad_request("'input' is required", "input");
   std::vector<std::vector<int32_t>> out;
@@ -87,7 +87,7 @@ void check_embedding_model(const ModelRegistry& models, const EmbeddingService& 
 // (as Qwen3-Embedding documents: truncate, then normalise).
 void truncate(std::vector<float>& v, size_t dims, bool normalize) {
   v.resize(dims);
-  if (normalize) l2_normalize(v.data(), static_cast<int64_t>(dims));
+  if (normalize) engine::l2_normalize(v.data(), static_cast<int64_t>(dims));
 }
 
 }  // namespace
@@ -133,7 +133,7 @@ void handle_embeddings(const ModelRegistry& models, EmbeddingService* svc, const
                           "an embedding model)",
                       "model", "embeddings_not_supported");
   check_embedding_model(models, *svc, model);
-  EmbeddingEngine& eng = svc->engine();
+  engine::EmbeddingEngine& eng = svc->engine();
   const int64_t dims = eng.dimensions();
   const std::string format = opt_string(body, "encoding_format").value_or("float");
   if (format != "float" && format != "base64")

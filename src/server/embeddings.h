@@ -19,19 +19,19 @@ class ModelRegistry;
 class EmbeddingService {
  public:
   // `shared_with_chat`: the served chat model itself is the embedding model, so its aliases apply.
-  EmbeddingService(std::string id, std::shared_ptr<const Tokenizer> tok, std::unique_ptr<EmbeddingEngine> engine,
+  EmbeddingService(std::string id, std::shared_ptr<const tok::Tokenizer> tok, std::unique_ptr<engine::EmbeddingEngine> engine,
                    bool shared_with_chat)
       : id_(std::move(id)), tok_(std::move(tok)), engine_(std::move(engine)), shared_with_chat_(shared_with_chat) {}
   const std::string& id() const { return id_; }
-  const Tokenizer& tokenizer() const { return *tok_; }
-  EmbeddingEngine& engine() { return *engine_; }
-  const EmbeddingEngine& engine() const { return *engine_; }
+  const tok::Tokenizer& tokenizer() const { return *tok_; }
+  engine::EmbeddingEngine& engine() { return *engine_; }
+  const engine::EmbeddingEngine& engine() const { return *engine_; }
   bool shared_with_chat() const { return shared_with_chat_; }
 
  private:
   std::string id_;
-  std::shared_ptr<const Tokenizer> tok_;
-  std::unique_ptr<EmbeddingEngine> engine_;
+  std::shared_ptr<const tok::Tokenizer> tok_;
+  std::unique_ptr<engine::EmbeddingEngine> engine_;
   bool shared_with_chat_;
 };
 

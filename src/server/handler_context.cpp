@@ -28,7 +28,7 @@ nlohmann::ordered_json HandlerContext::body(const httplib::Request& req) {
   return b;
 }
 
-void HandlerContext::fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const {
+void HandlerContext::fit_context(engine::GenerationRequest& gen, std::vector<int32_t> prompt) const {
   int64_t ctx = backend.context_length();
   int64_t n = int64_t(prompt.size());
   if (n == 0) throw bad_request("the prompt is empty", "prompt");

@@ -56,7 +56,7 @@ struct HandlerContext {
   // The request body as JSON (what routing parsed already, else parsed now; taken once).
   nlohmann::ordered_json body(const httplib::Request& req);
   // Fills gen.prompt; 400 when the prompt does not fit the context; clamps max_tokens to what is left.
-  void fit_context(GenerationRequest& gen, std::vector<int32_t> prompt) const;
+  void fit_context(engine::GenerationRequest& gen, std::vector<int32_t> prompt) const;
 };
 
 nlohmann::ordered_json parse_json_body(const httplib::Request& req);

@@ -183,7 +183,7 @@ void Metrics::render_vllm(std::string& out, const std::string& model, const Engi
           s.prefix_cache_hit_tokens);
 }
 
-void Metrics::add_speculation(const SpeculationSummary& s) {
+void Metrics::add_speculation(const engine::SpeculationSummary& s) {
   ++spec_requests_;
   if (!s.ran()) return;
   ++spec_requests_drafted_;

@@ -48,7 +48,7 @@ class Metrics {
   std::string render(const std::string& model, const EngineStats& s, const HttpGauges& h = {}) const;
 
   // Per finished request: whether speculative decoding drafted, its mean depth and acceptance.
-  void add_speculation(const SpeculationSummary& s);
+  void add_speculation(const engine::SpeculationSummary& s);
 
  private:
   void render_speculation(std::string& out, const std::string& labels) const;

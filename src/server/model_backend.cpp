@@ -29,7 +29,7 @@ bool prompt_opens_reasoning(const std::string& prompt) {
   return false;
 }
 
-ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<BatchEngine> engine,
+ModelBackend::ModelBackend(std::shared_ptr<const tok::Tokenizer> tok, std::unique_ptr<engine::BatchEngine> engine,
                            ModelBackendOptions opts)
     : tok_(std::move(tok)), engine_(std::move(engine)), opts_(std::move(opts)) {
   std::string src = tok_->chat_template();
@@ -37,18 +37,18 @@ ModelBackend::ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr
     log::warn("the model has no chat template; using ChatML");
     src = kChatMlTemplate;
   }
-  template_ = std::make_unique<ChatTemplate>(src);
+  template_ = std::make_unique<jinja::ChatTemplate>(src);
   tool_support_ = probe_tool_support([this](const ojson& ctx) { return render_context(ctx); });
   if (!tool_support_.tools)
     log::info("the chat template does not render tools: they are offered in the generic JSON format");
   // The generic format's calls are JSON objects: the `json` parser reads them, whatever the model type.
   if (opts_.tool_parser.empty())
-    opts_.tool_parser = tool_support_.tools ? detect_tool_parser(src, opts_.model_type) : "json";
-  if (opts_.reasoning_parser.empty()) opts_.reasoning_parser = detect_reasoning_parser(src, opts_.model_type);
+    opts_.tool_parser = tool_support_.tools ? parsers::detect_tool_parser(src, opts_.model_type) : "json";
+  if (opts_.reasoning_parser.empty()) opts_.reasoning_parser = parsers::detect_reasoning_parser(src, opts_.model_type);
   if (opts_.tool_parser == "none") opts_.tool_parser.clear();
   if (opts_.reasoning_parser == "none") opts_.reasoning_parser.clear();
   // Validate names now, so a typo fails at startup rather than on the first request.
-  make_output_parser(ParserOptions{opts_.tool_parser, opts_.reasoning_parser});
+  parsers::make_output_parser(parsers::ParserOptions{opts_.tool_parser, opts_.reasoning_parser});
 }
 
 // continue_final_message: the rendered chat is cut right after the final message's text, so the
@@ -88,7 +88,7 @@ std::string ModelBackend::render_text(const ojson& messages, const ojson& tools,
   std::string text;
   try {
     text = render_context(std::move(ctx));
-  } catch (const TemplateError& e) {
+  } catch (const jinja::TemplateError& e) {
     throw bad_request(std::string("the chat template rejected this conversation: ") + e.what(), "messages");
   }
   return continue_final ? cut_after_final_message(text, messages) : text;
@@ -127,25 +127,25 @@ int64_t ModelBackend::history_end(const std::vector<int32_t>& tokens, const std:
 
 std::vector<int32_t> ModelBackend::encode_prompt(const std::string& text) const { return tok_->encode(text, true, true); }
 
-std::unique_ptr<OutputParser> ModelBackend::make_parser(const ojson& tools, bool starts_in_reasoning) const {
+std::unique_ptr<parsers::OutputParser> ModelBackend::make_parser(const ojson& tools, bool starts_in_reasoning) const {
   // Like vLLM, tool calls are only looked for when tools were offered: otherwise a JSON answer
   // (response_format) could be mistaken for a call.
   std::string tool_parser = tools.empty() ? "" : opts_.tool_parser;
   if (tool_parser.empty() && opts_.reasoning_parser.empty()) return nullptr;
-  ParserOptions o;
+  parsers::ParserOptions o;
   o.tool_parser = tool_parser;
   o.reasoning_parser = opts_.reasoning_parser;
   o.tools = nlohmann::json::parse(tools.dump());
   o.starts_in_reasoning = starts_in_reasoning;
-  return make_output_parser(o);
+  return parsers::make_output_parser(o);
 }
 
 namespace {
 
 // The constrain module's per-step mask, padded to the model's logit count.
-class ConstraintMask : public TokenMaskProvider {
+class ConstraintMask : public engine::TokenMaskProvider {
  public:
-  ConstraintMask(TokenConstraint c, size_t vocab) : c_(std::move(c)), vocab_(vocab) {}
+  ConstraintMask(constrain::TokenConstraint c, size_t vocab) : c_(std::move(c)), vocab_(vocab) {}
   const std::vector<bool>& mask() override {
     const std::vector<bool>& m = c_.mask();
     if (m.size() >= vocab_) return m;
@@ -156,29 +156,29 @@ class ConstraintMask : public TokenMaskProvider {
   void accept(int32_t token) override { c_.accept(token); }
 
  private:
-  TokenConstraint c_;
+  constrain::TokenConstraint c_;
   size_t vocab_;
   std::vector<bool> padded_;
 };
 
 }  // namespace
 
-bool ModelBackend::apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const {
+bool ModelBackend::apply_constraint(engine::GenerationRequest& req, const ConstraintSpec& spec) const {
   if (spec.kind == ConstraintSpec::Kind::None) return true;
-  std::call_once(vocab_once_, [&] { vocab_index_ = VocabIndex::from_tokenizer(*tok_); });
-  std::shared_ptr<const Grammar> g;
+  std::call_once(vocab_once_, [&] { vocab_index_ = constrain::VocabIndex::from_tokenizer(*tok_); });
+  std::shared_ptr<const constrain::Grammar> g;
   try {
-    g = spec.kind == ConstraintSpec::Kind::JsonObject ? grammar_for_json_object() : grammar_from_json_schema(spec.schema);
+    g = spec.kind == ConstraintSpec::Kind::JsonObject ? constrain::grammar_for_json_object() : constrain::grammar_from_json_schema(spec.schema);
   } catch (const Error& e) {
     throw bad_request(std::string("the JSON schema cannot be enforced: ") + e.what(), "response_format");
   }
   size_t vocab = size_t(std::max<int64_t>(opts_.model_vocab, tok_->vocab_size()));
-  req.constraint = std::make_shared<ConstraintMask>(TokenConstraint(std::move(g), vocab_index_), vocab);
+  req.constraint = std::make_shared<ConstraintMask>(constrain::TokenConstraint(std::move(g), vocab_index_), vocab);
   return true;
 }
 
 EngineStats ModelBackend::engine_stats() const {
-  BatchEngineStats b = engine_->stats();
+  engine::BatchEngineStats b = engine_->stats();
   EngineStats s;
   s.queued = b.queued;
   s.running = b.running;
@@ -209,8 +209,8 @@ EngineStats ModelBackend::engine_stats() const {
 }
 
 ojson ModelBackend::cache_info() const {
-  BatchEngineStats b = engine_->stats();
-  const KvCacheStats& k = b.kv;
+  engine::BatchEngineStats b = engine_->stats();
+  const engine::KvCacheStats& k = b.kv;
   ojson pool = {{"block_size", k.block_size},
                 {"block_bytes", k.pool.block_bytes},
                 {"total_blocks", k.pool.total_blocks},
@@ -254,7 +254,7 @@ ojson ModelBackend::cache_info() const {
     disk["restored_entries"] = k.restored_entries;
     disk["restored_tokens"] = k.restored_tokens;
   }
-  ojson spec = {{"mode", spec_mode_name(engine_->options().spec.mode)},
+  ojson spec = {{"mode", engine::spec_mode_name(engine_->options().spec.mode)},
                 {"max_draft", engine_->options().spec.max_draft},
                 {"steps", b.spec_steps},
                 {"drafted_tokens", b.spec_drafted},

@@ -29,17 +29,17 @@ struct ModelBackendOptions {
 class ModelBackend : public Backend {
  public:
   // `engine` runs generations; the backend owns it.
-  ModelBackend(std::shared_ptr<const Tokenizer> tok, std::unique_ptr<BatchEngine> engine, ModelBackendOptions opts);
+  ModelBackend(std::shared_ptr<const tok::Tokenizer> tok, std::unique_ptr<engine::BatchEngine> engine, ModelBackendOptions opts);
 
   std::string model_id() const override { return opts_.served_name; }
   int64_t context_length() const override { return opts_.context_length; }
-  const Tokenizer& tokenizer() const override { return *tok_; }
+  const tok::Tokenizer& tokenizer() const override { return *tok_; }
   RenderedPrompt render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                              const nlohmann::ordered_json& extra) const override;
   std::vector<int32_t> encode_prompt(const std::string& text) const override;
-  std::unique_ptr<OutputParser> make_parser(const nlohmann::ordered_json& tools, bool starts_in_reasoning) const override;
-  bool apply_constraint(GenerationRequest& req, const ConstraintSpec& spec) const override;
-  Engine& engine() override { return *engine_; }
+  std::unique_ptr<parsers::OutputParser> make_parser(const nlohmann::ordered_json& tools, bool starts_in_reasoning) const override;
+  bool apply_constraint(engine::GenerationRequest& req, const ConstraintSpec& spec) const override;
+  engine::Engine& engine() override { return *engine_; }
   bool warms_turns() const override { return opts_.warm_turns; }
   EngineStats engine_stats() const override;
   nlohmann::ordered_json cache_info() const override;
@@ -59,13 +59,13 @@ class ModelBackend : public Backend {
                       const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                       const nlohmann::ordered_json& extra) const;
 
-  std::shared_ptr<const Tokenizer> tok_;
-  std::unique_ptr<BatchEngine> engine_;
+  std::shared_ptr<const tok::Tokenizer> tok_;
+  std::unique_ptr<engine::BatchEngine> engine_;
   ModelBackendOptions opts_;
-  std::unique_ptr<ChatTemplate> template_;
+  std::unique_ptr<jinja::ChatTemplate> template_;
   TemplateToolSupport tool_support_;  // what the template renders itself (the rest: generic_tools.h)
   mutable std::once_flag vocab_once_;
-  mutable std::shared_ptr<const VocabIndex> vocab_index_;  // built on first constrained request
+  mutable std::shared_ptr<const constrain::VocabIndex> vocab_index_;  // built on first constrained request
 };
 
 // `rendered` cut right after the text of the final message (continue_final_message / prefill);

@@ -20,8 +20,8 @@ std::string system_fingerprint(const std::string& model_id, int64_t context_leng
   return std::string("fp_") + buf;
 }
 
-std::string openai_finish_reason(FinishReason r, bool has_tool_calls) {
-  if (r == FinishReason::Length) return "length";
+std::string openai_finish_reason(engine::FinishReason r, bool has_tool_calls) {
+  if (r == engine::FinishReason::Length) return "length";
   if (has_tool_calls) return "tool_calls";
   return "stop";
 }
@@ -39,12 +39,12 @@ static json bytes_of(const std::string& s) {
   return b;
 }
 
-static json token_entry(const Tokenizer& tok, int32_t id, float lp) {
+static json token_entry(const tok::Tokenizer& tok, int32_t id, float lp) {
   std::string text = tok.decode({id}, false);
   return {{"token", text}, {"logprob", lp}, {"bytes", bytes_of(tok.token_bytes(id))}};
 }
 
-json chat_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples) {
+json chat_logprobs(const tok::Tokenizer& tok, const std::vector<engine::SampleResult>& samples) {
   json content = json::array();
   for (auto& s : samples) {
     json e = token_entry(tok, s.token, s.logprob);
@@ -56,7 +56,7 @@ json chat_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& sample
   return {{"content", content}};
 }
 
-json completion_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples, size_t offset) {
+json completion_logprobs(const tok::Tokenizer& tok, const std::vector<engine::SampleResult>& samples, size_t offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
   for (auto& s : samples) {
     std::string text = tok.decode({s.token}, false);
@@ -84,7 +84,7 @@ json chat_message(const TurnResult& r) {
   return m;
 }
 
-json chat_tool_call_delta(const ToolCallDelta& t) {
+json chat_tool_call_delta(const parsers::ToolCallDelta& t) {
   json d = {{"index", t.index}};
   json f = json::object();
   if (!t.id.empty()) {

@@ -15,16 +15,16 @@ struct Usage {
 };
 
 // "stop" | "length" | "tool_calls"
-std::string openai_finish_reason(FinishReason r, bool has_tool_calls);
+std::string openai_finish_reason(engine::FinishReason r, bool has_tool_calls);
 nlohmann::ordered_json openai_usage(const Usage& u);
 // Chat logprobs: {"content":[{"token","logprob","bytes","top_logprobs":[...]}]}
-nlohmann::ordered_json chat_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples);
+nlohmann::ordered_json chat_logprobs(const tok::Tokenizer& tok, const std::vector<engine::SampleResult>& samples);
 // Completions logprobs: {"tokens","token_logprobs","top_logprobs","text_offset"}
-nlohmann::ordered_json completion_logprobs(const Tokenizer& tok, const std::vector<SampleResult>& samples,
+nlohmann::ordered_json completion_logprobs(const tok::Tokenizer& tok, const std::vector<engine::SampleResult>& samples,
                                    size_t text_offset0);
 
 nlohmann::ordered_json chat_message(const TurnResult& r);
-nlohmann::ordered_json chat_tool_call_delta(const ToolCallDelta& t);
+nlohmann::ordered_json chat_tool_call_delta(const parsers::ToolCallDelta& t);
 
 struct ChatChunker {  // builds "chat.completion.chunk" objects sharing one id/created/model
   std::string id, model, fingerprint;

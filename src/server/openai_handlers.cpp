@@ -35,7 +35,7 @@ static ConstraintSpec tool_constraint(const json& tools, ToolMode mode, const st
 }
 
 TurnSpec make_chat_turn(HandlerContext& ctx, const json& messages, const json& tools, ToolMode mode,
-                        const std::string& forced, const ConstraintSpec& constraint, GenerationRequest gen,
+                        const std::string& forced, const ConstraintSpec& constraint, engine::GenerationRequest gen,
                         const json& template_extra) {
   TurnSpec spec;
   spec.tools = tools;
@@ -87,7 +87,7 @@ class ChoicesStream : public SsePump {
     if (!d) return true;
     write_delta(*d, out);
     if (!d->finished) return true;
-    if (d->reason == FinishReason::Error) {
+    if (d->reason == engine::FinishReason::Error) {
       fail(out, d->error.empty() ? "generation failed" : d->error);
       done_ = true;
       return false;
@@ -219,7 +219,7 @@ std::vector<TurnSpec> replicate(TurnSpec spec, int n) {
 }
 
 void check_generation_error(const TurnResult& r) {
-  if (r.reason == FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
+  if (r.reason == engine::FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
 }
 
 }  // namespace

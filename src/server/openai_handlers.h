@@ -16,7 +16,7 @@ void handle_get_model(const ModelRegistry& models, const EmbeddingService* embed
 // Turn spec for a chat-shaped request (shared with the Anthropic and Responses handlers).
 TurnSpec make_chat_turn(HandlerContext& ctx, const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                         ToolMode mode, const std::string& forced, const ConstraintSpec& constraint,
-                        GenerationRequest gen, const nlohmann::ordered_json& template_extra);
+                        engine::GenerationRequest gen, const nlohmann::ordered_json& template_extra);
 // A request body as the turn it asks for (parsed into `cr`, model checked, prompt rendered and
 // fitted to the context); the generation handlers and the render endpoints share them.
 TurnSpec chat_turn(HandlerContext& ctx, const nlohmann::ordered_json& body, ChatRequest& cr);

@@ -28,7 +28,7 @@ struct ChatRequest {
   int n = 1;
   bool logprobs = false;
   int top_logprobs = 0;
-  GenerationRequest gen;            // sampling + stopping; prompt filled by the handler
+  engine::GenerationRequest gen;            // sampling + stopping; prompt filled by the handler
   json template_extra = json::object();  // chat_template_kwargs, reasoning_effort
 };
 
@@ -54,7 +54,7 @@ struct CompletionRequest {
   bool echo = false;
   int n = 1;
   int logprobs = -1;  // -1: none; else top-N alternatives (0..5)
-  GenerationRequest gen;
+  engine::GenerationRequest gen;
 };
 
 CompletionRequest parse_completion_request(const json& body, const SamplingLimits& limits);

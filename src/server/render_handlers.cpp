@@ -11,8 +11,8 @@ using json = nlohmann::ordered_json;
 namespace {
 
 // vLLM's SamplingParams names; top_k 0 (off here) is -1 there.
-json sampling_params(const GenerationRequest& g) {
-  const SamplingParams& s = g.sampling;
+json sampling_params(const engine::GenerationRequest& g) {
+  const engine::SamplingParams& s = g.sampling;
   return {{"max_tokens", g.max_tokens},
           {"min_tokens", g.min_tokens},
           {"temperature", s.temperature},

@@ -61,7 +61,7 @@ json responses_output(const TurnResult& r) {
   if (!r.reasoning.empty()) out.push_back(reasoning_item(random_id("rs_"), r.reasoning, "completed"));
   if (!r.content.empty() || r.tool_calls.empty()) out.push_back(message_item(random_id("msg_"), r.content, "completed"));
   for (auto& c : r.tool_calls) out.push_back(call_item(random_id("fc_"), c.id, c.name, c.arguments, "completed"));
-  if (r.reason == FinishReason::Length) mark_incomplete(out);
+  if (r.reason == engine::FinishReason::Length) mark_incomplete(out);
   return out;
 }
 
@@ -78,7 +78,7 @@ std::string ResponsesEventWriter::event(const std::string& type, json body) {
   return sse_event(type, body);
 }
 
-void ResponsesEventWriter::open(Kind k, std::string& out, const ToolCallDelta* call) {
+void ResponsesEventWriter::open(Kind k, std::string& out, const parsers::ToolCallDelta* call) {
   close(out);
   kind_ = k;
   text_.clear();

@@ -39,7 +39,7 @@ class ResponsesEventWriter {
 
  private:
   enum class Kind { None, Reasoning, Message, Call };
-  void open(Kind k, std::string& out, const ToolCallDelta* call = nullptr);
+  void open(Kind k, std::string& out, const parsers::ToolCallDelta* call = nullptr);
   int* seq_;
   Kind kind_ = Kind::None;
   nlohmann::ordered_json item_;

@@ -33,11 +33,11 @@ class ResponsesStream : public SsePump {
     writer_.write(*d, out);
     if (!d->finished) return true;
     done_ = true;
-    if (d->reason == FinishReason::Error) {
+    if (d->reason == engine::FinishReason::Error) {
       fail(out, d->error.empty() ? "generation failed" : d->error);
       return false;
     }
-    bool truncated = d->reason == FinishReason::Length;
+    bool truncated = d->reason == engine::FinishReason::Length;
     writer_.close(out, truncated);
     json usage = responses_usage(d->prompt_tokens, d->cached_tokens, d->completion_tokens);
     json output = writer_.output();
@@ -95,9 +95,9 @@ void handle_responses(HandlerContext& ctx, const httplib::Request& req, httplib:
   }
   Turn turn(ctx.backend, &ctx.metrics, spec);
   TurnResult r = turn.collect();
-  if (r.reason == FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
+  if (r.reason == engine::FinishReason::Error) throw ApiError(500, r.error.empty() ? "generation failed" : r.error);
   json usage = responses_usage(r.prompt_tokens, r.cached_tokens, r.completion_tokens);
-  bool incomplete = r.reason == FinishReason::Length;
+  bool incomplete = r.reason == engine::FinishReason::Length;
   send_json(res, 200,
             response_object(shell, incomplete ? "incomplete" : "completed", responses_output(r), usage,
                             incomplete ? json{{"reason", "max_output_tokens"}} : json(nullptr)));

@@ -20,7 +20,7 @@ struct ResponsesRequest {
   json text_format = {{"type", "text"}};
   bool stream = false;
   std::string instructions;
-  GenerationRequest gen;
+  engine::GenerationRequest gen;
   json template_extra = json::object();
   json metadata = json::object();
 };

@@ -23,10 +23,10 @@ std::vector<std::string> parse_stop(const json& body, const char* name) {
   return out;
 }
 
-GenerationRequest parse_sampling(const json& body, const SamplingLimits& limits,
+engine::GenerationRequest parse_sampling(const json& body, const SamplingLimits& limits,
                                  const char* max_tokens_field) {
-  GenerationRequest g;
-  SamplingParams& s = g.sampling;
+  engine::GenerationRequest g;
+  engine::SamplingParams& s = g.sampling;
   if (auto v = opt_number(body, "temperature", 0.0, 2.0)) s.temperature = *v;
   if (auto v = opt_number(body, "top_p", 0.0, 1.0)) {
     if (*v <= 0.0) throw bad_request("'top_p' must be greater than 0", "top_p");

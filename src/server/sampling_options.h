@@ -14,7 +14,7 @@ struct SamplingLimits {
 // Reads temperature, top_p, top_k, min_p, seed, stop, presence/frequency/repetition penalties,
 // logit_bias, ignore_eos, min_tokens and max_tokens (or `max_tokens_field`).
 // Throws ApiError(400) naming the offending field.
-GenerationRequest parse_sampling(const json& body, const SamplingLimits& limits,
+engine::GenerationRequest parse_sampling(const json& body, const SamplingLimits& limits,
                                  const char* max_tokens_field = "max_tokens");
 
 // "stop": a string or an array of strings.

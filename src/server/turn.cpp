@@ -26,7 +26,7 @@ Turn::Turn(Backend& backend, Metrics* metrics, TurnSpec spec)
     log::debug("constrained decoding unavailable: the request runs unconstrained");
   start_ = last_token_ = std::chrono::steady_clock::now();
   auto ch = ch_;  // the callback may outlive this Turn: it holds only the channel
-  engine_id_ = backend_.engine().submit(spec_.gen, [ch](const GenerationEvent& ev) {
+  engine_id_ = backend_.engine().submit(spec_.gen, [ch](const engine::GenerationEvent& ev) {
     {
       std::lock_guard lk(ch->mu);
       ch->events.push_back(ev);
@@ -40,7 +40,7 @@ Turn::~Turn() {
     cancel();
     return;
   }
-  if (spec_.after && (result_.reason == FinishReason::Stop || result_.reason == FinishReason::Length)) {
+  if (spec_.after && (result_.reason == engine::FinishReason::Stop || result_.reason == engine::FinishReason::Length)) {
     try {
       spec_.after(result_);
     } catch (const std::exception& e) {
@@ -53,7 +53,7 @@ void Turn::cancel() { backend_.engine().cancel(engine_id_); }
 
 std::optional<TurnDelta> Turn::next(std::chrono::milliseconds wait) {
   if (done_) return std::nullopt;
-  GenerationEvent ev;
+  engine::GenerationEvent ev;
   {
     std::unique_lock lk(ch_->mu);
     if (!ch_->cv.wait_for(lk, wait, [&] { return !ch_->events.empty(); })) return std::nullopt;
@@ -64,7 +64,7 @@ std::optional<TurnDelta> Turn::next(std::chrono::milliseconds wait) {
 }
 
 void Turn::add_call_text(TurnDelta& d, const std::string& text) {
-  ToolCallDelta t;
+  parsers::ToolCallDelta t;
   t.index = 0;
   if (!saw_call_) {
     named_id_ = random_id(spec_.id_prefix);
@@ -103,7 +103,7 @@ void Turn::finish_required(TurnDelta& d) {
   held_.clear();
 }
 
-TurnDelta Turn::translate(const GenerationEvent& ev) {
+TurnDelta Turn::translate(const engine::GenerationEvent& ev) {
   TurnDelta d;
   d.tokens = ev.tokens;
   d.samples = ev.samples;
@@ -117,13 +117,13 @@ TurnDelta Turn::translate(const GenerationEvent& ev) {
     first_token_seen_ = true;
     last_token_ = now;
   }
-  ParseDelta p;
+  parsers::ParseDelta p;
   if (spec_.tool_mode == ToolMode::Named) {
     p.content = ev.text;
   } else if (parser_) {
     p = parser_->feed(ev.text);
     if (ev.finished) {
-      ParseDelta tail = parser_->finish();
+      parsers::ParseDelta tail = parser_->finish();
       p.content += tail.content;
       p.reasoning += tail.reasoning;
       for (auto& t : tail.tool_calls) p.tool_calls.push_back(std::move(t));
@@ -174,7 +174,7 @@ void Turn::merge(const TurnDelta& d) {
     if (t.index < 0 || t.index > 255) continue;
     // Fragments of one call share its index; the first carries id and name.
     if (r.tool_calls.size() <= size_t(t.index)) r.tool_calls.resize(size_t(t.index) + 1);
-    ParsedToolCall& c = r.tool_calls[size_t(t.index)];
+    parsers::ParsedToolCall& c = r.tool_calls[size_t(t.index)];
     if (!t.id.empty()) c.id = t.id;
     if (!t.name.empty()) c.name += t.name;
     c.arguments += t.arguments;

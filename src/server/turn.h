@@ -22,7 +22,7 @@ enum class ToolMode { Auto, None, Required, Named };
 struct TurnResult;
 
 struct TurnSpec {
-  GenerationRequest gen;
+  engine::GenerationRequest gen;
   nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // OpenAI function tools the model may call
   ToolMode tool_mode = ToolMode::Auto;
   std::string forced_name;          // ToolMode::Named
@@ -38,11 +38,11 @@ struct TurnSpec {
 struct TurnDelta {
   std::string content;
   std::string reasoning;
-  std::vector<ToolCallDelta> tool_calls;
+  std::vector<parsers::ToolCallDelta> tool_calls;
   std::vector<int32_t> tokens;
-  std::vector<SampleResult> samples;
+  std::vector<engine::SampleResult> samples;
   bool finished = false;
-  FinishReason reason = FinishReason::None;
+  engine::FinishReason reason = engine::FinishReason::None;
   bool has_tool_calls = false;  // on the final delta: the turn produced at least one tool call
   std::string stop_sequence;    // on the final delta: the stop string that ended the turn
   std::string error;
@@ -52,10 +52,10 @@ struct TurnDelta {
 
 struct TurnResult {
   std::string content, reasoning;
-  std::vector<ParsedToolCall> tool_calls;
+  std::vector<parsers::ParsedToolCall> tool_calls;
   std::vector<int32_t> tokens;
-  std::vector<SampleResult> samples;
-  FinishReason reason = FinishReason::None;
+  std::vector<engine::SampleResult> samples;
+  engine::FinishReason reason = engine::FinishReason::None;
   std::string stop_sequence;
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
@@ -83,9 +83,9 @@ class Turn {
   struct Channel {
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<GenerationEvent> events;
+    std::deque<engine::GenerationEvent> events;
   };
-  TurnDelta translate(const GenerationEvent& ev);
+  TurnDelta translate(const engine::GenerationEvent& ev);
   void merge(const TurnDelta& d);
   void add_call_text(TurnDelta& d, const std::string& text);
   void finish_required(TurnDelta& d);
@@ -94,7 +94,7 @@ class Turn {
   Metrics* metrics_;
   TurnSpec spec_;
   std::shared_ptr<Channel> ch_;
-  std::unique_ptr<OutputParser> parser_;
+  std::unique_ptr<parsers::OutputParser> parser_;
   uint64_t engine_id_ = 0;
   bool done_ = false;
   bool saw_call_ = false;

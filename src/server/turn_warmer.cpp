@@ -14,7 +14,7 @@ ojson assistant_message(const TurnResult& r, bool with_reasoning) {
   if (with_reasoning && !r.reasoning.empty()) m["reasoning_content"] = r.reasoning;
   if (!r.tool_calls.empty()) {
     ojson calls = ojson::array();
-    for (const ParsedToolCall& c : r.tool_calls) {
+    for (const parsers::ParsedToolCall& c : r.tool_calls) {
       // Model output: depth-checked before the template walks it; text that is not JSON goes back
       // as the client got it.
       ojson args = parse_output_json(c.arguments);
@@ -62,12 +62,12 @@ void warm_next_turn(Backend& backend, const TurnInputs& in, const TurnResult& r)
     if (!p.empty() && std::find(prefixes.begin(), prefixes.end(), p) == prefixes.end()) prefixes.push_back(std::move(p));
   }
   for (auto& p : prefixes) {
-    GenerationRequest g;
+    engine::GenerationRequest g;
     g.prompt = std::move(p);
     g.warm_only = true;
     g.max_tokens = 1;  // unused: a warm request samples nothing
     try {
-      backend.engine().submit(std::move(g), [](const GenerationEvent&) {});
+      backend.engine().submit(std::move(g), [](const engine::GenerationEvent&) {});
     } catch (const std::exception& e) {
       log::debug(std::string("turn warming not queued: ") + e.what());
     }

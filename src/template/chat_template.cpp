@@ -3,7 +3,7 @@
 #include "template/interpreter.h"
 #include "template/parser.h"
 
-namespace rapid {
+namespace rapid::jinja {
 
 struct ChatTemplate::Impl {
   jinja::Body body;
@@ -107,4 +107,4 @@ std::string select_chat_template(const nlohmann::ordered_json& cfg, bool has_too
                       "This model has multiple chat templates with no default specified");
 }
 
-}  // namespace rapid
+}  // namespace rapid::jinja

@@ -10,7 +10,7 @@
 
 #include "template/template_error.h"
 
-namespace rapid {
+namespace rapid::jinja {
 
 struct RenderOptions {
   std::optional<std::tm> now;          // what strftime_now sees; default: the local time
@@ -52,4 +52,4 @@ class ChatTemplate {
 std::string select_chat_template(const nlohmann::ordered_json& tokenizer_config, bool has_tools,
                                  const std::string& name = "");
 
-}  // namespace rapid
+}  // namespace rapid::jinja

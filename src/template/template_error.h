@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::jinja {
 
 class TemplateError : public Error {
  public:
@@ -26,4 +26,4 @@ class TemplateError : public Error {
   int line_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::jinja

@@ -9,7 +9,7 @@
 #include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
-namespace rapid {
+namespace rapid::tensor {
 namespace {
 
 inline float h2f(uint16_t h) { return f16_to_f32(h); }
@@ -267,4 +267,4 @@ void dequantize_row(const Tensor& t, int64_t row, float* out) {
   dequantize_row_raw(t.dtype, static_cast<const uint8_t*>(t.data) + size_t(row) * rb, cols, out);
 }
 
-}  // namespace rapid
+}  // namespace rapid::tensor

@@ -7,7 +7,7 @@
 
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::tensor {
 
 // `row` points at the row's first byte; `cols` elements of a fixed-size dtype (floats, ints, GGML
 // blocks) are written to `out`. Throws Error for MLX_AFFINE / MXFP4 (scales apart) or a row that is not whole blocks.
@@ -17,4 +17,4 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out);
 // naming the tensor when the row is out of range or the tensor is smaller than its shape needs.
 void dequantize_row(const Tensor& t, int64_t row, float* out);
 
-}  // namespace rapid
+}  // namespace rapid::tensor

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace rapid {
+namespace rapid::tensor {
 
 inline float bf16_to_f32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
@@ -62,4 +62,4 @@ inline uint16_t f32_to_f16(float f) {  // round to nearest even, overflow → in
   return static_cast<uint16_t>(sign | ((r - 0x38000000u) >> 13));
 }
 
-}  // namespace rapid
+}  // namespace rapid::tensor

@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "tensor/fp16.h"
 
-namespace rapid::mlx {
+namespace rapid::tensor::mlx {
 
 bool valid_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
@@ -100,4 +100,4 @@ void quantize_row(const float* w, int64_t cols, int bits, int group_size, uint8_
   }
 }
 
-}  // namespace rapid::mlx
+}  // namespace rapid::tensor::mlx

@@ -8,7 +8,7 @@
 
 #include "tensor/tensor.h"
 
-namespace rapid::mlx {
+namespace rapid::tensor::mlx {
 
 bool valid_bits(int bits);
 bool valid_group_size(int g);
@@ -29,4 +29,4 @@ void quantize_row(const float* w, int64_t cols, int bits, int group_size, uint8_
 void dequantize_row(const uint8_t* packed, const void* scales, const void* biases, DType group_dtype,
                     int bits, int group_size, int64_t cols, float* out);
 
-}  // namespace rapid::mlx
+}  // namespace rapid::tensor::mlx

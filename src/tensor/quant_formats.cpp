@@ -5,7 +5,7 @@
 #include "common/error.h"
 #include "tensor/mxfp4.h"
 
-namespace rapid {
+namespace rapid::tensor {
 
 int64_t block_elems(DType t) {
   switch (t) {
@@ -54,4 +54,4 @@ size_t row_bytes(DType t, int64_t cols) {
 
 bool is_ggml_quant(DType t) { return block_elems(t) > 1 && t != DType::MXFP4; }
 
-}  // namespace rapid
+}  // namespace rapid::tensor

@@ -6,7 +6,7 @@
 
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::tensor {
 
 constexpr int kQK = 32;    // elements per block of the legacy formats
 constexpr int kQKK = 256;  // elements per K-quant super-block
@@ -79,4 +79,4 @@ size_t block_bytes(DType t);
 size_t row_bytes(DType t, int64_t cols);
 bool is_ggml_quant(DType t);  // GGML block formats (not MXFP4, whose scales are apart)
 
-}  // namespace rapid
+}  // namespace rapid::tensor

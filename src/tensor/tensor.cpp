@@ -1,6 +1,6 @@
 #include "tensor/tensor.h"
 
-namespace rapid {
+namespace rapid::tensor {
 
 const char* dtype_name(DType t) {
   switch (t) {
@@ -28,4 +28,4 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-}  // namespace rapid
+}  // namespace rapid::tensor

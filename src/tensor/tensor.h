@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace rapid {
+namespace rapid::tensor {
 
 enum class DType : uint8_t {
   F32, F16, BF16,
@@ -47,4 +47,4 @@ struct Tensor {
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
 };
 
-}  // namespace rapid
+}  // namespace rapid::tensor

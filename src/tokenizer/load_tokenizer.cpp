@@ -3,7 +3,7 @@
 #include "common/error.h"
 #include "tokenizer/loaders.h"
 
-namespace rapid {
+namespace rapid::tok {
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
@@ -22,4 +22,4 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   return tok::load_tokenizer_json(path, cfg.string());
 }
 
-}  // namespace rapid
+}  // namespace rapid::tok

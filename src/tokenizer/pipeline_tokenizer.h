@@ -10,7 +10,7 @@
 
 namespace rapid::tok {
 
-class PipelineTokenizer : public rapid::Tokenizer {
+class PipelineTokenizer : public rapid::tok::Tokenizer {
  public:
   std::vector<int32_t> encode(std::string_view text, bool add_special = true,
                               bool parse_special = true) const override;

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 
-namespace rapid {
+namespace rapid::tok {
 
 // Oniguruma's Unicode \w (UTS #18 "word"): Alphabetic | Mark | Nd | Pc | Join_Control.
 // Alphabetic = letters, Nl and Other_Alphabetic, whose non-mark members are the circled and
@@ -116,4 +116,4 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
   return out;
 }
 
-}  // namespace rapid
+}  // namespace rapid::tok

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace rapid {
+namespace rapid::tok {
 
 class Regex {
  public:
@@ -28,4 +28,4 @@ class Regex {
 // Alphabetic|M|Nd|Pc (PCRE2's is L|N|_): rewrites \s, \S, \w, \W.
 std::string onig_to_pcre2(const std::string& pattern);
 
-}  // namespace rapid
+}  // namespace rapid::tok

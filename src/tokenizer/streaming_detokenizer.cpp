@@ -4,7 +4,7 @@
 // first-token rules (e.g. SentencePiece's leading-space strip) consistent with a full decode.
 #include "tokenizer/tokenizer.h"
 
-namespace rapid {
+namespace rapid::tok {
 
 static bool ends_with_replacement(const std::string& s) {
   return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
@@ -47,4 +47,4 @@ std::string StreamingDetokenizer::flush() {
   return delta;
 }
 
-}  // namespace rapid
+}  // namespace rapid::tok

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace rapid {
+namespace rapid::tok {
 
 class Tokenizer {
  public:
@@ -60,4 +60,4 @@ class StreamingDetokenizer {
   std::string emitted_;
 };
 
-}  // namespace rapid
+}  // namespace rapid::tok

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace rapid::uni {
+namespace rapid::tok::uni {
 namespace {
 #include "tokenizer/unicode_data.inc"
 
@@ -276,4 +276,4 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-}  // namespace rapid::uni
+}  // namespace rapid::tok::uni

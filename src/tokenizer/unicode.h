@@ -7,7 +7,7 @@
 #include <vector>
 #include "common/utf8.h"
 
-namespace rapid::uni {
+namespace rapid::tok::uni {
 
 enum Cat : uint8_t {
   Cn, Lu, Ll, Lt, Lm, Lo, Mn, Mc, Me, Nd, Nl, No, Pc, Pd, Ps,
@@ -52,4 +52,4 @@ std::string normalize(std::string_view s, NormForm form);
 std::string lowercase(std::string_view s);
 std::vector<uint32_t> decompose(const std::vector<uint32_t>& cps, bool compat);
 
-}  // namespace rapid::uni
+}  // namespace rapid::tok::uni
