@@ -30,13 +30,13 @@ const std::string& tiny_bert(std::string* why) {
   const std::string& root = tiny_bert(&why); \
   if (root.empty()) GTEST_SKIP() << why;
 
-std::unique_ptr<EmbeddingModel> encoder(const std::string& dir) {
-  ModelOptions o;
+std::unique_ptr<model::EmbeddingModel> encoder(const std::string& dir) {
+  model::ModelOptions o;
   o.num_threads = 2;
-  return create_embedding_model(std::shared_ptr<Checkpoint>(load_checkpoint(dir)), o);
+  return model::create_embedding_model(std::shared_ptr<model::Checkpoint>(model::load_checkpoint(dir)), o);
 }
 
-std::vector<float> hidden(EmbeddingModel& m, const std::vector<int32_t>& ids) {
+std::vector<float> hidden(model::EmbeddingModel& m, const std::vector<int32_t>& ids) {
   std::vector<float> out(ids.size() * m.config().hidden_size);
   float* p = out.data();
   m.hidden_states({std::span<const int32_t>(ids)}, &p);
