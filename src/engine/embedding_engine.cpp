@@ -91,14 +91,18 @@ std::optional<std::vector<std::vector<float>>> EmbeddingEngine::embed_until(std:
   std::unique_lock<std::mutex> lk(mu_);
   jobs_.push_back(&job);
   cv_.notify_all();
-  for (bool poll_now = true; !job.finished(); poll_now = false) {
-    if (!poll_now && cv_.wait_for(lk, std::chrono::milliseconds(100), [&] { return job.finished(); })) break;
-    if (!stop || job.dropped) continue;
+  const auto finished = [&] { return job.finished(); };
+  while (stop && !job.finished()) {
     lk.unlock();
     const bool stopping = stop();  // a syscall, perhaps: not under the lock the worker needs
     lk.lock();
-    if (stopping) job.dropped = true;  // then wait for its inputs in the running step only
+    if (stopping) {
+      job.dropped = true;  // then only its inputs in the running step are waited for
+      break;
+    }
+    cv_.wait_for(lk, std::chrono::milliseconds(100), finished);
   }
+  cv_.wait(lk, finished);
   std::erase(jobs_, &job);  // a dropped job may still be queued with inputs never taken
   if (job.error) std::rethrow_exception(job.error);
   if (job.done < job.inputs.size()) return std::nullopt;

@@ -79,10 +79,7 @@ void bidirectional_attention(const float* q, const float* k, const float* v, int
       compute::softmax(p.data(), n);
       float* o = out + i * w + h * hd;
       for (int64_t d = 0; d < hd; ++d) o[d] = 0.0f;
-      for (int64_t j = 0; j < n; ++j) {
-        const float* vj = v + j * w + h * hd;
-        for (int64_t d = 0; d < hd; ++d) o[d] += p[j] * vj[d];
-      }
+      for (int64_t j = 0; j < n; ++j) kern.axpy_f32(p[j], v + j * w + h * hd, o, hd);
     }
   });
 }

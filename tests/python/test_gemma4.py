@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import conftest
-from test_qwen35 import (CACHE, PROMPT, complete, mlx_greedy_text, model_with_template, multi_turn_resumes_and_matches,
-                         run_raw, tiny_set)
+from test_qwen35 import (CACHE, PROMPT, chat_turns_match_mlx_lm, complete, mlx_greedy_text, model_with_template,
+                         multi_turn_resumes_and_matches, run_raw, tiny_set)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "gemma4-tiny"
@@ -91,18 +91,6 @@ def chat_e2b(tiny, tmp_path_factory):
 def test_serve_chat_turns_match_mlx_lm_through_the_gemma4_template(chat_e2b):
     """A two-turn chat: each reply is mlx-lm's greedy continuation of the rendered conversation
     (cold, from scratch); the second turn reuses the first's cached pages."""
-    import openai
     srv, model = chat_e2b
-    client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY, max_retries=0, timeout=120)
-    messages = [{"role": "system", "content": "You are a coding agent. Keep answers short."},
-                {"role": "user", "content": "Fix the bug in the parser."}]
-    cached = []
-    for turn in range(2):
-        r = client.chat.completions.create(model=conftest.MODEL_NAME, messages=messages, max_tokens=16, temperature=0)
-        text = r.choices[0].message.content
-        assert text, f"turn {turn}: an empty reply would compare nothing"
-        assert text == mlx_greedy_text(model, render(messages), 16), f"turn {turn}"
-        d = r.usage.prompt_tokens_details
-        cached.append((d.cached_tokens or 0) if d else 0)
-        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "Now the tests, please."}]
+    cached = [c for c, _ in chat_turns_match_mlx_lm(srv, model, render)]
     assert cached[0] == 0 and cached[1] > 0, cached

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 import conftest
-from test_qwen35 import (CACHE, PROMPT, complete, mlx_greedy_text, model_with_template, multi_turn_resumes_and_matches,
-                         run_raw, tiny_set)
+from test_qwen35 import (CACHE, PROMPT, chat_turns_match_mlx_lm, complete, mlx_greedy_text, model_with_template,
+                         multi_turn_resumes_and_matches, run_raw, tiny_set)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "moe-tiny"
@@ -107,20 +107,6 @@ def chat_next(tiny, tmp_path_factory):
 def test_serve_chat_turns_match_mlx_lm_and_reuse_the_hybrid_cache(chat_next):
     """A two-turn chat: each reply is mlx-lm's greedy continuation of the rendered conversation
     (cold, from scratch); the second turn resumes from the first's recurrent checkpoints."""
-    import openai
     srv, model = chat_next
-    client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY, max_retries=0, timeout=120)
-    messages = [{"role": "system", "content": "You are a coding agent. Keep answers short."},
-                {"role": "user", "content": "Fix the bug in the parser."}]
-    cached, prompt_tokens = [], []
-    for turn in range(2):
-        r = client.chat.completions.create(model=conftest.MODEL_NAME, messages=messages, max_tokens=16, temperature=0,
-                                           extra_body=NO_THINK)
-        text = r.choices[0].message.content
-        assert text, f"turn {turn}: an empty reply would compare nothing"
-        assert text == mlx_greedy_text(model, render(messages), 16), f"turn {turn}"
-        d = r.usage.prompt_tokens_details
-        cached.append((d.cached_tokens or 0) if d else 0)
-        prompt_tokens.append(r.usage.prompt_tokens)
-        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "Now the tests, please."}]
+    cached, prompt_tokens = zip(*chat_turns_match_mlx_lm(srv, model, render, extra_body=NO_THINK))
     assert cached[0] == 0 and 0 < cached[1] < prompt_tokens[1], (cached, prompt_tokens)

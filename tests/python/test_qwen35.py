@@ -103,6 +103,27 @@ def model_with_template(src, template, d):
     return model
 
 
+def chat_turns_match_mlx_lm(srv, model, render, extra_body=None, max_tokens=16):
+    """A two-turn agent chat through the OpenAI SDK: each reply must be mlx-lm's greedy
+    continuation of the conversation as `render` (the model's template) renders it, from scratch.
+    Returns each turn's (cached tokens, prompt tokens)."""
+    import openai
+    client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY, max_retries=0, timeout=120)
+    messages = [{"role": "system", "content": "You are a coding agent. Keep answers short."},
+                {"role": "user", "content": "Fix the bug in the parser."}]
+    usage = []
+    for turn in range(2):
+        r = client.chat.completions.create(model=conftest.MODEL_NAME, messages=messages, max_tokens=max_tokens,
+                                           temperature=0, extra_body=extra_body)
+        text = r.choices[0].message.content
+        assert text, f"turn {turn}: an empty reply would compare nothing"
+        assert text == mlx_greedy_text(model, render(messages), max_tokens), f"turn {turn}"
+        d = r.usage.prompt_tokens_details
+        usage.append(((d.cached_tokens or 0) if d else 0, r.usage.prompt_tokens))
+        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": "Now the tests, please."}]
+    return usage
+
+
 def complete(srv, prompt, max_tokens=STEPS):
     import openai
     client = openai.OpenAI(base_url=srv.base + "/v1", api_key=conftest.API_KEY)
