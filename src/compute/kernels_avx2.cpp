@@ -301,14 +301,14 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const t
 // sign trick (|w| as u8, w's sign moved onto x) feeds maddubs; |2·E2M1| <= 12 cannot saturate.
 template <int NT>
 void mxfp4_nt(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  const __m128i lut128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(mxfp4::kTwiceE2M1));
+  const __m128i lut128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::mxfp4::kTwiceE2M1));
   const __m256i lut = _mm256_set_m128i(lut128, lut128);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q = _mm256_shuffle_epi8(lut, nibbles(w + b * mxfp4::kBlockBytes));
+    const __m256i q = _mm256_shuffle_epi8(lut, nibbles(w + b * tensor::mxfp4::kBlockBytes));
     const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = 0.5f * mxfp4::e8m0_to_f32(e[b]);
+    const float dw = 0.5f * tensor::mxfp4::e8m0_to_f32(e[b]);
     for (int t = 0; t < NT; ++t) {
       const tensor::ActQ8& a = x[t * xs + b];
       __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);

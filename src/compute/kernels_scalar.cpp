@@ -202,11 +202,11 @@ void dot_mxfp4(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
       const tensor::ActQ8& a = x[t * xs + b];
-      const uint8_t* q = w + b * mxfp4::kBlockBytes;
+      const uint8_t* q = w + b * tensor::mxfp4::kBlockBytes;
       int s = 0;
       for (int j = 0; j < 16; ++j)
-        s += mxfp4::kTwiceE2M1[q[j] & 0x0f] * a.qs[j] + mxfp4::kTwiceE2M1[q[j] >> 4] * a.qs[j + 16];
-      acc += 0.5f * mxfp4::e8m0_to_f32(e[b]) * a.d * s;
+        s += tensor::mxfp4::kTwiceE2M1[q[j] & 0x0f] * a.qs[j] + tensor::mxfp4::kTwiceE2M1[q[j] >> 4] * a.qs[j + 16];
+      acc += 0.5f * tensor::mxfp4::e8m0_to_f32(e[b]) * a.d * s;
     }
     out[t] = acc;
   }

@@ -34,12 +34,12 @@ WeightView WeightView::of(const tensor::Tensor& t) {
     return w;
   }
   if (t.dtype == tensor::DType::MXFP4) {
-    if (w.cols % mxfp4::kBlock != 0 || !t.scales)
+    if (w.cols % tensor::mxfp4::kBlock != 0 || !t.scales)
       throw Error("matmul: MXFP4 weight " + t.name + " needs whole 32-element blocks and its scales");
     w.scales = t.scales;
     w.bits = 4;
-    w.group_size = mxfp4::kBlock;
-    w.scale_stride = static_cast<size_t>(w.cols / mxfp4::kBlock);
+    w.group_size = tensor::mxfp4::kBlock;
+    w.scale_stride = static_cast<size_t>(w.cols / tensor::mxfp4::kBlock);
   }
   switch (t.dtype) {
     case tensor::DType::I32: case tensor::DType::U32: case tensor::DType::I8: case tensor::DType::U8:
@@ -63,7 +63,7 @@ void weight_row_f32(const WeightView& w, int64_t r, float* out) {
     return;
   }
   if (w.dtype == tensor::DType::MXFP4)
-    return mxfp4::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
+    return tensor::mxfp4::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
                                  static_cast<const uint8_t*>(w.scales) + r * w.scale_stride, w.cols, out);
   tensor::dequantize_row_raw(w.dtype, static_cast<const uint8_t*>(w.data) + r * w.row_stride, w.cols, out);
 }

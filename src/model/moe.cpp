@@ -29,7 +29,7 @@ compute::WeightView expert_slice(const tensor::Tensor& t, int64_t e, int64_t row
   } else if (t.dtype == tensor::DType::MXFP4) {
     const size_t stride = tensor::row_bytes(t.dtype, cols);
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
-    s.scales = static_cast<const uint8_t*>(t.scales) + first * (cols / mxfp4::kBlock);
+    s.scales = static_cast<const uint8_t*>(t.scales) + first * (cols / tensor::mxfp4::kBlock);
     s.nbytes = stride * static_cast<size_t>(rows);
   } else {
     const size_t stride = tensor::row_bytes(t.dtype, cols);
@@ -132,8 +132,8 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, int64_t out, int64_t step, int64_t off,
                     int64_t cols) {
   const tensor::Tensor& b = ws.get(name + "_blocks");
-  const int64_t E = b.shape.empty() ? 0 : b.shape[0], G = cols / mxfp4::kBlock, R = out * step;
-  if (b.dtype != tensor::DType::U8 || b.shape != std::vector<int64_t>{E, R, G, mxfp4::kBlockBytes} || cols % mxfp4::kBlock)
+  const int64_t E = b.shape.empty() ? 0 : b.shape[0], G = cols / tensor::mxfp4::kBlock, R = out * step;
+  if (b.dtype != tensor::DType::U8 || b.shape != std::vector<int64_t>{E, R, G, tensor::mxfp4::kBlockBytes} || cols % tensor::mxfp4::kBlock)
     throw Error(name + "_blocks: expected uint8 [experts, " + std::to_string(R) + ", " + std::to_string(G) + ", 16], got " +
                 tensor::dtype_name(b.dtype) + " " + shape_str(b.shape));
   const tensor::Tensor& sc = ws.get(name + "_scales");
@@ -147,10 +147,10 @@ Linear mxfp4_expert(const WeightStore& ws, const std::string& name, int64_t e, i
   l.w.rows = out;
   l.w.cols = cols;
   l.w.bits = 4;
-  l.w.group_size = mxfp4::kBlock;
-  l.w.row_stride = static_cast<size_t>(step * G * mxfp4::kBlockBytes);
+  l.w.group_size = tensor::mxfp4::kBlock;
+  l.w.row_stride = static_cast<size_t>(step * G * tensor::mxfp4::kBlockBytes);
   l.w.scale_stride = static_cast<size_t>(step * G);
-  l.w.data = static_cast<const uint8_t*>(b.data) + first * G * mxfp4::kBlockBytes;
+  l.w.data = static_cast<const uint8_t*>(b.data) + first * G * tensor::mxfp4::kBlockBytes;
   l.w.scales = static_cast<const uint8_t*>(sc.data) + first * G;
   return l;
 }

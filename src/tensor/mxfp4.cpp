@@ -1,6 +1,6 @@
 #include "tensor/mxfp4.h"
 
-namespace rapid::mxfp4 {
+namespace rapid::tensor::mxfp4 {
 
 void dequantize_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out) {
   for (int64_t b = 0; b < cols / kBlock; ++b) {
@@ -14,4 +14,4 @@ void dequantize_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, 
   }
 }
 
-}  // namespace rapid::mxfp4
+}  // namespace rapid::tensor::mxfp4

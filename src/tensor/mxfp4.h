@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace rapid::mxfp4 {
+namespace rapid::tensor::mxfp4 {
 
 constexpr int kBlock = 32;       // elements per scale
 constexpr int kBlockBytes = 16;  // packed nibble bytes per block (the scale is in its own array)
@@ -29,4 +29,4 @@ static inline float e8m0_to_f32(uint8_t e) {
 // cols/32 bytes.
 void dequantize_row(const uint8_t* packed, const uint8_t* scales, int64_t cols, float* out);
 
-}  // namespace rapid::mxfp4
+}  // namespace rapid::tensor::mxfp4
