@@ -54,6 +54,8 @@ static json sampling_props() {
           {"n", integer(1, 16)}};
 }
 
+// The document itself: its length is the schema, data rather than logic, so it stays one literal
+// a reader can compare with the routes.
 json openapi_spec(const std::string& model_id) {
   json text_part = obj({{"type", {{"type", "string"}, {"enum", {"text"}}}}, {"text", str()}}, {"type", "text"});
   json fn_call = obj({{"id", str()}, {"type", {{"type", "string"}, {"enum", {"function"}}}},

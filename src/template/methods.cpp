@@ -123,7 +123,8 @@ bool all_chars(const std::string& s, Pred p) {
   return true;
 }
 
-Value str_method(Interpreter& in, const std::string& s, const std::string& name, CallArgs& a) {
+// Methods that cut or rewrite the string: strip, split, replace, partition, affix removal.
+std::optional<Value> cut_method(const std::string& s, const std::string& name, CallArgs& a) {
   auto arg = [&](size_t i, const char* n) -> std::optional<Value> { return a.take(i, n); };
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     auto c = arg(0, "chars");
@@ -139,13 +140,6 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
       parts.push_back(Value::string(std::move(p)));
     return Value::new_list(std::move(parts));
   }
-  if (name == "startswith" || name == "endswith") {
-    auto w = arg(0, "prefix");
-    if (!w) throw_type(name + "() takes at least 1 argument (0 given)");
-    auto st = arg(1, "start");
-    auto en = arg(2, "end");
-    return Value::boolean(affix_match(s, *w, name == "startswith", st ? &*st : nullptr, en ? &*en : nullptr));
-  }
   if (name == "replace") {
     auto o = arg(0, "old");
     auto n = arg(1, "new");
@@ -154,14 +148,45 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     return Value::string(py_replace(s, need_str(*o, "replace() argument 1"), need_str(*n, "replace() argument 2"),
                                     c && c->is_int() ? c->as_int() : -1));
   }
-  if (name == "upper") return Value::string(py_upper(s));
-  if (name == "lower" || name == "casefold") return Value::string(py_lower(s));
-  if (name == "title") return Value::string(py_title(s));
-  if (name == "capitalize") return Value::string(py_capitalize(s));
-  if (name == "swapcase") {
-    std::string out;
-    for (char32_t c : utf8_decode(s)) utf8_append(out, jinja::py_lower(c) != c ? jinja::py_lower(c) : jinja::py_upper(c));
-    return Value::string(out);
+  if (name == "splitlines") {
+    auto k = arg(0, "keepends");
+    List parts;
+    for (auto& p : splitlines(s, k && k->truthy())) parts.push_back(Value::string(std::move(p)));
+    return Value::new_list(std::move(parts));
+  }
+  if (name == "partition" || name == "rpartition") {
+    auto sv = arg(0, "sep");
+    if (!sv) throw_type(name + "() takes exactly one argument");
+    const std::string& sep = need_str(*sv, "sep");
+    if (sep.empty()) value_error("empty separator");
+    size_t p = name == "partition" ? s.find(sep) : s.rfind(sep);
+    if (p == std::string::npos)
+      return name == "partition"
+                 ? Value::new_list({Value::string(s), Value::string(""), Value::string("")}, true)
+                 : Value::new_list({Value::string(""), Value::string(""), Value::string(s)}, true);
+    return Value::new_list({Value::string(s.substr(0, p)), Value::string(sep), Value::string(s.substr(p + sep.size()))}, true);
+  }
+  if (name == "removeprefix" || name == "removesuffix") {
+    auto av = arg(0, "affix");
+    if (!av) throw_type(name + "() takes exactly one argument");
+    const std::string& x = need_str(*av, name.c_str());
+    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value::string(s.substr(x.size()));
+    if (name == "removesuffix" && x.size() <= s.size() && !x.empty() && s.compare(s.size() - x.size(), x.size(), x) == 0)
+      return Value::string(s.substr(0, s.size() - x.size()));
+    return Value::string(s);
+  }
+  return std::nullopt;
+}
+
+// Methods that look for a substring: startswith/endswith, find/index/count and their r-forms.
+std::optional<Value> search_method(const std::string& s, const std::string& name, CallArgs& a) {
+  auto arg = [&](size_t i, const char* n) -> std::optional<Value> { return a.take(i, n); };
+  if (name == "startswith" || name == "endswith") {
+    auto w = arg(0, "prefix");
+    if (!w) throw_type(name + "() takes at least 1 argument (0 given)");
+    auto st = arg(1, "start");
+    auto en = arg(2, "end");
+    return Value::boolean(affix_match(s, *w, name == "startswith", st ? &*st : nullptr, en ? &*en : nullptr));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     auto subv = arg(0, "sub");
@@ -185,26 +210,11 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     }
     return Value::integer(cp_index(s, b + p));
   }
-  if (name == "format") return Value::string(py_format(in, s, a));
-  if (name == "join") {
-    auto it = arg(0, "iterable");
-    if (!it) throw_type("join() takes exactly one argument (0 given)");
-    std::string out;
-    bool first = true;
-    for (auto& v : in.iterate(*it)) {
-      if (!v.is_string()) throw_type("sequence item: expected str instance, " + v.type_name() + " found");
-      if (!first) out += s;
-      first = false;
-      out += v.s;
-    }
-    return Value::string(out);
-  }
-  if (name == "splitlines") {
-    auto k = arg(0, "keepends");
-    List parts;
-    for (auto& p : splitlines(s, k && k->truthy())) parts.push_back(Value::string(std::move(p)));
-    return Value::new_list(std::move(parts));
-  }
+  return std::nullopt;
+}
+
+// The is*() predicates.
+std::optional<Value> predicate_method(const std::string& s, const std::string& name) {
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal")
     return Value::boolean(all_chars(s, [](char32_t c) { return is_py_digit(c); }));
   if (name == "isalpha") return Value::boolean(all_chars(s, [](char32_t c) { return is_py_alpha(c); }));
@@ -221,6 +231,12 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     return Value::boolean(cased && ok);
   }
   if (name == "istitle") return Value::boolean(!s.empty() && py_title(s) == s && py_lower(s) != py_upper(s));
+  return std::nullopt;
+}
+
+// Methods that pad or re-space: zfill, center/ljust/rjust, expandtabs.
+std::optional<Value> layout_method(const std::string& s, const std::string& name, CallArgs& a) {
+  auto arg = [&](size_t i, const char* n) -> std::optional<Value> { return a.take(i, n); };
   if (name == "zfill") {
     auto w = arg(0, "width");
     int64_t width = w && w->is_int() ? w->as_int() : 0;
@@ -236,27 +252,6 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     if (w->as_int() > (1 << 24)) throw TemplateError(TemplateError::Kind::Limit, "width too large");
     std::string fill = f ? need_str(*f, "fill character") : " ";
     return Value::string(pad(s, w->as_int(), fill, name == "center" ? 0 : name == "ljust" ? -1 : 1));
-  }
-  if (name == "partition" || name == "rpartition") {
-    auto sv = arg(0, "sep");
-    if (!sv) throw_type(name + "() takes exactly one argument");
-    const std::string& sep = need_str(*sv, "sep");
-    if (sep.empty()) value_error("empty separator");
-    size_t p = name == "partition" ? s.find(sep) : s.rfind(sep);
-    if (p == std::string::npos)
-      return name == "partition"
-                 ? Value::new_list({Value::string(s), Value::string(""), Value::string("")}, true)
-                 : Value::new_list({Value::string(""), Value::string(""), Value::string(s)}, true);
-    return Value::new_list({Value::string(s.substr(0, p)), Value::string(sep), Value::string(s.substr(p + sep.size()))}, true);
-  }
-  if (name == "removeprefix" || name == "removesuffix") {
-    auto av = arg(0, "affix");
-    if (!av) throw_type(name + "() takes exactly one argument");
-    const std::string& x = need_str(*av, name.c_str());
-    if (name == "removeprefix" && s.compare(0, x.size(), x) == 0) return Value::string(s.substr(x.size()));
-    if (name == "removesuffix" && x.size() <= s.size() && !x.empty() && s.compare(s.size() - x.size(), x.size(), x) == 0)
-      return Value::string(s.substr(0, s.size() - x.size()));
-    return Value::string(s);
   }
   if (name == "expandtabs") {
     auto t = arg(0, "tabsize");
@@ -275,6 +270,38 @@ Value str_method(Interpreter& in, const std::string& s, const std::string& name,
     }
     return Value::string(out);
   }
+  return std::nullopt;
+}
+
+Value str_method(Interpreter& in, const std::string& s, const std::string& name, CallArgs& a) {
+  auto arg = [&](size_t i, const char* n) -> std::optional<Value> { return a.take(i, n); };
+  if (name == "upper") return Value::string(py_upper(s));
+  if (name == "lower" || name == "casefold") return Value::string(py_lower(s));
+  if (name == "title") return Value::string(py_title(s));
+  if (name == "capitalize") return Value::string(py_capitalize(s));
+  if (name == "swapcase") {
+    std::string out;
+    for (char32_t c : utf8_decode(s)) utf8_append(out, jinja::py_lower(c) != c ? jinja::py_lower(c) : jinja::py_upper(c));
+    return Value::string(out);
+  }
+  if (name == "format") return Value::string(py_format(in, s, a));
+  if (name == "join") {
+    auto it = arg(0, "iterable");
+    if (!it) throw_type("join() takes exactly one argument (0 given)");
+    std::string out;
+    bool first = true;
+    for (auto& v : in.iterate(*it)) {
+      if (!v.is_string()) throw_type("sequence item: expected str instance, " + v.type_name() + " found");
+      if (!first) out += s;
+      first = false;
+      out += v.s;
+    }
+    return Value::string(out);
+  }
+  if (auto v = cut_method(s, name, a)) return *v;
+  if (auto v = search_method(s, name, a)) return *v;
+  if (auto v = predicate_method(s, name)) return *v;
+  if (auto v = layout_method(s, name, a)) return *v;
   throw_type("'str' object has no attribute '" + name + "'");
 }
 
@@ -611,6 +638,140 @@ std::string percent_format(const std::string& fmt, const Value& args) {
   return out;
 }
 
+namespace {
+// One replacement field's value: {} / {0} / {name}, then .attr and [key] lookups, then !r / !s.
+Value format_field_value(Interpreter& in, std::string field, CallArgs& a, size_t& auto_idx) {
+  std::string conv;
+  if (size_t p = field.find('!'); p != std::string::npos) conv = field.substr(p + 1), field.resize(p);
+  size_t k = 0;
+  while (k < field.size() && field[k] != '.' && field[k] != '[') ++k;
+  std::string head = field.substr(0, k);
+  Value v;
+  if (head.empty()) {
+    if (auto_idx >= a.pos.size()) value_error("Replacement index " + std::to_string(auto_idx) + " out of range");
+    v = a.pos[auto_idx++];
+  } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
+    size_t idx = std::strtoul(head.c_str(), nullptr, 10);
+    if (idx >= a.pos.size()) value_error("Replacement index " + head + " out of range");
+    v = a.pos[idx];
+  } else {
+    const Value* kv = a.kwarg(head);
+    if (!kv) value_error("KeyError: '" + head + "'");
+    v = *kv;
+  }
+  while (k < field.size()) {
+    if (field[k] == '.') {
+      size_t b = ++k;
+      while (k < field.size() && field[k] != '.' && field[k] != '[') ++k;
+      v = in.getattr(v, field.substr(b, k - b));
+    } else {
+      size_t b = ++k;
+      while (k < field.size() && field[k] != ']') ++k;
+      std::string key = field.substr(b, k - b);
+      ++k;
+      bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
+      v = in.getitem(v, digits ? Value::integer(std::stoll(key)) : Value::string(key));
+    }
+  }
+  if (conv == "r") v = Value::string(repr(v));
+  else if (conv == "s") v = Value::string(to_str(v));
+  return v;
+}
+
+// A format spec: [[fill]align][sign][0][width][,][.precision][type].
+struct FormatSpec {
+  std::string fill = " ";
+  int align = -2;  // -2 default, -1 left, 0 centre, 1 right, 2 sign-aware zero padding
+  char sign = 0;
+  int64_t width = 0;
+  bool thousands = false;
+  int prec = -1;
+  char type = 0;
+};
+
+FormatSpec parse_format_spec(const std::string& spec) {
+  FormatSpec f;
+  size_t p = 0;
+  std::u32string us = utf8_decode(spec);
+  auto is_align = [](char32_t ch) { return ch == '<' || ch == '>' || ch == '^' || ch == '='; };
+  if (us.size() >= 2 && is_align(us[1])) {
+    f.fill = utf8_encode(us.substr(0, 1));
+    f.align = us[1] == '<' ? -1 : us[1] == '^' ? 0 : 1;
+    p = 2;
+  } else if (!us.empty() && is_align(us[0])) {
+    f.align = us[0] == '<' ? -1 : us[0] == '^' ? 0 : 1;
+    p = 1;
+  }
+  std::string rest = utf8_encode(us.substr(std::min(p, us.size())));
+  size_t r = 0;
+  if (r < rest.size() && (rest[r] == '+' || rest[r] == '-' || rest[r] == ' ')) f.sign = rest[r++];
+  if (r < rest.size() && rest[r] == '0' && f.align == -2) {
+    f.fill = "0";
+    f.align = 2;
+    ++r;
+  }
+  while (r < rest.size() && std::isdigit(static_cast<unsigned char>(rest[r]))) f.width = f.width * 10 + (rest[r++] - '0');
+  if (f.width > (1 << 20)) throw TemplateError(TemplateError::Kind::Limit, "format width too large");
+  if (r < rest.size() && (rest[r] == ',' || rest[r] == '_')) f.thousands = rest[r++] == ',';
+  if (r < rest.size() && rest[r] == '.') {
+    f.prec = 0;
+    ++r;
+    while (r < rest.size() && std::isdigit(static_cast<unsigned char>(rest[r]))) f.prec = std::min(f.prec * 10 + (rest[r++] - '0'), 100);
+  }
+  f.type = r < rest.size() ? rest[r] : 0;
+  return f;
+}
+
+// The value's text under the spec's type and precision, before grouping, sign and padding.
+std::string format_body(const Value& v, const FormatSpec& f) {
+  const char type = f.type;
+  const int prec = f.prec;
+  if (v.is_number() && (type == 'f' || type == 'F' || type == 'e' || type == 'g' || type == '%' ||
+                        (prec >= 0 && type == 0 && v.kind == Kind::Float))) {
+    char buf[512];
+    double x = v.as_float() * (type == '%' ? 100 : 1);
+    char t = type == 0 ? 'g' : type == '%' ? 'f' : type;
+    std::snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 6 : prec, x);
+    if (t != 'f' && t != 'F') std::snprintf(buf, sizeof buf, (std::string("%.*") + t).c_str(), prec < 0 ? 6 : prec, x);
+    return std::string(buf) + (type == '%' ? "%" : "");
+  }
+  if (v.is_number() && (type == 'd' || type == 'x' || type == 'o' || type == 'b')) {
+    if (!v.is_int()) value_error("Unknown format code '" + std::string(1, type) + "' for object of type 'float'");
+    if (type == 'b') {
+      uint64_t u = static_cast<uint64_t>(std::llabs(v.as_int()));
+      std::string bits;
+      do bits.insert(bits.begin(), static_cast<char>('0' + (u & 1)));
+      while (u >>= 1);
+      return (v.as_int() < 0 ? "-" : "") + bits;
+    }
+    char buf[128];
+    std::snprintf(buf, sizeof buf, type == 'd' ? "%lld" : type == 'x' ? "%llx" : "%llo", static_cast<long long>(v.as_int()));
+    return buf;
+  }
+  std::string body = to_str(v);
+  if (prec >= 0 && !v.is_number()) body = utf8_encode(utf8_decode(body).substr(0, prec));
+  return body;
+}
+
+std::string format_value(const Value& v, FormatSpec f) {
+  std::string body = format_body(v, f);
+  const bool numeric = v.is_number() && f.type != 's';
+  if (f.thousands && numeric) {
+    // group the integer digits in threes
+    size_t b = (!body.empty() && body[0] == '-') ? 1 : 0, e = b;
+    while (e < body.size() && std::isdigit(static_cast<unsigned char>(body[e]))) ++e;
+    for (int64_t k = static_cast<int64_t>(e) - 3; k > static_cast<int64_t>(b); k -= 3) body.insert(k, ",");
+  }
+  if (numeric && f.sign && body[0] != '-') body.insert(body.begin(), f.sign == ' ' ? ' ' : '+');
+  if (f.align == -2) f.align = numeric ? 1 : -1;
+  if (f.align != 2) return pad(body, f.width, f.fill, f.align);
+  size_t sp = (!body.empty() && (body[0] == '-' || body[0] == '+')) ? 1 : 0;
+  int64_t n = static_cast<int64_t>(utf8_length(body));
+  if (n < f.width) body.insert(sp, std::string(f.width - n, '0'));
+  return body;
+}
+}  // namespace
+
 // str.format: {} / {0} / {name} fields with .attr / [key] lookups, !r/!s conversion and the common
 // format specs (fill, align, sign, width, precision, type).
 std::string py_format(Interpreter& in, const std::string& fmt, CallArgs& a) {
@@ -618,7 +779,7 @@ std::string py_format(Interpreter& in, const std::string& fmt, CallArgs& a) {
   size_t auto_idx = 0;
   for (size_t i = 0; i < fmt.size(); ++i) {
     char c = fmt[i];
-    if (c == '}' ) {
+    if (c == '}') {
       if (i + 1 < fmt.size() && fmt[i + 1] == '}') ++i;
       else value_error("Single '}' encountered in format string");
       out.push_back('}');
@@ -637,120 +798,9 @@ std::string py_format(Interpreter& in, const std::string& fmt, CallArgs& a) {
     if (e == std::string::npos) value_error("Single '{' encountered in format string");
     std::string field = fmt.substr(i + 1, e - i - 1);
     i = e;
-    std::string spec, conv;
+    std::string spec;
     if (size_t p = field.find(':'); p != std::string::npos) spec = field.substr(p + 1), field.resize(p);
-    if (size_t p = field.find('!'); p != std::string::npos) conv = field.substr(p + 1), field.resize(p);
-    size_t k = 0;
-    while (k < field.size() && field[k] != '.' && field[k] != '[') ++k;
-    std::string head = field.substr(0, k);
-    Value v;
-    if (head.empty()) {
-      if (auto_idx >= a.pos.size()) value_error("Replacement index " + std::to_string(auto_idx) + " out of range");
-      v = a.pos[auto_idx++];
-    } else if (std::isdigit(static_cast<unsigned char>(head[0]))) {
-      size_t idx = std::strtoul(head.c_str(), nullptr, 10);
-      if (idx >= a.pos.size()) value_error("Replacement index " + head + " out of range");
-      v = a.pos[idx];
-    } else {
-      const Value* kv = a.kwarg(head);
-      if (!kv) value_error("KeyError: '" + head + "'");
-      v = *kv;
-    }
-    while (k < field.size()) {
-      if (field[k] == '.') {
-        size_t b = ++k;
-        while (k < field.size() && field[k] != '.' && field[k] != '[') ++k;
-        v = in.getattr(v, field.substr(b, k - b));
-      } else {
-        size_t b = ++k;
-        while (k < field.size() && field[k] != ']') ++k;
-        std::string key = field.substr(b, k - b);
-        ++k;
-        bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); });
-        v = in.getitem(v, digits ? Value::integer(std::stoll(key)) : Value::string(key));
-      }
-    }
-    if (conv == "r") v = Value::string(repr(v));
-    else if (conv == "s") v = Value::string(to_str(v));
-    // Format spec: [[fill]align][sign][0][width][,][.precision][type]
-    std::string fill = " ";
-    int align = -2;  // -2 default
-    size_t p = 0;
-    std::u32string us = utf8_decode(spec);
-    auto is_align = [](char32_t ch) { return ch == '<' || ch == '>' || ch == '^' || ch == '='; };
-    if (us.size() >= 2 && is_align(us[1])) {
-      fill = utf8_encode(us.substr(0, 1));
-      align = us[1] == '<' ? -1 : us[1] == '^' ? 0 : 1;
-      p = 2;
-    } else if (!us.empty() && is_align(us[0])) {
-      align = us[0] == '<' ? -1 : us[0] == '^' ? 0 : 1;
-      p = 1;
-    }
-    std::string rest = utf8_encode(us.substr(std::min(p, us.size())));
-    char sign = 0;
-    size_t r = 0;
-    if (r < rest.size() && (rest[r] == '+' || rest[r] == '-' || rest[r] == ' ')) sign = rest[r++];
-    if (r < rest.size() && rest[r] == '0' && align == -2) {
-      fill = "0";
-      align = 2;  // sign-aware zero padding
-      ++r;
-    }
-    int64_t width = 0;
-    while (r < rest.size() && std::isdigit(static_cast<unsigned char>(rest[r]))) width = width * 10 + (rest[r++] - '0');
-    if (width > (1 << 20)) throw TemplateError(TemplateError::Kind::Limit, "format width too large");
-    bool thousands = false;
-    if (r < rest.size() && (rest[r] == ',' || rest[r] == '_')) thousands = rest[r++] == ',';
-    int prec = -1;
-    if (r < rest.size() && rest[r] == '.') {
-      prec = 0;
-      ++r;
-      while (r < rest.size() && std::isdigit(static_cast<unsigned char>(rest[r]))) prec = std::min(prec * 10 + (rest[r++] - '0'), 100);
-    }
-    char type = r < rest.size() ? rest[r] : 0;
-    std::string body;
-    bool numeric = v.is_number() && type != 's';
-    if (v.is_number() && (type == 'f' || type == 'F' || type == 'e' || type == 'g' || type == '%' ||
-                          (prec >= 0 && type == 0 && v.kind == Kind::Float))) {
-      char buf[512];
-      double x = v.as_float() * (type == '%' ? 100 : 1);
-      char t = type == 0 ? 'g' : type == '%' ? 'f' : type;
-      std::snprintf(buf, sizeof buf, "%.*f", prec < 0 ? 6 : prec, x);
-      if (t != 'f' && t != 'F') std::snprintf(buf, sizeof buf, (std::string("%.*") + t).c_str(), prec < 0 ? 6 : prec, x);
-      body = buf;
-      if (type == '%') body += "%";
-    } else if (v.is_number() && (type == 'd' || type == 'x' || type == 'o' || type == 'b')) {
-      if (!v.is_int()) value_error("Unknown format code '" + std::string(1, type) + "' for object of type 'float'");
-      char buf[128];
-      if (type == 'b') {
-        uint64_t u = static_cast<uint64_t>(std::llabs(v.as_int()));
-        std::string bits;
-        do bits.insert(bits.begin(), static_cast<char>('0' + (u & 1)));
-        while (u >>= 1);
-        body = (v.as_int() < 0 ? "-" : "") + bits;
-      } else {
-        std::snprintf(buf, sizeof buf, type == 'd' ? "%lld" : type == 'x' ? "%llx" : "%llo", static_cast<long long>(v.as_int()));
-        body = buf;
-      }
-    } else {
-      body = to_str(v);
-      if (prec >= 0 && !v.is_number()) body = utf8_encode(utf8_decode(body).substr(0, prec));
-    }
-    if (thousands && numeric) {
-      // group the integer digits in threes
-      size_t b = (!body.empty() && body[0] == '-') ? 1 : 0, e = b;
-      while (e < body.size() && std::isdigit(static_cast<unsigned char>(body[e]))) ++e;
-      for (int64_t k = static_cast<int64_t>(e) - 3; k > static_cast<int64_t>(b); k -= 3) body.insert(k, ",");
-    }
-    if (numeric && sign && body[0] != '-') body.insert(body.begin(), sign == ' ' ? ' ' : '+');
-    if (align == -2) align = numeric ? 1 : -1;
-    if (align == 2) {
-      size_t sp = (!body.empty() && (body[0] == '-' || body[0] == '+')) ? 1 : 0;
-      int64_t n = static_cast<int64_t>(utf8_length(body));
-      if (n < width) body.insert(sp, std::string(width - n, '0'));
-    } else {
-      body = pad(body, width, fill, align);
-    }
-    out += body;
+    out += format_value(format_field_value(in, field, a, auto_idx), parse_format_spec(spec));
   }
   return out;
 }
