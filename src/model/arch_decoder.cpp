@@ -247,14 +247,9 @@ class DecoderModel final : public Model {
 
   void check_pool_shape(const cache::BlockShape& got) const { check_shape(got, kv_block_shape(got.block_size)); }
   void check_shape(const cache::BlockShape& got, const cache::BlockShape& want) const {
-    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
-        got.dtype != want.dtype)
-      throw Error("KV pool shape (" + std::to_string(got.num_layers) + " layers, " + std::to_string(got.kv_heads) +
-                  " kv heads, head_dim " + std::to_string(got.head_dim) + ", " + cache::kv_dtype_name(got.dtype) +
-                  ") does not match the model (" + std::to_string(want.num_layers) + ", " +
-                  std::to_string(want.kv_heads) + ", " + std::to_string(want.head_dim) + ", " +
-                  cache::kv_dtype_name(want.dtype) + ")");
+    check_block_shape(got, want, cfg_.architecture);
   }
+
 
   // HF order (element s*hd/2 + j) → pair order (element 2j + s) of one head's vector.
   void to_pair_order(std::vector<float>& v) const {
