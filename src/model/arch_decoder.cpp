@@ -150,9 +150,7 @@ class DecoderModel final : public Model {
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
                                                  int64_t max_tokens) override {
-    if (!pool) throw Error("new_paged_state: no block pool");
-    check_pool_shape(pool->shape());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return checked_paged_state(*this, std::move(pool), max_tokens, cfg_.architecture);
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -320,16 +318,7 @@ class DecoderModel final : public Model {
         rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
       }
     }
-    for (size_t i = 0; i < seqs_.size(); ++i) {
-      const Seq& s = seqs_[i];
-      compute::AttentionSegment& sg = segs_[i];
-      sg.kv = s.kv->layer(li);
-      sg.q = q_.data() + s.row * nh_ * hd_;
-      sg.out = att_.data() + s.row * nh_ * hd_;
-      sg.n = s.n;
-      sg.pos0 = s.pos0;
-      compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
-    }
+    store_kv_segments(seqs_, li, nkv_, hd_, nh_ * hd_, q_.data(), k_.data(), v_.data(), att_.data(), segs_);
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
                              .window = L.sliding ? cfg_.sliding_window : 0,
                              .softcap = static_cast<float>(cfg_.attn_logit_softcapping),

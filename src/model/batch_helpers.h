@@ -25,6 +25,18 @@ void scatter_logits(const BatchEntry* entries, size_t count, const float* packed
 // Refuses a KV pool whose geometry is not `want` (the model's for that block size), naming both.
 void check_block_shape(const cache::BlockShape& got, const cache::BlockShape& want, const std::string& model);
 
+// Model::new_paged_state of a model whose states are plain PagedKvState over pools of its
+// kv_block_shape (`model` names it in the refusal of another pool).
+std::unique_ptr<SequenceState> checked_paged_state(const Model& m, std::shared_ptr<cache::BlockPool> pool,
+                                                   int64_t max_tokens, const std::string& model);
+
+// Layer `layer` of every sequence of a batch: stores its rows' K and V (k, v [rows][kv_heads *
+// head_dim]) in its pages, and points its attention segment at its rows of q and out
+// ([rows][q_width]).
+void store_kv_segments(const std::vector<PagedSeq>& seqs, int32_t layer, int64_t kv_heads, int64_t head_dim,
+                       int64_t q_width, const float* q, const float* k, const float* v, float* out,
+                       std::vector<compute::AttentionSegment>& segs);
+
 // The end of a batched forward over rows x [total][hidden]: the final RMSNorm (weight `norm`) of
 // each row an entry wants (its hidden states, copied out, or its logits), then lm_head over the
 // logits rows packed into xn, softcapped when softcap > 0, and split per entry (scatter_logits).

@@ -73,9 +73,7 @@ class Gemma4Model final : public Model {
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
-    if (!pool) throw Error("new_paged_state: no block pool");
-    check_pool_shape(pool->shape());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return checked_paged_state(*this, std::move(pool), max_tokens, "gemma4");
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {

@@ -64,9 +64,7 @@ class Glm4MoeLiteModel final : public Model {
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
-    if (!pool) throw Error("new_paged_state: no block pool");
-    check_pool_shape(pool->shape());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return checked_paged_state(*this, std::move(pool), max_tokens, "glm4_moe_lite");
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -146,16 +144,7 @@ class Glm4MoeLiteModel final : public Model {
     const int64_t nh = mla_.heads, D = mla_.dim();
     norm_rows(x_.data(), l.in_norm, n, xn_.data());
     l.attn->project(xn_.data(), n, rope_, cos_.data(), sin_.data(), q_.data(), k_.data(), v_.data(), ctx_, mla_scratch_);
-    for (size_t i = 0; i < seqs_.size(); ++i) {
-      const PagedSeq& s = seqs_[i];
-      compute::AttentionSegment& sg = segs_[i];
-      sg.kv = s.kv->layer(li);
-      sg.q = q_.data() + s.row * nh * D;
-      sg.out = att_.data() + s.row * nh * D;
-      sg.n = s.n;
-      sg.pos0 = s.pos0;
-      compute::kv_store(sg.kv, s.pos0, s.n, nh, D, k_.data() + s.row * nh * D, v_.data() + s.row * nh * D);
-    }
+    store_kv_segments(seqs_, li, nh, D, nh * D, q_.data(), k_.data(), v_.data(), att_.data(), segs_);
     const compute::AttentionParams ap{.n_heads = nh, .n_kv_heads = nh, .head_dim = D, .scale = scale_};
     compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
     l.attn->output(att_.data(), n, tmp_.data(), ctx_, mla_scratch_);

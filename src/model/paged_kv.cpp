@@ -205,6 +205,29 @@ void check_block_shape(const cache::BlockShape& got, const cache::BlockShape& wa
                 std::to_string(want.head_dim) + ", " + cache::kv_dtype_name(want.dtype) + ")");
 }
 
+std::unique_ptr<SequenceState> checked_paged_state(const Model& m, std::shared_ptr<cache::BlockPool> pool,
+                                                   int64_t max_tokens, const std::string& model) {
+  if (!pool) throw Error("new_paged_state: no block pool");
+  check_block_shape(pool->shape(), m.kv_block_shape(pool->shape().block_size), model);
+  return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+}
+
+void store_kv_segments(const std::vector<PagedSeq>& seqs, int32_t layer, int64_t kv_heads, int64_t head_dim,
+                       int64_t q_width, const float* q, const float* k, const float* v, float* out,
+                       std::vector<compute::AttentionSegment>& segs) {
+  const int64_t kw = kv_heads * head_dim;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const PagedSeq& s = seqs[i];
+    compute::AttentionSegment& sg = segs[i];
+    sg.kv = s.kv->layer(layer);
+    sg.q = q + s.row * q_width;
+    sg.out = out + s.row * q_width;
+    sg.n = s.n;
+    sg.pos0 = s.pos0;
+    compute::kv_store(sg.kv, s.pos0, s.n, kv_heads, head_dim, k + s.row * kw, v + s.row * kw);
+  }
+}
+
 void final_head(const FinalHead& h, const BatchEntry* entries, size_t count, const std::vector<PagedSeq>& seqs,
                 const float* x, float* xn, std::vector<float>& logits, ExecContext& ctx) {
   const int64_t H = h.hidden;
