@@ -63,29 +63,8 @@ TEST(Gemma4, ResumeFromAdoptedPagesMatchesMlxLm) {
   REQUIRE_GEMMA4();
   for (const char* c : {"e2b", "kv", "moe"}) {
     const std::string d = root + "/" + c + "/mlx-f32";
-    json g = read_json(d + "/greedy.json");
     auto m = qwen35::make(d, compute::MatmulPath::Exact, tensor::DType::F32);
-    const int64_t V = m->config().vocab_size;
-    const json& cs = g["cases"][4];
-    std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>(), want;
-    for (auto& st : cs["steps"]) want.push_back(st["token"].get<int32_t>());
-    auto pool = std::make_shared<cache::BlockPool>(m->kv_block_shape(16), m->kv_block_shape(16).block_bytes() * 40);
-    for (int64_t p : {int64_t(5), int64_t(16), int64_t(23), int64_t(ids.size()) - 1}) {
-      std::vector<float> logits(V);
-      auto a = m->new_paged_state(pool, 256);
-      m->forward(ids.data(), p, *a, logits.data());
-      auto b = m->new_paged_state(pool, 256);
-      static_cast<PagedKvState*>(b.get())->adopt_prefix(static_cast<PagedKvState*>(a.get())->table().blocks(), p);
-      a.reset();  // b holds its own references on the adopted pages
-      m->forward(ids.data() + p, int64_t(ids.size()) - p, *b, logits.data());
-      std::vector<int32_t> got;
-      for (size_t i = 0; i < want.size(); ++i) {
-        int32_t t = argmax(logits.data(), V);
-        got.push_back(t);
-        m->forward(&t, 1, *b, logits.data());
-      }
-      EXPECT_EQ(got, want) << c << ": cut at " << p;
-    }
+    resume_from_adopted_pages(*m, read_json(d + "/greedy.json")["cases"][4], {5, 16, 23, -1}, c);
   }
 }
 

@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/block_pool.h"
 #include "model/model.h"
+#include "model/paged_kv.h"
 
 namespace rapid::parity {
 
@@ -67,6 +69,35 @@ inline double exact_greedy(model::Model& m, const json& g, double tol) {
     EXPECT_EQ(got, want) << "prompt: " << c["prompt"].get<std::string>();
   }
   return worst;
+}
+
+// The prefix cache's path on a KV-only model: a sequence that adopts another's pages after p tokens
+// (whole and partial blocks of 16) and continues gives the golden case's greedy tokens (prompt in one
+// call, then one token per call), for every cut p in `cuts` (negative: from the prompt's end).
+inline void resume_from_adopted_pages(model::Model& m, const json& golden_case, const std::vector<int64_t>& cuts,
+                                      const std::string& what) {
+  const int64_t V = m.config().vocab_size;
+  std::vector<int32_t> ids = golden_case["prompt_ids"].get<std::vector<int32_t>>(), want;
+  for (auto& st : golden_case["steps"]) want.push_back(st["token"].get<int32_t>());
+  const cache::BlockShape sh = m.kv_block_shape(16);
+  auto pool = std::make_shared<cache::BlockPool>(sh, sh.block_bytes() * 40);
+  for (int64_t cut : cuts) {
+    const int64_t p = cut < 0 ? static_cast<int64_t>(ids.size()) + cut : cut;
+    std::vector<float> logits(V);
+    auto a = m.new_paged_state(pool, 256);
+    m.forward(ids.data(), p, *a, logits.data());
+    auto b = m.new_paged_state(pool, 256);
+    static_cast<model::PagedKvState*>(b.get())->adopt_prefix(static_cast<model::PagedKvState*>(a.get())->table().blocks(), p);
+    a.reset();  // b holds its own references on the adopted pages
+    m.forward(ids.data() + p, static_cast<int64_t>(ids.size()) - p, *b, logits.data());
+    std::vector<int32_t> got;
+    for (size_t i = 0; i < want.size(); ++i) {
+      int32_t t = argmax(logits.data(), V);
+      got.push_back(t);
+      m.forward(&t, 1, *b, logits.data());
+    }
+    EXPECT_EQ(got, want) << what << ": cut at " << p;
+  }
 }
 
 struct FastTol {

@@ -51,6 +51,9 @@ std::unique_ptr<Model> make_qwen3_5_model(std::shared_ptr<Checkpoint> ckpt, cons
 // Gemma 4 text (per-layer head sizes, kv-shared layers, per-layer inputs), model/gemma4.cpp.
 std::unique_ptr<Model> make_gemma4_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 
+// GLM-4.7-Flash (multi-head latent attention, DeepSeek-V3-routed experts), model/glm4_moe_lite.cpp.
+std::unique_ptr<Model> make_glm4_moe_lite_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
+
 // create_model with explicit options (threads, exact f32 path, KV dtype).
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts);
 

@@ -150,9 +150,7 @@ class DecoderModel final : public Model {
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool,
                                                  int64_t max_tokens) override {
-    if (!pool) throw Error("new_paged_state: no block pool");
-    check_pool_shape(pool->shape());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return checked_paged_state(*this, std::move(pool), max_tokens, cfg_.architecture);
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -247,14 +245,9 @@ class DecoderModel final : public Model {
 
   void check_pool_shape(const cache::BlockShape& got) const { check_shape(got, kv_block_shape(got.block_size)); }
   void check_shape(const cache::BlockShape& got, const cache::BlockShape& want) const {
-    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
-        got.dtype != want.dtype)
-      throw Error("KV pool shape (" + std::to_string(got.num_layers) + " layers, " + std::to_string(got.kv_heads) +
-                  " kv heads, head_dim " + std::to_string(got.head_dim) + ", " + cache::kv_dtype_name(got.dtype) +
-                  ") does not match the model (" + std::to_string(want.num_layers) + ", " +
-                  std::to_string(want.kv_heads) + ", " + std::to_string(want.head_dim) + ", " +
-                  cache::kv_dtype_name(want.dtype) + ")");
+    check_block_shape(got, want, cfg_.architecture);
   }
+
 
   // HF order (element s*hd/2 + j) → pair order (element 2j + s) of one head's vector.
   void to_pair_order(std::vector<float>& v) const {
@@ -325,16 +318,7 @@ class DecoderModel final : public Model {
         rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
       }
     }
-    for (size_t i = 0; i < seqs_.size(); ++i) {
-      const Seq& s = seqs_[i];
-      compute::AttentionSegment& sg = segs_[i];
-      sg.kv = s.kv->layer(li);
-      sg.q = q_.data() + s.row * nh_ * hd_;
-      sg.out = att_.data() + s.row * nh_ * hd_;
-      sg.n = s.n;
-      sg.pos0 = s.pos0;
-      compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
-    }
+    store_kv_segments(seqs_, li, nkv_, hd_, nh_ * hd_, q_.data(), k_.data(), v_.data(), att_.data(), segs_);
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
                              .window = L.sliding ? cfg_.sliding_window : 0,
                              .softcap = static_cast<float>(cfg_.attn_logit_softcapping),

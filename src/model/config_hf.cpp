@@ -83,7 +83,7 @@ void read_linear_attention(const json& j, ModelConfig& c) {
 // renormalises the top-k weights; qwen3_moe and qwen3_next with norm_topk_prob (absent: each
 // family's transformers default, false for qwen3_moe, true for qwen3_next).
 void read_moe(const json& j, ModelConfig& c) {
-  c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", 0));
+  c.num_experts = get_i(j, "num_experts", get_i(j, "num_local_experts", get_i(j, "n_routed_experts", 0)));
   if (c.num_experts <= 0) return;
   c.num_experts_per_tok = get_i(j, "num_experts_per_tok", get_i(j, "top_k_experts", 0));  // gemma4: top_k_experts
   // gpt-oss's experts are intermediate_size wide (it has no dense MLP).
@@ -124,6 +124,43 @@ void read_gemma4(const json& j, ModelConfig& c) {
     throw Error("config.json: full_attention partial_rotary_factor must be in (0, 1]");
   if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers >= c.num_hidden_layers)
     throw Error("config.json: num_kv_shared_layers must be in [0, num_hidden_layers)");
+}
+
+// GLM-4.7-Flash's attention and routing (transformers' Glm4MoeLiteConfig names and defaults). Which
+// layers route: mlp_layer_types where given (transformers 5), else the first first_k_dense_replace
+// layers are dense (the released config's field, which mlx-lm reads with moe_layer_freq).
+void read_glm(const json& j, ModelConfig& c) {
+  c.q_lora_rank = get_i(j, "q_lora_rank", 0);
+  c.kv_lora_rank = get_i(j, "kv_lora_rank", 512);
+  c.qk_nope_head_dim = get_i(j, "qk_nope_head_dim", 192);
+  c.qk_rope_head_dim = get_i(j, "qk_rope_head_dim", 64);
+  c.v_head_dim = get_i(j, "v_head_dim", 256);
+  if (c.q_lora_rank < 0 || c.kv_lora_rank <= 0 || c.qk_nope_head_dim < 0 || c.qk_rope_head_dim <= 0 ||
+      c.qk_rope_head_dim % 2 || c.v_head_dim <= 0)
+    throw Error("config.json: q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim (even) and v_head_dim "
+                "must be positive");
+  if (j.value("scoring_func", std::string("sigmoid")) != "sigmoid" || j.value("topk_method", std::string("noaux_tc")) != "noaux_tc")
+    throw Error("config.json: glm4_moe_lite supports only scoring_func 'sigmoid' with topk_method 'noaux_tc'");
+  if (c.rope_scaling.type != "default")
+    throw Error("config.json: glm4_moe_lite with rope scaling '" + c.rope_scaling.type + "' is not supported");
+  c.head_dim = c.qk_nope_head_dim + c.qk_rope_head_dim;
+  c.norm_topk_prob = j.value("norm_topk_prob", true);
+  c.n_group = get_i(j, "n_group", 1);
+  c.topk_group = get_i(j, "topk_group", 1);
+  c.routed_scaling_factor = get_d(j, "routed_scaling_factor", 1.0);
+  c.shared_expert_intermediate_size = c.moe_intermediate_size * get_i(j, "n_shared_experts", 0);
+  if (c.num_experts <= 0) return;
+  c.layer_is_moe.clear();
+  if (j.contains("mlp_layer_types") && j["mlp_layer_types"].is_array()) {
+    for (auto& t : j["mlp_layer_types"]) c.layer_is_moe.push_back(t == "sparse");
+    if (int64_t(c.layer_is_moe.size()) != c.num_hidden_layers)
+      throw Error("config.json: mlp_layer_types has " + std::to_string(c.layer_is_moe.size()) + " entries for " +
+                  std::to_string(c.num_hidden_layers) + " layers");
+    return;
+  }
+  const int64_t dense = get_i(j, "first_k_dense_replace", 1), freq = get_i(j, "moe_layer_freq", 1);
+  if (dense < 0 || freq <= 0) throw Error("config.json: first_k_dense_replace / moe_layer_freq out of range");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_moe.push_back(i >= dense && i % freq == 0);
 }
 
 }  // namespace
@@ -200,6 +237,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
   if (c.architecture == "gemma4") read_gemma4(j, c);
   read_linear_attention(j, c);
   read_moe(j, c);
+  if (c.architecture == "glm4_moe_lite") read_glm(j, c);
   if (j.contains("bos_token_id") && j["bos_token_id"].is_number_integer()) c.bos_token_id = j["bos_token_id"].get<int32_t>();
   else if (full.contains("bos_token_id") && full["bos_token_id"].is_number_integer()) c.bos_token_id = full["bos_token_id"].get<int32_t>();
   if (j.contains("pad_token_id") && j["pad_token_id"].is_number_integer()) c.pad_token_id = j["pad_token_id"].get<int32_t>();

@@ -73,9 +73,7 @@ class Gemma4Model final : public Model {
   }
 
   std::unique_ptr<SequenceState> new_paged_state(std::shared_ptr<cache::BlockPool> pool, int64_t max_tokens) override {
-    if (!pool) throw Error("new_paged_state: no block pool");
-    check_pool_shape(pool->shape());
-    return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+    return checked_paged_state(*this, std::move(pool), max_tokens, "gemma4");
   }
 
   void forward_batch(const BatchEntry* entries, size_t count) override {
@@ -205,13 +203,7 @@ class Gemma4Model final : public Model {
   }
 
   void check_pool_shape(const cache::BlockShape& got) const {
-    const cache::BlockShape want = kv_block_shape(got.block_size);
-    if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
-        got.dtype != want.dtype)
-      throw Error("KV pool shape (" + std::to_string(got.num_layers) + " x " + std::to_string(got.head_dim) + ", " +
-                  cache::kv_dtype_name(got.dtype) + ") does not match the gemma4 model's (" +
-                  std::to_string(want.num_layers) + " x " + std::to_string(want.head_dim) + ", " +
-                  cache::kv_dtype_name(want.dtype) + ")");
+    check_block_shape(got, kv_block_shape(got.block_size), "gemma4");
   }
 
   // Layer l's K/V pages: its slots' planes, K in the first half, V in the second.
@@ -373,29 +365,10 @@ class Gemma4Model final : public Model {
     compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
-  // Final norm; hidden states for the entries that ask; lm_head (+ softcap) over the rows whose
-  // logits are wanted, packed, then split per entry.
   void head(const BatchEntry* entries, size_t count) {
-    int64_t rows = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const PagedSeq& s = seqs_[i];
-      for (int64_t t = 0; t < s.n; ++t) {
-        const bool want = entries[i].logits && (entries[i].all_logits || t == s.n - 1);
-        if (!entries[i].hidden && !want) continue;
-        float* out = xn_.data() + rows * H_;
-        compute::rms_norm(x_.data() + (s.row + t) * H_, final_norm_.data(), H_, eps_, false, out);
-        if (entries[i].hidden) std::memcpy(entries[i].hidden + t * H_, out, static_cast<size_t>(H_) * sizeof(float));
-        if (want) ++rows;
-      }
-    }
-    if (rows == 0) return;
-    logits_buf_.resize(static_cast<size_t>(rows * V_));
-    lm_head_(xn_.data(), rows, logits_buf_.data(), ctx_);
-    if (cfg_.final_logit_softcapping > 0) {
-      const float cap = static_cast<float>(cfg_.final_logit_softcapping);
-      for (float& v : logits_buf_) v = std::tanh(v / cap) * cap;
-    }
-    scatter_logits(entries, count, logits_buf_.data(), V_);
+    const FinalHead h{.norm = final_norm_, .eps = eps_, .lm_head = lm_head_, .hidden = H_, .vocab = V_,
+                      .softcap = static_cast<float>(cfg_.final_logit_softcapping)};
+    final_head(h, entries, count, seqs_, x_.data(), xn_.data(), logits_buf_, ctx_);
   }
 
   std::shared_ptr<Checkpoint> ckpt_;

@@ -14,11 +14,12 @@ static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt
   if (a == "gemma3" || a == "gemma3_text") return make_decoder_model(ckpt, gemma3_arch(), opts);
   if (a == "gpt_oss") return make_decoder_model(ckpt, gpt_oss_arch(), opts);
   if (a == "gemma4") return make_gemma4_model(ckpt, opts);
+  if (a == "glm4_moe_lite") return make_glm4_moe_lite_model(ckpt, opts);
   if (a == "qwen3_5" || a == "qwen3_5_text" || a == "qwen3_5_moe" || a == "qwen3_next")
     return make_qwen3_5_model(ckpt, opts);
   throw Error(ckpt->path + ": unsupported architecture '" + a +
               "' (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3, gemma4, gpt_oss, qwen3_5, qwen3_5_moe, "
-              "qwen3_next)");
+              "qwen3_next, glm4_moe_lite)");
 }
 
 // A layer refusing its tensors (wrong shape or dtype) names the tensor; the checkpoint's path

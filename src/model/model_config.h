@@ -66,6 +66,14 @@ struct ModelConfig {
   int64_t hidden_size_per_layer_input = 0, vocab_size_per_layer_input = 0;
   bool use_double_wide_mlp = false;         // kv-shared layers' MLPs are 2 × intermediate_size
   bool enable_moe_block = false;
+  // GLM-4.7-Flash (glm4_moe_lite): DeepSeek-style multi-head latent attention (queries through a
+  // q_lora_rank bottleneck, keys and values expanded from a shared kv_lora_rank latent; each query /
+  // key head a no-rope part then a rope part, value heads v_head_dim wide) and DeepSeek-V3 routing
+  // (model/moe.h, MoeShape::glm).
+  int64_t q_lora_rank = 0;  // 0 = a plain q_proj
+  int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling_factor = 1.0;
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

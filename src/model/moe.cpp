@@ -187,6 +187,12 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
     expert_scale_ = load_vector(ws, p + "router.per_expert_scale", E);
   } else {
     router_ = load_linear(ws, p + "gate", E, H);
+    if (sh_.glm) {
+      if (sh_.groups <= 0 || E % sh_.groups || sh_.topk_groups <= 0 || sh_.topk_groups > sh_.groups ||
+          sh_.top_k > sh_.topk_groups * (E / sh_.groups))
+        throw Error(p + ": n_group / topk_group do not divide the experts so that top-k of them can be chosen");
+      choice_bias_ = load_vector(ws, p + "gate.e_score_correction_bias", E);
+    }
   }
   const std::string sw = p + (sh_.gemma4 ? "experts.switch_glu." : "switch_mlp.");
   if (const tensor::Tensor* g = ws.find(sw + "gate_proj.weight")) {
@@ -207,9 +213,10 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
   }
   if (sh_.shared_inter > 0) {
     const int64_t S = sh_.shared_inter;
-    shared_ = {load_linear(ws, p + "shared_expert.gate_proj", S, H), load_linear(ws, p + "shared_expert.up_proj", S, H),
-               load_linear(ws, p + "shared_expert.down_proj", H, S)};
-    shared_gate_ = load_linear(ws, p + "shared_expert_gate", 1, H);
+    const std::string q = p + (sh_.glm ? "shared_experts." : "shared_expert.");
+    shared_ = {load_linear(ws, q + "gate_proj", S, H), load_linear(ws, q + "up_proj", S, H),
+               load_linear(ws, q + "down_proj", H, S)};
+    if (!sh_.glm) shared_gate_ = load_linear(ws, p + "shared_expert_gate", 1, H);
   }
 }
 
@@ -284,6 +291,10 @@ void MoeBlock::route(int64_t n, MoeScratch& s) const {
   for (int64_t t = 0; t < n; ++t) {
     const float* l = s.logits.data() + t * E;
     for (int64_t e = 0; e < E; ++e) order[e] = static_cast<int32_t>(e);
+    if (sh_.glm) {
+      route_sigmoid_grouped(l, p.data(), order.data(), s.sel.data() + t * K, s.weight.data() + t * K);
+      continue;
+    }
     if (sh_.gpt_oss || sh_.gemma4) {  // the top-k logits, then a softmax over those k alone
       std::partial_sort(order.begin(), order.begin() + K, order.end(),
                         [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
@@ -318,6 +329,46 @@ void MoeBlock::route(int64_t n, MoeScratch& s) const {
   for (int64_t i = 0; i < n * K; ++i) s.rows[s.offset[s.sel[i]]++] = static_cast<int32_t>(i);  // i = t*K + rank
 }
 
+// One row of GLM's routing (see MoeShape::glm), transformers' Glm4MoeLiteTopkRouter: experts of
+// the groups not chosen are out of the race (-inf), ties go to the lower index. `score` and `order`
+// are E-float / E-int scratch; `order` arrives as 0..E-1.
+void MoeBlock::route_sigmoid_grouped(const float* l, float* score, int32_t* order, int32_t* sel, float* weight) const {
+  const int64_t E = sh_.experts, K = sh_.top_k, G = sh_.groups, per = E / G;
+  std::vector<float> choice(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    score[e] = 1.0f / (1.0f + std::exp(-l[e]));
+    choice[e] = score[e] + choice_bias_[e];
+  }
+  if (G > 1) {
+    std::vector<float> best2(static_cast<size_t>(G));
+    std::vector<int32_t> gorder(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) {
+      const float* c = choice.data() + g * per;
+      float a = -INFINITY, b = -INFINITY;  // the group's best and second best
+      for (int64_t j = 0; j < per; ++j) {
+        if (c[j] > a) b = a, a = c[j];
+        else if (c[j] > b) b = c[j];
+      }
+      best2[g] = per > 1 ? a + b : a;
+      gorder[g] = static_cast<int32_t>(g);
+    }
+    std::partial_sort(gorder.begin(), gorder.begin() + sh_.topk_groups, gorder.end(), [&](int32_t a, int32_t b) {
+      return best2[a] > best2[b] || (best2[a] == best2[b] && a < b);
+    });
+    for (int64_t r = sh_.topk_groups; r < G; ++r)
+      std::fill(choice.begin() + gorder[r] * per, choice.begin() + (gorder[r] + 1) * per, -INFINITY);
+  }
+  std::partial_sort(order, order + K, order + E, [&](int32_t a, int32_t b) {
+    return choice[a] > choice[b] || (choice[a] == choice[b] && a < b);
+  });
+  float tot = 0;
+  for (int64_t k = 0; k < K; ++k) tot += score[order[k]];
+  for (int64_t k = 0; k < K; ++k) {
+    sel[k] = order[k];
+    weight[k] = (sh_.norm_topk ? score[order[k]] / (tot + 1e-20f) : score[order[k]]) * sh_.routed_scaling;
+  }
+}
+
 // y [n, H] = down(silu(gate(x)) * up(x)) for one expert over its n gathered rows.
 void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
                           int64_t inter) const {
@@ -342,10 +393,10 @@ void MoeBlock::shared(const float* xn, int64_t n, float* out, ExecContext& ctx, 
   const int64_t H = sh_.hidden;
   s.sh_y.resize(static_cast<size_t>(n * H));
   s.sg.resize(static_cast<size_t>(n));
-  shared_gate_(xn, n, s.sg.data(), ctx);
+  if (shared_gate_.present()) shared_gate_(xn, n, s.sg.data(), ctx);
   run_expert(shared_, xn, n, s.sh_y.data(), ctx, s, sh_.shared_inter);
   for (int64_t t = 0; t < n; ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-s.sg[t]));
+    const float g = shared_gate_.present() ? 1.0f / (1.0f + std::exp(-s.sg[t])) : 1.0f;  // GLM's: ungated
     for (int64_t h = 0; h < H; ++h) out[t * H + h] += g * s.sh_y[t * H + h];
   }
 }

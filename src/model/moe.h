@@ -1,4 +1,4 @@
-// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next, gpt-oss, Gemma 4): a router picks the
+// A mixture-of-experts MLP (Qwen3-MoE, Qwen3.5-MoE / Qwen3-Next, gpt-oss, Gemma 4, GLM-4.7-Flash): a router picks the
 // top-k of E SwiGLU experts per token, their outputs are summed with the routing weights, plus
 // (where the family has one) a shared expert scaled by a sigmoid gate.
 //
@@ -31,6 +31,14 @@ struct MoeShape {
   // router.per_expert_scale; GELU-tanh experts (experts.switch_glu.* or fused experts.gate_up_proj).
   bool gemma4 = false;
   float norm_eps = 1e-6f;
+  // GLM-4.7-Flash (glm4_moe_lite; DeepSeek-V3's "noaux_tc" routing): sigmoid scores; the choice
+  // adds gate.e_score_correction_bias and only the topk_groups best of `groups` equal expert groups
+  // compete (a group scores the sum of its two best); the weights are the chosen experts' sigmoid
+  // scores (renormalised with norm_topk) times routed_scaling. Its shared experts
+  // (shared_experts.*, shared_inter wide) are added ungated.
+  bool glm = false;
+  int64_t groups = 1, topk_groups = 1;
+  float routed_scaling = 1.0f;
 };
 
 // Per-forward buffers, shared by every MoE layer of a model.
@@ -45,7 +53,8 @@ class MoeBlock {
   //   experts.E.{gate,up,down}_proj.weight   per-expert 2-D (Hugging Face qwen3_moe releases)
   //   experts.gate_up_proj [E, 2I, H] + experts.down_proj [E, H, I]   (transformers 5 fused)
   //   switch_mlp.{gate,up,down}_proj.weight [E, I, H] / [E, H, I]      (mlx-lm, maybe quantized)
-  // plus gate.weight [E, H] (router) and shared_expert.* / shared_expert_gate.weight [1, H].
+  // plus gate.weight [E, H] (router) and shared_expert.* / shared_expert_gate.weight [1, H]
+  // (GLM: gate.e_score_correction_bias [E] and ungated shared_experts.*).
   // gpt-oss (shape.gpt_oss): router.{weight,bias}, expert biases, and the layouts
   //   experts.{gate,up,down}_proj.{weight,bias} [E, out, in] / [E, out]   (mlx-lm, maybe quantized)
   //   experts.gate_up_proj [E, H, 2I] (y = x·W, gate columns even, up odd) + gate_up_proj_bias
@@ -70,6 +79,7 @@ class MoeBlock {
   // Expert e's views, aligned (copied out of a misaligned mapping) the first time it is routed to.
   const Expert& expert(int64_t e) const;
   void route(int64_t n, MoeScratch& s) const;
+  void route_sigmoid_grouped(const float* logits, float* score, int32_t* order, int32_t* sel, float* weight) const;
   void run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
                   int64_t inter) const;
   void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
@@ -84,6 +94,7 @@ class MoeBlock {
   Expert shared_;
   Linear shared_gate_;
   std::vector<float> router_norm_, expert_scale_;  // Gemma 4's router RMSNorm weight and per-expert scale
+  std::vector<float> choice_bias_;                 // GLM's e_score_correction_bias
 };
 
 // A 3-D tensor of stacked experts ([E, rows, cols]: mlx-lm's switch_mlp, transformers' fused

@@ -1,9 +1,11 @@
 #include "model/paged_kv.h"
 
+#include <cmath>
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
+#include "compute/ops.h"
 #include "model/batch_helpers.h"
 
 namespace rapid::model {
@@ -192,6 +194,61 @@ void scatter_logits(const BatchEntry* entries, size_t count, const float* packed
     std::memcpy(entries[i].logits, packed + r * vocab, static_cast<size_t>(k * vocab) * sizeof(float));
     r += k;
   }
+}
+
+void check_block_shape(const cache::BlockShape& got, const cache::BlockShape& want, const std::string& model) {
+  if (got.num_layers != want.num_layers || got.kv_heads != want.kv_heads || got.head_dim != want.head_dim ||
+      got.dtype != want.dtype)
+    throw Error("KV pool shape (" + std::to_string(got.num_layers) + " x " + std::to_string(got.kv_heads) + " x " +
+                std::to_string(got.head_dim) + ", " + cache::kv_dtype_name(got.dtype) + ") does not match the " + model +
+                " model's (" + std::to_string(want.num_layers) + " x " + std::to_string(want.kv_heads) + " x " +
+                std::to_string(want.head_dim) + ", " + cache::kv_dtype_name(want.dtype) + ")");
+}
+
+std::unique_ptr<SequenceState> checked_paged_state(const Model& m, std::shared_ptr<cache::BlockPool> pool,
+                                                   int64_t max_tokens, const std::string& model) {
+  if (!pool) throw Error("new_paged_state: no block pool");
+  check_block_shape(pool->shape(), m.kv_block_shape(pool->shape().block_size), model);
+  return std::make_unique<PagedKvState>(std::move(pool), max_tokens);
+}
+
+void store_kv_segments(const std::vector<PagedSeq>& seqs, int32_t layer, int64_t kv_heads, int64_t head_dim,
+                       int64_t q_width, const float* q, const float* k, const float* v, float* out,
+                       std::vector<compute::AttentionSegment>& segs) {
+  const int64_t kw = kv_heads * head_dim;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const PagedSeq& s = seqs[i];
+    compute::AttentionSegment& sg = segs[i];
+    sg.kv = s.kv->layer(layer);
+    sg.q = q + s.row * q_width;
+    sg.out = out + s.row * q_width;
+    sg.n = s.n;
+    sg.pos0 = s.pos0;
+    compute::kv_store(sg.kv, s.pos0, s.n, kv_heads, head_dim, k + s.row * kw, v + s.row * kw);
+  }
+}
+
+void final_head(const FinalHead& h, const BatchEntry* entries, size_t count, const std::vector<PagedSeq>& seqs,
+                const float* x, float* xn, std::vector<float>& logits, ExecContext& ctx) {
+  const int64_t H = h.hidden;
+  int64_t rows = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const PagedSeq& s = seqs[i];
+    for (int64_t t = 0; t < s.n; ++t) {
+      const bool want = entries[i].logits && (entries[i].all_logits || t == s.n - 1);
+      if (!entries[i].hidden && !want) continue;
+      float* out = xn + rows * H;
+      compute::rms_norm(x + (s.row + t) * H, h.norm.data(), H, h.eps, false, out);
+      if (entries[i].hidden) std::memcpy(entries[i].hidden + t * H, out, static_cast<size_t>(H) * sizeof(float));
+      if (want) ++rows;
+    }
+  }
+  if (rows == 0) return;
+  logits.resize(static_cast<size_t>(rows * h.vocab));
+  h.lm_head(xn, rows, logits.data(), ctx);
+  if (h.softcap > 0)
+    for (float& v : logits) v = std::tanh(v / h.softcap) * h.softcap;
+  scatter_logits(entries, count, logits.data(), h.vocab);
 }
 
 }  // namespace rapid::model
