@@ -3,7 +3,9 @@
 // and the mixture-of-experts set (scripts/make_tiny_moe.py: qwen3_moe, qwen3_5_moe, qwen3_next,
 // gpt_oss — whose HF-layout goldens are its mlx-f32 twin's: mlx-lm cannot load that layout) and
 // Gemma 4 (scripts/make_tiny_gemma4.py: E2B-like kv-shared layers and per-layer inputs; 31B-like
-// keys doubling as values; 26B-A4B-like experts beside the dense MLP).
+// keys doubling as values; 26B-A4B-like experts beside the dense MLP) and Mistral 3
+// (scripts/make_tiny_mistral3.py: Devstral Small 2's mistral3 wrapper and a text-only ministral3,
+// YaRN RoPE and the llama-4 query scaling past the original context).
 // mlx-lm writes each model itself (random init, save_model) as MLX f32, in the Hugging Face layout
 // of the same weights, and as its own affine 4-bit quantization, and its greedy output (mlx on
 // CPU, f32) is the golden. The sets are generated into $RAPID_MODEL_CACHE on first use; the tests
@@ -42,12 +44,15 @@ const TinyModel kModels[] = {
     {"qwen35-tiny", "dense-tied", true}, {"qwen35-tiny", "vheads-untied", true}, {"moe-tiny", "qwen3-moe", false},
     {"moe-tiny", "qwen35-moe", true},    {"moe-tiny", "qwen3-next", true}, {"moe-tiny", "gpt-oss", false},
     {"gemma4-tiny", "e2b", false},       {"gemma4-tiny", "kv", false},      {"gemma4-tiny", "moe", false},
+    {"mistral3-tiny", "devstral", false}, {"mistral3-tiny", "ministral3", false},
 };
 
 // The set a model belongs to, generated on first use.
 const std::string& model_set(const std::string& set, std::string* why) {
   if (set == "moe-tiny") return moe_tiny::tiny_models(why);
   if (set == "gemma4-tiny") return gemma4_tiny::tiny_models(why);
+  if (set == "mistral3-tiny")
+    return qwen35::model_set("mistral3-tiny", "/ministral3/mlx-q4/greedy.json", "make_tiny_mistral3.py", why);
   return qwen35::tiny_models(why);
 }
 
