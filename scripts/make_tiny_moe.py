@@ -218,10 +218,12 @@ def build(name):
     return seeded_model(config, make, SEED_INDEX[name], moe_spread)
 
 
-def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 4000), hf_goldens_from_mlx=()):
+def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 4000), hf_goldens_from_mlx=(),
+              tokenizer=write_tokenizer):
     """Writes every config of `configs` (name -> (config(), make(cfg), to_hf(w, text_cfg))) as
     mlx-f32 / hf-f32 / mlx-q4 with tokenizer and goldens under argv[1] or the cache's `set_name`;
-    config i's seeds are seeds[k] + seed_index[name]."""
+    config i's seeds are seeds[k] + seed_index[name]; tokenizer(dir, vocab_size) writes the
+    tokenizer files."""
     mx.set_default_device(mx.cpu)
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
     out = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, set_name))
@@ -244,7 +246,7 @@ def write_set(set_name, configs, seed_index, extra_spread, seeds=(3000, 3100, 40
         save_config(qcfg, d / "mlx-q4" / "config.json")
         V = cfg.get("text_config", cfg)["vocab_size"]
         for sub in ("mlx-f32", "hf-f32", "mlx-q4"):
-            write_tokenizer(d / sub, V)
+            tokenizer(d / sub, V)
             if sub == "hf-f32" and name in hf_goldens_from_mlx:
                 shutil.copy(d / "mlx-f32" / "greedy.json", d / sub / "greedy.json")
             else:

@@ -316,6 +316,32 @@ TEST(HfConfig, OlderConfigFormsAndGenerationConfig) {
   EXPECT_THROW(config_from_hf(nlohmann::json::parse(R"({"model_type": "llama"})")), Error);
 }
 
+// A config shaped like Devstral Small 2's (the mistral3 wrapper): the LM's model_type from text_config,
+// YaRN with mscale = mscale_all_dim (attention factor 1, as transformers and mlx-lm compute it) and
+// the llama-4 query scaling over the original context. A scaling beta without that context is
+// refused (it would divide by zero). The arithmetic is checked against mlx-lm in model_tiny_test.
+TEST(HfConfig, Mistral3WrapperReadsYarnAndQueryScaling) {
+  auto cfg = nlohmann::json::parse(R"({"model_type": "mistral3", "vision_config": {"model_type": "pixtral"},
+    "text_config": {"model_type": "ministral3", "hidden_size": 5120, "num_hidden_layers": 40, "head_dim": 128,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 131072, "intermediate_size": 32768,
+    "max_position_embeddings": 393216, "rope_parameters": {"rope_type": "yarn", "rope_theta": 100000000.0,
+    "factor": 48.0, "original_max_position_embeddings": 8192, "beta_fast": 32.0, "beta_slow": 1.0,
+    "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1}}})");
+  ModelConfig c = config_from_hf(cfg);
+  EXPECT_EQ(c.architecture, "ministral3");
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(*c.rope_scaling.attention_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.query_scale_beta, 0.1);
+  EXPECT_EQ(c.query_scale_interval, 8192);
+  cfg["text_config"]["rope_parameters"].erase("original_max_position_embeddings");
+  try {
+    config_from_hf(cfg);
+    ADD_FAILURE() << "accepted llama_4_scaling_beta without original_max_position_embeddings";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("original_max_position_embeddings"), std::string::npos) << e.what();
+  }
+}
+
 // ------------------------------------------------------------------------------ GGUF checkpoints
 
 TEST(GgufNames, MapsToHf) {

@@ -6,7 +6,9 @@
 // keys doubling as values; 26B-A4B-like experts beside the dense MLP) and GLM-4.7-Flash
 // (scripts/make_tiny_glm.py: multi-head latent attention, DeepSeek-V3-routed experts with a
 // shared expert after a dense first layer; its HF-layout goldens are mlx-lm's on that directory,
-// and the script checks transformers' formulas against mlx-lm's logits).
+// and the script checks transformers' formulas against mlx-lm's logits) and Mistral 3
+// (scripts/make_tiny_mistral3.py: Devstral Small 2's mistral3 wrapper and a text-only ministral3,
+// YaRN RoPE and the llama-4 query scaling past the original context).
 // mlx-lm writes each model itself (random init, save_model) as MLX f32, in the Hugging Face layout
 // of the same weights, and as its own affine 4-bit quantization, and its greedy output (mlx on
 // CPU, f32) is the golden. The sets are generated into $RAPID_MODEL_CACHE on first use; the tests
@@ -47,6 +49,7 @@ const TinyModel kModels[] = {
     {"moe-tiny", "qwen35-moe", true},    {"moe-tiny", "qwen3-next", true}, {"moe-tiny", "gpt-oss", false},
     {"gemma4-tiny", "e2b", false},       {"gemma4-tiny", "kv", false},      {"gemma4-tiny", "moe", false},
     {"glm-tiny", "glm", false},
+    {"mistral3-tiny", "devstral", false}, {"mistral3-tiny", "ministral3", false},
 };
 
 // The set a model belongs to, generated on first use.
@@ -54,6 +57,8 @@ const std::string& model_set(const std::string& set, std::string* why) {
   if (set == "moe-tiny") return moe_tiny::tiny_models(why);
   if (set == "gemma4-tiny") return gemma4_tiny::tiny_models(why);
   if (set == "glm-tiny") return glm_tiny::tiny_models(why);
+  if (set == "mistral3-tiny")
+    return qwen35::model_set("mistral3-tiny", "/ministral3/mlx-q4/greedy.json", "make_tiny_mistral3.py", why);
   return qwen35::tiny_models(why);
 }
 

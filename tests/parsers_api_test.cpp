@@ -110,6 +110,7 @@ TEST(ParserDetect, RealChatTemplates) {
   }
   EXPECT_EQ(rapid::parsers::detect_tool_parser("", "qwen3_moe"), "hermes");
   EXPECT_EQ(rapid::parsers::detect_tool_parser("", "llama"), "llama3_json");
+  EXPECT_EQ(rapid::parsers::detect_tool_parser("", "ministral3"), "mistral");  // Devstral Small 2's text model
   EXPECT_EQ(rapid::parsers::detect_tool_parser("", "unknown_arch"), "");
 }
 

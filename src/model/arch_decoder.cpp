@@ -1,4 +1,5 @@
-// The decoder-only transformer shared by Llama, Qwen2/3 and Gemma 3 (switches in ArchSpec).
+// The decoder-only transformer shared by Llama, Mistral / Ministral 3, Qwen2/3 and Gemma 3 (switches in
+// ArchSpec).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -121,14 +122,9 @@ class DecoderModel final : public Model {
                                      mtp_rows_);
     reserve(total);
     seqs_.clear();
-    const int64_t half = global_rope_.half();
     for (const MtpHead::Rows& s : mtp_rows_) {
       seqs_.push_back(Seq{s.kv, s.pos0, s.row, s.n});
-      for (int64_t t = 0; t < s.n; ++t) {
-        const int64_t r = s.row + t;
-        global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
-        local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
-      }
+      for (int64_t t = 0; t < s.n; ++t) at_position(s.row + t, s.pos0 + t);
     }
     mtp_.input(entries, mtp_rows_, total, [&](int32_t tok, float* out) {
       tensor::dequantize_row(*embed_, tok, out);
@@ -158,16 +154,13 @@ class DecoderModel final : public Model {
     const int64_t total = admit_paged_batch(entries, count, V_, [&](const cache::BlockShape& sh) { check_pool_shape(sh); },
                                             seqs_);
     reserve(total);
-    const int64_t half = global_rope_.half();
     for (size_t i = 0; i < count; ++i) {
       const Seq& s = seqs_[i];
       for (int64_t t = 0; t < s.n; ++t) {
         const int64_t r = s.row + t;
         tensor::dequantize_row(*embed_, entries[i].tokens[t], x_.data() + r * H_);
         if (embed_scale_ != 1.0f) compute::scale_inplace(x_.data() + r * H_, embed_scale_, H_);
-        // RoPE tables at each token's own position (both bases).
-        global_rope_.angles(s.pos0 + t, gcos_.data() + r * half, gsin_.data() + r * half);
-        local_rope_.angles(s.pos0 + t, lcos_.data() + r * half, lsin_.data() + r * half);
+        at_position(r, s.pos0 + t);
       }
     }
 
@@ -248,6 +241,14 @@ class DecoderModel final : public Model {
     check_block_shape(got, want, cfg_.architecture);
   }
 
+  // Row r's position-dependent tables: RoPE angles at its own position (both bases) and its
+  // query scale.
+  void at_position(int64_t r, int64_t pos) {
+    const int64_t half = global_rope_.half();
+    global_rope_.angles(pos, gcos_.data() + r * half, gsin_.data() + r * half);
+    local_rope_.angles(pos, lcos_.data() + r * half, lsin_.data() + r * half);
+    qscale_[r] = query_scale(cfg_, pos);
+  }
 
   // HF order (element s*hd/2 + j) → pair order (element 2j + s) of one head's vector.
   void to_pair_order(std::vector<float>& v) const {
@@ -285,6 +286,7 @@ class DecoderModel final : public Model {
     gsin_.resize(n * half);
     lcos_.resize(n * half);
     lsin_.resize(n * half);
+    qscale_.resize(n);
   }
 
   // All batch rows go through every projection at once; KV stores and attention are per entry.
@@ -317,6 +319,7 @@ class DecoderModel final : public Model {
         rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
         rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
       }
+      if (qscale_[t] != 1.0f) compute::scale_inplace(qt, qscale_[t], nh_ * hd_);  // after RoPE, as ministral3
     }
     store_kv_segments(seqs_, li, nkv_, hd_, nh_ * hd_, q_.data(), k_.data(), v_.data(), att_.data(), segs_);
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
@@ -373,7 +376,7 @@ class DecoderModel final : public Model {
   std::vector<std::shared_ptr<std::vector<uint8_t>>> owned_;  // f32 copies in Exact mode
   compute::Rope global_rope_, local_rope_;
   int64_t cap_ = 0;
-  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, logits_buf_;
+  std::vector<float> x_, xn_, tmp_, q_, k_, v_, att_, gate_, up_, gcos_, gsin_, lcos_, lsin_, qscale_, logits_buf_;
   MtpHead mtp_;
   std::vector<MtpHead::Rows> mtp_rows_;
   std::vector<Layer> mtp_layers_;

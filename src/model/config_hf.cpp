@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "common/error.h"
@@ -52,8 +53,24 @@ void read_rope_scaling(const json& rs, RopeScaling& r) {
   r.original_max_position_embeddings = get_i(rs, "original_max_position_embeddings", 0);
   r.beta_fast = get_d(rs, "beta_fast", r.beta_fast);
   r.beta_slow = get_d(rs, "beta_slow", r.beta_slow);
-  if (rs.contains("attention_factor") && rs["attention_factor"].is_number())
+  if (rs.contains("attention_factor") && rs["attention_factor"].is_number()) {
     r.attention_factor = rs["attention_factor"].get<double>();
+  } else if (const double m = get_d(rs, "mscale", 0), all = get_d(rs, "mscale_all_dim", 0); m != 0 && all != 0) {
+    // transformers' yarn (and mlx-lm's YarnRoPE): get_mscale(factor, mscale) / get_mscale(factor,
+    // mscale_all_dim), 1 for Devstral's mscale = mscale_all_dim; with either absent or 0
+    // transformers keeps its default 0.1 ln(factor) + 1.
+    auto ms = [&](double k) { return r.factor <= 1 ? 1.0 : 0.1 * k * std::log(r.factor) + 1.0; };
+    r.attention_factor = ms(m) / ms(all);
+  }
+}
+
+// Ministral 3 / Devstral Small 2: the llama-4 query scaling, read from rope_parameters.
+void read_query_scale(const json& rp, ModelConfig& c) {
+  c.query_scale_beta = get_d(rp, "llama_4_scaling_beta", 0.0);
+  if (c.query_scale_beta == 0) return;
+  c.query_scale_interval = get_i(rp, "original_max_position_embeddings", 0);
+  if (c.query_scale_interval <= 0)
+    throw Error("config.json: llama_4_scaling_beta needs a positive rope_parameters.original_max_position_embeddings");
 }
 
 // Qwen3.5 / Qwen3-Next: which layers are Gated DeltaNet (layer_types, else every layer but each
@@ -192,7 +209,10 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
   // rope_theta + rope_scaling (+ rope_local_base_freq for gemma3).
   c.rope_theta = get_d(j, "rope_theta", c.rope_theta);
   c.rope_local_base_freq = get_d(j, "rope_local_base_freq", c.rope_local_base_freq);
-  if (j.contains("rope_scaling")) read_rope_scaling(j["rope_scaling"], c.rope_scaling);
+  if (j.contains("rope_scaling") && j["rope_scaling"].is_object()) {
+    read_rope_scaling(j["rope_scaling"], c.rope_scaling);
+    read_query_scale(j["rope_scaling"], c);
+  }
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const json& rp = j["rope_parameters"];
     if (rp.contains("full_attention") && rp["full_attention"].is_object()) {
@@ -203,6 +223,7 @@ ModelConfig config_from_hf(const json& full, const json& generation) {
     } else {
       c.rope_theta = get_d(rp, "rope_theta", c.rope_theta);
       read_rope_scaling(rp, c.rope_scaling);
+      read_query_scale(rp, c);
     }
   }
   // transformers' per-class defaults: gemma ties embeddings, llama/qwen do not unless told.

@@ -1,5 +1,7 @@
 #include "model/layers.h"
 
+#include <cmath>
+
 #include "common/error.h"
 #include "tensor/dequantize.h"
 
@@ -82,6 +84,12 @@ compute::RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double
   p.beta_slow = s.beta_slow;
   p.attention_factor = s.attention_factor;
   return p;
+}
+
+float query_scale(const ModelConfig& c, int64_t pos) {
+  if (c.query_scale_beta == 0) return 1.0f;
+  const float blocks = std::floor(static_cast<float>(pos) / static_cast<float>(c.query_scale_interval));
+  return 1.0f + static_cast<float>(c.query_scale_beta) * std::log(1.0f + blocks);
 }
 
 }  // namespace rapid::model

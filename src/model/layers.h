@@ -45,5 +45,8 @@ std::vector<float> load_vector(const WeightStore& ws, const std::string& name, i
 void check_decoder_sizes(ModelConfig& c, const std::string& path, const std::string& what);
 // The config's RoPE scaling as compute's parameters, for `rotary_dim` dimensions rotating at `base`.
 compute::RopeParams rope_params(const ModelConfig& c, int64_t rotary_dim, double base, const RopeScaling& scaling);
+// The factor queries at `pos` are scaled by (config.query_scale_beta; 1 when off), in f32 as
+// transformers' and mlx-lm's get_llama_4_attn_scale compute it.
+float query_scale(const ModelConfig& c, int64_t pos);
 
 }  // namespace rapid::model

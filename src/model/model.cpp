@@ -7,7 +7,9 @@ namespace rapid::model {
 
 static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   const std::string& a = ckpt->config.architecture;
-  if (a == "llama" || a == "mistral") return make_decoder_model(ckpt, llama_arch(), opts);
+  // ministral3 (Devstral Small 2, Ministral 3; the LM of mistral3 checkpoints): llama's blocks with
+  // YaRN RoPE and the llama-4 query scaling, both read from the config.
+  if (a == "llama" || a == "mistral" || a == "ministral3") return make_decoder_model(ckpt, llama_arch(), opts);
   if (a == "qwen2") return make_decoder_model(ckpt, qwen2_arch(), opts);
   if (a == "qwen3") return make_decoder_model(ckpt, qwen3_arch(), opts);
   if (a == "qwen3_moe") return make_decoder_model(ckpt, qwen3_moe_arch(), opts);
@@ -18,8 +20,8 @@ static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt
   if (a == "qwen3_5" || a == "qwen3_5_text" || a == "qwen3_5_moe" || a == "qwen3_next")
     return make_qwen3_5_model(ckpt, opts);
   throw Error(ckpt->path + ": unsupported architecture '" + a +
-              "' (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3, gemma4, gpt_oss, qwen3_5, qwen3_5_moe, "
-              "qwen3_next, glm4_moe_lite)");
+              "' (supported: llama, mistral, ministral3, qwen2, qwen3, qwen3_moe, gemma3, gemma4, gpt_oss, qwen3_5, "
+              "qwen3_5_moe, qwen3_next, glm4_moe_lite)");
 }
 
 // A layer refusing its tensors (wrong shape or dtype) names the tensor; the checkpoint's path

@@ -14,7 +14,7 @@ struct RopeScaling {
   double low_freq_factor = 1.0, high_freq_factor = 4.0;      // llama3
   int64_t original_max_position_embeddings = 0;              // llama3 / yarn
   double beta_fast = 32.0, beta_slow = 1.0;                  // yarn
-  std::optional<double> attention_factor;                    // yarn (mscale)
+  std::optional<double> attention_factor;                    // yarn (mscale; else from mscale / mscale_all_dim)
 };
 
 struct ModelConfig {
@@ -74,6 +74,11 @@ struct ModelConfig {
   int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling_factor = 1.0;
+  // Llama-4 style attention temperature (ministral3: rope_parameters' llama_4_scaling_beta):
+  // queries at position p scaled by 1 + beta · ln(1 + floor(p / interval)), interval being
+  // rope_parameters' original_max_position_embeddings. beta 0 = off.
+  double query_scale_beta = 0.0;
+  int64_t query_scale_interval = 0;
   // Special tokens from config / generation_config / GGUF.
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;

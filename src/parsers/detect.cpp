@@ -57,7 +57,7 @@ std::string detect_tool_parser(const std::string& t, const std::string& model_ty
 
   static const std::pair<const char*, const char*> kByType[] = {
       {"qwen3_moe", "hermes"},   {"qwen3", "hermes"},          {"qwen2", "hermes"},
-      {"llama4", "llama4_pythonic"}, {"llama", "llama3_json"},  {"mistral", "mistral"},
+      {"llama4", "llama4_pythonic"}, {"llama", "llama3_json"},  {"mistral", "mistral"}, {"ministral", "mistral"},
       {"mixtral", "mistral"},    {"deepseek_v3", "deepseek_v3"}, {"kimi_k2", "kimi_k2"},
       {"glm4_moe", "glm45"},     {"minimax_m2", "minimax_m2"}, {"gpt_oss", "gpt_oss"},
       {"granite", "granite"},    {"internlm2", "internlm"},    {"jamba", "jamba"},

@@ -131,13 +131,23 @@ def complete(srv, prompt, max_tokens=STEPS):
     return r.choices[0].text, r.usage
 
 
-def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
-    srv, model = served
-    prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model"]
+def serve_f32(model, d, extra=()):
+    """serve with f32 KV (on the f32 copy: the same arithmetic as the exact path), its prefix
+    cache and log under d."""
+    return conftest.launch(["--kv-dtype", "f32", "--cache-dir", str(d / "kv"), "--cache-key-file", str(d / "kv.key"),
+                            *extra], str(d / "serve.log"), model=str(model))
+
+
+def clients_at_once_match_mlx_lm(srv, model, prompts):
+    """One client per prompt, all at once (their rows share batches): each gets mlx-lm's greedy text."""
     with ThreadPoolExecutor(len(prompts)) as ex:
         got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
     assert got == [mlx_greedy_text(model, p) for p in prompts]
     assert srv.alive()
+
+
+def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
+    clients_at_once_match_mlx_lm(*served, [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model"])
 
 
 def test_serve_multi_turn_prompts_recompute_and_match(served):
