@@ -9,14 +9,13 @@ the same way; chat prompts rendered by jinja2 from the real template).
 
 Skips when the binary is not built or mlx-lm is not installed."""
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import conftest
-from test_qwen35 import (CACHE, PROMPT, chat_turns_match_mlx_lm, complete, mlx_greedy_text, model_with_template,
-                         multi_turn_resumes_and_matches, run_raw, tiny_set)
+from test_qwen35 import (CACHE, PROMPT, chat_turns_match_mlx_lm, clients_at_once_match_mlx_lm, mlx_greedy_text,
+                         model_with_template, multi_turn_resumes_and_matches, run_raw, serve_f32, tiny_set)
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = Path(CACHE) / "glm-tiny"
@@ -36,27 +35,17 @@ def test_run_raw_prints_mlx_lm_greedy_text(tiny, copy):
     assert run_raw(d) == mlx_greedy_text(d)
 
 
-def _serve(model, d):
-    """serve with f32 KV (on the f32 copy: the same arithmetic as the exact path)."""
-    return conftest.launch(["--kv-dtype", "f32", "--cache-dir", str(d / "kv"), "--cache-key-file", str(d / "kv.key")],
-                           str(d / "serve.log"), model=str(model))
-
-
 @pytest.fixture(scope="module")
 def served(tiny, tmp_path_factory):
     model = tiny / "glm" / "mlx-f32"
-    srv = _serve(model, tmp_path_factory.mktemp("glm"))
+    srv = serve_f32(model, tmp_path_factory.mktemp("glm"))
     yield srv, model
     conftest.stop(srv)
 
 
 def test_serve_completions_match_mlx_lm_with_clients_at_once(served):
-    srv, model = served
-    prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model", "def main():\n", "# GLM\n"]
-    with ThreadPoolExecutor(len(prompts)) as ex:
-        got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
-    assert got == [mlx_greedy_text(model, p) for p in prompts]
-    assert srv.alive()
+    clients_at_once_match_mlx_lm(*served, [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model",
+                                           "def main():\n", "# GLM\n"])
 
 
 def test_serve_multi_turn_prompts_resume_and_match(served):
@@ -82,7 +71,7 @@ def chat(tiny, tmp_path_factory):
         pytest.skip(f"{TEMPLATE} missing (set RAPID_FIXTURES_DIR)")
     d = tmp_path_factory.mktemp("glm-chat")
     model = model_with_template(tiny / "glm" / "mlx-f32", TEMPLATE, d)
-    srv = _serve(model, d)
+    srv = serve_f32(model, d)
     yield srv, model
     conftest.stop(srv)
 
