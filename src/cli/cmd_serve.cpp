@@ -282,16 +282,17 @@ void log_engine(const engine::BatchEngine& engine, const engine::BatchEngineOpti
 
 // Loads one served model with an engine, KV pool and snapshot store of its own. The first
 // (default) model also gets the draft model and the KV-event publisher.
-// `ckpt`: its checkpoint when already loaded (the first --model, shared with its embeddings).
+// `ckpt`, `tok`: its checkpoint and tokenizer when already loaded (the first --model, shared with
+// its embeddings).
 server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m, bool primary,
                                 const std::shared_ptr<server::KvEventPublisher>& kv_events,
-                                std::shared_ptr<model::Checkpoint> ckpt) {
+                                std::shared_ptr<model::Checkpoint> ckpt, std::shared_ptr<const tok::Tokenizer> tok) {
   server::ModelBackendOptions bo = a.bo;
   engine::BatchEngineOptions eo = a.eo;
   const std::string path = resolve_model_arg(m.source).path;
   if (!ckpt) ckpt = model::load_checkpoint(path);
   std::shared_ptr<model::Model> model = model::create_model(ckpt, a.mo);
-  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(ckpt->tokenizer_path);
+  if (!tok) tok = tok::load_tokenizer(ckpt->tokenizer_path);
   bo.served_name = m.name;
   bo.model_type = ckpt->config.architecture;
   bo.model_vocab = ckpt->config.vocab_size;
@@ -309,16 +310,18 @@ server::LoadedModel load_served(const ServeArgs& a, const server::ServedModel& m
 }
 
 // /v1/embeddings: --embedding-model, else the first --model when it is a sentence-transformers
-// model (`st`, its checkpoint, already loaded; its own engine over the same mapped weights).
+// model (`st`, its checkpoint, and `st_tok`, its tokenizer, already loaded; its own engine over
+// the same mapped weights).
 std::unique_ptr<server::EmbeddingService> embedding_service(const ServeArgs& a, const std::string& first,
-                                                            std::shared_ptr<model::Checkpoint> st, bool encoder_only) {
+                                                            std::shared_ptr<model::Checkpoint> st,
+                                                            std::shared_ptr<const tok::Tokenizer> st_tok, bool encoder_only) {
   if (!a.embedding_path.empty()) {
     if (encoder_only)
       throw UsageError("--embedding-model: the first --model is an embedding model already; serve one of them");
     return load_embedding_model(a.embedding_path, a.mo);
   }
   if (!st) return nullptr;
-  return embeddings_of_model(std::move(st), first, !encoder_only, a.mo);
+  return embeddings_of_model(std::move(st), first, !encoder_only, a.mo, std::move(st_tok));
 }
 
 int run_serve(ServeArgs& a) {
@@ -330,6 +333,7 @@ int run_serve(ServeArgs& a) {
   std::shared_ptr<model::Checkpoint> st =
       a.models.empty() ? nullptr : sentence_transformers_checkpoint(resolve_model_arg(a.models[0].spec).path);
   const bool encoder_only = st && is_encoder_only(*st);
+  std::shared_ptr<const tok::Tokenizer> st_tok = st ? tok::load_tokenizer(st->tokenizer_path) : nullptr;
   const std::string embed_name = served[0].name;
   if (encoder_only) served.erase(served.begin());
   const bool on_demand = !a.models_dir.empty() || a.hf_cache;
@@ -344,15 +348,17 @@ int run_serve(ServeArgs& a) {
   }
   const std::string first = served.empty() ? std::string() : served[0].name;
   std::shared_ptr<model::Checkpoint> chat_st = encoder_only ? nullptr : st;
-  auto loader = [&a, kv_events, first, chat_st](const server::ServedModel& m) {
-    return load_served(a, m, m.name == first, kv_events, m.name == first ? chat_st : nullptr);
+  std::shared_ptr<const tok::Tokenizer> chat_tok = encoder_only ? nullptr : st_tok;
+  auto loader = [&a, kv_events, first, chat_st, chat_tok](const server::ServedModel& m) {
+    const bool shared = m.name == first;
+    return load_served(a, m, shared, kv_events, shared ? chat_st : nullptr, shared ? chat_tok : nullptr);
   };
   auto registry = std::make_shared<server::ModelRegistry>(served, loader, limits, std::move(patterns));
   if (a.models.size() > (encoder_only ? 1u : 0u))
     registry->put_loaded(first, loader(served[0]));  // the first (chat) --model: at start
 
   server::HttpServer server(registry, a.so);
-  std::unique_ptr<server::EmbeddingService> embeddings = embedding_service(a, embed_name, st, encoder_only);
+  std::unique_ptr<server::EmbeddingService> embeddings = embedding_service(a, embed_name, st, st_tok, encoder_only);
   server.set_embeddings(embeddings.get());
   int port = server.bind();
   if (kv_events)

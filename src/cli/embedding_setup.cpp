@@ -15,8 +15,9 @@ namespace {
 
 std::unique_ptr<server::EmbeddingService> make_service(std::shared_ptr<model::Checkpoint> ckpt, const std::string& name,
                                                        const model::EmbeddingPooling& pooling, bool shared,
-                                                       const model::ModelOptions& mo) {
-  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(ckpt->tokenizer_path);
+                                                       const model::ModelOptions& mo,
+                                                       std::shared_ptr<const tok::Tokenizer> tok = nullptr) {
+  if (!tok) tok = tok::load_tokenizer(ckpt->tokenizer_path);
   // Its own model instance over the same mapped weights: private scratch, no KV pool. A decoder
   // input's KV lives only during its forward, so it is kept in f32 (exact attention, little memory).
   model::ModelOptions emo = mo;
@@ -57,10 +58,11 @@ bool is_encoder_only(const model::Checkpoint& ckpt) { return model::is_bert_arch
 
 std::unique_ptr<server::EmbeddingService> embeddings_of_model(std::shared_ptr<model::Checkpoint> ckpt,
                                                               const std::string& served_name, bool shared_with_chat,
-                                                              const model::ModelOptions& mo) {
+                                                              const model::ModelOptions& mo,
+                                                              std::shared_ptr<const tok::Tokenizer> tok) {
   std::optional<model::EmbeddingPooling> pooling = model::read_sentence_transformers(ckpt->path);
   if (!pooling) return nullptr;
-  return make_service(std::move(ckpt), served_name, *pooling, shared_with_chat, mo);
+  return make_service(std::move(ckpt), served_name, *pooling, shared_with_chat, mo, std::move(tok));
 }
 
 }  // namespace rapid::cli

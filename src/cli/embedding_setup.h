@@ -8,6 +8,7 @@
 #include "model/arch.h"
 #include "model/weights.h"
 #include "server/embeddings.h"
+#include "tokenizer/tokenizer.h"
 
 namespace rapid::cli {
 
@@ -23,9 +24,11 @@ std::shared_ptr<model::Checkpoint> sentence_transformers_checkpoint(const std::s
 bool is_encoder_only(const model::Checkpoint& ckpt);
 
 // The service over the already loaded checkpoint when it is an embedding model, else null.
-// `shared_with_chat`: the chat registry serves the same model (its aliases apply).
+// `shared_with_chat`: the chat registry serves the same model (its aliases apply). `tok`: the chat
+// engine's tokenizer of the same checkpoint, shared rather than loaded again (null: load it).
 std::unique_ptr<server::EmbeddingService> embeddings_of_model(std::shared_ptr<model::Checkpoint> ckpt,
                                                               const std::string& served_name, bool shared_with_chat,
-                                                              const model::ModelOptions& mo);
+                                                              const model::ModelOptions& mo,
+                                                              std::shared_ptr<const tok::Tokenizer> tok = nullptr);
 
 }  // namespace rapid::cli
