@@ -309,6 +309,12 @@ def bench(out):
         print("wrote", out / f"{q}.gguf", flush=True)
 
 
+def llama_cpp_reads(tc):
+    """llama-cpp-python 0.3.36's qwen35 loader sizes attn_qkv with the value head as wide as the key
+    head, as in every release; it refuses a file whose DeltaNet value heads are wider."""
+    return tc["linear_key_head_dim"] == tc["linear_value_head_dim"]
+
+
 def tiny(root):
     """The f32 GGUF of each tiny model (kept if present); then, with llama-cpp-python installed,
     its Q8_0 copy and llama.cpp's goldens of both."""
@@ -328,6 +334,10 @@ def tiny(root):
         return
     for cfg in ("dense-tied", "vheads-untied"):
         hf, f32 = root / cfg / "hf-f32", root / cfg / "gguf-f32" / "model.gguf"
+        if not llama_cpp_reads(json.load(open(hf / "config.json"))["text_config"]):
+            print(f"{cfg}: llama.cpp cannot load it (value heads wider than key heads): no llama.cpp copies",
+                  flush=True)
+            continue
         q8 = root / cfg / "gguf-q8_0" / "model.gguf"
         q8.parent.mkdir(parents=True, exist_ok=True)
         quantize(f32, q8, "MOSTLY_Q8_0")

@@ -31,16 +31,22 @@ def tiny():
     if not (TINY / "vheads-untied" / "hf-f32" / "greedy.json").exists():
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_qwen35.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
-    if not (TINY / "vheads-untied" / "gguf-q8_0" / "greedy.json").exists():
+    if not (TINY / "dense-tied" / "gguf-q8_0" / "greedy.json").exists():
         # f32 GGUFs always; the Q8_0 copies and llama.cpp's goldens with llama-cpp-python installed.
         subprocess.run([sys.executable, str(ROOT / "scripts" / "qwen35_gguf.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
     return TINY
 
 
+def skip_unless_llama_cpp_reads(tiny, config):
+    if not qwen35_gguf.llama_cpp_reads(json.load(open(tiny / config / "hf-f32" / "config.json"))["text_config"]):
+        pytest.skip(f"{config}: llama.cpp cannot load it (value heads wider than key heads)")
+
+
 @pytest.mark.parametrize("config", CONFIGS)
 def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config):
     pytest.importorskip("llama_cpp")
+    skip_unless_llama_cpp_reads(tiny, config)
     mlx = json.load(open(tiny / config / "hf-f32" / "greedy.json"))
     lc = json.load(open(tiny / config / "gguf-f32" / "greedy.json"))
     assert lc["probe_ids"] == mlx["probe_ids"]
@@ -74,6 +80,11 @@ def llama_greedy_text(gguf, prompt=PROMPT, steps=STEPS):
 @pytest.mark.parametrize("copy,flags", [("gguf-f32", ["--exact", "--kv-dtype", "f32"]), ("gguf-q8_0", [])])
 def test_run_raw_prints_llamacpp_greedy_text(tiny, config, copy, flags):
     pytest.importorskip("llama_cpp")
+    skip_unless_llama_cpp_reads(tiny, config)
+    if copy == "gguf-q8_0":
+        # llama.cpp's own Q8_0 run leaves its f32 run's tokens on this tiny random model (up to 23% of
+        # max|logit| apart at the first step), so equal greedy text is not a criterion (issue 17).
+        pytest.skip("Q8_0 greedy text vs llama.cpp on the ill-conditioned tiny model: criterion open")
     if not os.path.exists(BIN):
         pytest.skip(f"{BIN} not built")
     gguf = tiny / config / copy / "model.gguf"
