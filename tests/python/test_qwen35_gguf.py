@@ -77,14 +77,12 @@ def llama_greedy_text(gguf, prompt=PROMPT, steps=STEPS):
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("copy,flags", [("gguf-f32", ["--exact", "--kv-dtype", "f32"]), ("gguf-q8_0", [])])
+# f32 only: llama.cpp's own Q8_0 run leaves its f32 run's tokens on this random tiny model (up to 23%
+# of max|logit| apart at the first step), so equal Q8_0 greedy text is no criterion (issue 17).
+@pytest.mark.parametrize("copy,flags", [("gguf-f32", ["--exact", "--kv-dtype", "f32"])])
 def test_run_raw_prints_llamacpp_greedy_text(tiny, config, copy, flags):
     pytest.importorskip("llama_cpp")
     skip_unless_llama_cpp_reads(tiny, config)
-    if copy == "gguf-q8_0":
-        # llama.cpp's own Q8_0 run leaves its f32 run's tokens on this tiny random model (up to 23% of
-        # max|logit| apart at the first step), so equal greedy text is not a criterion (issue 17).
-        pytest.skip("Q8_0 greedy text vs llama.cpp on the ill-conditioned tiny model: criterion open")
     if not os.path.exists(BIN):
         pytest.skip(f"{BIN} not built")
     gguf = tiny / config / copy / "model.gguf"
