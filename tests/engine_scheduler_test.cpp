@@ -9,6 +9,8 @@
 //   exactly its tokens.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -327,6 +329,62 @@ TEST(FakeEngine, WarmingFillsThePrefixCacheAndYieldsToAClient) {
   EXPECT_EQ(got[0].reason, FinishReason::Cancelled);
   expect_reference(*m, client, got[1], "client");
   EXPECT_EQ(got[1].cached, 64);  // the one warming step (the whole 64-token budget)
+}
+
+// DELETE /v1/cache leaves the cache empty although turns warm their successors in the background:
+// the purge cancels warming that is running, and warming predicted before it (stamped with an
+// older cache generation, as a turn that ended just before the purge queues it) is dropped.
+TEST(FakeEngine, PurgeCancelsWarmingAndDropsWarmingPredictedBeforeIt) {
+  auto m = std::make_shared<FakeModel>();
+  BatchEngine e(m, fake_tokenizer(), opts());
+  auto cached_blocks = [&] { return e.stats().kv.pool.total_blocks - e.stats().kv.pool.free_blocks; };
+  // Every step of the warming waits for `release`, so it cannot finish before the purge is queued.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, release = false;
+  std::atomic<bool> purging{false};
+  m->set_step_hook([&] {
+    std::unique_lock lk(mu);
+    entered = true;
+    cv.notify_all();
+    cv.wait(lk, [&] { return release; });
+  });
+  auto warm = greedy(prompt(2000, 12), 1);
+  warm.warm_only = true;
+  warm.cache_generation = e.cache_generation();
+  Runner r(e);
+  r.submit(warm);
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return entered; });  // the warming is inside its first step
+  }
+  std::thread purger([&] {
+    purging = true;
+    e.purge_cache();  // queued behind that step
+  });
+  while (!purging) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // slack for the purge to reach the queue
+  {
+    std::lock_guard lk(mu);
+    release = true;
+  }
+  cv.notify_all();
+  purger.join();
+  m->set_step_hook(nullptr);
+  EXPECT_EQ(r.wait_all()[0].reason, FinishReason::Cancelled);
+  EXPECT_EQ(cached_blocks(), 0u);
+  EXPECT_EQ(e.cache_generation(), warm.cache_generation + 1);
+
+  // The same prediction arriving after the purge is dropped; a fresh one is served.
+  Runner stale(e);
+  stale.submit(warm);
+  EXPECT_EQ(stale.wait_all()[0].reason, FinishReason::Cancelled);
+  EXPECT_EQ(cached_blocks(), 0u);
+  warm.cache_generation = e.cache_generation();
+  Runner fresh(e);
+  fresh.submit(warm);
+  EXPECT_EQ(fresh.wait_all()[0].reason, FinishReason::Stop);
+  EXPECT_GT(cached_blocks(), 0u);
 }
 
 // A request whose prompt cannot fit even an empty pool gets a clear error; the engine serves on.

@@ -168,7 +168,13 @@ void BatchEngine::run_on_worker(std::function<void()> fn) {
   f.get();
 }
 
-void BatchEngine::purge_cache() { run_on_worker([this] { kv_->purge(); }); }
+void BatchEngine::purge_cache() {
+  run_on_worker([this] {
+    ++cache_generation_;
+    cancel_warming();  // what it computed goes to the prefix cache, which the purge then empties
+    kv_->purge();
+  });
+}
 void BatchEngine::flush_cache() { run_on_worker([this] { kv_->flush(); }); }
 
 BatchEngineStats BatchEngine::stats() const {
@@ -231,6 +237,13 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
   const bool client = std::any_of(in.begin(), in.end(), [](auto& r) { return !r.second.first.warm_only; });
   for (auto& [id, rc] : in) {
     auto& [req, cb] = rc;
+    if (req.warm_only && req.cache_generation != cache_generation_) {  // predicted before a purge
+      GenerationEvent ev;
+      ev.finished = true;
+      ev.finish_reason = FinishReason::Cancelled;
+      cb(ev);
+      continue;
+    }
     auto s = std::make_unique<Sequence>();
     s->id = id;
     s->warm = req.warm_only;

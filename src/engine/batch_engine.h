@@ -69,9 +69,11 @@ class BatchEngine : public Engine {
 
   uint64_t submit(GenerationRequest req, EventCallback on_event) override;
   void cancel(uint64_t id) override;
+  uint64_t cache_generation() const override { return cache_generation_.load(); }
 
   BatchEngineStats stats() const;
-  // Drops every cached prefix no sequence uses, and every disk snapshot. Blocks until done.
+  // Drops every cached prefix no sequence uses, and every disk snapshot; cancels background warming
+  // (queued, running, or still to come from turns that began before). Blocks until done.
   void purge_cache();
   // Waits until queued snapshot writes are on disk (tests, shutdown).
   void flush_cache();
@@ -138,6 +140,7 @@ class BatchEngine : public Engine {
   std::atomic<uint64_t> steps_{0}, preemptions_{0}, prefill_tokens_{0}, decode_tokens_{0};
   std::atomic<uint64_t> spec_steps_{0}, spec_drafted_{0}, spec_accepted_{0};
   std::atomic<uint64_t> warm_requests_{0}, warm_tokens_{0};
+  std::atomic<uint64_t> cache_generation_{0};  // written on the engine thread only
   std::thread thread_;
 };
 

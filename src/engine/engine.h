@@ -32,6 +32,9 @@ struct GenerationRequest {
   // while no other request is running or waiting, and is cancelled (keeping the KV computed so
   // far) when one arrives, so it never delays a client; its final event has no tokens.
   bool warm_only = false;
+  // warm_only: the engine's cache_generation() when the turn it predicts from began. A purge since
+  // then drops the request, so a turn that ended before DELETE /v1/cache cannot refill the cache.
+  uint64_t cache_generation = 0;
   // A position inside the prompt where a hybrid model's prefix cache also checkpoints the
   // recurrent state: where the last message ends, which the next turn's prompt shares. 0: none.
   int64_t checkpoint_at = 0;
@@ -75,6 +78,8 @@ class Engine {
   virtual uint64_t submit(GenerationRequest req, EventCallback on_event) = 0;
   // Stops a request (client gone); its final event carries FinishReason::Cancelled.
   virtual void cancel(uint64_t id) = 0;
+  // Counts prefix-cache purges (see GenerationRequest::cache_generation).
+  virtual uint64_t cache_generation() const { return 0; }
 };
 
 }  // namespace rapid::engine

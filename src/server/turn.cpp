@@ -25,6 +25,7 @@ Turn::Turn(Backend& backend, Metrics* metrics, TurnSpec spec)
   if (spec_.constraint.kind != ConstraintSpec::Kind::None && !backend_.apply_constraint(spec_.gen, spec_.constraint))
     log::debug("constrained decoding unavailable: the request runs unconstrained");
   start_ = last_token_ = std::chrono::steady_clock::now();
+  result_.cache_generation = backend_.engine().cache_generation();
   auto ch = ch_;  // the callback may outlive this Turn: it holds only the channel
   engine_id_ = backend_.engine().submit(spec_.gen, [ch](const engine::GenerationEvent& ev) {
     {

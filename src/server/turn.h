@@ -59,6 +59,7 @@ struct TurnResult {
   std::string stop_sequence;
   std::string error;
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  uint64_t cache_generation = 0;  // the engine's when the turn began: stamps its warm-up requests
 };
 
 std::string random_id(const std::string& prefix, size_t n = 24);

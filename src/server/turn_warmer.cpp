@@ -65,6 +65,7 @@ void warm_next_turn(Backend& backend, const TurnInputs& in, const TurnResult& r)
     engine::GenerationRequest g;
     g.prompt = std::move(p);
     g.warm_only = true;
+    g.cache_generation = r.cache_generation;
     g.max_tokens = 1;  // unused: a warm request samples nothing
     try {
       backend.engine().submit(std::move(g), [](const engine::GenerationEvent&) {});

@@ -85,6 +85,31 @@ def test_cache_endpoint_reports_and_purges(server):
     assert "rapid_kv_cache_blocks_total" in metrics and "rapid_prefix_cache_hit_rate" in metrics
 
 
+def test_purge_is_not_refilled_by_turn_warming(server):
+    # Each answer queues a background prefill of the conversation's next turn (turn warming) after
+    # its last byte, i.e. possibly after the client's DELETE /v1/cache: the purge must win, whether
+    # that warm-up was still to be queued, queued or running.
+    system = unique_system()
+    for i in range(4):
+        status, body = server.post("/v1/chat/completions", {
+            "model": MODEL_NAME, "max_tokens": 24, "temperature": 0, "stream": True,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": f"Step {i}: which tool runs a command?"}]})
+        assert status == 200 and b"[DONE]" in body, body
+        assert server.delete("/v1/cache")[0] == 200
+        time.sleep(1.5)  # a warm-up that escaped the purge has filled the cache by now
+        info = cache_info(server)
+        assert info["prefix_cache"]["cached_blocks"] == 0, info
+        assert info["kv_pool"]["free_blocks"] == info["kv_pool"]["total_blocks"], info
+    # Warming still runs for turns that begin after the purge.
+    before = cache_info(server)["warm_turns"]["requests"]
+    ask(server, "Which tool runs a command?", system)
+    deadline = time.time() + 30
+    while time.time() < deadline and cache_info(server)["warm_turns"]["requests"] == before:
+        time.sleep(0.1)
+    assert cache_info(server)["warm_turns"]["requests"] > before
+
+
 def test_sixteen_concurrent_requests_through_a_tiny_pool(tmp_path):
     need_server()
     # ~11 blocks of 16 tokens for 16 requests of ~40-70 tokens: they cannot all fit at once, and
@@ -140,9 +165,7 @@ def test_snapshots_survive_kill_9_and_corruption_is_skipped(tmp_path):
     finally:
         a.log_file.close()
 
-    # No turn warming on b: a warm-up of the next turn queued by the warm request can land after
-    # the purge below and refill the cache (a known race of DELETE /v1/cache; see the stop note).
-    b = launch(["--cache-dir", kv, "--cache-key-file", key, "--no-warm-turns"], str(tmp_path / "b.log"))
+    b = launch(["--cache-dir", kv, "--cache-key-file", key], str(tmp_path / "b.log"))
     try:
         assert not glob.glob(os.path.join(kv, "**", "*.tmp*"), recursive=True)  # crash leftovers gone
         warm_text, warm = ask(b, "How do I run the tests?", system)
