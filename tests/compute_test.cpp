@@ -583,9 +583,9 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   std::mt19937 rng(12);
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    for (tensor::DType t : {tensor::DType::Q4_1, tensor::DType::Q8_0}) {
-      auto qv = t == tensor::DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
-      auto qd = t == tensor::DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
+    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0}) {
+      auto qv = t == tensor::DType::Q4_0 ? k.dot_q4_0v : t == tensor::DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
+      auto qd = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
       if (!qv) continue;
       for (int64_t nb : {1, 5, 8, 18, 48, 50}) {
         const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3;

@@ -57,7 +57,13 @@ struct Kernels {
   // conversion and the scaling then happen once per 8 blocks instead of once per block.
   using QDotV = void (*)(const void* w, const ActLanes& x, int64_t nb, int nt, float* out);
   static constexpr int kQDotVMaxNT = 16;
-  QDotV dot_q4_1v, dot_q8_0v;
+  QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v;
+  // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
+  // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as f32, readable
+  // up to 8 entries past the last group (finite values). Optional like QDotV.
+  using MlxDotV = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
+                           const ActLanes& x, int64_t nb, int nt, float* out);
+  MlxDotV dot_mlx4v;
 };
 
 // n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major so that the
@@ -78,6 +84,7 @@ const Kernels& kernels_for(Isa isa);
 // Filled by the per-ISA translation units (each overrides what it accelerates).
 void fill_kernels_scalar(Kernels& k);
 void fill_kernels_avx2(Kernels& k);
+void fill_lane_kernels_avx2(Kernels& k);  // kernels_avx2_lanes.cpp, called by fill_kernels_avx2
 void fill_kernels_avx512(Kernels& k);
 
 }  // namespace rapid::compute

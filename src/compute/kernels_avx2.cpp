@@ -365,6 +365,7 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
   k.dot_mxfp4 = mxfp4_dot;
+  fill_lane_kernels_avx2(k);
 }
 
 }  // namespace rapid::compute

@@ -87,6 +87,7 @@ Kernels::QDot int_kernel(const Kernels& k, tensor::DType t) {
 // Multi-token variant (vector activation scales), used for every n so results never depend on n.
 Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
   switch (t) {
+    case tensor::DType::Q4_0: return k.dot_q4_0v;
     case tensor::DType::Q4_1: return k.dot_q4_1v;
     case tensor::DType::Q8_0: return k.dot_q8_0v;
     default: return nullptr;
@@ -148,21 +149,57 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
   return nullptr;
 }
 
-void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const tensor::ActQ8* xq,
-              const tensor::ActQ8* xq4, int64_t n, float* y, Kernels::QDot qdot, Kernels::QDotV qv,
-              const ActLanes& xl, const float* gsum, const Kernels& k, MatmulPath path) {
-  const int64_t rows = w.rows, cols = w.cols;
+// MLX 4-bit weights that take the lane kernel (Kernels::MlxDotV): for every n, like QDotV.
+bool mlx4_lanes(const WeightView& w, MatmulPath path, const Kernels& k) {
+  const int bpg = w.group_size / tensor::kQK;
+  return mlx_fast(w, path) && w.bits == 4 && k.dot_mlx4v && (bpg == 1 || bpg == 2 || bpg == 4);
+}
+
+// One matmul's activations in every form a kernel reads.
+struct MatmulInputs {
+  const float* x;                 // f32 rows
+  const tensor::ActQ8* xq;        // int8 blocks
+  const tensor::ActQ8* xq4;       // the same in nibble order (MLX 4-bit, MXFP4)
+  ActLanes xl, xl4;               // xq / xq4 packed by pack_act_lanes (QDotV, MlxDotV)
+  int64_t n;                      // rows
+};
+
+// Row tiles as large as the lane kernels allow, balanced (n = 9: one tile of 9, n = 17: 9 + 8).
+int64_t lane_tile(int64_t n) {
+  constexpr int kMax = Kernels::kQDotVMaxNT;
+  const int64_t tiles = (n + kMax - 1) / kMax;
+  return (n + tiles - 1) / tiles;
+}
+ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; }
+
+void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
+              Kernels::QDotV qv, const float* gsum, const Kernels& k, MatmulPath path) {
+  const int64_t rows = w.rows, cols = w.cols, n = in.n;
+  const float* x = in.x;
+  const tensor::ActQ8 *xq = in.xq, *xq4 = in.xq4;
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (mlx_fast(w, path)) {
     const int64_t nb = cols / tensor::kQK, groups = cols / w.group_size;
     thread_local std::vector<float> sb;
-    sb.resize(static_cast<size_t>(2 * groups));
+    // +8 zeros: the lane kernel reads up to 8 entries past the biases (see Kernels::MlxDotV).
+    sb.assign(static_cast<size_t>(2 * groups + 8), 0.0f);
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
-    float tmp[4];
+    const bool lanes = mlx4_lanes(w, path, k);
+    const int64_t tile = lanes ? lane_tile(n) : 4;
+    float tmp[Kernels::kQDotVMaxNT];
     for (int64_t r = r0; r < r1; ++r) {
       groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data());
       groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + groups);
+      if (lanes) {
+        for (int64_t t = 0; t < n; t += tile) {
+          int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
+          k.dot_mlx4v(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, lanes_at(in.xl4, t), nb,
+                      nt, tmp);
+          for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+        }
+        continue;
+      }
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
         fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt,
@@ -186,17 +223,14 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const float* x, const
   }
   if (qv) {
     const int64_t nbw = cols / tensor::block_elems(w.dtype);
-    constexpr int kMax = Kernels::kQDotVMaxNT;
-    float tmp[kMax];
-    // As below, rows outer. A tile's tokens share each unpacked weight group, so tiles are as
-    // large as allowed and balanced (n = 9: one tile of 9, n = 17: 9 + 8, not 16 + 1).
-    const int64_t tiles = (n + kMax - 1) / kMax, tile = (n + tiles - 1) / tiles;
+    float tmp[Kernels::kQDotVMaxNT];
+    // As below, rows outer. A tile's tokens share each unpacked weight group.
+    const int64_t tile = lane_tile(n);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = base + r * w.row_stride;
       for (int64_t t = 0; t < n; t += tile) {
         int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
-        ActLanes xt{xl.q + t * 64, xl.d + t * 8, xl.ds + t * 8, xl.sum + t * 8, xl.ld};
-        qv(row, xt, nbw, nt, tmp);
+        qv(row, lanes_at(in.xl, t), nbw, nt, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     }
@@ -269,72 +303,84 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
   matmul_multi(&o, 1, x, n, pool, scratch, path);
 }
 
+namespace {
+
+// xq packed by pack_act_lanes: values into qbuf (aligned to a 64-byte line, as the kernels load 64
+// bytes), scales and sums into the scratch's buffers (the same for xq and its nibble-order copy).
+ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<int32_t>& qbuf, MatmulScratch& s) {
+  const int64_t groups = (nb + 7) / 8 * n;
+  qbuf.resize(static_cast<size_t>(groups * 64 + 16));
+  auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~uintptr_t{63});
+  s.ld.resize(static_cast<size_t>(groups * 8));
+  s.lds.resize(static_cast<size_t>(groups * 8));
+  s.lsum.resize(static_cast<size_t>(groups * 8));
+  pack_act_lanes(xq, nb, n, lq, s.ld.data(), s.lds.data(), s.lsum.data());
+  return {lq, s.ld.data(), s.lds.data(), s.lsum.data(), n};
+}
+
+// The bias sums of each MLX group size that a per-block MLX kernel uses (the lane kernel takes the
+// biases per block instead); entries are kept across calls, so nothing is reallocated.
+void mlx_group_sums(const MatmulOut* outs, int count, const tensor::ActQ8* xq, int64_t nb, int64_t n,
+                    MatmulScratch& scratch, MatmulPath path, const Kernels& k, const float** gsum) {
+  int fresh[8], nfresh = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!mlx_fast(*outs[i].w, path) || mlx4_lanes(*outs[i].w, path, k)) continue;
+    const int gs = outs[i].w->group_size;
+    if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
+    auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
+    if (it == scratch.mlx_gsum.end()) it = scratch.mlx_gsum.insert(it, {gs, {}});
+    mlx_bias_sums(xq, nb, n, gs, it->second);
+    fresh[nfresh++] = gs;
+  }
+  for (int i = 0; i < count; ++i)
+    if (mlx_fast(*outs[i].w, path) && !mlx4_lanes(*outs[i].w, path, k))
+      gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
+}
+
+}  // namespace
+
 void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
                   MatmulScratch& scratch, MatmulPath path) {
   if (count <= 0) return;
   const Kernels& k = kernels();
-  const int64_t cols = outs[0].w->cols;
+  const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
   Kernels::QDot qd[8];
   Kernels::QDotV qv[8];
   int64_t start[9];
   start[0] = 0;
-  bool need_q = false, need_q4 = false, need_v = false;
+  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
     if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
     qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
     qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
     need_v |= qv[i] != nullptr;
+    need_v4 |= mlx4_lanes(*outs[i].w, path, k);
     const bool fp4 = mxfp4_fast(*outs[i].w, path);
     need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4) || fp4;
     start[i + 1] = start[i] + outs[i].w->rows;
   }
-  const tensor::ActQ8* xq = nullptr;
+  MatmulInputs in{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, n};
   if (need_q) {
-    const int64_t nb = cols / tensor::kQK;
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
-    xq = scratch.xq.data();
+    in.xq = scratch.xq.data();
   }
-  ActLanes xl{nullptr, nullptr, nullptr, nullptr, n};
-  if (need_v) {
-    const int64_t groups = (cols / tensor::kQK + 7) / 8 * n;
-    // +16 words so the packed values can start on a 64-byte line (the kernels load 64 bytes).
-    scratch.lq.resize(static_cast<size_t>(groups * 64 + 16));
-    auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(scratch.lq.data()) + 63) & ~uintptr_t{63});
-    scratch.ld.resize(static_cast<size_t>(groups * 8));
-    scratch.lds.resize(static_cast<size_t>(groups * 8));
-    scratch.lsum.resize(static_cast<size_t>(groups * 8));
-    pack_act_lanes(xq, cols / tensor::kQK, n, lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data());
-    xl = {lq, scratch.ld.data(), scratch.lds.data(), scratch.lsum.data(), n};
-  }
-  // The bias sums of each MLX group size in use (entries are kept across calls: no reallocation).
+  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch);
   const float* gsum[8] = {};
-  int fresh[8], nfresh = 0;
-  for (int i = 0; i < count; ++i) {
-    if (!mlx_fast(*outs[i].w, path)) continue;
-    const int gs = outs[i].w->group_size;
-    if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
-    auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
-    if (it == scratch.mlx_gsum.end()) it = scratch.mlx_gsum.insert(it, {gs, {}});
-    mlx_bias_sums(xq, cols / tensor::kQK, n, gs, it->second);
-    fresh[nfresh++] = gs;
-  }
-  for (int i = 0; i < count; ++i)
-    if (mlx_fast(*outs[i].w, path)) gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
-  const tensor::ActQ8* xq4 = nullptr;
+  mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, gsum);
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;
     permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
-    xq4 = scratch.xq_mlx4.data();
+    in.xq4 = scratch.xq_mlx4.data();
+    if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch);
   }
   // One parallel region over the rows of all weights (fewer synchronisations per layer).
   pool.parallel_for(start[count], row_grain(*outs[0].w, n), [&](int64_t b, int64_t e) {
     for (int i = 0; i < count && b < e; ++i) {
       int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], x, xq, xq4, n, outs[i].y, qd[i], qv[i], xl,
-                        gsum[i], k, path);
+      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], in, outs[i].y, qd[i], qv[i], gsum[i], k, path);
     }
   });
 }

@@ -40,6 +40,7 @@ struct MatmulScratch {
   // Per MLX group size: for each activation row and group, Σ dx·Σx over the group's blocks.
   std::vector<std::pair<int, std::vector<float>>> mlx_gsum;
   std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
+  std::vector<int32_t> lq4;       // xq_mlx4's values packed the same way (Kernels::MlxDotV)
   std::vector<float> ld, lds;
 };
 

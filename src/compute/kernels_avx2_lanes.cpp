@@ -1,0 +1,221 @@
+// AVX2 lane kernels (Kernels::QDotV) for Q4_0 / Q4_1: eight blocks at a time with one block per
+// 32-bit lane, over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c).
+//
+// Why: the per-block kernels (kernels_avx2.cpp) pay an int→float conversion, a scale product, a
+// broadcast and an FMA for every block and token; on AVX2 that, not DRAM, bounds a Q4 decode step
+// and makes a batched or verification step cost several single ones. Here a group of 8 weight blocks
+// is unpacked once per tile, each token's 8 block dots stay in 16-bit lanes (exact: 16 products of a
+// 4-bit weight and an int8 ≤ 127 in magnitude sum to at most 30480), and the conversion and scaling
+// happen once per 8 blocks. Integer sums are exact and a token's float operations never depend on
+// the other tokens of its tile, so results do not depend on the tile (batch invariance).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+
+#include "compute/avx2_hsum.h"
+#include "compute/kernels.h"
+#include "compute/qdotv_dispatch.h"
+
+namespace rapid::compute {
+namespace {
+
+// In-lane 4×4 transpose of int32: out[d] = [y0[d] y1[d] y2[d] y3[d] | the same of the high halves].
+inline void transpose4_lanes(const __m256i* y, __m256i* out) {
+  __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+  __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+  out[0] = _mm256_unpacklo_epi64(t0, t2);
+  out[1] = _mm256_unpackhi_epi64(t0, t2);
+  out[2] = _mm256_unpacklo_epi64(t1, t3);
+  out[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+// 16 bytes of blocks k and k+4 (qs: block 0's bytes; zero past the first m blocks) as
+// [block k | block k+4].
+template <bool kFull>
+inline __m256i pair16(const uint8_t* qs, size_t stride, int k, int m) {
+  __m128i lo = kFull || k < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + k * stride)) : _mm_setzero_si128();
+  __m128i hi = kFull || k + 4 < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + (k + 4) * stride))
+                                  : _mm_setzero_si128();
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Each block's leading dword (f16 d, then Q4_1's f16 m) for the first m blocks, zero past m.
+// Scalar loads and inserts: an AVX2 gather costs more on AMD cores and cannot stop at m cheaply.
+template <class B, bool kFull>
+inline __m256i heads(const B* w, int m) {
+  auto head = [&](int k) {
+    uint32_t v = 0;
+    if (kFull || k < m) __builtin_memcpy(&v, &w[k], 4);
+    return static_cast<int>(v);
+  };
+  return _mm256_setr_epi32(head(0), head(1), head(2), head(3), head(4), head(5), head(6), head(7));
+}
+// Q4_1's (d, m) dwords of a whole group: dword 5k of its 160 bytes. Five loads cover them exactly;
+// blends gather one wanted dword per lane and one permute puts them in block order (a gather, or
+// eight inserts, cost more on the shuffle ports that the unpacking already keeps busy).
+template <>
+inline __m256i heads<tensor::BlockQ4_1, true>(const tensor::BlockQ4_1* w, int) {
+  const auto* p = reinterpret_cast<const __m256i*>(w);
+  __m256i u = _mm256_loadu_si256(p);                                    // dwords 0, 5 in lanes 0, 5
+  u = _mm256_blend_epi32(u, _mm256_loadu_si256(p + 1), 0b10000100);     // 10, 15 in lanes 2, 7
+  u = _mm256_blend_epi32(u, _mm256_loadu_si256(p + 2), 0b00010000);     // 20 in lane 4
+  u = _mm256_blend_epi32(u, _mm256_loadu_si256(p + 3), 0b01000010);     // 25, 30 in lanes 1, 6
+  u = _mm256_blend_epi32(u, _mm256_loadu_si256(p + 4), 0b00001000);     // 35 in lane 3
+  return _mm256_permutevar8x32_epi32(u, _mm256_setr_epi32(0, 5, 2, 7, 4, 1, 6, 3));
+}
+// Q4_0's f16 scales of a group's first m blocks as floats (zero past m). A whole group's sit at
+// bytes 18k: within bytes 0..127, one in each 128-bit half of four loads (words 2j / 2j+1 of load j);
+// three word blends keep them, one byte shuffle moves the low halves' words (blocks 0, 2, 4, 6) and
+// the high halves' (1, 3, 5, 7) to the front, and one unpack interleaves them in block order.
+template <bool kFull>
+inline __m256 q4_0_scales(const tensor::BlockQ4_0* w, int m);
+// The low / high f16 of each dword as floats.
+inline __m256 f16_lo(__m256i v) {
+  const __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff));
+  return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)));
+}
+inline __m256 f16_hi(__m256i v) {
+  const __m256i hi = _mm256_srli_epi32(v, 16);
+  return _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
+}
+
+template <bool kFull>
+inline __m256 q4_0_scales(const tensor::BlockQ4_0* w, int m) {
+  if constexpr (!kFull) {
+    return f16_lo(heads<tensor::BlockQ4_0, false>(w, m));
+  } else {
+    const auto* p = reinterpret_cast<const __m256i*>(w);
+    __m256i u = _mm256_blend_epi16(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1), 0b00001100);
+    u = _mm256_blend_epi16(u, _mm256_loadu_si256(p + 2), 0b00110000);
+    u = _mm256_blend_epi16(u, _mm256_loadu_si256(p + 3), 0b11000000);
+    const __m256i pick = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+                                          2, 3, 6, 7, 10, 11, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    u = _mm256_shuffle_epi8(u, pick);
+    return _mm256_cvtph_ps(_mm_unpacklo_epi16(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1)));
+  }
+}
+
+// Unpacked nibbles of 8 blocks of 16 bytes (qs: the first block's, `stride` apart): W[d] lane k =
+// elements 4d..4d+3 of block k, W[d+4] = 16+4d..16+4d+3 (byte j holds elements j and j + 16; MLX's
+// LSB-first pairs are the same once the activations are in nibble order), as the lanes expect.
+template <bool kFull>
+inline void unpack_q4(const uint8_t* qs, size_t stride, int m, __m256i* W) {
+  __m256i y[4], z[4];
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull>(qs, stride, k, m);
+  transpose4_lanes(y, z);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int d = 0; d < 4; ++d) {
+    W[d] = _mm256_and_si256(z[d], m4);
+    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
+  }
+}
+template <class B, bool kFull>
+inline void unpack_q4(const B* w, int m, __m256i* W) {
+  unpack_q4<kFull>(reinterpret_cast<const uint8_t*>(w) + offsetof(B, qs), sizeof(B), m, W);
+}
+
+// Per-block integer dots (one block per lane) of 8 unpacked weight vectors with one token's group.
+inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
+  __m256i s = _mm256_maddubs_epi16(W[0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg)));
+  for (int d = 1; d < 8; ++d)
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[d], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d))));
+  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+}
+
+// NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, MLX
+// affine): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds.
+template <int NT>
+[[gnu::always_inline]] inline void scaled_offset_dots(const __m256i* W, __m256 dw, __m256 mw, const ActLanes& x,
+                                                      int64_t g, __m256* acc) {
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W, xq + t * 64));
+    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+    acc[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xds + t * 8), acc[t]);
+  }
+}
+
+// Group g (blocks [8g, 8g+m)) of a row for NT tokens; blocks past m contribute exact zeros.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i W[8];
+  unpack_q4<tensor::BlockQ4_1, kFull>(w, m, W);
+  const __m256i dm = heads<tensor::BlockQ4_1, kFull>(w, m);
+  scaled_offset_dots<NT>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
+}
+
+// Q4_0: w = d·(q − 8); the offset is removed exactly in int32 with 8·Σx.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i W[8];
+  unpack_q4<tensor::BlockQ4_0, kFull>(w, m, W);
+  const __m256 dw = q4_0_scales<kFull>(w, m);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
+    const __m256i isum = _mm256_sub_epi32(lane_dots(W, xq + t * 64), _mm256_slli_epi32(sx, 3));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
+
+// MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and
+// biases per group of bpg = group_size / 32 blocks (1, 2 or 4: a group never straddles two
+// 8-block groups). Lane k takes group entry k / bpg of the 8 / bpg starting at 8g / bpg; lanes past
+// the row read finite values (matmul pads the buffer) that meet zero activations.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void mlx4v_group(const uint8_t* w, const float* sc, const float* bi, int bpg,
+                                               __m256i gidx, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  __m256i W[8];
+  unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
+  const int64_t first = 8 * g / bpg;
+  const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
+  const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
+  scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
+}
+
+template <int NT>
+void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const ActLanes& x, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
+  const int64_t full = nb / 8;
+  for (int64_t g = 0; g < full; ++g) mlx4v_group<NT, true>(w, sc, bi, bpg, gidx, x, g, 8, acc);
+  if (8 * full < nb) mlx4v_group<NT, false>(w, sc, bi, bpg, gidx, x, full, static_cast<int>(nb - 8 * full), acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+
+template <int... NT>
+void mlx4v_dispatch(std::integer_sequence<int, NT...>, const uint8_t* w, const float* sc, const float* bi, int bpg,
+                    const ActLanes& x, int64_t nb, int nt, float* out) {
+  ((nt == NT + 1 ? mlx4v_nt<NT + 1>(w, sc, bi, bpg, x, nb, out) : void()), ...);
+}
+void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
+           float* out) {
+  mlx4v_dispatch(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, sc, bi, gs / 32, x, nb,
+                 std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+}
+
+RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
+RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
+#undef RAPID_QDOTV
+
+}  // namespace
+
+void fill_lane_kernels_avx2(Kernels& k) {
+  k.dot_q4_0v = q4_0v;
+  k.dot_q4_1v = q4_1v;
+  k.dot_mlx4v = mlx4v;
+}
+
+}  // namespace rapid::compute
