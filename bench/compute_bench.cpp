@@ -307,6 +307,9 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, tensor::DType::Q4_1, 1536, 576, 1, 8)
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, tensor::DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
+// Qwen3.5-0.8B's MLP up projection (3584 x 1024) as Q4_0: whole 8-block groups (the AVX2 lane kernels).
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t, tensor::DType::Q4_0, 3584, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n8, tensor::DType::Q4_0, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t, 4, 64, 1536, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();
