@@ -1,5 +1,7 @@
-// AVX2 lane kernels (Kernels::QDotV) for Q4_0 / Q4_1: eight blocks at a time with one block per
-// 32-bit lane, over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c).
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1 and MLX affine 4-bit: eight blocks at
+// a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built with
+// -mavx2 -mfma -mf16c). Q8_0 stays per block: measured here, its lane form (signed weights need a
+// 32-bit widening per vector) gained 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
 //
 // Why: the per-block kernels (kernels_avx2.cpp) pay an int→float conversion, a scale product, a
 // broadcast and an FMA for every block and token; on AVX2 that, not DRAM, bounds a Q4 decode step
@@ -41,8 +43,8 @@ inline __m256i pair16(const uint8_t* qs, size_t stride, int k, int m) {
   return _mm256_set_m128i(hi, lo);
 }
 
-// Each block's leading dword (f16 d, then Q4_1's f16 m) for the first m blocks, zero past m.
-// Scalar loads and inserts: an AVX2 gather costs more on AMD cores and cannot stop at m cheaply.
+// Each block's leading dword (f16 d, then Q4_1's f16 m) for the first m blocks, zero past m:
+// the partial last group of a row (whole groups load their scales as below).
 template <class B, bool kFull>
 inline __m256i heads(const B* w, int m) {
   auto head = [&](int k) {
