@@ -147,8 +147,14 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
     w.add_rope_dimension_count(int(head_dim * rp.get("partial_rotary_factor", 0.25)))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen35")
-    w.add_token_list(tokenizer["tokens"])
-    w.add_token_types(tokenizer["types"])
+    # llama.cpp takes the vocabulary size from the token list and refuses an embedding with more
+    # rows: like its converter, pad the list to vocab_size with unused [PAD<id>] tokens.
+    tokens, types = list(tokenizer["tokens"]), list(tokenizer["types"])
+    for i in range(len(tokens), tc["vocab_size"]):
+        tokens.append(f"[PAD{i}]")
+        types.append(int(gguf.TokenType.UNUSED))
+    w.add_token_list(tokens)
+    w.add_token_types(types)
     w.add_token_merges(tokenizer["merges"])
     w.add_eos_token_id(tokenizer["eos_token_id"])
     w.add_add_bos_token(False)
@@ -348,6 +354,9 @@ def tokenizer_from_gguf(gguf, path):
             "eos_token_id": int(f["tokenizer.ggml.eos_token_id"].contents())}
 
 
+BENCH_LAYOUT = "2"
+
+
 def bench(out):
     gguf = import_gguf()
     vocab = Path(sdist_dir()) / "vocab" / "ggml-vocab-qwen35.gguf"
@@ -357,12 +366,18 @@ def bench(out):
             Path(str(vocab) + ".part").write_bytes(src.read())
         os.replace(str(vocab) + ".part", vocab)
     tc = QWEN35_08B
-    tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
-    tok = tokenizer_from_gguf(gguf, vocab)
-    for q in ("q8_0", "q4_0"):
-        if not (out / f"{q}.gguf").exists():
-            write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
+    # Files of an older layout are rewritten (1: the token list shorter than the embedding, which
+    # llama.cpp refuses; 2: padded to vocab_size).
+    stamp = out / "layout"
+    fresh = stamp.exists() and stamp.read_text().strip() == BENCH_LAYOUT
+    todo = [q for q in ("q8_0", "q4_0") if not fresh or not (out / f"{q}.gguf").exists()]
+    if todo:
+        tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
+        tok = tokenizer_from_gguf(gguf, vocab)
+    for q in todo:
+        write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
         print("wrote", out / f"{q}.gguf", flush=True)
+    stamp.write_text(BENCH_LAYOUT + "\n")
 
 
 def llama_cpp_reads(tc):
