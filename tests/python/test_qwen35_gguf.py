@@ -31,7 +31,7 @@ def tiny():
     if not (TINY / "vheads-untied" / "hf-f32" / "greedy.json").exists():
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_qwen35.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
-    if not (TINY / "dense-tied" / "gguf-q8_0" / "greedy.json").exists():
+    if not (TINY / "dense-tied" / "gguf-q8_0" / "teacher_forced.json").exists():
         # f32 GGUFs always; the Q8_0 copies and llama.cpp's goldens with llama-cpp-python installed.
         subprocess.run([sys.executable, str(ROOT / "scripts" / "qwen35_gguf.py"), str(TINY)], check=True,
                        stdout=subprocess.DEVNULL)
