@@ -55,3 +55,13 @@ PY
     echo "[derive] no .venv-oracle with llama_cpp; skipping $Q8" >&2
   fi
 fi
+
+# Issue 20: the tiny qwen3moe GGUFs (f32, Q8_0) of scripts/moe_gguf.py with mlx-lm's goldens, and
+# llama.cpp's greedy goldens on the f32 file when .venv has llama-cpp-python (added on a re-run
+# once it is installed; everything already written is kept).
+if .venv/bin/python -c "import mlx_lm" 2>/dev/null; then
+  .venv/bin/python scripts/moe_gguf.py "$CACHE/moe-gguf-tiny" > /dev/null
+  echo "[derive] ok: $CACHE/moe-gguf-tiny"
+else
+  echo "[derive] no mlx-lm in .venv; skipping $CACHE/moe-gguf-tiny" >&2
+fi
