@@ -172,11 +172,19 @@ void legacy_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float
     const float dw = h2f(w[i].d);
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
+    // Offset formats: the signed weights once per block, |w| as u8 and w's sign moved onto x (as
+    // Q8_0 does): the same exact integer dot as adding kOffset·Σx, one op per row instead of three.
+    [[maybe_unused]] __m256i sq, aq;
+    if constexpr (Fmt::kOffset != 0) {
+      sq = _mm256_add_epi8(q, _mm256_set1_epi8(static_cast<char>(Fmt::kOffset)));
+      aq = _mm256_sign_epi8(sq, sq);
+    }
     for (int t = 0; t < NT; ++t) {
       const tensor::ActQ8& a = x[t * xs + i];
-      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-      if constexpr (Fmt::kOffset != 0)
-        p = _mm256_add_epi32(p, _mm256_setr_epi32(Fmt::kOffset * a.sum, 0, 0, 0, 0, 0, 0, 0));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+      __m256i p;
+      if constexpr (Fmt::kOffset != 0) p = dot_u8s8(aq, _mm256_sign_epi8(xv, sq));
+      else p = dot_u8s8(q, xv);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
       if constexpr (Fmt::kMin) macc[t] += mw * a.d * a.sum;
     }
