@@ -26,7 +26,8 @@ usage: .venv/bin/python scripts/moe_gguf.py [TINY_ROOT]     (default $RAPID_MODE
        .venv/bin/python scripts/moe_gguf.py --bench [OUT_DIR] [LAYERS]
   --bench: a Qwen3-30B-A3B-shaped model (its released config, LAYERS layers, default 6) with
   random weights and the real Qwen2/3 vocabulary (llama.cpp's ggml-vocab-qwen2.gguf test file), as
-  OUT_DIR/q4_0.gguf (gguf-py's Q4_0 for every 2-D/3-D weight but the router); default
+  OUT_DIR/q4_0.gguf (gguf-py's Q4_0 for every 2-D/3-D weight but the router) and, with
+  llama-cpp-python installed, OUT_DIR/q4_k_m.gguf (llama.cpp's Q4_K_M of it); default
   $RAPID_MODEL_CACHE/bench/qwen3-30b-a3b-shape.
 """
 import copy
@@ -274,9 +275,32 @@ def bench_tensors(cfg, seed=0):
 
 
 def bench(out, layers):
+    bench_q4_0(out / "q4_0.gguf", layers)
+    # Q4_K_M, the type of the released Qwen3-30B-A3B GGUFs, by llama.cpp's own quantizer (its mix:
+    # Q4_K with Q6_K for some ffn_down / attn_v / output), requantized from the Q4_0 file.
+    f = out / "q4_k_m.gguf"
+    if f.exists():
+        print("exists", f)
+        return
+    try:
+        import llama_cpp
+    except ImportError:
+        print("llama-cpp-python not installed: no", f, flush=True)
+        return
+    p = llama_cpp.llama_model_quantize_default_params()
+    p.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
+    p.allow_requantize = True
+    p.nthread = 2
+    tmp = str(f) + ".part"
+    if llama_cpp.llama_model_quantize(str(out / "q4_0.gguf").encode(), tmp.encode(), p) != 0:
+        raise SystemExit(f"llama_model_quantize -> {f} failed")
+    os.replace(tmp, f)
+    print("wrote", f, flush=True)
+
+
+def bench_q4_0(f, layers):
     gguf = import_gguf()
     cfg = dict(QWEN3_30B_A3B, num_hidden_layers=layers)
-    f = out / "q4_0.gguf"
     if f.exists():
         print("exists", f)
         return
