@@ -60,7 +60,7 @@ def main():
             r = rapid(a.bin, m, t, a.reps)
             l = llama(oracle, m, t) if oracle else None
             rows.append((m, t, r, l))
-            print(f"  {os.path.basename(m)} threads={t}: done", file=sys.stderr)
+            print(f"  {os.path.basename(m)} threads={t}: rapid {r}, llama.cpp {l}", file=sys.stderr, flush=True)
     byte_lines = []
     probe = os.path.join(os.path.dirname(a.bin), "model_moe_gguf_bench")
     for m in models:
