@@ -60,8 +60,13 @@ fi
 # llama.cpp's greedy goldens on the f32 file when .venv has llama-cpp-python (added on a re-run
 # once it is installed; everything already written is kept).
 if .venv/bin/python -c "import mlx_lm" 2>/dev/null; then
-  .venv/bin/python scripts/moe_gguf.py "$CACHE/moe-gguf-tiny" > /dev/null
-  echo "[derive] ok: $CACHE/moe-gguf-tiny"
+  # Not fatal: gguf-py comes from the llama-cpp-python sdist (a download); without it the tests
+  # generate the set on first use or skip, saying why.
+  if .venv/bin/python scripts/moe_gguf.py "$CACHE/moe-gguf-tiny" > /dev/null; then
+    echo "[derive] ok: $CACHE/moe-gguf-tiny"
+  else
+    echo "[derive] scripts/moe_gguf.py failed; $CACHE/moe-gguf-tiny not (fully) written" >&2
+  fi
 else
   echo "[derive] no mlx-lm in .venv; skipping $CACHE/moe-gguf-tiny" >&2
 fi
