@@ -288,6 +288,10 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t, tensor::DType::Q8_0, 49152, 576, 1, 1)
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t, tensor::DType::Q8_0, 49152, 576, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_big_1t, tensor::DType::Q4_0, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_1t, tensor::DType::Q4_1, 4096, 4096, 1, 1)->UseRealTime();
+// One Qwen3-30B-A3B expert projection (768 x 2048) in Q4_0: a decode step's row, and the ~32 rows
+// an expert gets in a 512-token prefill (512 x top-8 / 128 experts).
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t, tensor::DType::Q4_0, 768, 2048, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t_n32, tensor::DType::Q4_0, 768, 2048, 1, 32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_2t, tensor::DType::Q4_1, 4096, 4096, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_big_1t, tensor::DType::Q8_0, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, f16_big_1t, tensor::DType::F16, 4096, 4096, 1, 1)->UseRealTime();

@@ -69,10 +69,12 @@ def tiled(x, axis, k_heads, per_k, head_dim):
     return np.swapaxes(x, axis, axis + 1).reshape(shape)
 
 
-def hf_to_gguf_tensors(gguf, tc, weights):
-    """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them."""
+def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
+    """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them (arch:
+    gguf.MODEL_ARCH.QWEN35 by default; scripts/moe_gguf.py passes QWEN35MOE with the experts
+    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight)."""
     n = tc["num_hidden_layers"]
-    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN35, n)
+    names = gguf.get_tensor_name_map(arch if arch is not None else gguf.MODEL_ARCH.QWEN35, n)
     hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
     dk, dv = tc["linear_key_head_dim"], tc["linear_value_head_dim"]
     per_k = hv // hk
@@ -109,14 +111,20 @@ def hf_to_gguf_tensors(gguf, tc, weights):
     return out
 
 
-def write_gguf(path, tc, tensors, tokenizer, out_type="f32"):
+def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35"):
     """tc: the text_config dict; tensors from hf_to_gguf_tensors; tokenizer: dict with tokens,
     merges, eos_token_id. out_type f32, f16, q8_0 or q4_0 for the 2-D weights (gguf-py's own
-    quantizer, every 2-D weight including token_embd); the rest f32 as the converter does."""
+    quantizer, every 2-D weight including token_embd); the rest f32 as the converter does.
+    arch "qwen35moe" adds the MoE keys of tc (num_experts, ...)."""
     gguf = import_gguf()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "qwen35")
+    w = gguf.GGUFWriter(str(path) + ".part", arch)
+    if arch == "qwen35moe":
+        w.add_expert_count(tc["num_experts"])
+        w.add_expert_used_count(tc["num_experts_per_tok"])
+        w.add_expert_feed_forward_length(tc["moe_intermediate_size"])
+        w.add_expert_shared_feed_forward_length(tc["shared_expert_intermediate_size"])
     n = tc["num_hidden_layers"]
     head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
     rp = tc.get("rope_parameters", {})

@@ -1,6 +1,8 @@
 // AVX2 + FMA + F16C kernels (built with -mavx2 -mfma -mf16c; only called when the CPU has them).
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
 #include "tensor/mxfp4.h"
@@ -172,11 +174,19 @@ void legacy_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float
     const float dw = h2f(w[i].d);
     float mw = 0;
     if constexpr (Fmt::kMin) mw = h2f(w[i].m);
+    // Offset formats: the signed weights once per block, |w| as u8 and w's sign moved onto x (as
+    // Q8_0 does): the same exact integer dot as adding kOffset·Σx, one op per row instead of three.
+    [[maybe_unused]] __m256i sq, aq;
+    if constexpr (Fmt::kOffset != 0) {
+      sq = _mm256_add_epi8(q, _mm256_set1_epi8(static_cast<char>(Fmt::kOffset)));
+      aq = _mm256_sign_epi8(sq, sq);
+    }
     for (int t = 0; t < NT; ++t) {
       const tensor::ActQ8& a = x[t * xs + i];
-      __m256i p = dot_u8s8(q, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)));
-      if constexpr (Fmt::kOffset != 0)
-        p = _mm256_add_epi32(p, _mm256_setr_epi32(Fmt::kOffset * a.sum, 0, 0, 0, 0, 0, 0, 0));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+      __m256i p;
+      if constexpr (Fmt::kOffset != 0) p = dot_u8s8(aq, _mm256_sign_epi8(xv, sq));
+      else p = dot_u8s8(q, xv);
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), acc[t]);
       if constexpr (Fmt::kMin) macc[t] += mw * a.d * a.sum;
     }
@@ -202,9 +212,12 @@ inline __m256i bit_j_to_16(__m256i h, int j) {
   return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-// Q5_K: Q4_K's sub-blocks (6-bit scale and min each) with the 5th bit of sub-block j in bit j of qh.
-template <int NT>
-void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+// Q4_K / Q5_K: per 256-element super-block eight 32-element sub-blocks (6-bit scale and min
+// each); sub-block j is nibble half j&1 of qs[32*(j/2)..]; Q5_K's 5th bit of sub-block j is bit j
+// of qh. Unsigned values, the min back through the activation sums.
+template <int NT, class B>
+void k4_nt(const B* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  constexpr bool kFifth = std::is_same_v<B, tensor::BlockQ5_K>;
   __m256 acc[NT];
   float off[NT];
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -213,11 +226,15 @@ void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int
     const float d = h2f(w[i].d), dmin = h2f(w[i].dmin);
     int sc[8], mn[8];
     for (int j = 0; j < 8; ++j) tensor::scale_min_k4(j, w[i].scales, sc[j], mn[j]);
-    const __m256i H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
+    [[maybe_unused]] __m256i H;
+    if constexpr (kFifth) H = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
     for (int k = 0; k < 4; ++k) {
       __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * k));
-      __m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), bit_j_to_16(H, 2 * k));
-      __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), bit_j_to_16(H, 2 * k + 1));
+      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFifth) {
+        lo = _mm256_or_si256(lo, bit_j_to_16(H, 2 * k));
+        hi = _mm256_or_si256(hi, bit_j_to_16(H, 2 * k + 1));
+      }
       const float s0 = d * sc[2 * k], s1 = d * sc[2 * k + 1];
       for (int t = 0; t < NT; ++t) {
         const tensor::ActQ8& a0 = x[t * xs + i * 8 + 2 * k];
@@ -231,6 +248,53 @@ void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]) + off[t];
+}
+
+template <int NT>
+void q4_k_nt(const tensor::BlockQ4_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT>(w, x, xs, nb, out);
+}
+template <int NT>
+void q5_k_nt(const tensor::BlockQ5_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  k4_nt<NT>(w, x, xs, nb, out);
+}
+
+// Q6_K: per super-block two halves of 128 elements, each four 32-element blocks b whose element l
+// is nibble (b & 2 ? high : low) of ql[l + 32·(b & 1)] plus bits 2b, 2b+1 of qh[l] as bits 4-5,
+// minus 32; one int8 scale per 16 elements. The signed values go through the Q8_0 sign trick, and
+// madd by the two scales (low / high 128-bit lane = elements 0-15 / 16-31) sums sc·Σ(w·x) exactly.
+template <int NT>
+void q6_k_nt(const tensor::BlockQ6_K* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = h2f(w[i].d);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = w[i].ql + 64 * half;
+      const int8_t* sc = w[i].scales + 8 * half;
+      const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * half));
+      // (qh >> 2b) & 3, moved to bits 4-5 (16-bit shifts: the mask drops what crosses a byte).
+      const __m256i v[4] = {
+          _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2)),
+          _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m2)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(h, 2), m2))};
+      for (int b = 0; b < 4; ++b) {
+        const __m256i sq = _mm256_sub_epi8(v[b], k32), aq = _mm256_sign_epi8(sq, sq);
+        const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[2 * b + 1]), _mm_set1_epi16(sc[2 * b]));
+        for (int t = 0; t < NT; ++t) {
+          const tensor::ActQ8& a = x[t * xs + i * 8 + half * 4 + b];
+          const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), sq);
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, xv), scv);
+          acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d), acc[t]);
+        }
+      }
+    }
+  }
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
 // MLX affine rows (scale part, see Kernels::MlxDot): per 32-element block an integer dot of the
@@ -343,6 +407,8 @@ RAPID_DISPATCH_NT(q8_0, tensor::BlockQ8_0)
 RAPID_DISPATCH_NT(q5_0, tensor::BlockQ5_0)
 RAPID_DISPATCH_NT(q5_1, tensor::BlockQ5_1)
 RAPID_DISPATCH_NT(q5_k, tensor::BlockQ5_K)
+RAPID_DISPATCH_NT(q4_k, tensor::BlockQ4_K)
+RAPID_DISPATCH_NT(q6_k, tensor::BlockQ6_K)
 #undef RAPID_DISPATCH_NT
 
 }  // namespace
@@ -362,6 +428,8 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_q5_0 = q5_0;
   k.dot_q5_1 = q5_1;
   k.dot_q5_k = q5_k;
+  k.dot_q4_k = q4_k;
+  k.dot_q6_k = q6_k;
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
   k.dot_mxfp4 = mxfp4_dot;

@@ -47,41 +47,78 @@ void infer_llama3_rope(const GgufFile& g, ModelConfig& c) {
 // llama.cpp's qwen35: the Gated DeltaNet geometry under ssm.*, the layer kinds as
 // attention.recurrent_layers (or every full_attention_interval-th layer full), MTP blocks counted
 // in block_count, partial RoPE as rope.dimension_count and value heads in tiled order.
-void read_qwen35(const GgufFile& g, ModelConfig& c) {
-  const std::string a = "qwen35.";
+void read_qwen35(const GgufFile& g, ModelConfig& c, const std::string& arch) {
+  const std::string a = arch + ".";
   auto need = [&](const std::string& key) {
     int64_t v = g.get_int(a + key, -1);
     if (v <= 0) throw FileError(g.path, "metadata '" + a + key + "' is missing or invalid");
     return v;
   };
-  c.architecture = "qwen3_5";
+  c.architecture = arch == "qwen35moe" ? "qwen3_5_moe" : "qwen3_5";
   const int64_t nextn = g.get_int(a + "nextn_predict_layers", 0);
-  if (nextn < 0 || nextn >= c.num_hidden_layers) throw FileError(g.path, "metadata 'qwen35.nextn_predict_layers' is invalid");
+  if (nextn < 0 || nextn >= c.num_hidden_layers) throw FileError(g.path, "metadata '" + a + "nextn_predict_layers' is invalid");
   c.num_hidden_layers -= nextn;
   c.linear_conv_kernel_dim = need("ssm.conv_kernel");
   c.linear_key_head_dim = need("ssm.state_size");
   c.linear_num_key_heads = need("ssm.group_count");
   c.linear_num_value_heads = need("ssm.time_step_rank");
   const int64_t inner = need("ssm.inner_size");
-  if (inner % c.linear_num_value_heads) throw FileError(g.path, "qwen35.ssm.inner_size is not a multiple of ssm.time_step_rank");
+  if (inner % c.linear_num_value_heads) throw FileError(g.path, a + "ssm.inner_size is not a multiple of ssm.time_step_rank");
   c.linear_value_head_dim = inner / c.linear_num_value_heads;
   c.linear_v_heads_tiled = true;
   const int64_t rot = g.get_int(a + "rope.dimension_count", c.head_dim);
-  if (rot <= 0 || rot > c.head_dim) throw FileError(g.path, "metadata 'qwen35.rope.dimension_count' is invalid");
+  if (rot <= 0 || rot > c.head_dim) throw FileError(g.path, "metadata '" + a + "rope.dimension_count' is invalid");
   c.partial_rotary_factor = double(rot) / double(c.head_dim);
   const nlohmann::json* rl = g.get(a + "attention.recurrent_layers");
   if (rl && rl->is_array()) {
     if (int64_t(rl->size()) < c.num_hidden_layers)
-      throw FileError(g.path, "qwen35.attention.recurrent_layers has fewer entries than layers");
+      throw FileError(g.path, a + "attention.recurrent_layers has fewer entries than layers");
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
       const auto& v = (*rl)[size_t(i)];
       c.layer_is_linear.push_back(v.is_boolean() ? v.get<bool>() : (v.is_number_integer() && v.get<int64_t>() != 0));
     }
   } else {
     const int64_t every = g.get_int(a + "full_attention_interval", 4);
-    if (every <= 0) throw FileError(g.path, "metadata 'qwen35.full_attention_interval' is invalid");
+    if (every <= 0) throw FileError(g.path, "metadata '" + a + "full_attention_interval' is invalid");
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_linear.push_back((i + 1) % every != 0);
   }
+}
+
+// llama.cpp's MoE keys (qwen3moe: Qwen3-30B-A3B, Qwen3-Coder-30B-A3B; qwen35moe: Qwen3.5-35B-A3B):
+// expert_count, expert_used_count, expert_feed_forward_length (a number, or one per layer:
+// llama.cpp reads either; ours must be equal, as the releases' are) and qwen35moe's
+// expert_shared_feed_forward_length. llama.cpp routes in every layer of both (their loaders have
+// no dense layer) and always renormalises the top-k weights (build_moe_ffn's norm_w is fixed true
+// for them), whatever the HF config's norm_topk_prob was; neither reads expert_weights_scale.
+void read_moe(const GgufFile& g, ModelConfig& c, const std::string& arch) {
+  const std::string a = arch + ".";
+  c.num_experts = g.get_int(a + "expert_count", 0);
+  c.num_experts_per_tok = g.get_int(a + "expert_used_count", 0);
+  if (c.num_experts <= 0) throw FileError(g.path, "metadata '" + a + "expert_count' is missing or not positive");
+  if (c.num_experts_per_tok <= 0 || c.num_experts_per_tok > c.num_experts)
+    throw FileError(g.path, "metadata '" + a + "expert_used_count' (" + std::to_string(c.num_experts_per_tok) +
+                                ") must be in [1, expert_count = " + std::to_string(c.num_experts) + "]");
+  const nlohmann::json* ff = g.get(a + "expert_feed_forward_length");
+  if (ff && ff->is_array()) {
+    for (const auto& v : *ff) {
+      const int64_t n = v.is_number_integer() ? v.get<int64_t>() : -1;
+      if (c.moe_intermediate_size && n != c.moe_intermediate_size)
+        throw FileError(g.path, "metadata '" + a + "expert_feed_forward_length' differs between layers (not supported)");
+      c.moe_intermediate_size = n;
+    }
+  } else {
+    // llama.cpp's fallback for files without the key: the dense width shared by the used experts.
+    c.moe_intermediate_size = g.get_int(a + "expert_feed_forward_length", c.intermediate_size / c.num_experts_per_tok);
+  }
+  if (c.moe_intermediate_size <= 0)
+    throw FileError(g.path, "metadata '" + a + "expert_feed_forward_length' is missing or not positive");
+  if (arch == "qwen35moe") {
+    c.shared_expert_intermediate_size = g.get_int(a + "expert_shared_feed_forward_length", c.intermediate_size);
+    if (c.shared_expert_intermediate_size <= 0)
+      throw FileError(g.path, "metadata '" + a + "expert_shared_feed_forward_length' is missing or not positive");
+  }
+  c.norm_topk_prob = true;
+  c.layer_is_moe.assign(static_cast<size_t>(c.num_hidden_layers), true);
 }
 
 }  // namespace
@@ -122,7 +159,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   c.vocab_size = g.get_int(k("vocab_size"), c.vocab_size);
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   c.attention_bias = g.find("blk.0.attn_q.bias") != nullptr;
-  if (arch == "qwen35") read_qwen35(g, c);
+  if (arch == "qwen35" || arch == "qwen35moe") read_qwen35(g, c, arch);
+  if (arch == "qwen3moe") c.architecture = "qwen3_moe";
+  if (arch == "qwen3moe" || arch == "qwen35moe") read_moe(g, c, arch);
   if (arch == "gemma3") {
     c.hidden_act = "gelu_pytorch_tanh";
     c.sliding_window = g.get_int(k("attention.sliding_window"), 0);

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "tensor/fp16.h"
@@ -30,7 +32,7 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   bool gemma = arch == "gemma3";
-  bool qwen35 = arch == "qwen3_5";
+  bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
     size_t d1 = n.find('.', 4);
@@ -57,6 +59,16 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
     else if (part == "post_ffw_norm") hf = "post_feedforward_layernorm";
     else if (part == "attn_q_norm") hf = "self_attn.q_norm";
     else if (part == "attn_k_norm") hf = "self_attn.k_norm";
+    // Mixture of experts: the router, the experts stacked as 3-D [E, rows, cols] tensors (the
+    // layout mlx-lm's switch_mlp has, which MoeBlock slices per expert) and the shared expert.
+    else if (part == "ffn_gate_inp") hf = "mlp.gate";
+    else if (part == "ffn_gate_exps") hf = "mlp.switch_mlp.gate_proj";
+    else if (part == "ffn_up_exps") hf = "mlp.switch_mlp.up_proj";
+    else if (part == "ffn_down_exps") hf = "mlp.switch_mlp.down_proj";
+    else if (part == "ffn_gate_shexp") hf = "mlp.shared_expert.gate_proj";
+    else if (part == "ffn_up_shexp") hf = "mlp.shared_expert.up_proj";
+    else if (part == "ffn_down_shexp") hf = "mlp.shared_expert.down_proj";
+    else if (part == "ffn_gate_inp_shexp") hf = "mlp.shared_expert_gate";
     if (!hf) return n;
     return "model.layers." + layer + "." + hf + suffix;
   }
@@ -126,11 +138,38 @@ bool ends_with(const std::string& s, const char* suf) {
   return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
 }
 
+// Every routing layer's router and stacked experts, with the shapes the metadata promises, so a
+// malformed file is refused here with its path (MoeBlock would only name the tensor).
+void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightStore& store) {
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  for (size_t i = 0; i < cfg.layer_is_moe.size(); ++i) {
+    if (!cfg.layer_is_moe[i]) continue;
+    const std::string blk = "blk." + std::to_string(i) + ".", p = "model.layers." + std::to_string(i) + ".mlp.";
+    const std::pair<const char*, std::vector<int64_t>> want[] = {
+        {"gate", {E, H}}, {"switch_mlp.gate_proj", {E, I, H}}, {"switch_mlp.up_proj", {E, I, H}},
+        {"switch_mlp.down_proj", {E, H, I}}};
+    const char* gguf_part[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (size_t k = 0; k < 4; ++k) {
+      const std::string name = blk + gguf_part[k] + ".weight";
+      const tensor::Tensor* t = store.find(p + want[k].first + ".weight");
+      if (!t) throw FileError(g.path, "tensor '" + name + "' is missing (expert_count = " + std::to_string(E) + ")");
+      if (t->shape != want[k].second) {
+        std::string got, exp;
+        for (int64_t d : t->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+        for (int64_t d : want[k].second) exp += (exp.empty() ? "" : ", ") + std::to_string(d);
+        throw FileError(g.path, "tensor '" + name + "' has shape [" + got + "], expected [" + exp +
+                                    "] from expert_count, embedding_length and expert_feed_forward_length");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
   store.keep_alive(g.file);
   bool permuted = gguf_arch_permutes_qk(cfg.architecture);
+  const bool qwen35 = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe";
   for (const tensor::Tensor& src : g.tensors) {
     tensor::Tensor t = src;
     t.name = gguf_to_hf_name(src.name, cfg.architecture);
@@ -141,13 +180,16 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
       check_head_split(src, cfg.num_key_value_heads, g.path);
     else if (cfg.architecture == "gemma3" && ends_with(t.name, "norm.weight"))
       unshift_norm(src, g.path, store, t);
-    else if (cfg.architecture == "qwen3_5" && ends_with(t.name, "norm.weight") &&
+    else if (qwen35 && ends_with(t.name, "norm.weight") &&
              !ends_with(t.name, "linear_attn.norm.weight"))  // the gated DeltaNet norm is a plain w
       unshift_norm(src, g.path, store, t);
-    else if (cfg.architecture == "qwen3_5" && ends_with(t.name, ".A_log"))
+    else if (qwen35 && ends_with(t.name, ".A_log"))
       a_to_log(src, g.path, store, t);
+    else if (ends_with(t.name, "mlp.shared_expert_gate.weight") && t.shape.size() == 1)
+      t.shape = {1, t.shape[0]};  // llama.cpp's ffn_gate_inp_shexp may be 1-D: one output row
     store.add(std::move(t));
   }
+  check_moe_tensors(g, cfg, store);
 }
 
 }  // namespace rapid::model
