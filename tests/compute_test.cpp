@@ -583,12 +583,16 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   std::mt19937 rng(12);
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0}) {
-      auto qv = t == tensor::DType::Q4_0 ? k.dot_q4_0v : t == tensor::DType::Q4_1 ? k.dot_q4_1v : k.dot_q8_0v;
-      auto qd = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1 : k.dot_q8_0;
+    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K}) {
+      auto qv = t == tensor::DType::Q4_0 ? k.dot_q4_0v : t == tensor::DType::Q4_1 ? k.dot_q4_1v
+              : t == tensor::DType::Q8_0 ? k.dot_q8_0v : k.dot_q4_kv;
+      auto qd = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1
+              : t == tensor::DType::Q8_0 ? k.dot_q8_0 : k.dot_q4_k;
       if (!qv) continue;
+      const int64_t per = tensor::block_elems(t) / 32;  // activation blocks per weight block
       for (int64_t nb : {1, 5, 8, 18, 48, 50}) {
-        const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3;
+        if (nb % per) continue;
+        const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3, nbw = nb / per;
         auto w = random_rows(t, 1, cols, rng);
         std::vector<tensor::ActQ8> xq(n * nb);
         for (int64_t tt = 0; tt < n; ++tt) {
@@ -601,16 +605,16 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
         pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data());
         std::vector<float> ref(n), one(n);
         for (int64_t tt = 0; tt < n; ++tt) {
-          qd(w.data(), xq.data() + tt * nb, nb, nb, 1, &ref[tt]);
+          qd(w.data(), xq.data() + tt * nb, nb, nbw, 1, &ref[tt]);
           ActLanes a{lq.data() + tt * 64, ld.data() + tt * 8, lds.data() + tt * 8, ls.data() + tt * 8, n};
-          qv(w.data(), a, nb, 1, &one[tt]);
+          qv(w.data(), a, nbw, 1, &one[tt]);
           EXPECT_NEAR(one[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0)) << tensor::dtype_name(t) << " nb " << nb;
         }
         for (int nt = 2; nt <= Kernels::kQDotVMaxNT; ++nt)
           for (int64_t t0 = 0; t0 + nt <= n; ++t0) {
             float out[Kernels::kQDotVMaxNT];
             ActLanes a{lq.data() + t0 * 64, ld.data() + t0 * 8, lds.data() + t0 * 8, ls.data() + t0 * 8, n};
-            qv(w.data(), a, nb, nt, out);
+            qv(w.data(), a, nbw, nt, out);
             for (int i = 0; i < nt; ++i)
               ASSERT_EQ(std::memcmp(&out[i], &one[t0 + i], 4), 0)
                   << tensor::dtype_name(t) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << t0 + i;

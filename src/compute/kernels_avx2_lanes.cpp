@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1 and MLX affine 4-bit: eight blocks at
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q4_K and MLX affine 4-bit: eight blocks at
 // a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built with
 // -mavx2 -mfma -mf16c). Q8_0 stays per block: measured here, its lane form (signed weights need a
 // 32-bit widening per vector) gained 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
@@ -171,6 +171,81 @@ template <int NT, bool kFull>
   }
 }
 
+// In-register 8×8 transpose of int32: W[d] lane k = R[k] lane d.
+inline void transpose8x8(const __m256i* R, __m256i* W) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(R[2 * i], R[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(R[2 * i], R[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
+    const __m256i* th = t + 4 * h;
+    u[4 * h] = _mm256_unpacklo_epi64(th[0], th[2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
+  }
+  for (int d = 0; d < 4; ++d) {
+    W[d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x20);
+    W[d + 4] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x31);
+  }
+}
+
+// The 8 six-bit scales and mins of a K-quant super-block (tensor::scale_min_k4's layout), four
+// bytes at a time: the first four of each are the low 6 bits of bytes 0-3 / 4-7; the last four
+// take their low 4 bits from bytes 8-11 (low / high nibble) and their top 2 from bytes 0-3 / 4-7.
+inline void k4_scales(const uint8_t* q, __m256& sc, __m256& mn) {
+  uint32_t w0, w1, w2;
+  __builtin_memcpy(&w0, q, 4);
+  __builtin_memcpy(&w1, q + 4, 4);
+  __builtin_memcpy(&w2, q + 8, 4);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+  const uint32_t sc_lo = w0 & low6, mn_lo = w1 & low6;
+  const uint32_t sc_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
+  const uint32_t mn_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
+  const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
+                                   static_cast<int>(mn_hi));
+  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v)));
+}
+
+// Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
+// lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
+// sub-block, with the 6-bit sc / mn unpacked once per super-block.
+template <int NT>
+[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, int,
+                                               __m256* acc) {
+  const tensor::BlockQ4_K& b = w[g];
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  __m256i R[8], W[8];
+  for (int i = 0; i < 4; ++i) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * i));
+    R[2 * i] = _mm256_and_si256(q, m4);
+    R[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+  }
+  transpose8x8(R, W);
+  __m256 sc, mn;
+  k4_scales(b.scales, sc, mn);
+  const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc);
+  const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)), mn);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W, xq + t * 64));
+    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dsc, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+    acc[t] = _mm256_fnmadd_ps(dmn, _mm256_loadu_ps(xds + t * 8), acc[t]);
+  }
+}
+
+template <int NT>
+void q4_kv_nt(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < nb; ++g) q4_kv_group<NT>(w, x, g, 8, acc);  // nb super-blocks: whole groups
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and
 // biases per group of bpg = group_size / 32 blocks (1, 2 or 4: a group never straddles two
 // 8-block groups). Lane k takes group entry k / bpg of the 8 / bpg starting at 8g / bpg; lanes past
@@ -198,6 +273,16 @@ void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const
 }
 
 template <int... NT>
+void q4_kv_dispatch(std::integer_sequence<int, NT...>, const tensor::BlockQ4_K* w, const ActLanes& x, int64_t nb,
+                    int nt, float* out) {
+  ((nt == NT + 1 ? q4_kv_nt<NT + 1>(w, x, nb, out) : void()), ...);
+}
+void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  q4_kv_dispatch(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, static_cast<const tensor::BlockQ4_K*>(w), x,
+                 nb, std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+}
+
+template <int... NT>
 void mlx4v_dispatch(std::integer_sequence<int, NT...>, const uint8_t* w, const float* sc, const float* bi, int bpg,
                     const ActLanes& x, int64_t nb, int nt, float* out) {
   ((nt == NT + 1 ? mlx4v_nt<NT + 1>(w, sc, bi, bpg, x, nb, out) : void()), ...);
@@ -217,6 +302,7 @@ RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
+  k.dot_q4_kv = q4_kv;
   k.dot_mlx4v = mlx4v;
 }
 

@@ -90,6 +90,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q4_0: return k.dot_q4_0v;
     case tensor::DType::Q4_1: return k.dot_q4_1v;
     case tensor::DType::Q8_0: return k.dot_q8_0v;
+    case tensor::DType::Q4_K: return k.dot_q4_kv;
     default: return nullptr;
   }
 }
