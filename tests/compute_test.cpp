@@ -583,11 +583,12 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   std::mt19937 rng(12);
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K}) {
+    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K,
+                            tensor::DType::Q6_K}) {
       auto qv = t == tensor::DType::Q4_0 ? k.dot_q4_0v : t == tensor::DType::Q4_1 ? k.dot_q4_1v
-              : t == tensor::DType::Q8_0 ? k.dot_q8_0v : k.dot_q4_kv;
+              : t == tensor::DType::Q8_0 ? k.dot_q8_0v : t == tensor::DType::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
       auto qd = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1
-              : t == tensor::DType::Q8_0 ? k.dot_q8_0 : k.dot_q4_k;
+              : t == tensor::DType::Q8_0 ? k.dot_q8_0 : t == tensor::DType::Q4_K ? k.dot_q4_k : k.dot_q6_k;
       if (!qv) continue;
       const int64_t per = tensor::block_elems(t) / 32;  // activation blocks per weight block
       for (int64_t nb : {1, 5, 8, 18, 48, 50}) {

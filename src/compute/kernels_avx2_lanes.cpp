@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q4_K and MLX affine 4-bit: eight blocks at
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q4_K, Q6_K and MLX affine 4-bit: eight blocks at
 // a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built with
 // -mavx2 -mfma -mf16c). Q8_0 stays per block: measured here, its lane form (signed weights need a
 // 32-bit widening per vector) gained 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
@@ -238,11 +238,65 @@ template <int NT>
   }
 }
 
+// Q6_K: like Q4_K, a super-block is one lane group (sub-block k = 32-element block k % 4 of half
+// k / 4). Values are 6-bit (ql nibble | 2 qh bits << 4) with offset 32, and every 16 elements have
+// their own int8 scale: value − 32 goes signed through maddubs (|w| ≤ 32 with the sign on x, so
+// four vectors of pairs still fit 16 bits), and each 16-element half is scaled in integers by madd
+// against its scale, leaving one conversion per token and group.
 template <int NT>
-void q4_kv_nt(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t nb, float* out) {
+[[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, int,
+                                               __m256* acc) {
+  const tensor::BlockQ6_K& b = w[g];
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+  __m256i R[8], S[8], A[8];
+  for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    // Block j's two high bits are bits 2j, 2j+1 of qh; 16-bit shifts, the mask drops what crosses.
+    R[4 * h] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    R[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    R[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+    R[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                   _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+  }
+  transpose8x8(R, S);
+  for (int d = 0; d < 8; ++d) {
+    S[d] = _mm256_sub_epi8(S[d], _mm256_set1_epi8(32));
+    A[d] = _mm256_sign_epi8(S[d], S[d]);
+  }
+  // Lane k's two 16-bit halves both hold scale 2k (first 16 elements) / 2k + 1 (last 16).
+  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m256i sc_lo = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                                                  0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
+  const __m256i sc_hi = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+                                                                  2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+  const __m256 dw = _mm256_set1_ps(_cvtsh_ss(b.d));
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      __m256i s = _mm256_setzero_si256();
+      for (int d = 4 * h; d < 4 * h + 4; ++d) {
+        const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)), S[d]);
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(A[d], xv));
+      }
+      half[h] = s;
+    }
+    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(half[0], sc_lo), _mm256_madd_epi16(half[1], sc_hi));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
+
+// K-quant rows: nb super-blocks, each one whole lane group.
+template <int NT, class B, void (*Group)(const B*, const ActLanes&, int64_t, int, __m256*)>
+void kv_nt(const B* w, const ActLanes& x, int64_t nb, float* out) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < nb; ++g) q4_kv_group<NT>(w, x, g, 8, acc);  // nb super-blocks: whole groups
+  for (int64_t g = 0; g < nb; ++g) Group(w, x, g, 8, acc);
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
@@ -272,14 +326,25 @@ void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
-template <int... NT>
-void q4_kv_dispatch(std::integer_sequence<int, NT...>, const tensor::BlockQ4_K* w, const ActLanes& x, int64_t nb,
-                    int nt, float* out) {
-  ((nt == NT + 1 ? q4_kv_nt<NT + 1>(w, x, nb, out) : void()), ...);
+template <class B, template <int> class G, int... NT>
+void kv_dispatch(std::integer_sequence<int, NT...>, const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  ((nt == NT + 1 ? kv_nt<NT + 1, B, G<NT + 1>::fn>(static_cast<const B*>(w), x, nb, out) : void()), ...);
 }
+template <int NT>
+struct Q4KGroup {
+  static constexpr auto fn = q4_kv_group<NT>;
+};
+template <int NT>
+struct Q6KGroup {
+  static constexpr auto fn = q6_kv_group<NT>;
+};
 void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  q4_kv_dispatch(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, static_cast<const tensor::BlockQ4_K*>(w), x,
-                 nb, std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+  kv_dispatch<tensor::BlockQ4_K, Q4KGroup>(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, x, nb,
+                                           std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+}
+void q6_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  kv_dispatch<tensor::BlockQ6_K, Q6KGroup>(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, x, nb,
+                                           std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
 }
 
 template <int... NT>
@@ -303,6 +368,7 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
   k.dot_q4_kv = q4_kv;
+  k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;
 }
 

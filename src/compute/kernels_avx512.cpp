@@ -551,9 +551,10 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q5_k = q5_k;
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
-  // Its per-block VNNI Q4_0, Q4_K and MLX 4-bit kernels stay: the AVX2 lane kernels are unmeasured here.
+  // Its per-block VNNI Q4_0, Q4_K, Q6_K and MLX 4-bit kernels stay: the AVX2 lane kernels are unmeasured here.
   k.dot_q4_0v = nullptr;
   k.dot_q4_kv = nullptr;
+  k.dot_q6_kv = nullptr;
   k.dot_mlx4v = nullptr;
   k.dot_q4_1v = q4_1v;
   k.dot_q8_0v = q8_0v;
