@@ -126,7 +126,7 @@ inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
   return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
 }
 
-// NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, MLX
+// NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, Q4_K, MLX
 // affine): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds.
 template <int NT>
 [[gnu::always_inline]] inline void scaled_offset_dots(const __m256i* W, __m256 dw, __m256 mw, const ActLanes& x,
@@ -226,16 +226,9 @@ template <int NT>
   transpose8x8(R, W);
   __m256 sc, mn;
   k4_scales(b.scales, sc, mn);
-  const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc);
-  const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.dmin)), mn);
-  const int32_t* xq = x.q + g * x.ld * 64;
-  const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
-#pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W, xq + t * 64));
-    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dsc, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-    acc[t] = _mm256_fnmadd_ps(dmn, _mm256_loadu_ps(xds + t * 8), acc[t]);
-  }
+  // w = (d·sc)·q + (−dmin·mn): Q4_1's form per sub-block.
+  scaled_offset_dots<NT>(W, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc),
+                         _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b.dmin)), mn), x, g, acc);
 }
 
 // Q6_K: like Q4_K, a super-block is one lane group (sub-block k = 32-element block k % 4 of half
