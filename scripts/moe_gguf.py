@@ -83,15 +83,14 @@ def keep_f32(name, a):
     return a.ndim <= 1 or name.endswith("_norm.weight") or ".ffn_gate_inp." in name
 
 
-def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
-    """cfg: the HF config dict; out_type f32, q8_0, q4_0 for the 2-D/3-D weights (gguf-py's own
-    quantizer; keep_f32's tensors stay f32)."""
-    gguf = import_gguf()
+def write_qwen3moe(gguf, path, cfg, tok, name, file_type, tensors, pre="qwen2"):
+    """A llama.cpp qwen3moe GGUF: the metadata from the HF config dict and the tokenizer, then
+    tensors as (name, array, raw GGML type or None for a plain numpy dtype)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path) + ".part", "qwen3moe")
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    w.add_name("qwen3moe-random")
+    w.add_name(name)
     w.add_block_count(cfg["num_hidden_layers"])
     w.add_context_length(cfg.get("max_position_embeddings", 4096))
     w.add_embedding_length(cfg["hidden_size"])
@@ -105,27 +104,39 @@ def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
     w.add_expert_count(cfg["num_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
-             "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
-    w.add_file_type(ftype)
+    w.add_file_type(file_type)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
-    w.add_token_list(tokenizer["tokens"])
-    w.add_token_types(tokenizer["types"])
-    w.add_token_merges(tokenizer["merges"])
-    w.add_eos_token_id(tokenizer["eos_token_id"])
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    w.add_token_merges(tok["merges"])
+    w.add_eos_token_id(tok["eos_token_id"])
     w.add_add_bos_token(False)
-    for name, a in tensors:
-        if out_type != "f32" and not keep_f32(name, a):
-            qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
-            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
-        else:
-            w.add_tensor(name, a.astype(np.float32))
+    for tname, a, raw in tensors:
+        w.add_tensor(tname, a, raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=False)
     w.close()
     os.replace(str(path) + ".part", path)
+
+
+def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
+    """cfg: the HF config dict; out_type f32, q8_0, q4_0 for the 2-D/3-D weights (gguf-py's own
+    quantizer; keep_f32's tensors stay f32)."""
+    gguf = import_gguf()
+    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+             "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
+
+    def converted():
+        for name, a in tensors:
+            if out_type != "f32" and not keep_f32(name, a):
+                qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
+                yield name, gguf.quants.quantize(a, qt), qt
+            else:
+                yield name, a.astype(np.float32), None
+
+    write_qwen3moe(gguf, path, cfg, tokenizer, "qwen3moe-random", ftype, converted(), pre)
 
 
 def dequantized_hf(gguf, cfg, weights, out_type):
@@ -320,40 +331,9 @@ def bench_q4_0(f, layers):
 
 
 def write_bench(path, cfg, tensors, tok, gguf):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "qwen3moe")
-    w.add_name("qwen3-30b-a3b-shape-random")
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg["max_position_embeddings"])
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
-    w.add_expert_count(cfg["num_experts"])
-    w.add_expert_used_count(cfg["num_experts_per_tok"])
-    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q4_0)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
-    w.add_token_list(tok["tokens"])
-    w.add_token_types(tok["types"])
-    w.add_token_merges(tok["merges"])
-    w.add_eos_token_id(tok["eos_token_id"])
-    w.add_add_bos_token(False)
-    for name, a in tensors:
-        if isinstance(a, tuple):
-            w.add_tensor(name, a[0], raw_dtype=gguf.GGMLQuantizationType.Q4_0)
-        else:
-            w.add_tensor(name, a)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(str(path) + ".part", path)
+    """tensors: (name, array) kept as is, or (name, (Q4_0 bytes,)) already quantized."""
+    items = ((n, a[0], gguf.GGMLQuantizationType.Q4_0) if isinstance(a, tuple) else (n, a, None) for n, a in tensors)
+    write_qwen3moe(gguf, path, cfg, tok, "qwen3-30b-a3b-shape-random", gguf.LlamaFileType.MOSTLY_Q4_0, items)
 
 
 if __name__ == "__main__":
