@@ -319,36 +319,29 @@ void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 
-template <class B, template <int> class G, int... NT>
-void kv_dispatch(std::integer_sequence<int, NT...>, const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  ((nt == NT + 1 ? kv_nt<NT + 1, B, G<NT + 1>::fn>(static_cast<const B*>(w), x, nb, out) : void()), ...);
+// Calls f.template operator()<NT>() with NT = nt (1..kQDotVMaxNT): one instantiation per tile size.
+template <class F, int... NT>
+void with_nt(std::integer_sequence<int, NT...>, int nt, F&& f) {
+  ((nt == NT + 1 ? f.template operator()<NT + 1>() : void()), ...);
 }
-template <int NT>
-struct Q4KGroup {
-  static constexpr auto fn = q4_kv_group<NT>;
-};
-template <int NT>
-struct Q6KGroup {
-  static constexpr auto fn = q6_kv_group<NT>;
-};
-void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  kv_dispatch<tensor::BlockQ4_K, Q4KGroup>(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, x, nb,
-                                           std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
-}
-void q6_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  kv_dispatch<tensor::BlockQ6_K, Q6KGroup>(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, x, nb,
-                                           std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+template <class F>
+void with_nt(int nt, F&& f) {
+  with_nt(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, std::clamp(nt, 1, Kernels::kQDotVMaxNT), f);
 }
 
-template <int... NT>
-void mlx4v_dispatch(std::integer_sequence<int, NT...>, const uint8_t* w, const float* sc, const float* bi, int bpg,
-                    const ActLanes& x, int64_t nb, int nt, float* out) {
-  ((nt == NT + 1 ? mlx4v_nt<NT + 1>(w, sc, bi, bpg, x, nb, out) : void()), ...);
+void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  with_nt(nt, [&]<int NT>() {
+    kv_nt<NT, tensor::BlockQ4_K, q4_kv_group<NT>>(static_cast<const tensor::BlockQ4_K*>(w), x, nb, out);
+  });
+}
+void q6_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  with_nt(nt, [&]<int NT>() {
+    kv_nt<NT, tensor::BlockQ6_K, q6_kv_group<NT>>(static_cast<const tensor::BlockQ6_K*>(w), x, nb, out);
+  });
 }
 void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
            float* out) {
-  mlx4v_dispatch(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, w, sc, bi, gs / 32, x, nb,
-                 std::clamp(nt, 1, Kernels::kQDotVMaxNT), out);
+  with_nt(nt, [&]<int NT>() { mlx4v_nt<NT>(w, sc, bi, gs / 32, x, nb, out); });
 }
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
