@@ -577,52 +577,129 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
   }
 }
 
-// The 8-blocks-at-a-time kernels (QDotV) agree with the per-block ones and give every token the
-// same bits whatever tile (nt, position) it is computed in: batch invariance depends on it.
+namespace {
+
+// A weight row for a lane kernel test: a GGUF format (gs = 0) or MLX affine 4-bit of group gs, with
+// its f32 scales / biases (MLX; 8 finite entries past the last group, as Kernels::MlxDotV reads).
+struct LaneRow {
+  tensor::DType t;
+  int gs;
+  std::vector<uint8_t> w;
+  std::vector<float> sc, bi;
+  std::string name() const { return gs ? "mlx4 g" + std::to_string(gs) : tensor::dtype_name(t); }
+  int64_t act_per_block() const { return gs ? 1 : tensor::block_elems(t) / 32; }
+};
+std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
+  std::vector<LaneRow> rows;
+  for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K,
+                          tensor::DType::Q6_K})
+    if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}});
+  for (int gs : {32, 64, 128}) {
+    if (nb % (gs / 32)) continue;
+    LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 16), random_vec(nb * 32 / gs + 8, rng, 0.02f),
+              random_vec(nb * 32 / gs + 8, rng, 0.1f)};
+    for (auto& b : r.w) b = static_cast<uint8_t>(rng());
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+// The lane kernel of k for r (false if k has none) over nt tokens of packed activations.
+bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb, int nt, float* out) {
+  if (r.gs) {
+    if (!k.dot_mlx4v) return false;
+    k.dot_mlx4v(r.w.data(), r.sc.data(), r.bi.data(), r.gs, a, nb, nt, out);
+    return true;
+  }
+  using D = tensor::DType;
+  auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
+          : r.t == D::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
+  if (qv) qv(r.w.data(), a, nb / r.act_per_block(), nt, out);
+  return qv != nullptr;
+}
+// k's per-block kernel for r on one token's nb blocks (in nibble order for MLX).
+float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, int64_t nb) {
+  float out;
+  if (r.gs) {
+    const int bpg = r.gs / 32;
+    std::vector<float> gsum(nb / bpg, 0.0f);
+    for (int64_t b = 0; b < nb; ++b) gsum[b / bpg] += x[b].d * static_cast<float>(x[b].sum);
+    k.dot_mlx4(r.w.data(), r.sc.data(), r.bi.data(), r.gs, x, nb, nb, 1, gsum.data(), &out);
+    return out;
+  }
+  using D = tensor::DType;
+  auto qd = r.t == D::Q4_0 ? k.dot_q4_0 : r.t == D::Q4_1 ? k.dot_q4_1 : r.t == D::Q8_0 ? k.dot_q8_0
+          : r.t == D::Q4_K ? k.dot_q4_k : k.dot_q6_k;
+  qd(r.w.data(), x, nb, nb / r.act_per_block(), 1, &out);
+  return out;
+}
+// n tokens of nb random activation blocks (in nibble order for MLX rows), and their lane packing.
+struct LaneActs {
+  std::vector<tensor::ActQ8> xq;
+  std::vector<int32_t> q, sum;
+  std::vector<float> d, ds;
+  int64_t n;
+  LaneActs(const std::vector<tensor::ActQ8>& x, int64_t nb, int64_t n_) : xq(x), n(n_) {
+    const int64_t g = (nb + 7) / 8 * n;
+    q.resize(g * 64), sum.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
+    pack_act_lanes(xq.data(), nb, n, q.data(), d.data(), ds.data(), sum.data());
+  }
+  ActLanes at(int64_t t) const { return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n}; }
+};
+LaneActs random_acts(int64_t nb, int64_t n, bool nibble_order, std::mt19937& rng) {
+  std::vector<tensor::ActQ8> xq(n * nb);
+  for (int64_t t = 0; t < n; ++t) kernels_for(Isa::Scalar).quantize_act(random_vec(nb * 32, rng).data(), nb * 32, xq.data() + t * nb);
+  if (nibble_order) permute_act_for_mlx4(xq.data(), n * nb);
+  return LaneActs(xq, nb, n);
+}
+const int64_t kLaneNbs[] = {1, 5, 8, 18, 48, 50};
+
+}  // namespace
+
+// The 8-blocks-at-a-time kernels (QDotV, MlxDotV) agree with the per-block ones and give every
+// token the same bits whatever tile (nt, position) it is computed in: batch invariance depends on it.
 TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   std::mt19937 rng(12);
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q8_0, tensor::DType::Q4_K,
-                            tensor::DType::Q6_K}) {
-      auto qv = t == tensor::DType::Q4_0 ? k.dot_q4_0v : t == tensor::DType::Q4_1 ? k.dot_q4_1v
-              : t == tensor::DType::Q8_0 ? k.dot_q8_0v : t == tensor::DType::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
-      auto qd = t == tensor::DType::Q4_0 ? k.dot_q4_0 : t == tensor::DType::Q4_1 ? k.dot_q4_1
-              : t == tensor::DType::Q8_0 ? k.dot_q8_0 : t == tensor::DType::Q4_K ? k.dot_q4_k : k.dot_q6_k;
-      if (!qv) continue;
-      const int64_t per = tensor::block_elems(t) / 32;  // activation blocks per weight block
-      for (int64_t nb : {1, 5, 8, 18, 48, 50}) {
-        if (nb % per) continue;
-        const int64_t cols = nb * 32, n = Kernels::kQDotVMaxNT + 3, nbw = nb / per;
-        auto w = random_rows(t, 1, cols, rng);
-        std::vector<tensor::ActQ8> xq(n * nb);
+    for (int64_t nb : kLaneNbs)
+      for (const LaneRow& r : lane_rows(nb, rng)) {
+        const int64_t n = Kernels::kQDotVMaxNT + 3;
+        const LaneActs x = random_acts(nb, n, r.gs != 0, rng);
+        std::vector<float> one(n);
+        if (!run_lanes(k, r, x.at(0), nb, 1, &one[0])) continue;
+        const std::string what = r.name() + " " + isa_name(isa) + " nb " + std::to_string(nb);
         for (int64_t tt = 0; tt < n; ++tt) {
-          auto x = random_vec(cols, rng);
-          k.quantize_act(x.data(), cols, xq.data() + tt * nb);
-        }
-        const int64_t g = (nb + 7) / 8 * n;
-        std::vector<int32_t> lq(g * 64), ls(g * 8);
-        std::vector<float> ld(g * 8), lds(g * 8);
-        pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data());
-        std::vector<float> ref(n), one(n);
-        for (int64_t tt = 0; tt < n; ++tt) {
-          qd(w.data(), xq.data() + tt * nb, nb, nbw, 1, &ref[tt]);
-          ActLanes a{lq.data() + tt * 64, ld.data() + tt * 8, lds.data() + tt * 8, ls.data() + tt * 8, n};
-          qv(w.data(), a, nbw, 1, &one[tt]);
-          EXPECT_NEAR(one[tt], ref[tt], 1e-4 * (std::fabs(ref[tt]) + 1.0)) << tensor::dtype_name(t) << " nb " << nb;
+          run_lanes(k, r, x.at(tt), nb, 1, &one[tt]);
+          const float ref = run_per_block(k, r, x.xq.data() + tt * nb, nb);
+          EXPECT_NEAR(one[tt], ref, 1e-4 * (std::fabs(ref) + 1.0)) << what;
         }
         for (int nt = 2; nt <= Kernels::kQDotVMaxNT; ++nt)
           for (int64_t t0 = 0; t0 + nt <= n; ++t0) {
             float out[Kernels::kQDotVMaxNT];
-            ActLanes a{lq.data() + t0 * 64, ld.data() + t0 * 8, lds.data() + t0 * 8, ls.data() + t0 * 8, n};
-            qv(w.data(), a, nbw, nt, out);
+            run_lanes(k, r, x.at(t0), nb, nt, out);
             for (int i = 0; i < nt; ++i)
-              ASSERT_EQ(std::memcmp(&out[i], &one[t0 + i], 4), 0)
-                  << tensor::dtype_name(t) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << t0 + i;
+              ASSERT_EQ(std::memcmp(&out[i], &one[t0 + i], 4), 0) << what << " nt " << nt << " t " << t0 + i;
           }
       }
-    }
   }
+}
+
+// AVX-512 has a lane kernel for every format that AVX2 has (and Q8_0), with the AVX2 kernel's float operations
+// (only the exact integer part differs), so a token gets the same bits on either machine.
+TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
+  if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(13);
+  const Kernels &k2 = kernels_for(Isa::Avx2), &k5 = kernels_for(Isa::Avx512);
+  for (int64_t nb : kLaneNbs)
+    for (const LaneRow& r : lane_rows(nb, rng)) {
+      const int64_t n = Kernels::kQDotVMaxNT;
+      const LaneActs x = random_acts(nb, n, r.gs != 0, rng);
+      float a2[Kernels::kQDotVMaxNT], a5[Kernels::kQDotVMaxNT];
+      if (!run_lanes(k2, r, x.at(0), nb, n, a2)) continue;  // Q8_0: per block on AVX2
+      ASSERT_TRUE(run_lanes(k5, r, x.at(0), nb, n, a5)) << r.name();
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(std::memcmp(&a2[i], &a5[i], 4), 0) << r.name() << " nb " << nb << " t " << i << ": " << a2[i] << " vs " << a5[i];
+    }
 }
 
 // Every ISA's chunked attention: near a naive softmax reference, and bitwise the same result for a

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "compute/avx2_hsum.h"
+#include "compute/k4_scales.h"
 #include "compute/kernels.h"
 #include "compute/qdotv_dispatch.h"
 
@@ -191,24 +192,6 @@ inline void transpose8x8(const __m256i* R, __m256i* W) {
   }
 }
 
-// The 8 six-bit scales and mins of a K-quant super-block (tensor::scale_min_k4's layout), four
-// bytes at a time: the first four of each are the low 6 bits of bytes 0-3 / 4-7; the last four
-// take their low 4 bits from bytes 8-11 (low / high nibble) and their top 2 from bytes 0-3 / 4-7.
-inline void k4_scales(const uint8_t* q, __m256& sc, __m256& mn) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, q, 4);
-  __builtin_memcpy(&w1, q + 4, 4);
-  __builtin_memcpy(&w2, q + 8, 4);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const uint32_t sc_lo = w0 & low6, mn_lo = w1 & low6;
-  const uint32_t sc_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
-  const uint32_t mn_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
-  const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
-                                   static_cast<int>(mn_hi));
-  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v)));
-}
-
 // Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
 // lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
 // sub-block, with the 6-bit sc / mn unpacked once per super-block.
@@ -317,16 +300,6 @@ void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const
   for (int64_t g = 0; g < full; ++g) mlx4v_group<NT, true>(w, sc, bi, bpg, gidx, x, g, 8, acc);
   if (8 * full < nb) mlx4v_group<NT, false>(w, sc, bi, bpg, gidx, x, full, static_cast<int>(nb - 8 * full), acc);
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
-}
-
-// Calls f.template operator()<NT>() with NT = nt (1..kQDotVMaxNT): one instantiation per tile size.
-template <class F, int... NT>
-void with_nt(std::integer_sequence<int, NT...>, int nt, F&& f) {
-  ((nt == NT + 1 ? f.template operator()<NT + 1>() : void()), ...);
-}
-template <class F>
-void with_nt(int nt, F&& f) {
-  with_nt(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, std::clamp(nt, 1, Kernels::kQDotVMaxNT), f);
 }
 
 void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {

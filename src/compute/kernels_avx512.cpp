@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "compute/k4_scales.h"
 #include "compute/kernels.h"
 #include "compute/qdotv_dispatch.h"
 
@@ -402,6 +403,23 @@ inline __m256i q4_1_heads(const uint8_t* p, int m) {
   const __m512i idx = _mm512_setr_epi32(0, 5, 10, 15, 16, 21, 26, 31, 0, 0, 0, 0, 0, 0, 0, 0);
   return _mm512_castsi512_si256(_mm512_permutex2var_epi32(a, idx, b));
 }
+// The f16 scales of the first m (≤ 8) Q4_0 blocks of a group (18-byte blocks: word 9k, all within
+// its first 128 bytes) as floats (zero past m): two 64-byte loads and one word permute.
+template <bool kFull>
+inline __m256 q4_0_scales(const uint8_t* p, int m) {
+  __m512i a, b;
+  if (kFull) {
+    a = _mm512_loadu_si512(p);
+    b = _mm512_loadu_si512(p + 64);
+  } else {  // masked to the m blocks' bytes
+    const int n = 18 * m;
+    a = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+    b = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+  }
+  const __m512i idx = _mm512_setr_epi32(0 | 9 << 16, 18 | 27 << 16, 36 | 45 << 16, 54 | 63 << 16, 0, 0, 0, 0, 0, 0, 0, 0,
+                                        0, 0, 0, 0);
+  return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(a, idx, b)));
+}
 // The f16 scales of the first m (≤ 8) Q8_0 blocks of a group (34-byte blocks: word 17k) as
 // floats (zero past m): four 64-byte loads inside the group and two word permutes, much cheaper
 // than a gather on these cores.
@@ -445,32 +463,68 @@ inline __m256i lane_dots(const __m512i* W2, const int32_t* xg) {
   return _mm256_add_epi32(_mm512_castsi512_si256(s0), _mm512_extracti64x4_epi64(s0, 1));
 }
 
-// Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
-  __m256i y[4], z[4], W[8];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ4_1)>(p, offsetof(tensor::BlockQ4_1, qs), k, m);
-  transpose4_lanes(y, z);
-  // Byte j of a qs dword holds elements j (low nibble) and j + 16 (high nibble).
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  for (int d = 0; d < 4; ++d) {
-    W[d] = _mm256_and_si256(z[d], m4);
-    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
-  }
-  __m512i W2[4];
-  pair_up(W, W2);
-  const __m256i dm = q4_1_heads<kFull>(p, m);
-  const __m256 dw = f16_lo(dm), mw = f16_hi(dm);
+// The two tails of a lane group's per-token loop, the same float operations as the AVX2 lane
+// kernels (kernels_avx2_lanes.cpp) so that a token's result is bitwise the same on both ISAs.
+// Weights d·q + m per block (Q4_1, Q4_K, MLX affine): acc += sum·(dw·dx), then += mw·(dx·Σx).
+template <int NT>
+[[gnu::always_inline]] inline void scaled_offset_dots(const __m512i* W2, __m256 dw, __m256 mw, const ActLanes& x,
+                                                      int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W2, xq + t * 64));
-    const __m256 dx = _mm256_loadu_ps(xd + t * 8), dsx = _mm256_loadu_ps(xds + t * 8);
-    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, dx), acc[t]);
-    acc[t] = _mm256_fmadd_ps(mw, dsx, acc[t]);
+    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+    acc[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xds + t * 8), acc[t]);
   }
+}
+// Weights d·(q − 2^kShift) with q stored unsigned (Q4_0, Q8_0): the offset leaves exactly in int32.
+template <int NT, int kShift>
+[[gnu::always_inline]] inline void offset_dots(const __m512i* W2, __m256 dw, const ActLanes& x, int64_t g,
+                                               __m256* acc) {
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
+    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, kShift));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
+
+// Nibbles of the first m blocks of a group of Q4_0 / Q4_1 (16 bytes at `off` in blocks of B) as
+// pairs (zero past m). Byte j of a qs dword holds elements j (low nibble) and j + 16 (high).
+template <class B, bool kFull>
+inline void unpack_q4(const uint8_t* p, int m, __m512i* W2) {
+  __m256i y[4], z[4], W[8];
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(B)>(p, offsetof(B, qs), k, m);
+  transpose4_lanes(y, z);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int d = 0; d < 4; ++d) {
+    W[d] = _mm256_and_si256(z[d], m4);
+    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
+  }
+  pair_up(W, W2);
+}
+
+// Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m512i W2[4];
+  unpack_q4<tensor::BlockQ4_1, kFull>(p, m, W2);
+  const __m256i dm = q4_1_heads<kFull>(p, m);
+  scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+}
+
+// Q4_0: w = d·(q − 8).
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m512i W2[4];
+  unpack_q4<tensor::BlockQ4_0, kFull>(p, m, W2);
+  offset_dots<NT, 3>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
 }
 
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
@@ -487,19 +541,157 @@ template <int NT, bool kFull>
   for (int d = 0; d < 8; ++d) W[d] = _mm256_xor_si256(W[d], bias);
   __m512i W2[4];
   pair_up(W, W2);
-  const __m256 dw = q8_0_scales<kFull>(p, m);
+  offset_dots<NT, 7>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
+}
+
+// A permute index over the 32 dwords of two zmm: lane 8e + k (e = 0, 1; k = 0..7) takes f(k, e).
+template <class F>
+inline __m512i lane_index(F f) {
+  alignas(64) int32_t v[16];
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 8; ++k) v[8 * e + k] = f(k, e);
+  return _mm512_load_si512(v);
+}
+
+// Q4_K: a super-block is one lane group, sub-block k (nibble half k & 1 of the 32 bytes at
+// qs + 32·(k/2)) in lane k; w = (d·sc)·q − (dmin·mn) per sub-block, Q4_1's form. The 128 qs bytes
+// are two zmm; one dword permute per pair puts every sub-block's dword in its lane, and a per-lane
+// shift (0 or 4) picks its nibble.
+template <int NT>
+[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, int,
+                                               __m256* acc) {
+  const tensor::BlockQ4_K& b = w[g];
+  const __m512i q0 = _mm512_loadu_si512(b.qs), q1 = _mm512_loadu_si512(b.qs + 64);
+  const __m512i shift = lane_index([](int k, int) { return 4 * (k & 1); }), m4 = _mm512_set1_epi8(0x0f);
+  __m512i W2[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i idx = lane_index([j](int k, int e) { return 8 * (k >> 1) + 2 * j + e; });
+    W2[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(q0, idx, q1), shift), m4);
+  }
+  __m256 sc, mn;
+  k4_scales(b.scales, sc, mn);
+  scaled_offset_dots<NT>(W2, _mm256_mul_ps(_mm256_set1_ps(h2f(b.d)), sc), _mm256_mul_ps(_mm256_set1_ps(-h2f(b.dmin)), mn),
+                         x, g, acc);
+}
+
+// Q6_K: a super-block is one lane group, sub-block k = 32-element block k % 4 of half h = k / 4.
+// Its dword d is ql dword 16h + 8(k & 1) + d (nibble k & 2 ? high : low) with two bits of qh dword
+// 8h + d (at bit 2·(k & 3) of each byte, rotated to bits 4-5), gathered straight into lane order by
+// permutes. Values − 32 go through vpdpbusd as |w| with the sign moved onto x (|x| ≤ 127), each
+// 16-element half in its own chain: a zmm lane sums 8 products (|Σ| ≤ 8·32·127 fits 16 bits), so
+// pmaddwd / vpdpwssd apply the half's int8 scale in integers. One conversion per token and group.
+template <int NT>
+[[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, int,
+                                               __m256* acc) {
+  const tensor::BlockQ6_K& b = w[g];
+  const __m512i l0 = _mm512_loadu_si512(b.ql), l1 = _mm512_loadu_si512(b.ql + 64), qh = _mm512_loadu_si512(b.qh);
+  const __m512i lshift = lane_index([](int k, int) { return k & 2 ? 4 : 0; });
+  const __m512i hrot = lane_index([](int k, int) { return (4 - 2 * (k & 3)) & 31; });
+  __m512i A2[4];
+  __mmask64 neg[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i il = lane_index([j](int k, int e) { return 16 * (k >> 2) + 8 * (k & 1) + 2 * j + e; });
+    const __m512i ih = lane_index([j](int k, int e) { return 8 * (k >> 2) + 2 * j + e; });
+    const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, il, l1), lshift);
+    const __m512i hi = _mm512_rolv_epi32(_mm512_permutexvar_epi32(ih, qh), hrot);
+    // (lo & 0x0f) | (hi & 0x30), then − 32.
+    const __m512i v = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0f), 0xE4 /* c ? a : b */);
+    const __m512i s = _mm512_sub_epi8(_mm512_and_si512(v, _mm512_set1_epi8(0x3f)), _mm512_set1_epi8(32));
+    A2[j] = _mm512_abs_epi8(s);
+    neg[j] = _mm512_movepi8_mask(s);
+  }
+  // Lane 8e + k: scale 2k (first 16 elements) / 2k + 1 (last 16) in its low 16 bits.
+  const __m512i s32 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m512i low16 = _mm512_set1_epi32(0xffff);
+  const __m512i sc_lo = _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k; }), s32), low16);
+  const __m512i sc_hi =
+      _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k + 1; }), s32), low16);
+  const __m256 dw = _mm256_set1_ps(h2f(b.d));
   const int32_t* xq = x.q + g * x.ld * 64;
-  const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
+  const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
-    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
-    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, 7));
-    const __m256 dx = _mm256_loadu_ps(xd + t * 8);
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, dx), acc[t]);
+    const int32_t* xg = xq + t * 64;
+    __m512i xs[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i xv = _mm512_loadu_si512(xg + 16 * j);
+      xs[j] = _mm512_mask_sub_epi8(xv, neg[j], zero, xv);
+    }
+    const __m512i h0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A2[0], xs[0]), A2[1], xs[1]);
+    const __m512i h1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, A2[2], xs[2]), A2[3], xs[3]);
+    const __m512i p = _mm512_dpwssd_epi32(_mm512_madd_epi16(h0, sc_lo), h1, sc_hi);
+    const __m256i ps = _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
   }
 }
 
+// K-quant rows: nb super-blocks, each one whole lane group.
+template <int NT, class B, void (*Group)(const B*, const ActLanes&, int64_t, int, __m256*)>
+void kv_nt(const B* w, const ActLanes& x, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < nb; ++g) Group(w, x, g, 8, acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+
+// MLX affine 4-bit (Kernels::MlxDotV), the AVX2 kernel's layout and float order: 16 packed bytes
+// per block, so a group's 128 bytes are two zmm and one dword permute per pair puts block k's
+// dwords in lane k. Lane k scales by group entry k / bpg of those starting at 8g / bpg; lanes past
+// the row read finite values (matmul pads the buffer) that meet zero activations.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void mlx4v_group(const uint8_t* w, const float* sc, const float* bi, int bpg,
+                                               __m256i gidx, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const uint8_t* p = w + g * 8 * 16;
+  __m512i a, c;
+  if (kFull) {
+    a = _mm512_loadu_si512(p);
+    c = _mm512_loadu_si512(p + 64);
+  } else {  // the first m blocks' bytes only
+    const int n = 16 * m;
+    a = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+    c = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+  }
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i W2[4];
+  for (int h = 0; h < 2; ++h) {  // dwords 2h, 2h + 1 of every block: low nibbles W2[h], high W2[h + 2]
+    const __m512i v = _mm512_permutex2var_epi32(a, lane_index([h](int k, int e) { return 4 * k + 2 * h + e; }), c);
+    W2[h] = _mm512_and_si512(v, m4);
+    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+  const int64_t first = 8 * g / bpg;
+  const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
+  const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
+  scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
+}
+
+template <int NT>
+void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const ActLanes& x, int64_t nb, float* out) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
+  const int64_t full = nb / 8;
+  for (int64_t g = 0; g < full; ++g) mlx4v_group<NT, true>(w, sc, bi, bpg, gidx, x, g, 8, acc);
+  if (8 * full < nb) mlx4v_group<NT, false>(w, sc, bi, bpg, gidx, x, full, static_cast<int>(nb - 8 * full), acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+
+void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  with_nt(nt, [&]<int NT>() {
+    kv_nt<NT, tensor::BlockQ4_K, q4_kv_group<NT>>(static_cast<const tensor::BlockQ4_K*>(w), x, nb, out);
+  });
+}
+void q6_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  with_nt(nt, [&]<int NT>() {
+    kv_nt<NT, tensor::BlockQ6_K, q6_kv_group<NT>>(static_cast<const tensor::BlockQ6_K*>(w), x, nb, out);
+  });
+}
+void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
+           float* out) {
+  with_nt(nt, [&]<int NT>() { mlx4v_nt<NT>(w, sc, bi, gs / 32, x, nb, out); });
+}
+
+RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
 #undef RAPID_QDOTV
@@ -551,13 +743,12 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q5_k = q5_k;
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
-  // Its per-block VNNI Q4_0, Q4_K, Q6_K and MLX 4-bit kernels stay: the AVX2 lane kernels are unmeasured here.
-  k.dot_q4_0v = nullptr;
-  k.dot_q4_kv = nullptr;
-  k.dot_q6_kv = nullptr;
-  k.dot_mlx4v = nullptr;
+  k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
   k.dot_q8_0v = q8_0v;
+  k.dot_q4_kv = q4_kv;
+  k.dot_q6_kv = q6_kv;
+  k.dot_mlx4v = mlx4v;
 }
 
 }  // namespace rapid::compute

@@ -2,6 +2,26 @@
 // loop over whole and partial 8-block groups, and the nt → template dispatch. Include after the
 // ISA's intrinsics, hsum256 and a `fn##_group<NT, kFull>(w, x, g, m, acc)` for each kernel.
 #pragma once
+#include <algorithm>
+#include <utility>
+
+#include "compute/kernels.h"
+
+namespace rapid::compute {
+namespace {
+
+// Calls f.template operator()<NT>() with NT = nt (1..kQDotVMaxNT): one instantiation per tile size.
+template <class F, int... NT>
+void with_nt(std::integer_sequence<int, NT...>, int nt, F&& f) {
+  ((nt == NT + 1 ? f.template operator()<NT + 1>() : void()), ...);
+}
+template <class F>
+void with_nt(int nt, F&& f) {
+  with_nt(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, std::clamp(nt, 1, Kernels::kQDotVMaxNT), f);
+}
+
+}  // namespace
+}  // namespace rapid::compute
 
 #define RAPID_QDOTV(fn, B)                                                                       \
   template <int NT>                                                                              \
