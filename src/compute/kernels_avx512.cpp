@@ -364,27 +364,6 @@ RAPID_DISPATCH_NT(q5_k, tensor::BlockQ5_K)
 
 inline __mmask8 tail_mask8(int m) { return static_cast<__mmask8>((1u << m) - 1); }
 
-// In-lane 4×4 transpose of int32: out[d] = [y0[d] y1[d] y2[d] y3[d] | same for the high halves].
-inline void transpose4_lanes(const __m256i* y, __m256i* out) {
-  __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
-  __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
-  out[0] = _mm256_unpacklo_epi64(t0, t2);
-  out[1] = _mm256_unpackhi_epi64(t0, t2);
-  out[2] = _mm256_unpacklo_epi64(t1, t3);
-  out[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
-// 16 bytes at p + off of blocks k and k+4 (zero past the first m blocks) as [block k | block k+4].
-template <bool kFull, int kStride>
-inline __m256i pair16(const uint8_t* p, int off, int k, int m) {
-  __m128i lo = kFull || k < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k * kStride + off))
-                              : _mm_setzero_si128();
-  __m128i hi = kFull || k + 4 < m
-                   ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (k + 4) * kStride + off))
-                   : _mm_setzero_si128();
-  return _mm256_set_m128i(hi, lo);
-}
-
 // The (d, m) words of the first m (≤ 8) Q4_1 blocks of a group (dword 5k; zero past m): two
 // 64-byte loads inside the group and one permute, cheaper than a gather (matters most at nt = 1).
 template <bool kFull>
@@ -447,13 +426,9 @@ inline __m256 f16_lo(__m256i v) {
 }
 inline __m256 f16_hi(__m256i v) { return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(v, 16))); }
 
-// W's 8 vectors as 4 zmm pairs [W[2j] | W[2j+1]]: a 512-bit vpdpbusd issues as fast as a 256-bit
-// one on the target cores (measured), so pairs halve the dot instructions per token.
-inline void pair_up(const __m256i* W, __m512i* W2) {
-  for (int j = 0; j < 4; ++j) W2[j] = _mm512_inserti64x4(_mm512_castsi256_si512(W[2 * j]), W[2 * j + 1], 1);
-}
-
-// Per-block integer dots of one token's activation group (8 vectors in lane order) with W2.
+// Per-block integer dots of one token's activation group (8 vectors in lane order) with W2, the
+// weights' 8 vectors as 4 zmm pairs [W[2j] | W[2j+1]]: a 512-bit vpdpbusd issues as fast as a
+// 256-bit one on the target cores (measured), so pairs halve the dot instructions per token.
 inline __m256i lane_dots(const __m512i* W2, const int32_t* xg) {
   // One dependency chain: the tokens of a tile give enough independent chains, and it saves an add.
   __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), W2[0], _mm512_loadu_si512(xg));
@@ -493,19 +468,50 @@ template <int NT, int kShift>
   }
 }
 
-// Nibbles of the first m blocks of a group of Q4_0 / Q4_1 (16 bytes at `off` in blocks of B) as
-// pairs (zero past m). Byte j of a qs dword holds elements j (low nibble) and j + 16 (high).
+// A permute index over the 32 dwords of two zmm: lane 8e + k (e = 0, 1; k = 0..7) takes f(k, e).
+template <class F>
+inline __m512i lane_index(F f) {
+  alignas(64) int32_t v[16];
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 8; ++k) v[8 * e + k] = f(k, e);
+  return _mm512_load_si512(v);
+}
+
+// 16 bytes at `off` in each block of a group (stride kStride; zero past the first m blocks) as two
+// zmm: blocks 0-3 in half[0], 4-7 in half[1].
+template <size_t kStride, bool kFull>
+inline void gather16(const uint8_t* p, size_t off, int m, __m512i* half) {
+  auto at = [&](int k) {
+    return kFull || k < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k * kStride + off)) : _mm_setzero_si128();
+  };
+  for (int h = 0; h < 2; ++h) {
+    __m512i v = _mm512_castsi128_si512(at(4 * h));
+    for (int i = 1; i < 4; ++i) v = _mm512_inserti32x4(v, at(4 * h + i), i);
+    half[h] = v;
+  }
+}
+// Dwords 2h and 2h + 1 of the 8 blocks of 16 bytes held in half[] as one pair in lane order (lane
+// 8e + k = dword 2h + e of block k): one permute, no transpose.
+inline __m512i dword_pair(const __m512i* half, int h) {
+  return _mm512_permutex2var_epi32(half[0], lane_index([h](int k, int e) { return 4 * k + 2 * h + e; }), half[1]);
+}
+// The 4-bit values of 8 blocks of 16 packed bytes as W2's pairs: byte j of a dword holds elements
+// j and j + 16 in its low / high nibble (MLX's LSB-first pairs are the same once the activations
+// are in nibble order), so dwords 2h, 2h + 1 give low nibbles W2[h] and high W2[h + 2].
+inline void nibble_pairs(const __m512i* half, __m512i* W2) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = dword_pair(half, h);
+    W2[h] = _mm512_and_si512(v, m4);
+    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+}
+// Q4_0 / Q4_1 (blocks of B): the nibbles of a group's first m blocks (zero past them).
 template <class B, bool kFull>
 inline void unpack_q4(const uint8_t* p, int m, __m512i* W2) {
-  __m256i y[4], z[4], W[8];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(B)>(p, offsetof(B, qs), k, m);
-  transpose4_lanes(y, z);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  for (int d = 0; d < 4; ++d) {
-    W[d] = _mm256_and_si256(z[d], m4);
-    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
-  }
-  pair_up(W, W2);
+  __m512i half[2];
+  gather16<sizeof(B), kFull>(p, offsetof(B, qs), m, half);
+  nibble_pairs(half, W2);
 }
 
 // Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
@@ -531,26 +537,14 @@ template <int NT, bool kFull>
 template <int NT, bool kFull>
 [[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
   const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
-  __m256i y[4], W[8];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ8_0)>(p, offsetof(tensor::BlockQ8_0, qs), k, m);
-  transpose4_lanes(y, W);
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull, sizeof(tensor::BlockQ8_0)>(p, offsetof(tensor::BlockQ8_0, qs) + 16, k, m);
-  transpose4_lanes(y, W + 4);
   // Lanes past m become 0x80 here; harmless, their activation bytes and Σx are zero.
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
-  for (int d = 0; d < 8; ++d) W[d] = _mm256_xor_si256(W[d], bias);
-  __m512i W2[4];
-  pair_up(W, W2);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512i W2[4], half[2];
+  for (int i = 0; i < 2; ++i) {  // bytes 16i..16i+15 of the blocks: W2[2i], W2[2i + 1]
+    gather16<sizeof(tensor::BlockQ8_0), kFull>(p, offsetof(tensor::BlockQ8_0, qs) + 16 * i, m, half);
+    for (int h = 0; h < 2; ++h) W2[2 * i + h] = _mm512_xor_si512(dword_pair(half, h), bias);
+  }
   offset_dots<NT, 7>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
-}
-
-// A permute index over the 32 dwords of two zmm: lane 8e + k (e = 0, 1; k = 0..7) takes f(k, e).
-template <class F>
-inline __m512i lane_index(F f) {
-  alignas(64) int32_t v[16];
-  for (int e = 0; e < 2; ++e)
-    for (int k = 0; k < 8; ++k) v[8 * e + k] = f(k, e);
-  return _mm512_load_si512(v);
 }
 
 // Q4_K: a super-block is one lane group, sub-block k (nibble half k & 1 of the 32 bytes at
@@ -643,22 +637,16 @@ template <int NT, bool kFull>
 [[gnu::always_inline]] inline void mlx4v_group(const uint8_t* w, const float* sc, const float* bi, int bpg,
                                                __m256i gidx, const ActLanes& x, int64_t g, int m, __m256* acc) {
   const uint8_t* p = w + g * 8 * 16;
-  __m512i a, c;
+  __m512i half[2], W2[4];
   if (kFull) {
-    a = _mm512_loadu_si512(p);
-    c = _mm512_loadu_si512(p + 64);
+    half[0] = _mm512_loadu_si512(p);
+    half[1] = _mm512_loadu_si512(p + 64);
   } else {  // the first m blocks' bytes only
     const int n = 16 * m;
-    a = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
-    c = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+    half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+    half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
   }
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512i W2[4];
-  for (int h = 0; h < 2; ++h) {  // dwords 2h, 2h + 1 of every block: low nibbles W2[h], high W2[h + 2]
-    const __m512i v = _mm512_permutex2var_epi32(a, lane_index([h](int k, int e) { return 4 * k + 2 * h + e; }), c);
-    W2[h] = _mm512_and_si512(v, m4);
-    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-  }
+  nibble_pairs(half, W2);
   const int64_t first = 8 * g / bpg;
   const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
   const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
