@@ -10,11 +10,12 @@
 // 4-bit weight and an int8 ≤ 127 in magnitude sum to at most 30480), and the conversion and scaling
 // happen once per 8 blocks. Integer sums are exact and a token's float operations never depend on
 // the other tokens of its tile, so results do not depend on the tile (batch invariance).
+//
+// kernels_avx512.cpp's lane kernels repeat these kernels' float operations exactly, so that a token
+// gets the same bits on either ISA (compute_test checks it): change both or neither.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstddef>
-#include <utility>
 
 #include "compute/avx2_hsum.h"
 #include "compute/k4_scales.h"
@@ -196,8 +197,7 @@ inline void transpose8x8(const __m256i* R, __m256i* W) {
 // lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
 // sub-block, with the 6-bit sc / mn unpacked once per super-block.
 template <int NT>
-[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, int,
-                                               __m256* acc) {
+[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ4_K& b = w[g];
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   __m256i R[8], W[8];
@@ -220,8 +220,7 @@ template <int NT>
 // four vectors of pairs still fit 16 bits), and each 16-element half is scaled in integers by madd
 // against its scale, leaving one conversion per token and group.
 template <int NT>
-[[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, int,
-                                               __m256* acc) {
+[[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ6_K& b = w[g];
   const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
   __m256i R[8], S[8], A[8];
@@ -267,59 +266,26 @@ template <int NT>
   }
 }
 
-// K-quant rows: nb super-blocks, each one whole lane group.
-template <int NT, class B, void (*Group)(const B*, const ActLanes&, int64_t, int, __m256*)>
-void kv_nt(const B* w, const ActLanes& x, int64_t nb, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < nb; ++g) Group(w, x, g, 8, acc);
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
-}
+RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
+RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
-// MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and
-// biases per group of bpg = group_size / 32 blocks (1, 2 or 4: a group never straddles two
-// 8-block groups). Lane k takes group entry k / bpg of the 8 / bpg starting at 8g / bpg; lanes past
-// the row read finite values (matmul pads the buffer) that meet zero activations.
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void mlx4v_group(const uint8_t* w, const float* sc, const float* bi, int bpg,
-                                               __m256i gidx, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  __m256i W[8];
-  unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
-  const int64_t first = 8 * g / bpg;
-  const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
-  const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
-  scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
-}
-
-template <int NT>
-void mlx4v_nt(const uint8_t* w, const float* sc, const float* bi, int bpg, const ActLanes& x, int64_t nb, float* out) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
-  const int64_t full = nb / 8;
-  for (int64_t g = 0; g < full; ++g) mlx4v_group<NT, true>(w, sc, bi, bpg, gidx, x, g, 8, acc);
-  if (8 * full < nb) mlx4v_group<NT, false>(w, sc, bi, bpg, gidx, x, full, static_cast<int>(nb - 8 * full), acc);
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
-}
-
-void q4_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  with_nt(nt, [&]<int NT>() {
-    kv_nt<NT, tensor::BlockQ4_K, q4_kv_group<NT>>(static_cast<const tensor::BlockQ4_K*>(w), x, nb, out);
-  });
-}
-void q6_kv(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  with_nt(nt, [&]<int NT>() {
-    kv_nt<NT, tensor::BlockQ6_K, q6_kv_group<NT>>(static_cast<const tensor::BlockQ6_K*>(w), x, nb, out);
-  });
-}
+// MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and biases
+// per group (qdotv_dispatch.h's mlx4_lanes gives each lane its own).
 void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
            float* out) {
-  with_nt(nt, [&]<int NT>() { mlx4v_nt<NT>(w, sc, bi, gs / 32, x, nb, out); });
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
+                   __attribute__((always_inline)) {
+    __m256i W[8];
+    unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
+    scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
+  };
+  mlx4_lanes(sc, bi, gs, nb, nt, out, group);
 }
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 #undef RAPID_QDOTV
+#undef RAPID_KV_LANES
 
 }  // namespace
 

@@ -1,10 +1,13 @@
-// The QDotV entry points of a lane kernel (kernels_avx2_lanes.cpp, kernels_avx512.cpp): the row
-// loop over whole and partial 8-block groups, and the nt → template dispatch. Include after the
-// ISA's intrinsics, hsum256 and a `fn##_group<NT, kFull>(w, x, g, m, acc)` for each kernel.
+// The entry points of the lane kernels (kernels_avx2_lanes.cpp, kernels_avx512.cpp): the row loops
+// over whole and partial 8-block groups, the nt → template dispatch and the final hsum256, shared
+// so that both ISAs reduce a token's lanes the same way. Include only from TUs built with -mavx2 or
+// above. RAPID_QDOTV(fn, B) wants a `fn##_group<NT, kFull>(w, x, g, m, acc)` defined before it,
+// RAPID_KV_LANES(fn, B) a `fn##_group<NT>(w, x, g, acc)`.
 #pragma once
 #include <algorithm>
 #include <utility>
 
+#include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
 
 namespace rapid::compute {
@@ -18,6 +21,49 @@ void with_nt(std::integer_sequence<int, NT...>, int nt, F&& f) {
 template <class F>
 void with_nt(int nt, F&& f) {
   with_nt(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, std::clamp(nt, 1, Kernels::kQDotVMaxNT), f);
+}
+
+// K-quant rows (Q4_K, Q6_K): nb super-blocks, each one whole lane group;
+// group.template operator()<NT>(w, x, g, acc) adds group g for NT tokens. One function per NT
+// (inlined into one dispatcher, the 16 row loops compile to slow code).
+template <int NT, class B, class Group>
+[[gnu::noinline]] void kv_rows(const B* w, const ActLanes& x, int64_t nb, float* out, Group group) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < nb; ++g) group.template operator()<NT>(w, x, g, acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+template <class B, class Group>
+void kv_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out, Group group) {
+  with_nt(nt, [&]<int NT>() { kv_rows<NT>(static_cast<const B*>(w), x, nb, out, group); });
+}
+
+// MLX affine 4-bit rows (Kernels::MlxDotV): group.template operator()<NT, kFull>(g, m, dw, mw, acc)
+// adds blocks [8g, 8g+m) for NT tokens with the lanes' scales dw and biases mw. bpg = group_size / 32
+// blocks share a scale (1, 2 or 4: an MLX group never straddles two lane groups), so lane k takes
+// entry k / bpg of the 8 / bpg from 8g / bpg; lanes past the row read finite values (matmul pads
+// the buffer) that meet zero activations.
+template <int NT, bool kFull, class Group>
+[[gnu::always_inline]] inline void mlx4_group(const float* sc, const float* bi, int bpg, __m256i gidx, int64_t g, int m,
+                                              __m256* acc, Group& group) {
+  const int64_t first = 8 * g / bpg;
+  const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
+  const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
+  group.template operator()<NT, kFull>(g, m, dw, mw, acc);
+}
+template <int NT, class Group>
+[[gnu::noinline]] void mlx4_rows(const float* sc, const float* bi, int bpg, int64_t nb, float* out, Group group) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
+  const int64_t full = nb / 8;
+  for (int64_t g = 0; g < full; ++g) mlx4_group<NT, true>(sc, bi, bpg, gidx, g, 8, acc, group);
+  if (8 * full < nb) mlx4_group<NT, false>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+template <class Group>
+void mlx4_lanes(const float* sc, const float* bi, int gs, int64_t nb, int nt, float* out, Group group) {
+  with_nt(nt, [&]<int NT>() { mlx4_rows<NT>(sc, bi, gs / 32, nb, out, group); });
 }
 
 }  // namespace
@@ -53,4 +99,10 @@ void with_nt(int nt, F&& f) {
       case 15: fn##_nt<15>(wb, x, nb, out); break;                                               \
       default: fn##_nt<16>(wb, x, nb, out); break;                                               \
     }                                                                                            \
+  }
+
+// A K-quant entry point (kv_lanes) over `fn##_group<NT>(w, x, g, acc)`.
+#define RAPID_KV_LANES(fn, B)                                                                   \
+  void fn(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {                   \
+    kv_lanes<B>(w, x, nb, nt, out, []<int NT>(auto... a) __attribute__((always_inline)) { fn##_group<NT>(a...); }); \
   }
