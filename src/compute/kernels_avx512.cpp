@@ -1,7 +1,7 @@
 // AVX-512 kernels (F, BW, VL, VNNI, BF16). Integer dots use vpdpbusd (u8 × s8 → s32), which
 // needs unsigned weights: nibbles already are, Q8_0 weights are biased by +128 (xor 0x80) and the
-// bias removed with the activation block's integer sum, Q6_K's signed values go as |w| with the
-// sign moved onto the activation.
+// bias removed with the activation block's integer sum; the Q6_K lane kernel's signed values go
+// as |w| with the sign moved onto the activation.
 //
 // Lane kernels (Kernels::QDotV / MlxDotV) for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K and MLX 4-bit: the
 // AVX2 lane kernels' scheme (kernels_avx2_lanes.cpp) with 512-bit dpbusd pairs. Their float
@@ -9,8 +9,9 @@
 // fma / mul sequence, hsum256 at the end; only the exact integer part differs), so a token's result
 // is bitwise the same on AVX2 and AVX-512 machines and for every tile size (compute_test checks
 // both). Measured on a Sapphire Rapids core (1 thread, 1024 x 1024 rows in L2), against the
-// per-block VNNI kernels they replace: 1.6-2.8x at 1 token row, 2.4-3.5x at 8, 2.7-3.9x at 16;
-// against the AVX2 lane kernels on the same core: 1.0-1.3x at 1 row, 1.4-1.5x at 8 and 16.
+// per-block VNNI kernels they replace: 1.5-2.7x at 1 token row, 2.4-3.6x at 8, 2.4-3.9x at 16;
+// against the AVX2 lane kernels on the same core: 1.0-1.3x at 1 row, 1.2-1.7x at 8 and 16
+// (bench/README.md, "AVX-512 lane kernels").
 #include <immintrin.h>
 
 #include <algorithm>
