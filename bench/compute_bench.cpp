@@ -314,6 +314,16 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 1
 // Qwen3.5-0.8B's MLP up projection (3584 x 1024) as Q4_0: whole 8-block groups (the AVX2 lane kernels).
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t, tensor::DType::Q4_0, 3584, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n8, tensor::DType::Q4_0, 3584, 1024, 1, 8)->UseRealTime();
+// Prefill shapes (a 512-token chunk and smaller batches): AMX panels from 32 tokens where the CPU
+// has them; RAPID_AMX=0 runs the lane kernels on the same machine for the before/after ratio.
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_up_1t_n16, tensor::DType::Q8_0, 3584, 1024, 1, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_up_1t_n32, tensor::DType::Q8_0, 3584, 1024, 1, 32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_up_1t_n64, tensor::DType::Q8_0, 3584, 1024, 1, 64)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_up_1t_n512, tensor::DType::Q8_0, 3584, 1024, 1, 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n512, tensor::DType::Q4_0, 3584, 1024, 1, 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_qwen35_up_1t_n512, tensor::DType::Q4_1, 3584, 1024, 1, 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_qwen35_up_2t_n512, tensor::DType::Q4_1, 3584, 1024, 2, 512)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_up_1t_n512, 4, 64, 3584, 1024, 1, 512)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t, 4, 64, 1536, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();

@@ -4,7 +4,32 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace rapid::compute {
+
+namespace {
+
+// Linux hands out the (8 KB) AMX tile state only to processes that ask, once, before any thread
+// touches a tile; the grant covers every thread of the process.
+bool amx_int8_usable() {
+#if defined(__x86_64__)
+  if (const char* e = std::getenv("RAPID_AMX"); e && !std::strcmp(e, "0")) return false;
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return tile && int8 && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = [] {
@@ -19,6 +44,7 @@ const CpuFeatures& cpu_features() {
     c.avx512vl = __builtin_cpu_supports("avx512vl");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    c.amx_int8 = c.avx512bw && c.avx512vl && amx_int8_usable();
 #endif
     return c;
   }();

@@ -17,6 +17,28 @@ struct ActLanes {
   int64_t ld;  // rows in the packed buffer (the group stride, in rows)
 };
 
+// Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
+struct PanelRows {
+  tensor::DType dtype;  // Q4_0, Q4_1, Q8_0, Q4_K, or MLX_AFFINE with 4 bits
+  const uint8_t* w;     // first row
+  size_t stride;        // bytes between rows
+  int rows;             // 1..32
+  // MLX: the rows' scales and biases as f32, `sstride` floats between rows; group_size 32/64/128.
+  const float *scales = nullptr, *biases = nullptr;
+  int64_t sstride = 0;
+  int group_size = 0;
+};
+
+// Activations for Kernels::Panel, packed by pack_panel_acts: for 16-token tile i and block b
+// (j = i·nb + b), q[j*512 ..] = the 16 tokens' 32 values (one AMX A tile, rows 32 bytes apart),
+// d[j*16 + t] and ds[j*16 + t] = token t's scale and scale·Σx. Tokens past n are zeros, up to an
+// even number of tiles.
+struct PanelActs {
+  const int8_t* q;
+  const float *d, *ds;
+  int64_t nb, n;
+};
+
 struct Kernels {
   float (*dot_f32)(const float* a, const float* b, int64_t n);
   float (*dot_f16)(const float* x, const uint16_t* w, int64_t n);
@@ -65,6 +87,12 @@ struct Kernels {
   using MlxDotV = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
                            const ActLanes& x, int64_t nb, int nt, float* out);
   MlxDotV dot_mlx4v;
+  // Optional (AMX-INT8, panel_amx.cpp): a panel of up to 16 weight rows against all the
+  // activation rows of x, y[t*ldy + r]. Each (row, token) is bitwise the result of the format's lane kernel
+  // (QDotV / MlxDotV), so matmul may switch to it at any n without changing a result.
+  using Panel = void (*)(const PanelRows& w, const PanelActs& x, float* y, int64_t ldy);
+  Panel panel;
+  static constexpr int kPanelRows = 32;
 };
 
 // n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major so that the
@@ -73,6 +101,10 @@ struct Kernels {
 // ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum. Blocks past nb are zeros. ld = n.
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
                     int32_t* sum);
+
+// x (n rows of nb blocks) into PanelActs' layout; with T = 2·⌈n/32⌉ tiles, q holds 512·nb·T bytes,
+// d and ds 16·nb·T floats.
+void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int8_t* q, float* d, float* ds);
 
 // MLX (and MXFP4) packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
 // activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.
@@ -87,5 +119,6 @@ void fill_kernels_scalar(Kernels& k);
 void fill_kernels_avx2(Kernels& k);
 void fill_lane_kernels_avx2(Kernels& k);  // kernels_avx2_lanes.cpp, called by fill_kernels_avx2
 void fill_kernels_avx512(Kernels& k);
+void fill_panel_amx(Kernels& k);  // panel_amx.cpp; only where cpu_features().amx_int8
 
 }  // namespace rapid::compute

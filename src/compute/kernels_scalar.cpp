@@ -256,6 +256,7 @@ static Kernels build(Isa isa) {
   fill_kernels_scalar(k);
   if (isa >= Isa::Avx2) fill_kernels_avx2(k);
   if (isa >= Isa::Avx512) fill_kernels_avx512(k);
+  if (isa >= Isa::Avx512 && cpu_features().amx_int8) fill_panel_amx(k);
   return k;
 }
 

@@ -163,6 +163,7 @@ struct MatmulInputs {
   const tensor::ActQ8* xq;        // int8 blocks
   const tensor::ActQ8* xq4;       // the same in nibble order (MLX 4-bit, MXFP4)
   ActLanes xl, xl4;               // xq / xq4 packed by pack_act_lanes (QDotV, MlxDotV)
+  PanelActs xp;                   // xq packed by pack_panel_acts (Kernels::Panel)
   int64_t n;                      // rows
 };
 
@@ -174,8 +175,46 @@ int64_t lane_tile(int64_t n) {
 }
 ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; }
 
+// AMX panels (Kernels::Panel) pay once enough tokens share a panel's unpacking (bench/README.md:
+// compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
+constexpr int64_t kPanelMinTokens = 32;
+
+bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
+  if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast) return false;
+  switch (w.dtype) {
+    case tensor::DType::Q4_0: return k.dot_q4_0v != nullptr;
+    case tensor::DType::Q4_1: return k.dot_q4_1v != nullptr;
+    case tensor::DType::Q8_0: return k.dot_q8_0v != nullptr;
+    case tensor::DType::Q4_K: return k.dot_q4_kv != nullptr;
+    default: return mlx4_lanes(w, path, k);
+  }
+}
+
+// Rows [r0, r1) in panels of up to Kernels::kPanelRows.
+void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, const Kernels& k) {
+  constexpr int kRows = Kernels::kPanelRows;
+  PanelRows p{w.dtype, nullptr, w.row_stride, 0};
+  const bool mlx = w.dtype == tensor::DType::MLX_AFFINE;
+  const int64_t groups = mlx ? w.cols / w.group_size : 0;
+  thread_local std::vector<float> sb;  // MLX: the panel rows' scales, then their biases, as f32
+  if (mlx) {
+    sb.resize(static_cast<size_t>(2 * kRows * groups));
+    p.scales = sb.data(), p.biases = sb.data() + kRows * groups, p.sstride = groups, p.group_size = w.group_size;
+  }
+  for (int64_t r = r0; r < r1; r += kRows) {
+    p.rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+    p.w = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    for (int i = 0; mlx && i < p.rows; ++i) {
+      groups_f32(w.scales, w.group_dtype, (r + i) * groups, groups, sb.data() + i * groups);
+      groups_f32(w.biases, w.group_dtype, (r + i) * groups, groups, sb.data() + (kRows + i) * groups);
+    }
+    k.panel(p, in.xp, y + r, w.rows);
+  }
+}
+
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
               Kernels::QDotV qv, const float* gsum, const Kernels& k, MatmulPath path) {
+  if (use_panels(w, in.n, path, k)) return run_panels(w, r0, r1, in, y, k);
   const int64_t rows = w.rows, cols = w.cols, n = in.n;
   const float* x = in.x;
   const tensor::ActQ8 *xq = in.xq, *xq4 = in.xq4;
@@ -299,6 +338,21 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, f
     }
 }
 
+void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int8_t* q, float* d, float* ds) {
+  const int64_t tiles = (n + 31) / 32 * 2;  // panels take tiles in pairs
+  for (int64_t i = 0; i < tiles; ++i)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t j = i * nb + b;
+      for (int64_t t = 0; t < 16; ++t) {
+        const tensor::ActQ8* a = 16 * i + t < n ? &x[(16 * i + t) * nb + b] : nullptr;
+        if (a) std::memcpy(q + j * 512 + t * 32, a->qs, 32);
+        else std::memset(q + j * 512 + t * 32, 0, 32);
+        d[j * 16 + t] = a ? a->d : 0.0f;
+        ds[j * 16 + t] = a ? a->d * static_cast<float>(a->sum) : 0.0f;  // as pack_act_lanes
+      }
+    }
+}
+
 void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatmulScratch& scratch, MatmulPath path) {
   MatmulOut o{&w, y};
@@ -318,6 +372,16 @@ ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<
   s.lsum.resize(static_cast<size_t>(groups * 8));
   pack_act_lanes(xq, nb, n, lq, s.ld.data(), s.lds.data(), s.lsum.data());
   return {lq, s.ld.data(), s.lds.data(), s.lsum.data(), n};
+}
+
+PanelActs pack_panels(const tensor::ActQ8* xq, int64_t nb, int64_t n, MatmulScratch& s) {
+  const int64_t tb = (n + 31) / 32 * 2 * nb;  // (tile, block) pairs
+  s.pq.resize(static_cast<size_t>(tb * 512 + 64));
+  auto* q = reinterpret_cast<int8_t*>((reinterpret_cast<uintptr_t>(s.pq.data()) + 63) & ~uintptr_t{63});
+  s.pd.resize(static_cast<size_t>(tb * 16));
+  s.pds.resize(static_cast<size_t>(tb * 16));
+  pack_panel_acts(xq, nb, n, q, s.pd.data(), s.pds.data());
+  return {q, s.pd.data(), s.pds.data(), nb, n};
 }
 
 // The bias sums of each MLX group size that a per-block MLX kernel uses (the lane kernel takes the
@@ -363,12 +427,15 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4) || fp4;
     start[i + 1] = start[i] + outs[i].w->rows;
   }
-  MatmulInputs in{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, n};
+  MatmulInputs in{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};
+  bool panels = false;
+  for (int i = 0; i < count; ++i) panels |= use_panels(*outs[i].w, n, path, k);
   if (need_q) {
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
     in.xq = scratch.xq.data();
   }
+  if (panels) in.xp = pack_panels(in.xq, nb, n, scratch);
   if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch);
   const float* gsum[8] = {};
   mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, gsum);
@@ -379,7 +446,9 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
     if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch);
   }
   // One parallel region over the rows of all weights (fewer synchronisations per layer).
-  pool.parallel_for(start[count], row_grain(*outs[0].w, n), [&](int64_t b, int64_t e) {
+  // Panels want whole 32-row panels per chunk.
+  const int64_t grain = panels ? std::max<int64_t>(64, row_grain(*outs[0].w, n)) : row_grain(*outs[0].w, n);
+  pool.parallel_for(start[count], grain, [&](int64_t b, int64_t e) {
     for (int i = 0; i < count && b < e; ++i) {
       int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
       if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], in, outs[i].y, qd[i], qv[i], gsum[i], k, path);

@@ -42,6 +42,8 @@ struct MatmulScratch {
   std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
   std::vector<int32_t> lq4;       // xq_mlx4's values packed the same way (Kernels::MlxDotV)
   std::vector<float> ld, lds;
+  std::vector<int8_t> pq;  // xq packed by pack_panel_acts (AMX panels)
+  std::vector<float> pd, pds;
 };
 
 // y[t*rows + r] = Σ_c W[r, c] · x[t*cols + c] for t < n.

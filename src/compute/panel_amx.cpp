@@ -1,0 +1,243 @@
+// AMX-INT8 panels (Kernels::Panel): 32 weight rows × 32 tokens per step of four tile multiplies,
+// for prefill and large batches on CPUs with AMX.
+//
+// Each 32-element block's integer dot comes out of TDPBSSD (s8 × s8 → s32, exact) for 16 tokens ×
+// 16 rows at once, where the lane kernels spend four dpbusd per token and row per 8 blocks. The
+// float work after it is the lane kernels' own, operation for operation: per block
+// acc[lane b mod 8] = fma(float(isum), dw·dx, acc) (then fma(mw, dx·Σx, acc) for the offset
+// formats), lanes summed at the end in hsum256's order. Integer sums are exact either way, so a
+// panel's result is bitwise the lane kernel's, and matmul may use panels for some batch sizes and
+// lane kernels for others without a token's result depending on its batch.
+//
+// Tiles: two A (16 tokens × one block: 32 int8 each, packed once per matmul by pack_panel_acts so
+// that a tile is 512 contiguous bytes), two B (16 weight rows × one block as s8, in the VNNI order
+// TDPBSSD wants: tile row j = dword j of every weight row; unpacked once per panel, reused by every
+// token tile) and four C, 2×2: each A and B load feeds two multiplies (measured: 1.6x the tile
+// throughput of one A, one B, one C from L2-resident activations). A C tile (16 tokens × 16 rows
+// s32) goes through memory into vectors over the rows, the orientation the float work needs.
+// Blocks are taken lane by lane (k, k+8, ...), so that one lane's dots are in L1 when its float
+// work runs with its 16 accumulators in registers.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "compute/kernels.h"
+#include "tensor/fp16.h"
+
+namespace rapid::compute {
+namespace {
+
+constexpr int kRows = Kernels::kPanelRows;  // weight rows per panel: two B tiles
+constexpr int kHalf = 16;                   // rows per B tile = C tile columns
+constexpr int kTok = 16;                    // tokens per A tile = C tile rows
+constexpr int kBlockB = 8 * 64;             // bytes of one B tile (8 dwords × 16 rows)
+constexpr int kCTile = kTok * kHalf;        // s32 per C tile
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Tiles 0-3: C (16 tokens × 16 rows s32); 4-5: A (16 tokens × 32 bytes); 6-7: B (8 × 64 bytes).
+void configure_tiles() {
+  TileConfig c;
+  for (int i = 0; i < 4; ++i) c.rows[i] = kTok, c.colsb[i] = kHalf * 4;
+  for (int i = 4; i < 6; ++i) c.rows[i] = kTok, c.colsb[i] = 32;
+  for (int i = 6; i < 8; ++i) c.rows[i] = 8, c.colsb[i] = kHalf * 4;
+  _tile_loadconfig(&c);
+}
+
+// A panel's weights, unpacked: B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
+// holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows' scales (and offsets) as
+// f32 vectors over the 32 rows (zero past the panel).
+struct Unpacked {
+  std::vector<uint8_t> raw;  // b, 64-byte aligned inside
+  std::vector<float> dw, mw;
+  int8_t* b = nullptr;
+  void reset(int64_t nb) {
+    raw.resize(static_cast<size_t>(2 * nb * kBlockB + 64));
+    b = reinterpret_cast<int8_t*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) & ~uintptr_t{63});
+    dw.assign(static_cast<size_t>(nb * kRows), 0.0f);
+    mw.assign(static_cast<size_t>(nb * kRows), 0.0f);
+  }
+};
+
+// 16 rows of 8 dwords (R[r]) into B's order: out[j] = dword j of rows 0..15. Rows r and r + 8
+// share a vector; an 8×8 transpose inside each 256-bit half then leaves B's rows.
+void transpose_rows(const __m256i* R, int8_t* out) {
+  __m512i z[8], t[8], u[8];
+  for (int r = 0; r < 8; ++r) z[r] = _mm512_inserti64x4(_mm512_castsi256_si512(R[r]), R[r + 8], 1);
+  for (int r = 0; r < 8; r += 2) t[r] = _mm512_unpacklo_epi32(z[r], z[r + 1]), t[r + 1] = _mm512_unpackhi_epi32(z[r], z[r + 1]);
+  // u[a] (rows 0-3 / 8-11) and u[4 + a] (rows 4-7 / 12-15): 128-bit lane L holds dword a + 4·(L mod 2).
+  for (int h = 0; h < 8; h += 4) {
+    u[h + 0] = _mm512_unpacklo_epi64(t[h + 0], t[h + 2]);
+    u[h + 1] = _mm512_unpackhi_epi64(t[h + 0], t[h + 2]);
+    u[h + 2] = _mm512_unpacklo_epi64(t[h + 1], t[h + 3]);
+    u[h + 3] = _mm512_unpackhi_epi64(t[h + 1], t[h + 3]);
+  }
+  const __m512i lo = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13), hi = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int a = 0; a < 4; ++a) {
+    _mm512_store_si512(out + a * 64, _mm512_permutex2var_epi64(u[a], lo, u[4 + a]));
+    _mm512_store_si512(out + (a + 4) * 64, _mm512_permutex2var_epi64(u[a], hi, u[4 + a]));
+  }
+}
+
+// A GGUF Q4 block's 16 bytes: byte j holds elements j (low nibble) and j + 16 (high), minus off.
+inline __m256i split_nibbles(const uint8_t* qs, int off) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0f);
+  const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+  return _mm256_sub_epi8(v, _mm256_set1_epi8(static_cast<char>(off)));
+}
+// MLX 4-bit: LSB first, byte j holds elements 2j (low) and 2j + 1 (high).
+inline __m256i interleave_nibbles(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0f);
+  const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+  return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+
+// Block blk of row `row` (panel row r): its 32 values as s8 in element order, its scale and offset.
+inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, float& d, float& m) {
+  switch (p.dtype) {
+    case tensor::DType::Q8_0: {
+      const auto* q = reinterpret_cast<const tensor::BlockQ8_0*>(row) + blk;
+      d = tensor::f16_to_f32(q->d);
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q->qs));
+    }
+    case tensor::DType::Q4_0: {
+      const auto* q = reinterpret_cast<const tensor::BlockQ4_0*>(row) + blk;
+      d = tensor::f16_to_f32(q->d);
+      return split_nibbles(q->qs, 8);
+    }
+    case tensor::DType::Q4_1: {
+      const auto* q = reinterpret_cast<const tensor::BlockQ4_1*>(row) + blk;
+      d = tensor::f16_to_f32(q->d), m = tensor::f16_to_f32(q->m);
+      return split_nibbles(q->qs, 0);
+    }
+    case tensor::DType::Q4_K: {  // sub-block blk % 8 of super-block blk / 8 (the lane kernel's lane)
+      const auto& q = reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk / 8];
+      const int k = static_cast<int>(blk % 8);
+      int sc, mn;
+      tensor::scale_min_k4(k, q.scales, sc, mn);
+      d = tensor::f16_to_f32(q.d) * static_cast<float>(sc), m = -tensor::f16_to_f32(q.dmin) * static_cast<float>(mn);
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.qs + 32 * (k / 2)));
+      return _mm256_and_si256(k & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0f));
+    }
+    default: {
+      const int64_t g = blk * 32 / p.group_size;
+      d = p.scales[r * p.sstride + g], m = p.biases[r * p.sstride + g];
+      return interleave_nibbles(row + blk * 16);
+    }
+  }
+}
+
+void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
+  u.reset(nb);
+  __m256i R[kRows];
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    for (int r = 0; r < kRows; ++r) {
+      float d = 0, m = 0;
+      R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, d, m) : _mm256_setzero_si256();
+      u.dw[blk * kRows + r] = d;
+      u.mw[blk * kRows + r] = m;
+    }
+    transpose_rows(R, u.b + 2 * blk * kBlockB);
+    transpose_rows(R + kHalf, u.b + (2 * blk + 1) * kBlockB);
+  }
+}
+
+// acc[t] (vectors over 16 rows) += one block's contribution, in the lane kernels' operations. c: the
+// block's C tile; dw, mw: its rows' scales and offsets; d, ds: its 16 tokens' scale and scale·Σx.
+template <bool kMin>
+inline void scale_block(const int32_t* c, const float* dwp, const float* mwp, const float* d, const float* ds,
+                        __m512* acc) {
+  const __m512 dw = _mm512_loadu_ps(dwp);
+  const __m512 mw = kMin ? _mm512_loadu_ps(mwp) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) {
+    const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c + t * kHalf));
+    acc[t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(d[t])), acc[t]);
+    if (kMin) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds[t]), acc[t]);
+  }
+}
+
+// The four C tiles of block blk (A tiles i and i + 1 × the panel's two B tiles) into c[0..3].
+inline void block_dots(const Unpacked& u, const PanelActs& x, int64_t i, int64_t blk, int32_t* c) {
+  _tile_loadd(4, x.q + (i * x.nb + blk) * 512, 32);
+  _tile_loadd(5, x.q + ((i + 1) * x.nb + blk) * 512, 32);
+  _tile_loadd(6, u.b + 2 * blk * kBlockB, kHalf * 4);
+  _tile_loadd(7, u.b + (2 * blk + 1) * kBlockB, kHalf * 4);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_dpbssd(0, 4, 6);
+  _tile_dpbssd(1, 4, 7);
+  _tile_dpbssd(2, 5, 6);
+  _tile_dpbssd(3, 5, 7);
+  _tile_stored(0, c, kHalf * 4);
+  _tile_stored(1, c + kCTile, kHalf * 4);
+  _tile_stored(2, c + 2 * kCTile, kHalf * 4);
+  _tile_stored(3, c + 3 * kCTile, kHalf * 4);
+}
+
+// Token tiles i and i + 1 (pack_panel_acts pads to an even count) against the unpacked panel;
+// writes the first `tokens` tokens' results for the first `rows` rows.
+template <bool kMin>
+void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
+  const int64_t nb = x.nb, per_lane = (nb + 7) / 8;
+  thread_local std::vector<int32_t> craw;
+  craw.resize(static_cast<size_t>(per_lane * 4 * kCTile + 16));
+  int32_t* c = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(craw.data()) + 63) & ~uintptr_t{63});
+  alignas(64) static thread_local float lanes[4 * 8 * kTok * kHalf];  // [combo][lane][token][16 rows]
+  for (int k = 0; k < 8; ++k) {
+    for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) block_dots(u, x, i, blk, c + j * 4 * kCTile);
+    for (int combo = 0; combo < 4; ++combo) {
+      const int tt = combo >> 1, h = combo & 1;  // token tile i + tt, rows 16h..16h+15
+      __m512 acc[kTok];
+      for (auto& a : acc) a = _mm512_setzero_ps();
+      // Blocks k, k+8, ... in order: the lane's accumulation order.
+      for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) {
+        const int64_t a = ((i + tt) * nb + blk) * kTok;
+        scale_block<kMin>(c + (j * 4 + combo) * kCTile, u.dw.data() + blk * kRows + h * kHalf,
+                          u.mw.data() + blk * kRows + h * kHalf, x.d + a, x.ds + a, acc);
+      }
+      float* l = lanes + (combo * 8 + k) * kTok * kHalf;
+      for (int t = 0; t < kTok; ++t) _mm512_store_ps(l + t * kHalf, acc[t]);
+    }
+  }
+  for (int combo = 0; combo < 4; ++combo) {
+    const int tt = combo >> 1, h = combo & 1;
+    const int nr = std::clamp(rows - h * kHalf, 0, kHalf);
+    const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1);
+    for (int t = 0; t < kTok && tt * kTok + t < tokens; ++t) {
+      __m512 a[8];
+      for (int k = 0; k < 8; ++k) a[k] = _mm512_load_ps(lanes + ((combo * 8 + k) * kTok + t) * kHalf);
+      // hsum256's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+      const __m512 even = _mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6]));
+      const __m512 odd = _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7]));
+      _mm512_mask_storeu_ps(y + (tt * kTok + t) * ldy + h * kHalf, mask, _mm512_add_ps(even, odd));
+    }
+  }
+}
+
+void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
+  thread_local Unpacked u;
+  unpack(p, x.nb, u);
+  configure_tiles();
+  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q8_0;  // w = d·q + m
+  for (int64_t i = 0; kTok * i < x.n; i += 2) {
+    const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));
+    if (offset) tile_pair<true>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);
+    else tile_pair<false>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);
+  }
+}
+
+}  // namespace
+
+void fill_panel_amx(Kernels& k) { k.panel = panel; }
+
+}  // namespace rapid::compute

@@ -1,0 +1,198 @@
+// AMX panels (Kernels::Panel) against the lane kernels they stand in for: every (row, token) must
+// be bitwise the lane kernel's result, so that a token's output never depends on whether its batch
+// was large enough for panels. The lane kernels themselves are checked against the dequantized
+// reference in compute_test and against mlx-lm in compute_mlx_test. On machines without AMX the
+// panel tests skip and the matmul test checks the lane path's batch invariance alone.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "compute/cpu_features.h"
+#include "compute/kernels.h"
+#include "compute/matmul.h"
+#include "compute/thread_pool.h"
+#include "tensor/fp16.h"
+#include "tensor/tensor.h"
+
+using namespace rapid;
+using namespace rapid::compute;
+
+namespace {
+
+struct Weight {
+  tensor::DType dtype;
+  int group_size = 0;  // MLX
+  std::vector<uint8_t> data;
+  std::vector<float> scales, biases;  // MLX, as f32 (+8 readable past the end, as MlxDotV wants)
+  std::vector<uint16_t> scales16, biases16;
+};
+
+uint16_t f16(std::mt19937& rng, float lo, float hi) {
+  return tensor::f32_to_f16(std::uniform_real_distribution<float>(lo, hi)(rng) * (rng() & 1 ? 1 : -1));
+}
+
+Weight random_weight(tensor::DType t, int gs, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Weight w{t, gs};
+  const int64_t nb = cols / 32;
+  if (t == tensor::DType::MLX_AFFINE) {
+    w.data.resize(rows * cols / 2);
+    for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+    for (int64_t i = 0; i < rows * cols / gs; ++i) {
+      w.scales16.push_back(f16(rng, 0.001f, 0.05f));
+      w.biases16.push_back(f16(rng, 0.0f, 0.2f));
+      w.scales.push_back(tensor::f16_to_f32(w.scales16.back()));
+      w.biases.push_back(tensor::f16_to_f32(w.biases16.back()));
+    }
+    w.scales.resize(w.scales.size() + 8, 0.5f);
+    w.biases.resize(w.biases.size() + 8, 0.5f);
+    return w;
+  }
+  const size_t bb = tensor::block_bytes(t);
+  w.data.resize(rows * cols / tensor::block_elems(t) * bb);
+  for (auto& b : w.data) b = static_cast<uint8_t>(rng());
+  for (size_t off = 0; off < w.data.size(); off += bb) {
+    for (int h = 0; h < (t == tensor::DType::Q4_1 || t == tensor::DType::Q4_K ? 2 : 1); ++h) {  // d (and m / dmin)
+      const uint16_t d = f16(rng, 0.001f, 0.05f);
+      std::memcpy(w.data.data() + off + 2 * h, &d, 2);
+    }
+  }
+  return w;
+}
+
+// The lane kernel of the format at `isa` for row r and token t (one token per call: nt = 1).
+float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, const ActLanes& xl, const ActLanes& xl4,
+                  int64_t t) {
+  const int64_t nb = cols / 32;
+  auto at = [&](const ActLanes& l) { return ActLanes{l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; };
+  float out = 0;
+  if (w.dtype == tensor::DType::MLX_AFFINE) {
+    const int64_t groups = cols / w.group_size;
+    std::vector<float> sc(w.scales.begin() + r * groups, w.scales.begin() + (r + 1) * groups);
+    std::vector<float> bi(w.biases.begin() + r * groups, w.biases.begin() + (r + 1) * groups);
+    sc.resize(groups + 8, 0.5f), bi.resize(groups + 8, 0.5f);
+    k.dot_mlx4v(w.data.data() + r * cols / 2, sc.data(), bi.data(), w.group_size, at(xl4), nb, 1, &out);
+    return out;
+  }
+  auto qv = w.dtype == tensor::DType::Q4_0 ? k.dot_q4_0v : w.dtype == tensor::DType::Q4_1 ? k.dot_q4_1v
+          : w.dtype == tensor::DType::Q4_K ? k.dot_q4_kv : k.dot_q8_0v;
+  qv(w.data.data() + r * tensor::row_bytes(w.dtype, cols), at(xl), nb / (tensor::block_elems(w.dtype) / 32), 1, &out);
+  return out;
+}
+
+bool has_lane_kernel(const Kernels& k, tensor::DType t) {
+  return t == tensor::DType::Q4_0 ? k.dot_q4_0v != nullptr : t == tensor::DType::Q4_1 ? k.dot_q4_1v != nullptr
+       : t == tensor::DType::Q8_0 ? k.dot_q8_0v != nullptr : t == tensor::DType::Q4_K ? k.dot_q4_kv != nullptr
+       : k.dot_mlx4v != nullptr;
+}
+
+struct Format {
+  tensor::DType dtype;
+  int group_size;
+};
+const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1, 0},         {tensor::DType::Q8_0, 0},
+                           {tensor::DType::Q4_K, 0},
+                           {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64}, {tensor::DType::MLX_AFFINE, 128}};
+
+}  // namespace
+
+// The panel against each ISA's lane kernel (where that ISA has one for the format): same bits for
+// every row and token, for whole and partial 8-block groups, panels of 1..32 rows, token counts
+// that end inside a 16-token tile.
+TEST(AmxPanel, BitwiseEqualsLaneKernels) {
+  const Kernels& amx = kernels_for(Isa::Avx512);
+  if (!amx.panel) GTEST_SKIP() << "no AMX-INT8 on this machine (or RAPID_AMX=0)";
+  std::mt19937 rng(31);
+  for (const Format& f : kFormats)
+    for (int64_t nb : {1, 4, 5, 8, 16, 18, 36, 40}) {
+      if ((f.group_size && (nb * 32) % f.group_size) || nb * 32 % tensor::block_elems(f.dtype)) continue;
+      const int64_t cols = nb * 32, n = 37, rows = 32;
+      Weight w = random_weight(f.dtype, f.group_size, rows, cols, rng);
+      std::vector<float> x(n * cols);
+      std::normal_distribution<float> nd;
+      for (auto& v : x) v = nd(rng);
+      std::vector<tensor::ActQ8> xq(n * nb), xq4;
+      for (int64_t t = 0; t < n; ++t) amx.quantize_act(x.data() + t * cols, cols, xq.data() + t * nb);
+      xq4.assign(xq.begin(), xq.begin() + n * nb);
+      permute_act_for_mlx4(xq4.data(), n * nb);
+      const int64_t g = (nb + 7) / 8 * n;
+      std::vector<int32_t> lq(g * 64), lq4(g * 64), ls(g * 8);
+      std::vector<float> ld(g * 8), lds(g * 8);
+      pack_act_lanes(xq4.data(), nb, n, lq4.data(), ld.data(), lds.data(), ls.data());
+      pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data());  // same d, ds, sum
+      const ActLanes xl{lq.data(), ld.data(), lds.data(), ls.data(), n}, xl4{lq4.data(), ld.data(), lds.data(), ls.data(), n};
+      const int64_t tb = (n + 31) / 32 * 2 * nb;
+      std::vector<int8_t> pq(tb * 512);
+      std::vector<float> pd(tb * 16), pds(tb * 16);
+      pack_panel_acts(xq.data(), nb, n, pq.data(), pd.data(), pds.data());
+      const PanelActs xp{pq.data(), pd.data(), pds.data(), nb, n};
+      for (int prow : {32, 20, 16, 7, 1}) {
+        PanelRows p{f.dtype, w.data.data(), f.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(cols / 2)
+                                                                                    : tensor::row_bytes(f.dtype, cols), prow};
+        if (f.group_size) p.scales = w.scales.data(), p.biases = w.biases.data(), p.sstride = cols / f.group_size, p.group_size = f.group_size;
+        std::vector<float> y(n * rows, -1.0f);
+        amx.panel(p, xp, y.data(), rows);
+        for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+          const Kernels& k = kernels_for(isa);
+          if (!has_lane_kernel(k, f.dtype)) continue;
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t r = 0; r < rows; ++r) {
+              if (r >= prow) {
+                ASSERT_EQ(y[t * rows + r], -1.0f) << "wrote past the panel's rows";
+                continue;
+              }
+              const float want = lane_result(k, w, r, cols, xl, xl4, t);
+              ASSERT_EQ(std::memcmp(&y[t * rows + r], &want, 4), 0)
+                  << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " vs " << isa_name(isa) << " nb " << nb
+                  << " rows " << prow << " row " << r << " token " << t << ": " << y[t * rows + r] << " vs " << want;
+            }
+        }
+      }
+    }
+}
+
+// Through matmul, on every ISA: a token's row of y is bitwise the same computed alone (n = 1, lane
+// kernels) and inside batches of 40 and 70 (panels on AMX machines), with 1 and 2 threads.
+TEST(AmxPanel, MatmulResultsDoNotDependOnTheBatch) {
+  std::mt19937 rng(32);
+  ThreadPool p1(1), p2(2);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (isa > best_isa()) continue;
+    set_active_isa(isa);
+    for (const Format& f : kFormats) {
+      const int64_t rows = 53, cols = f.dtype == tensor::DType::Q4_K ? 768 : 576;  // 576: a partial 8-block group
+      if (f.group_size && cols % f.group_size) continue;
+      Weight w = random_weight(f.dtype, f.group_size, rows, cols, rng);
+      tensor::Tensor tt;
+      tt.name = "w";
+      tt.dtype = f.dtype;
+      tt.shape = {rows, cols};
+      tt.data = w.data.data();
+      if (f.group_size) {
+        tt.bits = 4, tt.group_size = f.group_size, tt.group_dtype = tensor::DType::F16;
+        tt.scales = w.scales16.data(), tt.biases = w.biases16.data();
+      } else {
+        tt.nbytes = w.data.size();
+      }
+      const WeightView wv = WeightView::of(tt);
+      for (int64_t n : {40, 70}) {
+        std::vector<float> x(n * cols);
+        std::normal_distribution<float> nd;
+        for (auto& v : x) v = nd(rng);
+        std::vector<float> batch(n * rows), batch2(n * rows), alone(rows);
+        MatmulScratch s;
+        matmul(wv, x.data(), n, batch.data(), p1, s);
+        matmul(wv, x.data(), n, batch2.data(), p2, s);
+        ASSERT_EQ(std::memcmp(batch.data(), batch2.data(), batch.size() * 4), 0) << "threads changed a result";
+        for (int64_t t = 0; t < n; ++t) {
+          matmul(wv, x.data() + t * cols, 1, alone.data(), p1, s);
+          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + t * rows, rows * 4), 0)
+              << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " " << isa_name(isa) << " n " << n
+              << " token " << t;
+        }
+      }
+    }
+  }
+  set_active_isa(best_isa());
+}
