@@ -1,11 +1,13 @@
-// Gated DeltaNet prefill of one layer, recurrent (token by token) vs chunk-parallel, at
-// Qwen3.5-0.8B's DeltaNet shape (16 key and 16 value heads of 128) on one thread; items = tokens.
+// Gated DeltaNet of one layer: decode's step per token, prefill's recurrent form (blocks of state
+// rows through all tokens) and the chunk-parallel form, at Qwen3.5-0.8B's DeltaNet shape (16 key
+// and 16 value heads of 128) on one thread; items = tokens. RAPID_ISA=avx2|scalar lowers the ISA.
 //   build/compute_gated_delta_bench
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "compute/cpu_features.h"
 #include "compute/gated_delta.h"
 
 using namespace rapid;
@@ -30,7 +32,8 @@ struct Data {
   }
 };
 
-void BM_Recurrent(benchmark::State& st) {
+// Token by token through gated_delta_step (decode's call, one token per call).
+void BM_Steps(benchmark::State& st) {
   const int64_t n = st.range(0);
   Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
   const int64_t kd = d.s.k_heads * d.s.k_dim, vd = d.s.v_heads * d.s.v_dim;
@@ -43,6 +46,21 @@ void BM_Recurrent(benchmark::State& st) {
     benchmark::DoNotOptimize(d.y.data());
   }
   st.SetItemsProcessed(st.iterations() * n);
+  st.SetLabel(compute::isa_name(compute::active_isa()));
+}
+
+// The same arithmetic over all n tokens per block of state rows (prefill's recurrent path).
+void BM_Recurrent(benchmark::State& st) {
+  const int64_t n = st.range(0);
+  Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
+  const int64_t vd = d.s.v_heads * d.s.v_dim;
+  for (auto _ : st) {
+    compute::gated_delta_recurrent(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(),
+                                   vd, 0, 16);
+    benchmark::DoNotOptimize(d.y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * n);
+  st.SetLabel(compute::isa_name(compute::active_isa()));
 }
 
 void BM_Chunked(benchmark::State& st) {
@@ -54,10 +72,12 @@ void BM_Chunked(benchmark::State& st) {
     benchmark::DoNotOptimize(d.y.data());
   }
   st.SetItemsProcessed(st.iterations() * n);
+  st.SetLabel(compute::isa_name(compute::active_isa()));
 }
 
 }  // namespace
 
+BENCHMARK(BM_Steps)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Recurrent)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Chunked)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

@@ -1,6 +1,6 @@
 // The chunk-parallel (WY) Gated DeltaNet kernel against the recurrent form it replaces for
-// prefill (the recurrent form is itself checked against mlx-lm in model_qwen35_test), and the
-// AVX2 recurrent row step against the scalar one.
+// prefill (the recurrent form is itself checked against mlx-lm in model_qwen35_test), prefill's
+// blocked recurrent form against decode's steps, and the SIMD rows steps against the scalar one.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -104,19 +104,56 @@ TEST(GatedDeltaChunked, HeadRangesAreIndependent) {
   EXPECT_EQ(s1, s2);
 }
 
-// The AVX2 row step agrees with the scalar one (different summation order only).
-TEST(GatedDeltaStep, Avx2MatchesScalar) {
+// Prefill's recurrent form (blocks of rows through all tokens) is bitwise n decode steps, at
+// every ISA; a Dv that is not a multiple of the row block or of the 4-row interleave.
+TEST(GatedDeltaRecurrent, BitwiseEqualsSteps) {
+  const Isa saved = active_isa();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    set_active_isa(isa);
+    for (auto [shape, n] : {std::pair{GatedDeltaShape{2, 4, 32, 43}, int64_t(37)},
+                            std::pair{GatedDeltaShape{2, 4, 128, 75, true}, int64_t(9)}}) {
+      Inputs in = make(shape, n, 11);
+      std::vector<float> s_ref, y_ref;
+      recurrent(in, s_ref, y_ref);
+      std::vector<float> s_r = in.state0, y_r(y_ref.size(), 0.0f);
+      const int64_t vd = shape.v_heads * shape.v_dim;
+      gated_delta_recurrent(shape, in.qkv.data(), in.ld, in.log_g.data(), in.beta.data(), n, s_r.data(), y_r.data(), vd,
+                            0, shape.v_heads);
+      EXPECT_EQ(y_r, y_ref) << isa_name(active_isa());
+      EXPECT_EQ(s_r, s_ref) << isa_name(active_isa());
+    }
+  }
+  set_active_isa(saved);
+}
+
+// Each SIMD rows step against the scalar one (different summation order only), and AVX-512
+// bitwise equal to AVX2 (the same 16-lane arithmetic); Dk with and without a tail, row counts
+// around the 4-row interleave.
+TEST(GatedDeltaStep, SimdMatchesScalarAndAvx512IsAvx2) {
   if (best_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2";
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  for (int64_t dk : {8, 13, 32, 128}) {
-    std::vector<float> k(dk), q(dk), r1(dk), r2;
-    for (int64_t i = 0; i < dk; ++i) k[i] = nd(rng), q[i] = nd(rng), r1[i] = nd(rng);
-    r2 = r1;
-    float y1 = 0, y2 = 0;
-    gdn::row_step_scalar()(r1.data(), k.data(), q.data(), dk, 0.9f, 0.7f, 0.4f, &y1);
-    gdn::row_step_avx2()(r2.data(), k.data(), q.data(), dk, 0.9f, 0.7f, 0.4f, &y2);
-    EXPECT_NEAR(y1, y2, 1e-4f * (1 + std::fabs(y1))) << dk;
-    for (int64_t i = 0; i < dk; ++i) EXPECT_NEAR(r1[i], r2[i], 1e-5f * (1 + std::fabs(r1[i]))) << dk;
+  for (int64_t dk : {8, 13, 32, 45, 128}) {
+    for (int64_t rows : {1, 4, 7}) {
+      std::vector<float> k(dk), q(dk), v(rows), s0(rows * dk);
+      for (int64_t i = 0; i < dk; ++i) k[i] = nd(rng), q[i] = nd(rng);
+      for (float& x : v) x = nd(rng);
+      for (float& x : s0) x = nd(rng);
+      auto run = [&](gdn::RowsStep f, std::vector<float>& s, std::vector<float>& y) {
+        s = s0;
+        y.assign(rows, 0.0f);
+        f(s.data(), rows, k.data(), q.data(), dk, 0.9f, v.data(), 0.4f, y.data());
+      };
+      std::vector<float> s1, y1, s2, y2;
+      run(gdn::rows_step_scalar(), s1, y1);
+      run(gdn::rows_step_avx2(), s2, y2);
+      for (int64_t r = 0; r < rows; ++r) EXPECT_NEAR(y1[r], y2[r], 1e-4f * (1 + std::fabs(y1[r]))) << dk;
+      for (size_t i = 0; i < s1.size(); ++i) EXPECT_NEAR(s1[i], s2[i], 1e-5f * (1 + std::fabs(s1[i]))) << dk;
+      if (best_isa() < Isa::Avx512) continue;
+      std::vector<float> s3, y3;
+      run(gdn::rows_step_avx512(), s3, y3);
+      EXPECT_EQ(y3, y2) << "dk " << dk << " rows " << rows;
+      EXPECT_EQ(s3, s2) << "dk " << dk << " rows " << rows;
+    }
   }
 }

@@ -1,5 +1,6 @@
 #include "compute/gated_delta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -11,29 +12,36 @@ namespace {
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-void row_step_scalar_impl(float* row, const float* k, const float* q, int64_t dk, float g, float v,
-                          float beta, float* y) {
-  float kv = 0;
-  for (int64_t i = 0; i < dk; ++i) {
-    row[i] *= g;
-    kv += row[i] * k[i];
+void rows_step_scalar_impl(float* rows, int64_t n_rows, const float* k, const float* q, int64_t dk, float g,
+                           const float* v, float beta, float* y) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    float* row = rows + r * dk;
+    float kv = 0;
+    for (int64_t i = 0; i < dk; ++i) {
+      row[i] *= g;
+      kv += row[i] * k[i];
+    }
+    const float d = (v[r] - kv) * beta;
+    float out = 0;
+    for (int64_t i = 0; i < dk; ++i) {
+      row[i] += k[i] * d;
+      out += row[i] * q[i];
+    }
+    y[r] = out;
   }
-  const float d = (v - kv) * beta;
-  float out = 0;
-  for (int64_t i = 0; i < dk; ++i) {
-    row[i] += k[i] * d;
-    out += row[i] * q[i];
-  }
-  *y = out;
 }
 
-gdn::RowStep row_step() {
-  return active_isa() >= Isa::Avx2 ? gdn::row_step_avx2() : gdn::row_step_scalar();
+gdn::RowsStep rows_step() {
+  switch (active_isa()) {
+    case Isa::Avx512: return gdn::rows_step_avx512();
+    case Isa::Avx2: return gdn::rows_step_avx2();
+    default: return gdn::rows_step_scalar();
+  }
 }
 
 }  // namespace
 
-gdn::RowStep gdn::row_step_scalar() { return row_step_scalar_impl; }
+gdn::RowsStep gdn::rows_step_scalar() { return rows_step_scalar_impl; }
 
 void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
                         int64_t n, float* out) {
@@ -75,14 +83,36 @@ void gated_delta_gates(const float* a, const float* b, const float* A_log, const
 
 void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, const float* v,
                       const float* log_g, const float* beta, float* state, float* y, int64_t h0, int64_t h1) {
-  const gdn::RowStep step = row_step();
+  const gdn::RowsStep step = rows_step();
   for (int64_t h = h0; h < h1; ++h) {
-    const float* kh = k + s.k_head(h) * s.k_dim;
-    const float* qh = q + s.k_head(h) * s.k_dim;
-    float* S = state + h * s.v_dim * s.k_dim;
-    const float g = std::exp(log_g[h]);
-    for (int64_t d = 0; d < s.v_dim; ++d)
-      step(S + d * s.k_dim, kh, qh, s.k_dim, g, v[h * s.v_dim + d], beta[h], y + h * s.v_dim + d);
+    const int64_t kh = s.k_head(h) * s.k_dim;
+    step(state + h * s.v_dim * s.k_dim, s.v_dim, k + kh, q + kh, s.k_dim, std::exp(log_g[h]), v + h * s.v_dim,
+         beta[h], y + h * s.v_dim);
+  }
+}
+
+void gated_delta_recurrent(const GatedDeltaShape& s, const float* qkv, int64_t ld, const float* log_g,
+                           const float* beta, int64_t n, float* state, float* y, int64_t ldy, int64_t h0,
+                           int64_t h1) {
+  const gdn::RowsStep step = rows_step();
+  const int64_t key_dim = s.k_heads * s.k_dim;
+  // 16 KiB of state rows per block stay in L1 while a span of tokens streams by; spans of 64
+  // tokens keep the q/k rows a head's blocks re-read in L2 (the token stride is a whole qkv row).
+  const int64_t block = std::max<int64_t>(1, 4096 / s.k_dim), span = 64;
+  for (int64_t t0 = 0; t0 < n; t0 += span) {
+    const int64_t t1 = std::min(n, t0 + span);
+    for (int64_t h = h0; h < h1; ++h) {
+      const int64_t kh = s.k_head(h) * s.k_dim;
+      float* S = state + h * s.v_dim * s.k_dim;
+      for (int64_t r0 = 0; r0 < s.v_dim; r0 += block) {
+        const int64_t rows = std::min(block, s.v_dim - r0);
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* row = qkv + t * ld;
+          step(S + r0 * s.k_dim, rows, row + key_dim + kh, row + kh, s.k_dim, std::exp(log_g[t * s.v_heads + h]),
+               row + 2 * key_dim + h * s.v_dim + r0, beta[t * s.v_heads + h], y + t * ldy + h * s.v_dim + r0);
+        }
+      }
+    }
   }
 }
 

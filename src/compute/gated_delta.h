@@ -33,6 +33,13 @@ void gated_delta_gates(const float* a, const float* b, const float* A_log, const
 void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, const float* v,
                       const float* log_g, const float* beta, float* state, float* y, int64_t h0, int64_t h1);
 
+// n tokens of one sequence through the recurrence, bitwise equal to n gated_delta_step calls
+// (the rows of a state evolve independently, so blocks of rows run through all n tokens while
+// they sit in L1). Operands laid out as for gated_delta_chunked below.
+void gated_delta_recurrent(const GatedDeltaShape& s, const float* qkv, int64_t ld, const float* log_g,
+                           const float* beta, int64_t n, float* state, float* y, int64_t ldy, int64_t h0,
+                           int64_t h1);
+
 // The same recurrence over n tokens of one sequence in the chunk-parallel (WY) form
 // (gated_delta_chunk.cpp): equal to n gated_delta_step calls up to f32 rounding. Token t's q, k,
 // v start at qkv + t*ld (q at 0, k at Hk*Dk, v at 2*Hk*Dk); log_g/beta [n][Hv]; y row t at
@@ -45,11 +52,16 @@ void gated_delta_chunked(const GatedDeltaShape& s, const float* qkv, int64_t ld,
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t n, float eps, float* out);
 
 namespace gdn {
-// One state row (Dk floats) of one token: row ← g·row; d = β(v − row·k); row += d·k; *y = row·q.
-using RowStep = void (*)(float* row, const float* k, const float* q, int64_t dk, float g, float v,
-                         float beta, float* y);
-RowStep row_step_scalar();
-RowStep row_step_avx2();
+// One token over `n_rows` consecutive state rows of one head (Dk floats each): for each row r,
+// row ← g·row; d = β(v[r] − row·k); row += d·k; y[r] = row·q. The scalar form computes exactly
+// that; the SIMD forms (gated_delta_rows.h) reorder it to read each row once for both dots and
+// write it once, accumulate in 16 lanes and reduce them in one fixed tree, so AVX2 and AVX-512
+// agree bitwise with each other (and with the scalar form up to f32 rounding).
+using RowsStep = void (*)(float* rows, int64_t n_rows, const float* k, const float* q, int64_t dk, float g,
+                          const float* v, float beta, float* y);
+RowsStep rows_step_scalar();
+RowsStep rows_step_avx2();
+RowsStep rows_step_avx512();
 }  // namespace gdn
 
 }  // namespace rapid::compute

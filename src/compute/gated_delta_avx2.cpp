@@ -1,46 +1,44 @@
-// AVX2 row step of the Gated DeltaNet recurrence (compiled with -mavx2 -mfma; used only when the
-// CPU has them). Eight state elements per lane group, scalar tail.
+// AVX2 rows step of the Gated DeltaNet recurrence (compiled with -mavx2 -mfma; used only when the
+// CPU has them): gated_delta_rows.h over 16 lanes held as two __m256 (lanes 0-7, 8-15).
 #include <immintrin.h>
 
 #include "compute/avx2_hsum.h"
 #include "compute/gated_delta.h"
+#include "compute/gated_delta_rows.h"
 
 namespace rapid::compute {
 namespace {
 
-
-void row_step(float* row, const float* k, const float* q, int64_t dk, float g, float v, float beta, float* y) {
-  const int64_t n8 = dk & ~int64_t(7);
-  const __m256 gv = _mm256_set1_ps(g);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n8; i += 8) {
-    __m256 r = _mm256_mul_ps(_mm256_loadu_ps(row + i), gv);
-    _mm256_storeu_ps(row + i, r);
-    acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(k + i), acc);
+struct V {
+  struct T {
+    __m256 lo, hi;
+  };
+  struct M {
+    __m256i lo, hi;
+  };
+  static T zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+  static T set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  static __m256i lanes_below(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
-  float kv = hsum256(acc);
-  for (int64_t i = n8; i < dk; ++i) {
-    row[i] *= g;
-    kv += row[i] * k[i];
+  static M mask(int64_t rem) { return {lanes_below(rem), lanes_below(rem - 8)}; }
+  static T load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+  static T load(const float* p, M m) { return {_mm256_maskload_ps(p, m.lo), _mm256_maskload_ps(p + 8, m.hi)}; }
+  static void store(float* p, T x) {
+    _mm256_storeu_ps(p, x.lo);
+    _mm256_storeu_ps(p + 8, x.hi);
   }
-  const float d = (v - kv) * beta;
-  const __m256 dv = _mm256_set1_ps(d);
-  acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n8; i += 8) {
-    __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), dv, _mm256_loadu_ps(row + i));
-    _mm256_storeu_ps(row + i, r);
-    acc = _mm256_fmadd_ps(r, _mm256_loadu_ps(q + i), acc);
+  static void store(float* p, T x, M m) {
+    _mm256_maskstore_ps(p, m.lo, x.lo);
+    _mm256_maskstore_ps(p + 8, m.hi, x.hi);
   }
-  float out = hsum256(acc);
-  for (int64_t i = n8; i < dk; ++i) {
-    row[i] += k[i] * d;
-    out += row[i] * q[i];
-  }
-  *y = out;
-}
+  static T mul(T a, T b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+  static T fmadd(T a, T b, T c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+  static float sum(T x) { return hsum256(_mm256_add_ps(x.lo, x.hi)); }
+};
 
 }  // namespace
 
-gdn::RowStep gdn::row_step_avx2() { return row_step; }
+gdn::RowsStep gdn::rows_step_avx2() { return gdn::rows_step<V, 2>; }
 
 }  // namespace rapid::compute

@@ -529,11 +529,7 @@ class Qwen35Model final : public Model {
         compute::gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
         return;
       }
-      for (int64_t t = 0; t < n; ++t) {
-        const float* r = conv + t * C_;
-        compute::gated_delta_step(gd_, r, r + key_dim_, r + 2 * key_dim_, g + t * Hv, beta + t * Hv, ssm, y + t * value_dim_,
-                         h0, h1);
-      }
+      compute::gated_delta_recurrent(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
     });
   }
 
