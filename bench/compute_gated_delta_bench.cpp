@@ -49,6 +49,24 @@ void BM_Steps(benchmark::State& st) {
   st.SetLabel(compute::isa_name(compute::active_isa()));
 }
 
+// Decode: one token through each of 18 layers' states (18 MiB, as Qwen3.5-0.8B's DeltaNet
+// layers), so the states come from beyond L2 as in a real decode step; items = layer steps.
+void BM_DecodeLayers(benchmark::State& st) {
+  constexpr int64_t kLayers = 18;
+  Data d(compute::GatedDeltaShape{16, 16, 128, 128}, 1);
+  std::vector<float> states(kLayers * d.s.state_floats(), 0.0f);
+  const int64_t kd = d.s.k_heads * d.s.k_dim;
+  const float* r = d.qkv.data();
+  for (auto _ : st) {
+    for (int64_t l = 0; l < kLayers; ++l)
+      compute::gated_delta_step(d.s, r, r + kd, r + 2 * kd, d.log_g.data(), d.beta.data(),
+                                states.data() + l * d.s.state_floats(), d.y.data(), 0, 16);
+    benchmark::DoNotOptimize(d.y.data());
+  }
+  st.SetItemsProcessed(st.iterations() * kLayers);
+  st.SetLabel(compute::isa_name(compute::active_isa()));
+}
+
 // The same arithmetic over all n tokens per block of state rows (prefill's recurrent path).
 void BM_Recurrent(benchmark::State& st) {
   const int64_t n = st.range(0);
@@ -77,6 +95,7 @@ void BM_Chunked(benchmark::State& st) {
 
 }  // namespace
 
+BENCHMARK(BM_DecodeLayers)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Steps)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Recurrent)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Chunked)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);

@@ -142,7 +142,7 @@ TEST(GatedDeltaStep, SimdMatchesScalarAndAvx512IsAvx2) {
       auto run = [&](gdn::RowsStep f, std::vector<float>& s, std::vector<float>& y) {
         s = s0;
         y.assign(rows, 0.0f);
-        f(s.data(), rows, k.data(), q.data(), dk, 0.9f, v.data(), 0.4f, y.data());
+        f(s.data(), rows, k.data(), q.data(), dk, 0.9f, v.data(), 0.4f, y.data(), rows == 4);
       };
       std::vector<float> s1, y1, s2, y2;
       run(gdn::rows_step_scalar(), s1, y1);

@@ -13,7 +13,7 @@ namespace {
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void rows_step_scalar_impl(float* rows, int64_t n_rows, const float* k, const float* q, int64_t dk, float g,
-                           const float* v, float beta, float* y) {
+                           const float* v, float beta, float* y, bool) {
   for (int64_t r = 0; r < n_rows; ++r) {
     float* row = rows + r * dk;
     float kv = 0;
@@ -87,7 +87,7 @@ void gated_delta_step(const GatedDeltaShape& s, const float* q, const float* k, 
   for (int64_t h = h0; h < h1; ++h) {
     const int64_t kh = s.k_head(h) * s.k_dim;
     step(state + h * s.v_dim * s.k_dim, s.v_dim, k + kh, q + kh, s.k_dim, std::exp(log_g[h]), v + h * s.v_dim,
-         beta[h], y + h * s.v_dim);
+         beta[h], y + h * s.v_dim, true);
   }
 }
 
@@ -109,7 +109,8 @@ void gated_delta_recurrent(const GatedDeltaShape& s, const float* qkv, int64_t l
         for (int64_t t = t0; t < t1; ++t) {
           const float* row = qkv + t * ld;
           step(S + r0 * s.k_dim, rows, row + key_dim + kh, row + kh, s.k_dim, std::exp(log_g[t * s.v_heads + h]),
-               row + 2 * key_dim + h * s.v_dim + r0, beta[t * s.v_heads + h], y + t * ldy + h * s.v_dim + r0);
+               row + 2 * key_dim + h * s.v_dim + r0, beta[t * s.v_heads + h], y + t * ldy + h * s.v_dim + r0,
+               t == t0);
         }
       }
     }

@@ -57,8 +57,9 @@ namespace gdn {
 // that; the SIMD forms (gated_delta_rows.h) reorder it to read each row once for both dots and
 // write it once, accumulate in 16 lanes and reduce them in one fixed tree, so AVX2 and AVX-512
 // agree bitwise with each other (and with the scalar form up to f32 rounding).
+// `cold`: the rows are not in cache (a hint: the SIMD forms prefetch ahead; results unchanged).
 using RowsStep = void (*)(float* rows, int64_t n_rows, const float* k, const float* q, int64_t dk, float g,
-                          const float* v, float beta, float* y);
+                          const float* v, float beta, float* y, bool cold);
 RowsStep rows_step_scalar();
 RowsStep rows_step_avx2();
 RowsStep rows_step_avx512();

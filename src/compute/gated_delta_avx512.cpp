@@ -30,6 +30,6 @@ struct V {
 
 }  // namespace
 
-gdn::RowsStep gdn::rows_step_avx512() { return gdn::rows_step<V, 8>; }
+gdn::RowsStep gdn::rows_step_avx512() { return gdn::rows_step<V, 4>; }
 
 }  // namespace rapid::compute
