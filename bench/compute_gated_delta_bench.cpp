@@ -67,26 +67,15 @@ void BM_DecodeLayers(benchmark::State& st) {
   st.SetLabel(compute::isa_name(compute::active_isa()));
 }
 
-// The same arithmetic over all n tokens per block of state rows (prefill's recurrent path).
-void BM_Recurrent(benchmark::State& st) {
+// Prefill of n tokens through one of the two multi-token forms (same signature): recurrent
+// (blocks of state rows through all n tokens) or chunk-parallel.
+using PrefillForm = decltype(&compute::gated_delta_recurrent);
+void BM_Prefill(benchmark::State& st, PrefillForm form) {
   const int64_t n = st.range(0);
   Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
   const int64_t vd = d.s.v_heads * d.s.v_dim;
   for (auto _ : st) {
-    compute::gated_delta_recurrent(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(),
-                                   vd, 0, 16);
-    benchmark::DoNotOptimize(d.y.data());
-  }
-  st.SetItemsProcessed(st.iterations() * n);
-  st.SetLabel(compute::isa_name(compute::active_isa()));
-}
-
-void BM_Chunked(benchmark::State& st) {
-  const int64_t n = st.range(0);
-  Data d(compute::GatedDeltaShape{16, 16, 128, 128}, n);
-  const int64_t vd = d.s.v_heads * d.s.v_dim;
-  for (auto _ : st) {
-    compute::gated_delta_chunked(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(), vd, 0, 16);
+    form(d.s, d.qkv.data(), d.ld, d.log_g.data(), d.beta.data(), n, d.state.data(), d.y.data(), vd, 0, 16);
     benchmark::DoNotOptimize(d.y.data());
   }
   st.SetItemsProcessed(st.iterations() * n);
@@ -97,6 +86,6 @@ void BM_Chunked(benchmark::State& st) {
 
 BENCHMARK(BM_DecodeLayers)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Steps)->Arg(1)->Arg(64)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Recurrent)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Chunked)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Prefill, Recurrent, compute::gated_delta_recurrent)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Prefill, Chunked, compute::gated_delta_chunked)->Arg(64)->Arg(512)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
