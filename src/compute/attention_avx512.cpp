@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compute/attention_impl.h"
+#include "compute/avx512_exp.h"
 
 namespace rapid::compute::attn {
 namespace {
@@ -109,25 +110,6 @@ inline __m512 tree8(const __m512 v[8]) {
 // Final stage for keys 0-7 (z0) and 8-15 (z1): lane j = key j's score.
 inline __m512 tree_final(__m512 z0, __m512 z1) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(z0, z1, 0x88), _mm512_shuffle_f32x4(z0, z1, 0xdd));
-}
-
-// e^x for x <= 0 (or -inf): 2^n * P(r) with n = round(x/ln2), r = x - n*ln2, P degree-7 Taylor
-// (|r| <= ln2/2: error ~1 ulp); scalef gives exact 2^n scaling and underflows to 0 cleanly.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 5040);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
 }
 
 // Where the row-layout path reads a chunk's keys/values: the cache pages themselves (converted on

@@ -31,6 +31,12 @@ void rows_step_scalar_impl(float* rows, int64_t n_rows, const float* k, const fl
   }
 }
 
+void silu_scalar_impl(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = silu(x[i]);
+}
+
+gdn::Silu silu_fn() { return active_isa() == Isa::Avx512 ? gdn::silu_avx512() : gdn::silu_scalar(); }
+
 gdn::RowsStep rows_step() {
   switch (active_isa()) {
     case Isa::Avx512: return gdn::rows_step_avx512();
@@ -42,10 +48,12 @@ gdn::RowsStep rows_step() {
 }  // namespace
 
 gdn::RowsStep gdn::rows_step_scalar() { return rows_step_scalar_impl; }
+gdn::Silu gdn::silu_scalar() { return silu_scalar_impl; }
 
 void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
                         int64_t n, float* out) {
   const int64_t keep = K - 1;
+  const gdn::Silu act = silu_fn();
   // window = [state (K-1 rows); x (n rows)]; token t reads rows t .. t+K-1.
   auto in = [&](int64_t r) { return r < keep ? state + r * C : x + (r - keep) * C; };
   for (int64_t t = 0; t < n; ++t) {
@@ -55,7 +63,7 @@ void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, cons
       const float* r = in(t + j);
       for (int64_t c = 0; c < C; ++c) o[c] += w[c * K + j] * r[c];
     }
-    for (int64_t c = 0; c < C; ++c) o[c] = silu(o[c]);
+    act(o, C);
   }
   // New state: the last K-1 rows of the window.
   if (keep == 0) return;
@@ -121,7 +129,10 @@ void gated_rms_norm(const float* x, const float* z, const float* w, int64_t n, f
   float ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i] * silu(z[i]);
+  thread_local std::vector<float> sz;  // silu(z): out may alias x, not a scratch row
+  sz.assign(z, z + n);
+  silu_fn()(sz.data(), n);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * r * w[i] * sz[i];
 }
 
 }  // namespace rapid::compute

@@ -63,6 +63,13 @@ using RowsStep = void (*)(float* rows, int64_t n_rows, const float* k, const flo
 RowsStep rows_step_scalar();
 RowsStep rows_step_avx2();
 RowsStep rows_step_avx512();
+
+// x ← x·sigmoid(x) over n values (the conv's and the gated norm's SiLU). The AVX-512 form takes
+// e^-x from a polynomial (avx512_exp.h, ~1 ulp) instead of std::exp: not bitwise the scalar one,
+// but the same per element whatever the batch, and the same in prefill and decode.
+using Silu = void (*)(float* x, int64_t n);
+Silu silu_scalar();
+Silu silu_avx512();
 }  // namespace gdn
 
 }  // namespace rapid::compute
