@@ -79,7 +79,7 @@ struct Kernels {
   // conversion and the scaling then happen once per 8 blocks instead of once per block.
   using QDotV = void (*)(const void* w, const ActLanes& x, int64_t nb, int nt, float* out);
   static constexpr int kQDotVMaxNT = 16;
-  QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v;
+  QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
   QDotV dot_q4_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as f32, readable

@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q4_K, Q6_K and MLX affine 4-bit: eight blocks at
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K and MLX affine 4-bit: eight blocks at
 // a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built with
 // -mavx2 -mfma -mf16c). Q8_0 stays per block: measured here, its lane form (signed weights need a
 // 32-bit widening per vector) gained 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
@@ -121,23 +121,31 @@ inline void unpack_q4(const B* w, int m, __m256i* W) {
 }
 
 // Per-block integer dots (one block per lane) of 8 unpacked weight vectors with one token's group.
+// 4-bit weights: 8 maddubs pairs of a lane sum to at most 8·2·15·127 = 30480, so they stay in 16
+// bits; 5-bit ones (≤ 31) only 4 at a time (31496), so each half of a block widens on its own.
+template <int kBits = 4>
 inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
-  __m256i s = _mm256_maddubs_epi16(W[0], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg)));
-  for (int d = 1; d < 8; ++d)
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[d], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d))));
-  return _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+  constexpr int kRun = kBits == 4 ? 8 : 4;  // vectors summed in 16 bits
+  auto x = [&](int d) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)); };
+  __m256i r = _mm256_setzero_si256();
+  for (int h = 0; h < 8; h += kRun) {
+    __m256i s = _mm256_maddubs_epi16(W[h], x(h));
+    for (int d = h + 1; d < h + kRun; ++d) s = _mm256_add_epi16(s, _mm256_maddubs_epi16(W[d], x(d)));
+    r = h ? _mm256_add_epi32(r, _mm256_madd_epi16(s, _mm256_set1_epi16(1))) : _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+  }
+  return r;
 }
 
 // NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, Q4_K, MLX
-// affine): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds.
-template <int NT>
+// affine; Q5_1 with kBits = 5): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds.
+template <int NT, int kBits = 4>
 [[gnu::always_inline]] inline void scaled_offset_dots(const __m256i* W, __m256 dw, __m256 mw, const ActLanes& x,
                                                       int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
-    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W, xq + t * 64));
+    const __m256 sum = _mm256_cvtepi32_ps(lane_dots<kBits>(W, xq + t * 64));
     acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
     acc[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xds + t * 8), acc[t]);
   }
@@ -154,25 +162,86 @@ template <int NT, bool kFull>
   scaled_offset_dots<NT>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
 
-// Q4_0: w = d·(q − 8); the offset is removed exactly in int32 with 8·Σx.
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m,
-                                               __m256* acc) {
-  w += 8 * g;
-  __m256i W[8];
-  unpack_q4<tensor::BlockQ4_0, kFull>(w, m, W);
-  const __m256 dw = q4_0_scales<kFull>(w, m);
+// NT tokens' sums over one group of 8 blocks whose weights are d·(q − 2^kShift) with q stored
+// unsigned (Q4_0, Q5_0): the offset leaves exactly in int32 with 2^kShift·Σx.
+template <int NT, int kShift, int kBits>
+[[gnu::always_inline]] inline void offset_dots(const __m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
-    const __m256i isum = _mm256_sub_epi32(lane_dots(W, xq + t * 64), _mm256_slli_epi32(sx, 3));
+    const __m256i isum = _mm256_sub_epi32(lane_dots<kBits>(W, xq + t * 64), _mm256_slli_epi32(sx, kShift));
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
   }
 }
 
+// Q4_0: w = d·(q − 8).
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i W[8];
+  unpack_q4<tensor::BlockQ4_0, kFull>(w, m, W);
+  offset_dots<NT, 3, 4>(W, q4_0_scales<kFull>(w, m), x, g, acc);
+}
+
+// Q5_0 / Q5_1 are Q4_0 / Q4_1 with a 5th bit per element from the block's 32-bit qh (bit e ↔
+// element e). A block's first 8 bytes hold its scale(s) and qh: [d, qh, 2 bytes of qs] (Q5_0),
+// [d, m, qh] (Q5_1); lo / hi get their low / high dwords, lane k from block k (zero past m).
+template <class B, bool kFull>
+inline void q5_heads(const B* w, int m, __m256i& lo, __m256i& hi) {
+  auto head = [&](int k) {
+    long long v = 0;
+    if (kFull || k < m) __builtin_memcpy(&v, &w[k], 8);
+    return v;
+  };
+  // Blocks (0, 1, 4, 5) and (2, 3, 6, 7), so that the in-lane shuffles leave them in order.
+  const __m256 a = _mm256_castsi256_ps(_mm256_setr_epi64x(head(0), head(1), head(4), head(5)));
+  const __m256 b = _mm256_castsi256_ps(_mm256_setr_epi64x(head(2), head(3), head(6), head(7)));
+  lo = _mm256_castps_si256(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+  hi = _mm256_castps_si256(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+// The 5th bits (H: block k's qh in lane k) into W as unpack_q4 leaves it: W[d] byte j of lane k is
+// element 4d + j, so it takes bit j of nibble d & 1 of qh byte d / 2, moved to bit 4.
+inline void add_fifth_bits(__m256i H, __m256i* W) {
+  const __m256i bit = _mm256_set1_epi32(static_cast<int>(0x80402010u));  // byte j: 0x10 << j
+  const __m256i b16 = _mm256_set1_epi8(0x10);
+  for (int b = 0; b < 4; ++b) {
+    const int spread = 0x01010101 * b;  // byte b of each dword in all four of its bytes
+    const __m256i s = _mm256_shuffle_epi8(H, _mm256_setr_epi32(spread, spread + 0x04040404, spread + 0x08080808,
+                                                               spread + 0x0c0c0c0c, spread, spread + 0x04040404,
+                                                               spread + 0x08080808, spread + 0x0c0c0c0c));
+    // Low nibble: bits 0-3 up to 4-7 (the bits shifted in from the byte below fall outside `bit`).
+    const __m256i lo = _mm256_and_si256(_mm256_slli_epi16(s, 4), bit), hi = _mm256_and_si256(s, bit);
+    W[2 * b] = _mm256_or_si256(W[2 * b], _mm256_min_epu8(lo, b16));
+    W[2 * b + 1] = _mm256_or_si256(W[2 * b + 1], _mm256_min_epu8(hi, b16));
+  }
+}
+
+// Q5_0: w = d·(q − 16), Q4_0's form.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q5_0v_group(const tensor::BlockQ5_0* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i W[8], lo, hi;
+  unpack_q4<tensor::BlockQ5_0, kFull>(w, m, W);
+  q5_heads<tensor::BlockQ5_0, kFull>(w, m, lo, hi);
+  add_fifth_bits(_mm256_or_si256(_mm256_srli_epi32(lo, 16), _mm256_slli_epi32(hi, 16)), W);  // qh at byte 2
+  offset_dots<NT, 4, 5>(W, f16_lo(lo), x, g, acc);
+}
+// Q5_1: w = d·q + m, Q4_1's form.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q5_1v_group(const tensor::BlockQ5_1* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i W[8], dm, qh;
+  unpack_q4<tensor::BlockQ5_1, kFull>(w, m, W);
+  q5_heads<tensor::BlockQ5_1, kFull>(w, m, dm, qh);
+  add_fifth_bits(qh, W);
+  scaled_offset_dots<NT, 5>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
+}
 // In-register 8×8 transpose of int32: W[d] lane k = R[k] lane d.
 inline void transpose8x8(const __m256i* R, __m256i* W) {
   __m256i t[8], u[8];
@@ -284,6 +353,8 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
+RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
+RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
 #undef RAPID_QDOTV
 #undef RAPID_KV_LANES
 
@@ -292,6 +363,8 @@ RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
+  k.dot_q5_0v = q5_0v;
+  k.dot_q5_1v = q5_1v;
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;

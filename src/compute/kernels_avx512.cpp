@@ -3,7 +3,7 @@
 // bias removed with the activation block's integer sum; the Q6_K lane kernel's signed values go
 // as |w| with the sign moved onto the activation.
 //
-// Lane kernels (Kernels::QDotV / MlxDotV) for Q4_0, Q4_1, Q8_0, Q4_K, Q6_K and MLX 4-bit: the
+// Lane kernels (Kernels::QDotV / MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K and MLX 4-bit: the
 // AVX2 lane kernels' scheme (kernels_avx2_lanes.cpp) with 512-bit dpbusd pairs. Their float
 // operations are the AVX2 kernels' exactly (per token and 8-block group: one conversion, the same
 // fma / mul sequence, hsum256 at the end; only the exact integer part differs), so a token's result
@@ -538,6 +538,78 @@ template <int NT, bool kFull>
   offset_dots<NT, 3>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
 }
 
+// 64 bytes at p + off, masked to the group's first n bytes (never reading or faulting past them).
+template <bool kFull>
+inline __m512i load64(const uint8_t* p, int off, int n) {
+  if (kFull) return _mm512_loadu_si512(p + off);
+  const int k = std::clamp(n - off, 0, 64);
+  return _mm512_maskz_loadu_epi8(k >= 64 ? ~__mmask64(0) : (__mmask64(1) << k) - 1, p + off);
+}
+// Q5_0 / Q5_1 are Q4_0 / Q4_1 with a 5th bit per element from the block's 32-bit qh (bit e ↔
+// element e). Their heads for the first m blocks of a group (zero past m): qh of block k in lane k,
+// and Q5_0's scales as floats (22-byte blocks: d at word 11k, qh words 11k + 1, 11k + 2; the group's
+// 176 bytes as three loads, the last two overlapping, and two word permutes) ...
+template <bool kFull>
+inline __m256 q5_0_heads(const uint8_t* p, int m, __m256i& qh) {
+  const int n = 22 * m;
+  const __m512i a = load64<kFull>(p, 0, n), b = load64<kFull>(p, 64, n), c = load64<kFull>(p, 112, n);
+  // Words 2k, 2k + 1: qh of block k; word 16 + k: its d. Blocks 6 and 7 come from c (word 56 on).
+  const __m512i idx01 = _mm512_setr_epi32(1 | 2 << 16, 12 | 13 << 16, 23 | 24 << 16, 34 | 35 << 16, 45 | 46 << 16,
+                                          56 | 57 << 16, 0, 0, 0 | 11 << 16, 22 | 33 << 16, 44 | 55 << 16, 0, 0, 0, 0, 0);
+  const __m512i idx2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 11 | 12 << 16, 22 | 23 << 16, 0, 0, 0, 10 | 21 << 16, 0, 0, 0, 0);
+  const __m512i r = _mm512_mask_permutexvar_epi16(_mm512_permutex2var_epi16(a, idx01, b), 0x00c0f000u, idx2, c);
+  qh = _mm512_castsi512_si256(r);
+  return _mm256_cvtph_ps(_mm512_extracti32x4_epi32(r, 2));
+}
+// ... and Q5_1's (d, m) dwords (24-byte blocks: dword 6k, qh dword 6k + 1; the group is three zmm).
+template <bool kFull>
+inline __m256i q5_1_heads(const uint8_t* p, int m, __m256i& qh) {
+  const int n = 24 * m;
+  const __m512i a = load64<kFull>(p, 0, n), b = load64<kFull>(p, 64, n), c = load64<kFull>(p, 128, n);
+  // Lane k: qh of block k; lane 8 + k: its (d, m). Blocks 6 and 7 come from c (dword 32 on).
+  const __m512i idx01 = _mm512_setr_epi32(1, 7, 13, 19, 25, 31, 0, 0, 0, 6, 12, 18, 24, 30, 0, 0);
+  const __m512i idx2 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 5, 11, 0, 0, 0, 0, 0, 0, 4, 10);
+  const __m512i r = _mm512_mask_permutexvar_epi32(_mm512_permutex2var_epi32(a, idx01, b), 0xc0c0, idx2, c);
+  qh = _mm512_castsi512_si256(r);
+  return _mm512_extracti64x4_epi64(r, 1);
+}
+// The 5th bits (qh: block k's in lane k) into W2 as nibble_pairs leaves it: W2[j] byte i of lane
+// 8e + k is element 8j + 4e + i of block k, so it takes bit 4e + i of qh byte j.
+inline void add_fifth_bits(__m256i qh, __m512i* W2) {
+  const __m512i h = _mm512_broadcast_i64x4(qh);
+  const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi32(0x08040201), _mm256_set1_epi32(static_cast<int>(0x80402010u)), 1);
+  const __m512i b16 = _mm512_set1_epi8(0x10);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i spread = _mm512_add_epi32(_mm512_set1_epi32(0x01010101 * j),  // byte j of each dword, four times
+                                            _mm512_set4_epi32(0x0c0c0c0c, 0x08080808, 0x04040404, 0));
+    const __mmask64 set = _mm512_test_epi8_mask(_mm512_shuffle_epi8(h, spread), bit);
+    W2[j] = _mm512_mask_add_epi8(W2[j], set, W2[j], b16);
+  }
+}
+
+// Q5_0: w = d·(q − 16), Q4_0's form.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q5_0v_group(const tensor::BlockQ5_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m512i W2[4];
+  __m256i qh;
+  unpack_q4<tensor::BlockQ5_0, kFull>(p, m, W2);
+  const __m256 dw = q5_0_heads<kFull>(p, m, qh);
+  add_fifth_bits(qh, W2);
+  offset_dots<NT, 4>(W2, dw, x, g, acc);
+}
+// Q5_1: w = d·q + m, Q4_1's form.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q5_1v_group(const tensor::BlockQ5_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m512i W2[4];
+  __m256i qh;
+  unpack_q4<tensor::BlockQ5_1, kFull>(p, m, W2);
+  const __m256i dm = q5_1_heads<kFull>(p, m, qh);
+  add_fifth_bits(qh, W2);
+  scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+}
+
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
 template <int NT, bool kFull>
 [[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
@@ -651,6 +723,8 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
+RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
+RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
 #undef RAPID_QDOTV
 #undef RAPID_KV_LANES
 
@@ -704,6 +778,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
   k.dot_q8_0v = q8_0v;
+  k.dot_q5_0v = q5_0v;
+  k.dot_q5_1v = q5_1v;
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;
