@@ -53,12 +53,25 @@ Weight random_weight(tensor::DType t, int gs, int64_t rows, int64_t cols, std::m
   w.data.resize(rows * cols / tensor::block_elems(t) * bb);
   for (auto& b : w.data) b = static_cast<uint8_t>(rng());
   for (size_t off = 0; off < w.data.size(); off += bb) {
-    for (int h = 0; h < (t == tensor::DType::Q4_1 || t == tensor::DType::Q4_K ? 2 : 1); ++h) {  // d (and m / dmin)
+    const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K;
+    for (int h = 0; h < (two ? 2 : 1); ++h) {  // d (and m / dmin)
       const uint16_t d = f16(rng, 0.001f, 0.05f);
       std::memcpy(w.data.data() + off + 2 * h, &d, 2);
     }
   }
   return w;
+}
+
+Kernels::QDotV lane_kernel(const Kernels& k, tensor::DType t) {
+  switch (t) {
+    case tensor::DType::Q4_0: return k.dot_q4_0v;
+    case tensor::DType::Q4_1: return k.dot_q4_1v;
+    case tensor::DType::Q5_0: return k.dot_q5_0v;
+    case tensor::DType::Q5_1: return k.dot_q5_1v;
+    case tensor::DType::Q8_0: return k.dot_q8_0v;
+    case tensor::DType::Q4_K: return k.dot_q4_kv;
+    default: return nullptr;
+  }
 }
 
 // The lane kernel of the format at `isa` for row r and token t (one token per call: nt = 1).
@@ -75,16 +88,13 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
     k.dot_mlx4v(w.data.data() + r * cols / 2, sc.data(), bi.data(), w.group_size, at(xl4), nb, 1, &out);
     return out;
   }
-  auto qv = w.dtype == tensor::DType::Q4_0 ? k.dot_q4_0v : w.dtype == tensor::DType::Q4_1 ? k.dot_q4_1v
-          : w.dtype == tensor::DType::Q4_K ? k.dot_q4_kv : k.dot_q8_0v;
+  auto qv = lane_kernel(k, w.dtype);
   qv(w.data.data() + r * tensor::row_bytes(w.dtype, cols), at(xl), nb / (tensor::block_elems(w.dtype) / 32), 1, &out);
   return out;
 }
 
 bool has_lane_kernel(const Kernels& k, tensor::DType t) {
-  return t == tensor::DType::Q4_0 ? k.dot_q4_0v != nullptr : t == tensor::DType::Q4_1 ? k.dot_q4_1v != nullptr
-       : t == tensor::DType::Q8_0 ? k.dot_q8_0v != nullptr : t == tensor::DType::Q4_K ? k.dot_q4_kv != nullptr
-       : k.dot_mlx4v != nullptr;
+  return t == tensor::DType::MLX_AFFINE ? k.dot_mlx4v != nullptr : lane_kernel(k, t) != nullptr;
 }
 
 struct Format {
@@ -92,7 +102,7 @@ struct Format {
   int group_size;
 };
 const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1, 0},         {tensor::DType::Q8_0, 0},
-                           {tensor::DType::Q4_K, 0},
+                           {tensor::DType::Q4_K, 0},        {tensor::DType::Q5_0, 0},         {tensor::DType::Q5_1, 0},
                            {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64}, {tensor::DType::MLX_AFFINE, 128}};
 
 }  // namespace

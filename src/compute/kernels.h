@@ -19,7 +19,7 @@ struct ActLanes {
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
 struct PanelRows {
-  tensor::DType dtype;  // Q4_0, Q4_1, Q8_0, Q4_K, or MLX_AFFINE with 4 bits
+  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, or MLX_AFFINE with 4 bits
   const uint8_t* w;     // first row
   size_t stride;        // bytes between rows
   int rows;             // 1..32

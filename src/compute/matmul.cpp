@@ -188,6 +188,8 @@ bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& 
     case tensor::DType::Q4_1: return k.dot_q4_1v != nullptr;
     case tensor::DType::Q8_0: return k.dot_q8_0v != nullptr;
     case tensor::DType::Q4_K: return k.dot_q4_kv != nullptr;
+    case tensor::DType::Q5_0: return k.dot_q5_0v != nullptr;
+    case tensor::DType::Q5_1: return k.dot_q5_1v != nullptr;
     default: return mlx4_lanes(w, path, k);
   }
 }

@@ -92,6 +92,12 @@ inline __m256i split_nibbles(const uint8_t* qs, int off) {
   const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
   return _mm256_sub_epi8(v, _mm256_set1_epi8(static_cast<char>(off)));
 }
+// Q5_0 / Q5_1: bit j of the 32-bit qh is element j's fifth bit (16), over split_nibbles' values.
+inline __m256i with_fifth_bits(__m256i v, const uint8_t* qh) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return _mm256_mask_add_epi8(v, static_cast<__mmask32>(h), v, _mm256_set1_epi8(16));
+}
 // MLX 4-bit: LSB first, byte j holds elements 2j (low) and 2j + 1 (high).
 inline __m256i interleave_nibbles(const uint8_t* qs) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0f);
@@ -116,6 +122,16 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       const auto* q = reinterpret_cast<const tensor::BlockQ4_1*>(row) + blk;
       d = tensor::f16_to_f32(q->d), m = tensor::f16_to_f32(q->m);
       return split_nibbles(q->qs, 0);
+    }
+    case tensor::DType::Q5_0: {
+      const auto* q = reinterpret_cast<const tensor::BlockQ5_0*>(row) + blk;
+      d = tensor::f16_to_f32(q->d);
+      return _mm256_sub_epi8(with_fifth_bits(split_nibbles(q->qs, 0), q->qh), _mm256_set1_epi8(16));
+    }
+    case tensor::DType::Q5_1: {
+      const auto* q = reinterpret_cast<const tensor::BlockQ5_1*>(row) + blk;
+      d = tensor::f16_to_f32(q->d), m = tensor::f16_to_f32(q->m);
+      return with_fifth_bits(split_nibbles(q->qs, 0), q->qh);
     }
     case tensor::DType::Q4_K: {  // sub-block blk % 8 of super-block blk / 8 (the lane kernel's lane)
       const auto& q = reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk / 8];
@@ -228,7 +244,8 @@ void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   thread_local Unpacked u;
   unpack(p, x.nb, u);
   configure_tiles();
-  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q8_0;  // w = d·q + m
+  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q5_0 &&
+                      p.dtype != tensor::DType::Q8_0;  // w = d·q + m
   for (int64_t i = 0; kTok * i < x.n; i += 2) {
     const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));
     if (offset) tile_pair<true>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);
