@@ -489,10 +489,13 @@ inline void gather16(const uint8_t* p, size_t off, int m, __m512i* half) {
   auto at = [&](int k) {
     return kFull || k < m ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + k * kStride + off)) : _mm_setzero_si128();
   };
+  // The insert positions are spelled out: they must be immediates even where the compiler does not
+  // unroll (the -O1 sanitizer build).
   for (int h = 0; h < 2; ++h) {
     __m512i v = _mm512_castsi128_si512(at(4 * h));
-    for (int i = 1; i < 4; ++i) v = _mm512_inserti32x4(v, at(4 * h + i), i);
-    half[h] = v;
+    v = _mm512_inserti32x4(v, at(4 * h + 1), 1);
+    v = _mm512_inserti32x4(v, at(4 * h + 2), 2);
+    half[h] = _mm512_inserti32x4(v, at(4 * h + 3), 3);
   }
 }
 // Dwords 2h and 2h + 1 of the 8 blocks of 16 bytes held in half[] as one pair in lane order (lane
