@@ -313,6 +313,11 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1,
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
 // Qwen3.5-0.8B's MLP up projection (3584 x 1024) as Q4_0: whole 8-block groups (the AVX2 lane kernels).
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t, tensor::DType::Q4_0, 3584, 1024, 1, 1)->UseRealTime();
+// Qwen3.5-0.8B's tied LM head (248k x 1024, 140 MB in Q4_0): the largest matrix of a decode step, DRAM bound.
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_1t, tensor::DType::Q4_0, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_2t, tensor::DType::Q4_0, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n8, tensor::DType::Q4_0, 3584, 1024, 1, 8)->UseRealTime();
 // Prefill shapes (a 512-token chunk and smaller batches): AMX panels from 32 tokens where the CPU
 // has them; RAPID_AMX=0 runs the lane kernels on the same machine for the before/after ratio.
