@@ -181,17 +181,10 @@ ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t 
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
 constexpr int64_t kPanelMinTokens = 32;
 
+// Panels exist for every format with a lane kernel but Q6_K (two scales per block).
 bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
-  if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast) return false;
-  switch (w.dtype) {
-    case tensor::DType::Q4_0: return k.dot_q4_0v != nullptr;
-    case tensor::DType::Q4_1: return k.dot_q4_1v != nullptr;
-    case tensor::DType::Q8_0: return k.dot_q8_0v != nullptr;
-    case tensor::DType::Q4_K: return k.dot_q4_kv != nullptr;
-    case tensor::DType::Q5_0: return k.dot_q5_0v != nullptr;
-    case tensor::DType::Q5_1: return k.dot_q5_1v != nullptr;
-    default: return mlx4_lanes(w, path, k);
-  }
+  if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast || w.dtype == tensor::DType::Q6_K) return false;
+  return int_kernel_v(k, w.dtype) != nullptr || mlx4_lanes(w, path, k);
 }
 
 // Rows [r0, r1) in panels of up to Kernels::kPanelRows.
@@ -434,22 +427,23 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
   Kernels::QDotV qv[8];
   int64_t start[9];
   start[0] = 0;
-  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false;
+  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false, panels = false;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
     if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
     qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
     qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
-    need_v |= qv[i] != nullptr;
-    need_v4 |= mlx4_lanes(*outs[i].w, path, k);
+    // A weight that takes panels reads only their packing: no lane packing or nibble-order copy.
+    const bool pan = use_panels(*outs[i].w, n, path, k);
+    panels |= pan;
+    need_v |= qv[i] != nullptr && !pan;
+    need_v4 |= mlx4_lanes(*outs[i].w, path, k) && !pan;
     const bool fp4 = mxfp4_fast(*outs[i].w, path);
     need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
-    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4) || fp4;
+    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || fp4;
     start[i + 1] = start[i] + outs[i].w->rows;
   }
   MatmulInputs in{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};
-  bool panels = false;
-  for (int i = 0; i < count; ++i) panels |= use_panels(*outs[i].w, n, path, k);
   if (need_q) {
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
