@@ -51,6 +51,14 @@ void configure_tiles() {
   _tile_loadconfig(&c);
 }
 
+// v resized to hold n elements from a 64-byte boundary (tile loads and stores, aligned vectors);
+// the buffers are thread_local vectors, so a thread that never runs a panel never allocates them.
+template <class T>
+T* aligned64(std::vector<T>& v, size_t n) {
+  v.resize(n + 64 / sizeof(T));
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
+}
+
 // A panel's weights, unpacked: B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
 // holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows' scales (and offsets) as
 // f32 vectors over the 32 rows (zero past the panel).
@@ -59,8 +67,7 @@ struct Unpacked {
   std::vector<float> dw, mw;
   int8_t* b = nullptr;
   void reset(int64_t nb) {
-    raw.resize(static_cast<size_t>(2 * nb * kBlockB + 64));
-    b = reinterpret_cast<int8_t*>((reinterpret_cast<uintptr_t>(raw.data()) + 63) & ~uintptr_t{63});
+    b = reinterpret_cast<int8_t*>(aligned64(raw, static_cast<size_t>(2 * nb * kBlockB)));
     dw.assign(static_cast<size_t>(nb * kRows), 0.0f);
     mw.assign(static_cast<size_t>(nb * kRows), 0.0f);
   }
@@ -206,9 +213,9 @@ template <bool kMin>
 void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
   const int64_t nb = x.nb, per_lane = (nb + 7) / 8;
   thread_local std::vector<int32_t> craw;
-  craw.resize(static_cast<size_t>(per_lane * 4 * kCTile + 16));
-  int32_t* c = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(craw.data()) + 63) & ~uintptr_t{63});
-  alignas(64) static thread_local float lanes[4 * 8 * kTok * kHalf];  // [combo][lane][token][16 rows]
+  thread_local std::vector<float> lraw;
+  int32_t* c = aligned64(craw, static_cast<size_t>(per_lane * 4 * kCTile));
+  float* lanes = aligned64(lraw, 4 * 8 * kTok * kHalf);  // [combo][lane][token][16 rows]
   for (int k = 0; k < 8; ++k) {
     for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) block_dots(u, x, i, blk, c + j * 4 * kCTile);
     for (int combo = 0; combo < 4; ++combo) {
