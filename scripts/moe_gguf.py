@@ -78,6 +78,13 @@ def hf_to_gguf_tensors(gguf, cfg, weights):
     return out
 
 
+# The tiny sets' tokenizer.json splits text with GPT-2's byte-level regex (digit runs stay whole):
+# their GGUFs say so, so a text prompt gets the same ids from mlx-lm (tokenizer.json), llama.cpp and
+# rapid-mlx. ("qwen2" / "qwen35" split digits one by one: generated text holding "64" was a
+# different prompt to mlx-lm than to the GGUF's readers.)
+TINY_PRE = "gpt-2"
+
+
 def keep_f32(name, a):
     """What llama.cpp's converter and quantizer leave in f32: 1-D tensors, norms, the router."""
     return a.ndim <= 1 or name.endswith("_norm.weight") or ".ffn_gate_inp." in name
@@ -193,7 +200,7 @@ def tiny(root):
     for q in ("f32", "q8_0"):
         f = d / f"gguf-{q}" / "model.gguf"
         if not f.exists():
-            write_gguf(f, cfg, tensors, tok, out_type=q)
+            write_gguf(f, cfg, tensors, tok, out_type=q, pre=TINY_PRE)
             print("wrote", f, flush=True)
     deq = d / "hf-deq-q8_0"
     if not (deq / "greedy.json").exists():
@@ -212,7 +219,8 @@ def tiny(root):
         hf35 = q35 / "hf-f32"
         tc = json.load(open(hf35 / "config.json"))["text_config"]
         tensors = qwen35_moe_tensors(gguf, tc, load_file(str(hf35 / "model.safetensors")))
-        qwen35_gguf.write_gguf(f, tc, tensors, tokenizer_from_json(hf35 / "tokenizer.json"), arch="qwen35moe")
+        qwen35_gguf.write_gguf(f, tc, tensors, tokenizer_from_json(hf35 / "tokenizer.json"), arch="qwen35moe",
+                               pre=TINY_PRE)
         print("wrote", f, flush=True)
     try:
         import llama_cpp  # noqa: F401

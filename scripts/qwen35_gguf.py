@@ -111,7 +111,7 @@ def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
     return out
 
 
-def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35"):
+def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35", pre="qwen35"):
     """tc: the text_config dict; tensors from hf_to_gguf_tensors; tokenizer: dict with tokens,
     merges, eos_token_id. out_type f32, f16, q8_0 or q4_0 for the 2-D weights (gguf-py's own
     quantizer, every 2-D weight including token_embd); the rest f32 as the converter does.
@@ -154,7 +154,7 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35"):
     w.add_full_attention_interval(every)
     w.add_rope_dimension_count(int(head_dim * rp.get("partial_rotary_factor", 0.25)))
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen35")
+    w.add_tokenizer_pre(pre)
     # llama.cpp takes the vocabulary size from the token list and refuses an embedding with more
     # rows: like its converter, pad the list to vocab_size with unused [PAD<id>] tokens.
     tokens, types = list(tokenizer["tokens"]), list(tokenizer["types"])
