@@ -11,6 +11,8 @@ lm_head) it copies the Hugging Face layout (hf-f32) and adds seeded random MTP w
 layout (zero-centred (1 + w) norms): mtp.fc [H, 2H], mtp.pre_fc_norm_embedding,
 mtp.pre_fc_norm_hidden, mtp.layers.0 (a gated full-attention decoder layer: q_proj gives per
 head the query and its output gate, q/k norms, partial rotary, SiLU MLP) and mtp.norm.
+gguf-f32/model.gguf is the same checkpoint as llama.cpp's converter writes it with the head
+(scripts/qwen35_gguf.py: the head as the nextn block after the trunk).
 mtp_ref.json holds, for random tokens t_0..t_{T-1}:
   hidden      the target's final-normed hidden rows h_i, computed by mlx-lm (the target model)
   mtp_logits  row i: the head at position i fed (h_i, t_{i+1}), as vLLM's
@@ -32,6 +34,8 @@ from mlx_lm.models import qwen3_5
 from mlx_lm.utils import load_model
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import qwen35_gguf  # noqa: E402
 CONFIGS = ["dense-tied", "vheads-untied"]
 T = 12
 
@@ -144,6 +148,7 @@ def make(src, dst, seed):
                "generator": "numpy (layer checked against mlx-lm DecoderLayer, max rel err %.1e)" % err},
               open(dst / "mtp_ref.json", "w"))
     print(dst, "layer vs mlx-lm %.1e" % err, flush=True)
+    print("wrote", qwen35_gguf.mtp_copy(dst), flush=True)
 
 
 def main():

@@ -69,12 +69,37 @@ def tiled(x, axis, k_heads, per_k, head_dim):
     return np.swapaxes(x, axis, axis + 1).reshape(shape)
 
 
-def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
+def mtp_layer_count(weights):
+    """How many mtp.layers.N the weights hold (the released Qwen3.5 checkpoints: one)."""
+    return len({k.split(".")[2] for k in weights if k.startswith("mtp.layers.")})
+
+
+# The converter's renaming of the MTP head (its _QwenMtpMixin): the head's own tensors become layer
+# n (the first block after the trunk) under llama.cpp's nextn names.
+MTP_RENAMES = {"mtp.fc.": "eh_proj.", "mtp.pre_fc_norm_embedding.": "enorm.", "mtp.pre_fc_norm_hidden.": "hnorm.",
+               "mtp.norm.": "shared_head.norm."}
+
+
+def mtp_to_layer_name(name, n):
+    """mtp.layers.i.X -> model.layers.<n+i>.X; mtp.fc / the head's norms -> model.layers.<n>.<nextn part>."""
+    if name.startswith("mtp.layers."):
+        _, _, i, rest = name.split(".", 3)
+        return f"model.layers.{n + int(i)}.{rest}"
+    for hf, nextn in MTP_RENAMES.items():
+        if name.startswith(hf):
+            return f"model.layers.{n}.{nextn}{name[len(hf):]}"
+    raise SystemExit(f"no GGUF name for {name}")
+
+
+def hf_to_gguf_tensors(gguf, tc, weights, arch=None, mtp=False):
     """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them (arch:
     gguf.MODEL_ARCH.QWEN35 by default; scripts/moe_gguf.py passes QWEN35MOE with the experts
-    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight)."""
+    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight). mtp: the `mtp.*` head as
+    well, as the converter writes it without --no-mtp (blocks after the trunk, nextn names; the
+    file then needs write_gguf's n_mtp)."""
     n = tc["num_hidden_layers"]
-    names = gguf.get_tensor_name_map(arch if arch is not None else gguf.MODEL_ARCH.QWEN35, n)
+    n_mtp = mtp_layer_count(weights) if mtp else 0
+    names = gguf.get_tensor_name_map(arch if arch is not None else gguf.MODEL_ARCH.QWEN35, n + n_mtp)
     hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
     dk, dv = tc["linear_key_head_dim"], tc["linear_value_head_dim"]
     per_k = hv // hk
@@ -83,8 +108,10 @@ def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
         w = np.asarray(w, dtype=np.float32)
         if name.startswith("model.language_model."):
             name = "model." + name[len("model.language_model."):]
-        if name.startswith("model.visual.") or name.startswith("mtp."):
+        if name.startswith("model.visual.") or (name.startswith("mtp.") and not mtp):
             continue
+        if name.startswith("mtp."):
+            name = mtp_to_layer_name(name, n)
         if name.endswith(".A_log"):
             w = -np.exp(w)
         elif name.endswith(".dt_bias"):
@@ -111,11 +138,12 @@ def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
     return out
 
 
-def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35", pre="qwen35"):
+def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35", pre="qwen35", n_mtp=0):
     """tc: the text_config dict; tensors from hf_to_gguf_tensors; tokenizer: dict with tokens,
     merges, eos_token_id. out_type f32, f16, q8_0 or q4_0 for the 2-D weights (gguf-py's own
     quantizer, every 2-D weight including token_embd); the rest f32 as the converter does.
-    arch "qwen35moe" adds the MoE keys of tc (num_experts, ...)."""
+    arch "qwen35moe" adds the MoE keys of tc (num_experts, ...). n_mtp: MTP blocks among the
+    tensors (hf_to_gguf_tensors(mtp=True)), counted in block_count as the converter does."""
     gguf = import_gguf()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +157,9 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35", pre=
     head_dim = tc.get("head_dim") or tc["hidden_size"] // tc["num_attention_heads"]
     rp = tc.get("rope_parameters", {})
     w.add_name("qwen35-random")
-    w.add_block_count(n)
+    w.add_block_count(n + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_context_length(tc.get("max_position_embeddings", 4096))
     w.add_embedding_length(tc["hidden_size"])
     w.add_feed_forward_length(tc["intermediate_size"])
@@ -150,7 +180,7 @@ def write_gguf(path, tc, tensors, tokenizer, out_type="f32", arch="qwen35", pre=
     w.add_ssm_inner_size(tc["linear_value_head_dim"] * tc["linear_num_value_heads"])
     every = tc.get("full_attention_interval", 4)
     types = tc.get("layer_types") or ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)]
-    w.add_recurrent_layers([t == "linear_attention" for t in types])
+    w.add_recurrent_layers([t == "linear_attention" for t in types] + [False] * n_mtp)
     w.add_full_attention_interval(every)
     w.add_rope_dimension_count(int(head_dim * rp.get("partial_rotary_factor", 0.25)))
     w.add_tokenizer_model("gpt2")
@@ -427,6 +457,22 @@ def tiny(root):
                 print("wrote", d / "greedy.json", flush=True)
         if not (q8.parent / "teacher_forced.json").exists():
             llama_teacher_forced(q8, f32, hf / "greedy.json", q8.parent / "teacher_forced.json")
+
+
+def mtp_copy(model_dir):
+    """<model_dir>/gguf-f32/model.gguf: a Qwen3.5 checkpoint with its MTP head (HF layout, e.g.
+    scripts/make_qwen35_mtp.py's) as the converter writes it, head included."""
+    from safetensors.numpy import load_file
+    gguf = import_gguf()
+    model_dir = Path(model_dir)
+    tc = json.load(open(model_dir / "config.json"))["text_config"]
+    weights = load_file(str(model_dir / "model.safetensors"))
+    tensors = hf_to_gguf_tensors(gguf, tc, weights, mtp=True)
+    out = model_dir / "gguf-f32" / "model.gguf"
+    # "gpt-2": the tiny tokenizer.json's own pre-tokenizer, so text prompts get mlx-lm's ids.
+    write_gguf(out, tc, tensors, tokenizer_from_json(model_dir / "tokenizer.json"), pre="gpt-2",
+               n_mtp=mtp_layer_count(weights))
+    return out
 
 
 if __name__ == "__main__":

@@ -362,6 +362,21 @@ TEST(GgufNames, MapsToHf) {
   EXPECT_FALSE(gguf_arch_permutes_qk("gemma3"));
 }
 
+// llama.cpp's converter appends Qwen3.5's MTP head after the trunk (nextn_predict_layers): block
+// L's layer tensors and its nextn.* parts are the head's; other architectures are untouched.
+TEST(GgufNames, Qwen35MtpBlocksMapToTheHead) {
+  EXPECT_EQ(gguf_to_hf_name("blk.3.attn_q.weight", "qwen3_5", 4), "model.layers.3.self_attn.q_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.attn_q.weight", "qwen3_5", 4), "mtp.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.5.ffn_down.weight", "qwen3_5", 4), "mtp.layers.1.mlp.down_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.nextn.eh_proj.weight", "qwen3_5", 4), "mtp.fc.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.nextn.enorm.weight", "qwen3_5_moe", 4), "mtp.pre_fc_norm_embedding.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.nextn.hnorm.weight", "qwen3_5", 4), "mtp.pre_fc_norm_hidden.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.nextn.shared_head_norm.weight", "qwen3_5", 4), "mtp.norm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.5.nextn.eh_proj.weight", "qwen3_5", 4), "blk.5.nextn.eh_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.attn_q.weight", "qwen3_5"), "model.layers.4.self_attn.q_proj.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.4.attn_q.weight", "llama", 4), "model.layers.4.self_attn.q_proj.weight");
+}
+
 // The tiny llama GGUF was written like llama.cpp's converter (Q/K rows permuted, Q8_0): after
 // loading, every row must match the original HF weights within Q8_0 rounding — a wrong or missing
 // un-permutation moves whole rows and fails by far.

@@ -107,10 +107,16 @@ double rel_err(const float* got, const std::vector<float>& want) {
 // target's own hidden rows (BatchEntry::hidden) match mlx-lm's too.
 TEST(Qwen35Mtp, HeadMatchesNumpyReference) {
   REQUIRE_MTP();
+  // Each checkpoint as shipped and as llama.cpp's converter writes it (the head as the nextn block).
+  std::vector<std::pair<std::string, std::string>> runs;  // (label, model path)
   for (const char* c : kConfigs) {
-    const std::string dir = mroot + "/" + c;
+    runs.emplace_back(c, mroot + "/" + c);
+    runs.emplace_back(std::string(c) + " gguf", mroot + "/" + c + "/gguf-f32/model.gguf");
+  }
+  for (const auto& [c, path] : runs) {
+    const std::string dir = mroot + "/" + c.substr(0, c.find(' '));
     json ref = read_json(dir + "/mtp_ref.json");
-    auto m = make(dir, compute::MatmulPath::Exact, tensor::DType::F32);
+    auto m = make(path, compute::MatmulPath::Exact, tensor::DType::F32);
     ASSERT_EQ(m->mtp_layers(), 1) << c;
     const int64_t V = m->config().vocab_size, H = m->config().hidden_size;
     std::vector<int32_t> toks = ref["tokens"].get<std::vector<int32_t>>();
@@ -137,13 +143,42 @@ TEST(Qwen35Mtp, HeadMatchesNumpyReference) {
       EXPECT_EQ(argmax(logits.data(), V), argmax(want.data(), V)) << c << " position " << i;
     }
     EXPECT_LE(worst, 1e-4) << c;
-    std::printf("%s: MTP head vs numpy, worst |dlogit| / max|logit| = %.3g\n", c, worst);
+    std::printf("%s: MTP head vs numpy, worst |dlogit| / max|logit| = %.3g\n", c.c_str(), worst);
     auto all = m->new_mtp_state(pool, T);
     std::vector<float> hout(static_cast<size_t>(H));
     MtpEntry e{&toks[1], hid.data(), T - 1, all.get(), logits.data(), hout.data(), 0};
     m->forward_mtp(&e, 1);
     EXPECT_LE(rel_err(logits.data(), ref["mtp_logits"][T - 2].get<std::vector<float>>()), 1e-4) << c;
     EXPECT_EQ(all->length(), T - 1);
+  }
+}
+
+// The head as llama.cpp's converter writes it (nextn block after the trunk, (1 + w) norms) loads
+// as the very tensors of the Hugging Face checkpoint (f32 both: bitwise; the norms as the
+// multipliers 1 + w the model uses, since (1 + w) - 1 need not give back w's last bits).
+TEST(Qwen35Mtp, GgufHeadLoadsTheHfTensors) {
+  REQUIRE_MTP();
+  for (const char* c : kConfigs) {
+    const std::string dir = mroot + "/" + c;
+    auto hf = load_checkpoint(dir);
+    auto gg = load_checkpoint(dir + "/gguf-f32/model.gguf");
+    int compared = 0;
+    for (auto& [name, t] : hf->weights.all()) {
+      if (name.rfind("mtp.", 0) != 0) continue;
+      SCOPED_TRACE(std::string(c) + " " + name);
+      const tensor::Tensor* g = gg->weights.find(name);
+      ASSERT_TRUE(g) << "missing in the GGUF checkpoint";
+      ASSERT_EQ(g->shape, t.shape);
+      ASSERT_EQ(g->dtype, tensor::DType::F32);
+      const float* a = static_cast<const float*>(t.data);
+      const float* b = static_cast<const float*>(g->data);
+      const bool norm = name.find("norm") != std::string::npos;  // every norm of the head is (1 + w)
+      int64_t bad = 0;
+      for (int64_t i = 0; i < t.numel(); ++i) bad += norm ? a[i] + 1.0f != b[i] + 1.0f : a[i] != b[i];
+      EXPECT_EQ(bad, 0);
+      ++compared;
+    }
+    EXPECT_GE(compared, 14) << c;  // fc, three norms and the layer's ten tensors
   }
 }
 

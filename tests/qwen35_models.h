@@ -53,7 +53,7 @@ inline const std::string& tiny_models(std::string* why) {
 }
 
 inline const std::string& mtp_models(std::string* why) {
-  return model_set("qwen35-tiny-mtp", "/vheads-untied/mtp_ref.json", "make_qwen35_mtp.py", why);
+  return model_set("qwen35-tiny-mtp", "/vheads-untied/gguf-f32/model.gguf", "make_qwen35_mtp.py", why);
 }
 
 // A tiny model on 2 threads (its matmul path, KV dtype and DeltaNet prefill form as asked).

@@ -26,9 +26,19 @@ const char* qwen35_part(const std::string& part, const std::string& suffix, std:
   return nullptr;
 }
 
+// The MTP head's own tensors in block L = trunk_layers (see gguf_to_hf_name), or nullptr.
+const char* nextn_part(const std::string& part) {
+  static const std::pair<const char*, const char*> parts[] = {
+      {"nextn.eh_proj", "mtp.fc"}, {"nextn.enorm", "mtp.pre_fc_norm_embedding"},
+      {"nextn.hnorm", "mtp.pre_fc_norm_hidden"}, {"nextn.shared_head_norm", "mtp.norm"}};
+  for (auto& [g, hf] : parts)
+    if (part == g) return hf;
+  return nullptr;
+}
+
 }  // namespace
 
-std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
+std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   bool gemma = arch == "gemma3";
@@ -43,8 +53,15 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
     std::string layer = n.substr(4, d1 - 4), part = n.substr(d1 + 1, dl - d1 - 1), suffix = n.substr(dl);
     for (char ch : layer)
       if (ch < '0' || ch > '9') return n;
+    // Blocks past the trunk are the MTP head's (qwen3_5 with nextn_predict_layers).
+    std::string prefix = "model.layers." + layer + ".";
+    if (qwen35 && trunk_layers >= 0 && !layer.empty() && layer.size() < 10 && std::stoll(layer) >= trunk_layers) {
+      const long long i = std::stoll(layer) - trunk_layers;
+      if (const char* head = nextn_part(part)) return i == 0 ? head + suffix : n;
+      prefix = "mtp.layers." + std::to_string(i) + ".";
+    }
     std::string q35;
-    if (qwen35 && qwen35_part(part, suffix, q35)) return "model.layers." + layer + "." + q35;
+    if (qwen35 && qwen35_part(part, suffix, q35)) return prefix + q35;
     const char* hf = nullptr;
     if (part == "attn_q") hf = "self_attn.q_proj";
     else if (part == "attn_k") hf = "self_attn.k_proj";
@@ -70,7 +87,7 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch) {
     else if (part == "ffn_down_shexp") hf = "mlp.shared_expert.down_proj";
     else if (part == "ffn_gate_inp_shexp") hf = "mlp.shared_expert_gate";
     if (!hf) return n;
-    return "model.layers." + layer + "." + hf + suffix;
+    return prefix + hf + suffix;
   }
   size_t dl = n.rfind('.');
   if (dl == std::string::npos) return n;
@@ -172,7 +189,7 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
   const bool qwen35 = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe";
   for (const tensor::Tensor& src : g.tensors) {
     tensor::Tensor t = src;
-    t.name = gguf_to_hf_name(src.name, cfg.architecture);
+    t.name = gguf_to_hf_name(src.name, cfg.architecture, qwen35 ? cfg.num_hidden_layers : -1);
     if (store.find(t.name)) throw FileError(g.path, "two tensors map to '" + t.name + "'");
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))
       check_head_split(src, cfg.num_attention_heads, g.path);
@@ -180,8 +197,9 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
       check_head_split(src, cfg.num_key_value_heads, g.path);
     else if (cfg.architecture == "gemma3" && ends_with(t.name, "norm.weight"))
       unshift_norm(src, g.path, store, t);
-    else if (qwen35 && ends_with(t.name, "norm.weight") &&
-             !ends_with(t.name, "linear_attn.norm.weight"))  // the gated DeltaNet norm is a plain w
+    // By the file's names, as the converter chose them: every *norm.weight but the gated DeltaNet
+    // norm (a plain w) is (1 + w), the MTP head's enorm / hnorm ("mtp.pre_fc_norm_*") included.
+    else if (qwen35 && ends_with(src.name, "norm.weight") && !ends_with(src.name, "ssm_norm.weight"))
       unshift_norm(src, g.path, store, t);
     else if (qwen35 && ends_with(t.name, ".A_log"))
       a_to_log(src, g.path, store, t);

@@ -10,7 +10,11 @@ namespace rapid::model {
 
 // "blk.3.attn_q.weight" → "model.layers.3.self_attn.q_proj.weight" (architecture-aware for the
 // gemma3 norms and qwen3_5's Gated DeltaNet tensors: "blk.0.ssm_a" → "...linear_attn.A_log"). Names without an HF counterpart are returned unchanged.
-std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& arch);
+// trunk_layers (qwen3_5, >= 0): blocks from there on are the MTP head that llama.cpp's converter
+// appends (nextn_predict_layers): "blk.<L+i>.attn_q.weight" → "mtp.layers.<i>.self_attn.q_proj.weight",
+// and block L's "nextn.eh_proj" / "nextn.enorm" / "nextn.hnorm" / "nextn.shared_head_norm" →
+// "mtp.fc" / "mtp.pre_fc_norm_embedding" / "mtp.pre_fc_norm_hidden" / "mtp.norm".
+std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& arch, int64_t trunk_layers = -1);
 
 // Whether llama.cpp's converter permuted the Q/K rows of this architecture (it does so for the
 // llama family so it can use interleaved RoPE; Qwen and Gemma keep HF's rotate_half layout).

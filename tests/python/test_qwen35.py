@@ -174,21 +174,23 @@ def multi_turn_resumes_and_matches(srv, model):
 
 @pytest.fixture(scope="module")
 def tiny_mtp(tiny):
-    if not (TINY_MTP / "vheads-untied" / "mtp_ref.json").exists():
+    if not (TINY_MTP / "vheads-untied" / "gguf-f32" / "model.gguf").exists():
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_qwen35_mtp.py"), str(TINY_MTP)], check=True,
                        stdout=subprocess.DEVNULL)
     return TINY_MTP
 
 
-@pytest.mark.parametrize("mode", ["mtp", "ngram", "off"])
-def test_serve_speculation_on_the_hybrid_keeps_mlx_lm_text(tiny_mtp, tmp_path, mode):
+@pytest.mark.parametrize("mode,copy", [("mtp", "hf"), ("mtp", "gguf"), ("ngram", "hf"), ("off", "hf")])
+def test_serve_speculation_on_the_hybrid_keeps_mlx_lm_text(tiny_mtp, tmp_path, mode, copy):
     """The hybrid with its MTP head: every mode's text equals mlx-lm's greedy continuation (mlx-lm
     drops the head and decodes plainly), for several clients at once; the engine's own counters
     show that MTP drafted (random heads: mostly rejected, so the recurrent state rolled back).
-    Prompt lookup drafts only where the random text repeats itself, which it may not."""
+    Prompt lookup drafts only where the random text repeats itself, which it may not. The head
+    drafts from the GGUF copy too (llama.cpp's converter's nextn block, scripts/qwen35_gguf.py)."""
     model = tiny_mtp / "vheads-untied"
+    served = model / "gguf-f32" / "model.gguf" if copy == "gguf" else model
     srv = conftest.launch(["--kv-dtype", "f32", "--speculative", mode, "--num-speculative-tokens", "3"],
-                          str(tmp_path / "serve.log"), model=str(model))
+                          str(tmp_path / "serve.log"), model=str(served))
     try:
         prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n" * 3, "    return model"]
         with ThreadPoolExecutor(len(prompts)) as ex:

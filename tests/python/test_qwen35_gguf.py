@@ -110,3 +110,17 @@ def test_corrupt_qwen35_gguf_is_refused_with_path_and_reason(tiny, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert str(bad) in r.stderr and "ssm_a" in r.stderr, r.stderr
+
+
+def test_llamacpp_runs_the_gguf_with_its_mtp_head_as_mlx_lm(tiny):
+    """The MTP copy (scripts/qwen35_gguf.py's mtp_copy: the head as llama.cpp's converter appends
+    it, nextn_predict_layers = 1) is a file llama.cpp reads: its greedy text is mlx-lm's on the
+    Hugging Face checkpoint (rapid-mlx's reading of the head: tests/model_qwen35_test.cpp
+    Qwen35Mtp and test_qwen35.py's speculation test)."""
+    pytest.importorskip("llama_cpp")
+    from test_qwen35 import TINY_MTP, mlx_greedy_text
+    model = TINY_MTP / "dense-tied"
+    if not (model / "gguf-f32" / "model.gguf").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_qwen35_mtp.py"), str(TINY_MTP)], check=True,
+                       stdout=subprocess.DEVNULL)
+    assert llama_greedy_text(model / "gguf-f32" / "model.gguf") == mlx_greedy_text(model)
