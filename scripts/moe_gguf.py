@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import qwen35_gguf  # noqa: E402
-from qwen35_gguf import import_gguf, llama_greedy, tokenizer_from_json  # noqa: E402
+from qwen35_gguf import import_gguf, llama_goldens, tokenizer_from_json  # noqa: E402
 
 CONFIG = "qwen3-moe"
 
@@ -55,26 +55,29 @@ def tiny_config():
     return c
 
 
+def stacked_experts(weights, n_layers, n_experts):
+    """The per-expert HF tensors mlp.experts.N.{gate,up,down}_proj.weight of each layer stacked as
+    mlp.experts.{gate,up,down}_proj.weight [E, ., .] (the converter's merge); other tensors as they are."""
+    out = {k: v for k, v in weights.items() if ".mlp.experts." not in k}
+    for i in range(n_layers):
+        for part in ("gate_proj", "up_proj", "down_proj"):
+            key = f"model.layers.{i}.mlp.experts.{{}}.{part}.weight"
+            if key.format(0) in weights:
+                out[f"model.layers.{i}.mlp.experts.{part}.weight"] = np.stack(
+                    [np.asarray(weights[key.format(e)], dtype=np.float32) for e in range(n_experts)])
+    return out
+
+
 def hf_to_gguf_tensors(gguf, cfg, weights):
     """(gguf name, f32 array) for each HF qwen3_moe tensor, experts stacked per layer."""
-    n, E = cfg["num_hidden_layers"], cfg["num_experts"]
+    n = cfg["num_hidden_layers"]
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3MOE, n)
     out = []
-    for name, w in weights.items():
-        if ".mlp.experts." in name:
-            continue
+    for name, w in stacked_experts(weights, n, cfg["num_experts"]).items():
         g = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if g is None:
             raise SystemExit(f"no GGUF name for {name}")
         out.append((g, np.ascontiguousarray(np.asarray(w, dtype=np.float32))))
-    for i in range(n):
-        for part in ("gate_proj", "up_proj", "down_proj"):
-            key = f"model.layers.{i}.mlp.experts.{{}}.{part}.weight"
-            if key.format(0) not in weights:
-                continue
-            stacked = np.stack([np.asarray(weights[key.format(e)], dtype=np.float32) for e in range(E)])
-            out.append((names.get_name(f"model.layers.{i}.mlp.experts.{part}.weight", try_suffixes=(".weight",)),
-                        stacked))
     return out
 
 
@@ -153,6 +156,24 @@ def dequantized_hf(gguf, cfg, weights, out_type):
     return out
 
 
+def deq_goldens(deq, hf, weights, seed):
+    """deq: the checkpoint hf (config, tokenizer) with `weights` instead (e.g. dequantized), and
+    mlx-lm's goldens of it; kept if complete."""
+    from safetensors.numpy import save_file
+    from make_tiny_qwen35 import goldens, write_tokenizer
+    if (deq / "greedy.json").exists():
+        return
+    tmp = deq.with_name(deq.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(hf / "config.json", tmp / "config.json")
+    write_tokenizer(tmp, json.load(open(hf / "config.json"))["vocab_size"])
+    goldens(tmp, seed)
+    shutil.rmtree(deq, ignore_errors=True)
+    tmp.rename(deq)
+
+
 def qwen35_moe_tensors(gguf, tc, weights):
     """The tiny qwen3_5_moe's HF tensors (transformers 5's fused experts.gate_up_proj [E, 2I, H] and
     experts.down_proj [E, H, I]) as llama.cpp's qwen35moe GGUF tensors: gate/up split (the
@@ -172,9 +193,8 @@ def qwen35_moe_tensors(gguf, tc, weights):
 
 
 def tiny(root):
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
     from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread, write_set
-    from make_tiny_qwen35 import goldens, write_tokenizer
     d = root / CONFIG
     if not all((root / c / "hf-f32" / "greedy.json").exists() for c in (CONFIG, "qwen35-moe")):
         argv = sys.argv
@@ -195,17 +215,8 @@ def tiny(root):
         if not f.exists():
             write_gguf(f, cfg, tensors, tok, out_type=q)
             print("wrote", f, flush=True)
-    deq = d / "hf-deq-q8_0"
-    if not (deq / "greedy.json").exists():
-        tmp = deq.with_name(deq.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        save_file(dequantized_hf(gguf, cfg, weights, "q8_0"), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        shutil.copy(hf / "config.json", tmp / "config.json")
-        write_tokenizer(tmp, cfg["vocab_size"])
-        goldens(tmp, 4000 + SEED_INDEX[CONFIG])
-        shutil.rmtree(deq, ignore_errors=True)
-        tmp.rename(deq)
+    if not (d / "hf-deq-q8_0" / "greedy.json").exists():
+        deq_goldens(d / "hf-deq-q8_0", hf, dequantized_hf(gguf, cfg, weights, "q8_0"), 4000 + SEED_INDEX[CONFIG])
     q35 = root / "qwen35-moe"
     f = q35 / "gguf-f32" / "model.gguf"
     if not f.exists():
@@ -214,17 +225,8 @@ def tiny(root):
         tensors = qwen35_moe_tensors(gguf, tc, load_file(str(hf35 / "model.safetensors")))
         qwen35_gguf.write_gguf(f, tc, tensors, tokenizer_from_json(hf35 / "tokenizer.json"), arch="qwen35moe")
         print("wrote", f, flush=True)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("llama-cpp-python not installed: no llama.cpp goldens", flush=True)
-        return
     for c in (CONFIG, "qwen35-moe"):
-        g = root / c / "gguf-f32"
-        if not (g / "greedy.json").exists():
-            llama_greedy(g / "model.gguf", root / c / "hf-f32" / "greedy.json", g / "greedy.json.part")
-            os.replace(g / "greedy.json.part", g / "greedy.json")
-            print("wrote", g / "greedy.json", flush=True)
+        llama_goldens(root / c / "gguf-f32", root / c / "hf-f32" / "greedy.json")
 
 
 # Qwen/Qwen3-30B-A3B's config.json (Qwen3-Coder-30B-A3B-Instruct has the same shapes), 48 layers.

@@ -69,10 +69,11 @@ def tiled(x, axis, k_heads, per_k, head_dim):
     return np.swapaxes(x, axis, axis + 1).reshape(shape)
 
 
-def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
+def hf_to_gguf_tensors(gguf, tc, weights, arch=None, tile=True):
     """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them (arch:
     gguf.MODEL_ARCH.QWEN35 by default; scripts/moe_gguf.py passes QWEN35MOE with the experts
-    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight)."""
+    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight, scripts/qwen3next_gguf.py
+    QWEN3NEXT with tile False: qwen3next keeps the value heads grouped by key head)."""
     n = tc["num_hidden_layers"]
     names = gguf.get_tensor_name_map(arch if arch is not None else gguf.MODEL_ARCH.QWEN35, n)
     hk, hv = tc["linear_num_key_heads"], tc["linear_num_value_heads"]
@@ -93,7 +94,7 @@ def hf_to_gguf_tensors(gguf, tc, weights, arch=None):
             w = w.squeeze()
         elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
             w = w + 1.0
-        if per_k > 1 and "linear_attn." in name:
+        if tile and per_k > 1 and "linear_attn." in name:
             if ".in_proj_qkv." in name:
                 w = np.concatenate([w[: 2 * hk * dk], tiled(w[2 * hk * dk:], 0, hk, per_k, dv)])
             elif ".in_proj_z." in name:
@@ -242,6 +243,46 @@ def llama_greedy(model_path, golden_ref, out_path):
     with open(str(out_path) + ".part", "w") as f:
         json.dump(g, f, separators=(",", ":"))
     os.replace(str(out_path) + ".part", out_path)
+
+
+def llama_goldens(model_dir, golden_ref):
+    """model_dir/greedy.json: llama_greedy on model_dir/model.gguf over golden_ref's prompts, unless
+    already there or llama-cpp-python is not installed."""
+    out = Path(model_dir) / "greedy.json"
+    if out.exists():
+        return
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python not installed: no", out, flush=True)
+        return
+    llama_greedy(Path(model_dir) / "model.gguf", golden_ref, out)
+    print("wrote", out, flush=True)
+
+
+def finish_gguf(w, path, tok, pre, tensors, qt=None, quantized=None):
+    """The end of a tiny model's GGUF after its architecture keys: the byte-level BPE vocabulary
+    `tok` (tokenizer_from_json) with pre-tokenizer `pre`, the (name, f32 array) tensors (those
+    quantized(name, a) selects in the GGML type qt, if any, by gguf-py's quantizer), then the file
+    at `path` (written as path.part, renamed when complete)."""
+    import gguf
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    w.add_token_merges(tok["merges"])
+    w.add_eos_token_id(tok["eos_token_id"])
+    w.add_add_bos_token(False)
+    for name, a in tensors:
+        if qt is not None and quantized(name, a):
+            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, a.astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    os.replace(str(path) + ".part", path)
 
 
 def llama_rows(lm, ids):

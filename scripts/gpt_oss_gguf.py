@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""gpt-oss as GGUF files of llama.cpp's `gpt-oss` architecture, written with llama.cpp's own gguf-py
+(scripts/qwen35_gguf.py explains why not with convert_hf_to_gguf.py: it needs PyTorch). The
+transforms are those of that converter's GptOssModel (conversion/gpt_oss.py) on the bf16/f32
+releases' transformers layout (not MXFP4): experts.gate_up_proj [E, H, 2I] transposed and its
+interleaved columns split into ffn_gate_exps (even) / ffn_up_exps (odd) [E, I, H], its bias
+likewise into ffn_{gate,up}_exps.bias [E, I]; experts.down_proj [E, I, H] transposed to
+ffn_down_exps [E, H, I]; self_attn.sinks as attn_sinks.weight; the router as ffn_gate_inp; the
+sliding window and the experts' width as attention.sliding_window / expert_feed_forward_length,
+YaRN as rope.scaling.*.
+
+The tiny model is scripts/make_tiny_moe.py's gpt_oss (4 layers alternating sliding window 12 and
+full attention, biases, sinks, YaRN, expert pre-activations past the SwiGLU clamp), written by
+make_tiny_moe's write_set (the same seeds, so the same weights as moe-tiny/gpt-oss) under
+TINY_ROOT/gpt-oss/ (mlx-f32, hf-f32, mlx-q4; mlx-lm's goldens of mlx-f32, which mlx-lm can load), plus:
+  gguf-f32/model.gguf    every tensor f32
+  gguf-q8_0/model.gguf   the 2-D and 3-D weights in Q8_0 (gguf-py's quantizer) but the router;
+                         biases, sinks and norms f32
+  mlx-deq-q8_0/          gguf-q8_0's weights dequantized by gguf-py in mlx-f32's layout, with
+                         mlx-lm's goldens (the oracle of our Q8_0 run)
+  gguf-f32/greedy.json   llama.cpp's greedy output on the f32 file (with llama-cpp-python)
+MXFP4 GGUFs (the released gpt-oss GGUFs' expert type) are not written: the loader refuses them.
+
+usage: .venv/bin/python scripts/gpt_oss_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/gpt-oss-gguf-tiny)
+Files already present are kept (delete one to regenerate it).
+"""
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from moe_gguf import deq_goldens  # noqa: E402
+from qwen35_gguf import finish_gguf, import_gguf, llama_goldens, tokenizer_from_json  # noqa: E402
+
+CONFIG = "gpt-oss"
+
+
+def hf_to_gguf_tensors(gguf, cfg, weights):
+    """(gguf name, f32 array) for each HF gpt_oss tensor, as llama.cpp's converter writes them."""
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.GPT_OSS, cfg["num_hidden_layers"])
+
+    def named(name, w):
+        g = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"no GGUF name for {name}")
+        return g, np.ascontiguousarray(w)
+
+    out = []
+    for name, w in weights.items():
+        w = np.asarray(w, dtype=np.float32)
+        if name.endswith(".experts.gate_up_proj"):
+            wt = np.swapaxes(w, 1, 2)  # [E, 2I, H], gate rows even, up rows odd
+            out += [named(name.replace("gate_up_proj", "gate_proj.weight"), wt[:, ::2]),
+                    named(name.replace("gate_up_proj", "up_proj.weight"), wt[:, 1::2])]
+        elif name.endswith(".experts.gate_up_proj_bias"):
+            out += [named(name.replace("gate_up_proj_bias", "gate_proj.bias"), w[:, ::2]),
+                    named(name.replace("gate_up_proj_bias", "up_proj.bias"), w[:, 1::2])]
+        elif name.endswith(".experts.down_proj"):
+            out.append(named(name + ".weight", np.swapaxes(w, 1, 2)))
+        elif name.endswith(".experts.down_proj_bias"):
+            out.append(named(name.replace("down_proj_bias", "down_proj.bias"), w))
+        elif name.endswith(".sinks"):
+            out.append(named(name + ".weight", w))
+        else:
+            out.append(named(name, w))
+    return out
+
+
+def quantized(name, a):
+    """Whether write_gguf stores this tensor in the quantized type: the 2-D and 3-D weights but the
+    router (ffn_gate_inp); the bias matrices of the experts ([E, I]) stay f32."""
+    return a.ndim >= 2 and name.endswith(".weight") and ".ffn_gate_inp." not in name
+
+
+def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+    gguf = import_gguf()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path) + ".part", "gpt-oss")
+    rs = cfg["rope_scaling"]
+    w.add_name("gpt-oss-random")
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg.get("max_position_embeddings", 4096))
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rs["factor"])
+    w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_beta_fast(rs["beta_fast"])
+    w.add_rope_scaling_yarn_beta_slow(rs["beta_slow"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_count(cfg["num_local_experts"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_key_length(cfg["head_dim"])
+    w.add_value_length(cfg["head_dim"])
+    w.add_sliding_window(cfg["sliding_window"])
+    w.add_expert_feed_forward_length(cfg["intermediate_size"])
+    qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
+    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qt is None else gguf.LlamaFileType.MOSTLY_Q8_0)
+    finish_gguf(w, path, tok, "gpt-4o", tensors, qt, quantized)
+
+
+def dequantized_mlx(gguf, weights, qt):
+    """mlx-f32's tensors as a GGUF of type qt holds them: its expert weights ([E, I, H] / [E, H, I])
+    are oriented as the GGUF's, so a round trip along the same rows gives the same numbers."""
+    out = {}
+    for name, w in weights.items():
+        w = np.asarray(w, dtype=np.float32)
+        if w.ndim >= 2 and name.endswith(".weight") and not name.endswith("mlp.router.weight"):
+            w = gguf.quants.dequantize(gguf.quants.quantize(w, qt), qt).reshape(w.shape).astype(np.float32)
+        out[name] = w
+    return out
+
+
+def tiny(root):
+    from safetensors.numpy import load_file
+    from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread, write_set
+    d = root / CONFIG
+    if not (d / "hf-f32" / "greedy.json").exists():
+        argv = sys.argv
+        sys.argv = [argv[0], str(root)]
+        write_set(root.name, {CONFIG: CONFIGS[CONFIG]}, SEED_INDEX, moe_spread, hf_goldens_from_mlx={CONFIG})
+        sys.argv = argv
+    gguf = import_gguf()
+    hf = d / "hf-f32"
+    cfg = json.load(open(hf / "config.json"))
+    tok = tokenizer_from_json(hf / "tokenizer.json")
+    tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")))
+    for q in ("f32", "q8_0"):
+        f = d / f"gguf-{q}" / "model.gguf"
+        if not f.exists():
+            write_gguf(f, cfg, tensors, tok, out_type=q)
+            print("wrote", f, flush=True)
+    if not (d / "mlx-deq-q8_0" / "greedy.json").exists():
+        mlx = d / "mlx-f32"
+        w = dequantized_mlx(gguf, load_file(str(mlx / "model.safetensors")), gguf.GGMLQuantizationType.Q8_0)
+        deq_goldens(d / "mlx-deq-q8_0", mlx, w, 4000 + SEED_INDEX[CONFIG])
+    llama_goldens(d / "gguf-f32", hf / "greedy.json")
+
+
+if __name__ == "__main__":
+    cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+    tiny(Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "gpt-oss-gguf-tiny")))
