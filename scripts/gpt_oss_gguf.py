@@ -33,8 +33,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from moe_gguf import deq_goldens  # noqa: E402
-from qwen35_gguf import finish_gguf, import_gguf, llama_goldens, tokenizer_from_json  # noqa: E402
+from moe_gguf import deq_goldens, ensure_set, gguf_copies  # noqa: E402
+from qwen35_gguf import (finish_gguf, import_gguf, llama_goldens, quantized_items, start_gguf,  # noqa: E402
+                         tokenizer_from_json)
 
 CONFIG = "gpt-oss"
 
@@ -77,34 +78,23 @@ def quantized(name, a):
 
 
 def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+    """A llama.cpp gpt-oss GGUF of the HF config dict (the converter's keys); out_type f32 or q8_0
+    for the weights `quantized` selects."""
     gguf = import_gguf()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "gpt-oss")
+    w = start_gguf(gguf, path, "gpt-oss", "gpt-oss-random", cfg, cfg["rope_theta"])
     rs = cfg["rope_scaling"]
-    w.add_name("gpt-oss-random")
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg.get("max_position_embeddings", 4096))
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
     w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     w.add_rope_scaling_factor(rs["factor"])
     w.add_rope_scaling_orig_ctx_len(rs["original_max_position_embeddings"])
     w.add_rope_scaling_yarn_beta_fast(rs["beta_fast"])
     w.add_rope_scaling_yarn_beta_slow(rs["beta_slow"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_expert_count(cfg["num_local_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
-    w.add_key_length(cfg["head_dim"])
-    w.add_value_length(cfg["head_dim"])
     w.add_sliding_window(cfg["sliding_window"])
     w.add_expert_feed_forward_length(cfg["intermediate_size"])
     qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if qt is None else gguf.LlamaFileType.MOSTLY_Q8_0)
-    finish_gguf(w, path, tok, "gpt-4o", tensors, qt, quantized)
+    finish_gguf(w, path, tok, "gpt-4o", quantized_items(gguf, tensors, qt, quantized))
 
 
 def dequantized_mlx(gguf, weights, qt):
@@ -121,23 +111,15 @@ def dequantized_mlx(gguf, weights, qt):
 
 def tiny(root):
     from safetensors.numpy import load_file
-    from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread, write_set
+    from make_tiny_moe import CONFIGS, SEED_INDEX
     d = root / CONFIG
-    if not (d / "hf-f32" / "greedy.json").exists():
-        argv = sys.argv
-        sys.argv = [argv[0], str(root)]
-        write_set(root.name, {CONFIG: CONFIGS[CONFIG]}, SEED_INDEX, moe_spread, hf_goldens_from_mlx={CONFIG})
-        sys.argv = argv
+    ensure_set(root, {CONFIG: CONFIGS[CONFIG]}, SEED_INDEX, hf_goldens_from_mlx={CONFIG})
     gguf = import_gguf()
     hf = d / "hf-f32"
     cfg = json.load(open(hf / "config.json"))
     tok = tokenizer_from_json(hf / "tokenizer.json")
     tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")))
-    for q in ("f32", "q8_0"):
-        f = d / f"gguf-{q}" / "model.gguf"
-        if not f.exists():
-            write_gguf(f, cfg, tensors, tok, out_type=q)
-            print("wrote", f, flush=True)
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
     if not (d / "mlx-deq-q8_0" / "greedy.json").exists():
         mlx = d / "mlx-f32"
         w = dequantized_mlx(gguf, load_file(str(mlx / "model.safetensors")), gguf.GGMLQuantizationType.Q8_0)

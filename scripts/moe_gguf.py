@@ -89,39 +89,12 @@ def keep_f32(name, a):
 def write_qwen3moe(gguf, path, cfg, tok, name, file_type, tensors, pre="qwen2"):
     """A llama.cpp qwen3moe GGUF: the metadata from the HF config dict and the tokenizer, then
     tensors as (name, array, raw GGML type or None for a plain numpy dtype)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "qwen3moe")
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    w.add_name(name)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg.get("max_position_embeddings", 4096))
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    w = qwen35_gguf.start_gguf(gguf, path, "qwen3moe", name, cfg, cfg["rope_theta"])
     w.add_expert_count(cfg["num_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     w.add_file_type(file_type)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tok["tokens"])
-    w.add_token_types(tok["types"])
-    w.add_token_merges(tok["merges"])
-    w.add_eos_token_id(tok["eos_token_id"])
-    w.add_add_bos_token(False)
-    for tname, a, raw in tensors:
-        w.add_tensor(tname, a, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(str(path) + ".part", path)
+    qwen35_gguf.finish_gguf(w, path, tok, pre, tensors)
 
 
 def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
@@ -130,16 +103,9 @@ def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
     gguf = import_gguf()
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
              "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
-
-    def converted():
-        for name, a in tensors:
-            if out_type != "f32" and not keep_f32(name, a):
-                qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
-                yield name, gguf.quants.quantize(a, qt), qt
-            else:
-                yield name, a.astype(np.float32), None
-
-    write_qwen3moe(gguf, path, cfg, tokenizer, "qwen3moe-random", ftype, converted(), pre)
+    qt = None if out_type == "f32" else getattr(gguf.GGMLQuantizationType, out_type.upper())
+    items = qwen35_gguf.quantized_items(gguf, tensors, qt, lambda name, a: not keep_f32(name, a))
+    write_qwen3moe(gguf, path, cfg, tokenizer, "qwen3moe-random", ftype, items, pre)
 
 
 def dequantized_hf(gguf, cfg, weights, out_type):
@@ -154,6 +120,27 @@ def dequantized_hf(gguf, cfg, weights, out_type):
             w = gguf.quants.dequantize(gguf.quants.quantize(w, qt), qt).reshape(w.shape).astype(np.float32)
         out[name] = w
     return out
+
+
+def ensure_set(root, configs, seed_index, **kw):
+    """make_tiny_moe's write_set of `configs` (name -> (config(), make, to_hf)) into root, unless
+    every config's hf-f32/greedy.json is there (write_set replaces the whole root)."""
+    from make_tiny_moe import moe_spread, write_set
+    if all((root / c / "hf-f32" / "greedy.json").exists() for c in configs):
+        return
+    argv = sys.argv
+    sys.argv = [argv[0], str(root)]
+    write_set(root.name, configs, seed_index, moe_spread, **kw)
+    sys.argv = argv
+
+
+def gguf_copies(d, write):
+    """d/gguf-f32/model.gguf and d/gguf-q8_0/model.gguf by write(path, out_type), each unless present."""
+    for q in ("f32", "q8_0"):
+        f = d / f"gguf-{q}" / "model.gguf"
+        if not f.exists():
+            write(f, q)
+            print("wrote", f, flush=True)
 
 
 def deq_goldens(deq, hf, weights, seed):
@@ -194,27 +181,18 @@ def qwen35_moe_tensors(gguf, tc, weights):
 
 def tiny(root):
     from safetensors.numpy import load_file
-    from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread, write_set
+    from make_tiny_moe import CONFIGS, SEED_INDEX
     d = root / CONFIG
-    if not all((root / c / "hf-f32" / "greedy.json").exists() for c in (CONFIG, "qwen35-moe")):
-        argv = sys.argv
-        sys.argv = [argv[0], str(root)]
-        _, make, to_hf = CONFIGS[CONFIG]
-        # qwen35-moe: make_tiny_moe.py's own config (same seeds, so the same weights as moe-tiny's).
-        write_set(root.name, {CONFIG: (tiny_config, make, to_hf), "qwen35-moe": CONFIGS["qwen35-moe"]},
-                  SEED_INDEX, moe_spread)
-        sys.argv = argv
+    _, make, to_hf = CONFIGS[CONFIG]
+    # qwen35-moe: make_tiny_moe.py's own config (same seeds, so the same weights as moe-tiny's).
+    ensure_set(root, {CONFIG: (tiny_config, make, to_hf), "qwen35-moe": CONFIGS["qwen35-moe"]}, SEED_INDEX)
     gguf = import_gguf()
     hf = d / "hf-f32"
     cfg = json.load(open(hf / "config.json"))
     weights = load_file(str(hf / "model.safetensors"))
     tok = tokenizer_from_json(hf / "tokenizer.json")
     tensors = hf_to_gguf_tensors(gguf, cfg, weights)
-    for q in ("f32", "q8_0"):
-        f = d / f"gguf-{q}" / "model.gguf"
-        if not f.exists():
-            write_gguf(f, cfg, tensors, tok, out_type=q)
-            print("wrote", f, flush=True)
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
     if not (d / "hf-deq-q8_0" / "greedy.json").exists():
         deq_goldens(d / "hf-deq-q8_0", hf, dequantized_hf(gguf, cfg, weights, "q8_0"), 4000 + SEED_INDEX[CONFIG])
     q35 = root / "qwen35-moe"

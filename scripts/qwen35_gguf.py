@@ -260,12 +260,40 @@ def llama_goldens(model_dir, golden_ref):
     print("wrote", out, flush=True)
 
 
-def finish_gguf(w, path, tok, pre, tensors, qt=None, quantized=None):
+def start_gguf(gguf, path, arch, name, cfg, rope_theta):
+    """A GGUFWriter of `arch` at path.part (finish_gguf renames it) with the keys every tiny model
+    has, from the HF config dict cfg: sizes, heads, head_dim as key/value lengths, RoPE base, RMS eps."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path) + ".part", arch)
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    w.add_name(name)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg.get("max_position_embeddings", 4096))
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(rope_theta)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    return w
+
+
+def quantized_items(gguf, tensors, qt, quantized):
+    """(name, data, raw GGML type or None) of (name, f32 array) tensors: those quantized(name, a)
+    selects in the GGML type qt by gguf-py's quantizer (none when qt is None), the rest f32."""
+    for name, a in tensors:
+        if qt is not None and quantized(name, a):
+            yield name, gguf.quants.quantize(a, qt), qt
+        else:
+            yield name, a.astype(np.float32), None
+
+
+def finish_gguf(w, path, tok, pre, items):
     """The end of a tiny model's GGUF after its architecture keys: the byte-level BPE vocabulary
-    `tok` (tokenizer_from_json) with pre-tokenizer `pre`, the (name, f32 array) tensors (those
-    quantized(name, a) selects in the GGML type qt, if any, by gguf-py's quantizer), then the file
-    at `path` (written as path.part, renamed when complete)."""
-    import gguf
+    `tok` (tokenizer_from_json) with pre-tokenizer `pre`, the (name, data, raw type) items, then the
+    file at `path` (written as path.part, renamed when complete)."""
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tok["tokens"])
@@ -273,11 +301,8 @@ def finish_gguf(w, path, tok, pre, tensors, qt=None, quantized=None):
     w.add_token_merges(tok["merges"])
     w.add_eos_token_id(tok["eos_token_id"])
     w.add_add_bos_token(False)
-    for name, a in tensors:
-        if qt is not None and quantized(name, a):
-            w.add_tensor(name, gguf.quants.quantize(a, qt), raw_dtype=qt)
-        else:
-            w.add_tensor(name, a.astype(np.float32))
+    for name, a, raw in items:
+        w.add_tensor(name, a, raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file(progress=False)

@@ -33,8 +33,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import qwen35_gguf  # noqa: E402
-from moe_gguf import deq_goldens, stacked_experts  # noqa: E402
-from qwen35_gguf import finish_gguf, import_gguf, llama_goldens, tokenizer_from_json  # noqa: E402
+from moe_gguf import deq_goldens, ensure_set, gguf_copies, stacked_experts  # noqa: E402
+from qwen35_gguf import (finish_gguf, import_gguf, llama_goldens, quantized_items, start_gguf,  # noqa: E402
+                         tokenizer_from_json)
 
 CONFIG = "qwen3-next"
 
@@ -73,22 +74,8 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32"):
     """A llama.cpp qwen3next GGUF of the HF config dict; out_type f32 or q8_0 for the 2-D/3-D
     weights (see quantized; the rest f32)."""
     gguf = import_gguf()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "qwen3next")
+    w = start_gguf(gguf, path, "qwen3next", "qwen3next-random", cfg, cfg["rope_theta"])
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    n = cfg["num_hidden_layers"]
-    w.add_name("qwen3next-random")
-    w.add_block_count(n)
-    w.add_context_length(cfg.get("max_position_embeddings", 4096))
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
     w.add_expert_count(cfg["num_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
@@ -103,7 +90,7 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32"):
     w.add_rope_dimension_count(int(head_dim * cfg.get("partial_rotary_factor", 0.25)))
     qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
     w.add_file_type(gguf.LlamaFileType.ALL_F32 if qt is None else gguf.LlamaFileType.MOSTLY_Q8_0)
-    finish_gguf(w, path, tok, "qwen2", tensors, qt, quantized)
+    finish_gguf(w, path, tok, "qwen2", quantized_items(gguf, tensors, qt, quantized))
 
 
 def quantized(gguf_name, a):
@@ -128,25 +115,17 @@ def dequantized_hf(gguf, weights, qt):
 
 def tiny(root):
     from safetensors.numpy import load_file
-    from make_tiny_moe import CONFIGS, moe_spread, write_set
+    from make_tiny_moe import CONFIGS
     d = root / CONFIG
-    if not (d / "hf-f32" / "greedy.json").exists():
-        argv = sys.argv
-        sys.argv = [argv[0], str(root)]
-        _, make, to_hf = CONFIGS[CONFIG]
-        write_set(root.name, {CONFIG: (tiny_config, make, to_hf)}, {CONFIG: 3}, moe_spread)
-        sys.argv = argv
+    _, make, to_hf = CONFIGS[CONFIG]
+    ensure_set(root, {CONFIG: (tiny_config, make, to_hf)}, {CONFIG: 3})
     gguf = import_gguf()
     hf = d / "hf-f32"
     cfg = json.load(open(hf / "config.json"))
     weights = load_file(str(hf / "model.safetensors"))
-    tok = tokenizer_from_json(hf / "tokenizer.json")
     tensors = hf_to_gguf_tensors(gguf, cfg, weights)
-    for q in ("f32", "q8_0"):
-        f = d / f"gguf-{q}" / "model.gguf"
-        if not f.exists():
-            write_gguf(f, cfg, tensors, tok, out_type=q)
-            print("wrote", f, flush=True)
+    tok = tokenizer_from_json(hf / "tokenizer.json")
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
     if not (d / "hf-deq-q8_0" / "greedy.json").exists():
         deq_goldens(d / "hf-deq-q8_0", hf, dequantized_hf(gguf, weights, gguf.GGMLQuantizationType.Q8_0), 4003)
     llama_goldens(d / "gguf-f32", hf / "greedy.json")
