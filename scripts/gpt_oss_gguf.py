@@ -16,10 +16,12 @@ TINY_ROOT/gpt-oss/ (mlx-f32, hf-f32, mlx-q4; mlx-lm's goldens of mlx-f32, which 
   gguf-f32/model.gguf    every tensor f32
   gguf-q8_0/model.gguf   the 2-D and 3-D weights in Q8_0 (gguf-py's quantizer) but the router;
                          biases, sinks and norms f32
-  mlx-deq-q8_0/          gguf-q8_0's weights dequantized by gguf-py in mlx-f32's layout, with
-                         mlx-lm's goldens (the oracle of our Q8_0 run)
-  gguf-f32/greedy.json   llama.cpp's greedy output on the f32 file (with llama-cpp-python)
-MXFP4 GGUFs (the released gpt-oss GGUFs' expert type) are not written: the loader refuses them.
+  gguf-mxfp4/model.gguf  the experts' weights in GGML's MXFP4 (gguf-py's quantizer; the type of the
+                         released gpt-oss GGUFs), the rest f32
+  mlx-deq-{q8_0,mxfp4}/  those files' weights dequantized by gguf-py in mlx-f32's layout, with
+                         mlx-lm's goldens (the oracles of our Q8_0 / MXFP4 runs)
+  gguf-{f32,mxfp4}/greedy.json   llama.cpp's greedy output on those files (with llama-cpp-python;
+                         on MXFP4 its kernel quantizes the activations, so no exact oracle)
 
 usage: .venv/bin/python scripts/gpt_oss_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/gpt-oss-gguf-tiny)
 Files already present are kept (delete one to regenerate it).
@@ -72,9 +74,15 @@ def hf_to_gguf_tensors(gguf, cfg, weights):
 
 
 def quantized(name, a):
-    """Whether write_gguf stores this tensor in the quantized type: the 2-D and 3-D weights but the
-    router (ffn_gate_inp); the bias matrices of the experts ([E, I]) stay f32."""
+    """Whether write_gguf stores this tensor in Q8_0: the 2-D and 3-D weights but the router
+    (ffn_gate_inp); the bias matrices of the experts ([E, I]) stay f32."""
     return a.ndim >= 2 and name.endswith(".weight") and ".ffn_gate_inp." not in name
+
+
+def expert_weight(name, a):
+    """Whether write_gguf stores this tensor in MXFP4: the experts' weights only, as the converter
+    writes the released (MXFP4) checkpoints."""
+    return name.endswith("_exps.weight")
 
 
 def write_gguf(path, cfg, tensors, tok, out_type="f32"):
@@ -92,18 +100,22 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32"):
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_sliding_window(cfg["sliding_window"])
     w.add_expert_feed_forward_length(cfg["intermediate_size"])
-    qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
-    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qt is None else gguf.LlamaFileType.MOSTLY_Q8_0)
-    finish_gguf(w, path, tok, "gpt-4o", quantized_items(gguf, tensors, qt, quantized))
+    qt, ftype, which = {"f32": (None, gguf.LlamaFileType.ALL_F32, None),
+                        "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0, quantized),
+                        "mxfp4": (gguf.GGMLQuantizationType.MXFP4, gguf.LlamaFileType.MOSTLY_MXFP4_MOE, expert_weight)}[out_type]
+    w.add_file_type(ftype)
+    finish_gguf(w, path, tok, "gpt-4o", quantized_items(gguf, tensors, qt, which))
 
 
-def dequantized_mlx(gguf, weights, qt):
-    """mlx-f32's tensors as a GGUF of type qt holds them: its expert weights ([E, I, H] / [E, H, I])
-    are oriented as the GGUF's, so a round trip along the same rows gives the same numbers."""
+def dequantized_mlx(gguf, weights, qt, experts_only=False):
+    """mlx-f32's tensors as a GGUF of type qt holds them (experts_only: just the experts, as in the
+    MXFP4 file): its expert weights ([E, I, H] / [E, H, I]) are oriented as the GGUF's, so a round
+    trip along the same rows gives the same numbers."""
     out = {}
     for name, w in weights.items():
         w = np.asarray(w, dtype=np.float32)
-        if w.ndim >= 2 and name.endswith(".weight") and not name.endswith("mlp.router.weight"):
+        pick = ".experts." in name if experts_only else not name.endswith("mlp.router.weight")
+        if w.ndim >= 2 and name.endswith(".weight") and pick:
             w = gguf.quants.dequantize(gguf.quants.quantize(w, qt), qt).reshape(w.shape).astype(np.float32)
         out[name] = w
     return out
@@ -120,11 +132,15 @@ def tiny(root):
     tok = tokenizer_from_json(hf / "tokenizer.json")
     tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")))
     gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
-    if not (d / "mlx-deq-q8_0" / "greedy.json").exists():
-        mlx = d / "mlx-f32"
-        w = dequantized_mlx(gguf, load_file(str(mlx / "model.safetensors")), gguf.GGMLQuantizationType.Q8_0)
-        deq_goldens(d / "mlx-deq-q8_0", mlx, w, 4000 + SEED_INDEX[CONFIG])
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q), ("mxfp4",))
+    mlx = d / "mlx-f32"
+    for q in ("q8_0", "mxfp4"):
+        if not (d / f"mlx-deq-{q}" / "greedy.json").exists():
+            qt = getattr(gguf.GGMLQuantizationType, q.upper())
+            w = dequantized_mlx(gguf, load_file(str(mlx / "model.safetensors")), qt, experts_only=q == "mxfp4")
+            deq_goldens(d / f"mlx-deq-{q}", mlx, w, 4000 + SEED_INDEX[CONFIG])
     llama_goldens(d / "gguf-f32", hf / "greedy.json")
+    llama_goldens(d / "gguf-mxfp4", d / "mlx-deq-mxfp4" / "greedy.json")
 
 
 if __name__ == "__main__":

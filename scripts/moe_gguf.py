@@ -134,9 +134,9 @@ def ensure_set(root, configs, seed_index, **kw):
     sys.argv = argv
 
 
-def gguf_copies(d, write):
-    """d/gguf-f32/model.gguf and d/gguf-q8_0/model.gguf by write(path, out_type), each unless present."""
-    for q in ("f32", "q8_0"):
+def gguf_copies(d, write, types=("f32", "q8_0")):
+    """d/gguf-<type>/model.gguf by write(path, type) for each of `types`, each unless present."""
+    for q in types:
         f = d / f"gguf-{q}" / "model.gguf"
         if not f.exists():
             write(f, q)

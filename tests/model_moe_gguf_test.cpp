@@ -354,7 +354,7 @@ TEST(Qwen3NextGguf, MismatchedSsmBaIsRefused) {
 namespace {
 
 const std::string& oss_models(std::string* why) {
-  return qwen35::model_set("gpt-oss-gguf-tiny", "/gpt-oss/mlx-deq-q8_0/greedy.json", "gpt_oss_gguf.py", why);
+  return qwen35::model_set("gpt-oss-gguf-tiny", "/gpt-oss/mlx-deq-mxfp4/greedy.json", "gpt_oss_gguf.py", why);
 }
 
 #define REQUIRE_OSS_GGUF() REQUIRE_SET(oss_models, "/gpt-oss/")
@@ -408,6 +408,21 @@ TEST(GptOssGguf, Q8_0MatchesMlxLmOnTheDequantizedWeights) {
   REQUIRE_OSS_GGUF();
   greedy_matches(d + "gguf-q8_0/model.gguf", d + "mlx-deq-q8_0/greedy.json", 1e-4,
                  "gpt-oss gguf-q8_0 exact vs mlx-lm (dequantized)");
+}
+
+// GGML MXFP4 experts (the released gpt-oss GGUFs' type; gguf-py's quantizer, the rest f32),
+// repacked on load into our MXFP4 layout: the exact path against mlx-lm on gguf-py's
+// dequantization of the same weights. Not against llama.cpp's greedy output on the file: its CPU
+// MXFP4 kernel quantizes the activations to Q8_0, which on this random model leaves the tokens
+// of the dequantized f32 weights within 0-19 steps (measured 2026-12-03).
+TEST(GptOssGguf, Mxfp4MatchesMlxLmOnTheDequantizedWeights) {
+  REQUIRE_OSS_GGUF();
+  auto g = load_checkpoint(d + "gguf-mxfp4/model.gguf");
+  const tensor::Tensor& t = g->weights.get("model.layers.0.mlp.experts.gate_proj.weight");
+  EXPECT_EQ(t.dtype, tensor::DType::MXFP4);
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{8, 64, 64}));
+  greedy_matches(d + "gguf-mxfp4/model.gguf", d + "mlx-deq-mxfp4/greedy.json", 1e-4,
+                 "gpt-oss gguf-mxfp4 exact vs mlx-lm (dequantized)");
 }
 
 TEST(GptOssGguf, MalformedFilesAreRefusedWithPathAndReason) {

@@ -5,7 +5,7 @@ converter's transforms):
   on the same weights (a wrong qkvz split, ba order, norm offset, A sign, expert de-interleave or
   sink name would not);
 - `rapid-mlx run --raw` on the f32 file prints llama-cpp-python's greedy text of the same prompt
-  (both tokenize with the file's own vocabulary), and on the Q8_0 file runs to the end.
+  (both tokenize with the file's own vocabulary), and on the Q8_0 / MXFP4 files runs to the end.
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
 without llama-cpp-python."""
@@ -23,7 +23,7 @@ from test_qwen35_gguf import llama_greedy_text
 
 # model -> (its set in the cache, the script that writes it, the last file that script writes)
 SETS = {"qwen3-next": ("qwen3next-gguf-tiny", "qwen3next_gguf.py", "hf-deq-q8_0/greedy.json"),
-        "gpt-oss": ("gpt-oss-gguf-tiny", "gpt_oss_gguf.py", "mlx-deq-q8_0/greedy.json")}
+        "gpt-oss": ("gpt-oss-gguf-tiny", "gpt_oss_gguf.py", "mlx-deq-mxfp4/greedy.json")}
 
 
 @pytest.fixture(scope="module", params=sorted(SETS))
@@ -69,9 +69,14 @@ def test_run_raw_prints_llamacpp_greedy_text(next_dir):
     assert r.stdout.removesuffix("\n") == want, r.stderr
 
 
-# Q8_0 on the shipping path: no token criterion (int8 activations leave the f32 tokens on this random
-# model, as for qwen35's Q8_0 files), only that the file loads and generates.
-def test_run_raw_on_the_q8_0_file_generates(next_dir):
-    r = run_raw(next_dir / "gguf-q8_0" / "model.gguf")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip(), r.stderr
+# Q8_0 (and gpt-oss's MXFP4 experts) on the shipping path: no token criterion (int8 activations
+# leave the f32 tokens on this random model, as for qwen35's Q8_0 files), only that the file loads
+# and generates.
+def test_run_raw_on_the_quantized_files_generates(next_dir):
+    for copy in ("gguf-q8_0", "gguf-mxfp4"):
+        gguf = next_dir / copy / "model.gguf"
+        if not gguf.exists():
+            continue
+        r = run_raw(gguf)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip(), r.stderr
