@@ -17,7 +17,8 @@ TINY_ROOT/qwen3-next/, plus:
                          (ffn_gate_inp, ffn_gate_inp_shexp), conv1d and 1-D tensors f32
   hf-deq-q8_0/           gguf-q8_0's weights dequantized by gguf-py as an HF f32 checkpoint, with
                          mlx-lm's goldens (the oracle of our Q8_0 run)
-  gguf-f32/greedy.json   llama.cpp's greedy output on the f32 file (with llama-cpp-python)
+  gguf-f32-legacy/model.gguf   f32 with in_proj_qkvz whole as ssm_in (the converter's older layout)
+  gguf-{f32,f32-legacy}/greedy.json   llama.cpp's greedy output on the f32 files (with llama-cpp-python)
 
 usage: .venv/bin/python scripts/qwen3next_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/qwen3next-gguf-tiny)
 Files already present are kept (delete one to regenerate it).
@@ -57,17 +58,20 @@ def split_qkvz(w, cfg):
     return np.concatenate(flat[:3]), flat[3]
 
 
-def hf_to_gguf_tensors(gguf, cfg, weights):
+def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
     """(gguf name, f32 array) for each HF qwen3_next tensor, as llama.cpp's converter writes them:
     in_proj_qkvz split and the experts stacked here, then Qwen3.5's transforms (qwen35_gguf), the
-    value heads left grouped by key head."""
-    split = {}
+    value heads left grouped by key head. legacy: in_proj_qkvz kept whole as ssm_in, as the
+    converter wrote it before the split (many published Qwen3-Next GGUFs; llama.cpp still reads it)."""
+    split, fused = {}, []
     for name, w in stacked_experts(weights, cfg["num_hidden_layers"], cfg["num_experts"]).items():
-        if name.endswith(".in_proj_qkvz.weight"):
+        if name.endswith(".in_proj_qkvz.weight") and legacy:
+            fused.append((f"blk.{name.split('.')[2]}.ssm_in.weight", np.asarray(w, dtype=np.float32)))
+        elif name.endswith(".in_proj_qkvz.weight"):
             split[name.replace("qkvz", "qkv")], split[name.replace("qkvz", "z")] = split_qkvz(np.asarray(w), cfg)
         else:
             split[name] = w
-    return qwen35_gguf.hf_to_gguf_tensors(gguf, cfg, split, arch=gguf.MODEL_ARCH.QWEN3NEXT, tile=False)
+    return qwen35_gguf.hf_to_gguf_tensors(gguf, cfg, split, arch=gguf.MODEL_ARCH.QWEN3NEXT, tile=False) + fused
 
 
 def write_gguf(path, cfg, tensors, tok, out_type="f32"):
@@ -126,9 +130,12 @@ def tiny(root):
     tensors = hf_to_gguf_tensors(gguf, cfg, weights)
     tok = tokenizer_from_json(hf / "tokenizer.json")
     gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
+    legacy = hf_to_gguf_tensors(gguf, cfg, weights, legacy=True)
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, legacy, tok), ("f32-legacy",))
     if not (d / "hf-deq-q8_0" / "greedy.json").exists():
         deq_goldens(d / "hf-deq-q8_0", hf, dequantized_hf(gguf, weights, gguf.GGMLQuantizationType.Q8_0), 4003)
-    llama_goldens(d / "gguf-f32", hf / "greedy.json")
+    for g in ("gguf-f32", "gguf-f32-legacy"):
+        llama_goldens(d / g, hf / "greedy.json")
 
 
 if __name__ == "__main__":

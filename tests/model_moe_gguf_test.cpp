@@ -339,6 +339,21 @@ TEST(Qwen3NextGguf, Q8_0MatchesMlxLmOnTheDequantizedWeights) {
                  "qwen3-next gguf-q8_0 exact vs mlx-lm (dequantized)");
 }
 
+// An older converter's file (in_proj_qkvz whole as ssm_in, so ssm_ba stays fused too): the model's
+// fused path, as for the HF checkpoint; against our HF run and llama.cpp's greedy output on it.
+TEST(Qwen3NextGguf, LegacySsmInFileMatchesOurHfRunAndLlamaCpp) {
+  REQUIRE_NEXT_GGUF();
+  const std::string legacy = d + "gguf-f32-legacy/model.gguf";
+  auto g = load_checkpoint(legacy);
+  EXPECT_NE(g->weights.find("model.layers.0.linear_attn.in_proj_qkvz.weight"), nullptr);
+  EXPECT_NE(g->weights.find("model.layers.0.linear_attn.in_proj_ba.weight"), nullptr);
+  EXPECT_EQ(g->weights.find("model.layers.0.linear_attn.in_proj_b.weight"), nullptr);
+  same_as_hf_run(legacy, d + "hf-f32", d + "hf-f32/greedy.json", 1e-4);
+  if (!fs::exists(d + "gguf-f32-legacy/greedy.json"))
+    GTEST_SKIP() << "no llama.cpp goldens (llama-cpp-python not in .venv when " << root << " was made)";
+  greedy_matches(legacy, d + "gguf-f32-legacy/greedy.json", 1e-4, "qwen3-next gguf-f32-legacy vs llama.cpp");
+}
+
 // An ssm_ba whose rows do not match ssm.time_step_rank is refused with the path and the reason.
 TEST(Qwen3NextGguf, MismatchedSsmBaIsRefused) {
   REQUIRE_NEXT_GGUF();

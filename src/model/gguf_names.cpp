@@ -14,13 +14,15 @@ namespace {
 
 // llama.cpp's qwen35 / qwen3next names of the Gated DeltaNet parts (its converter renames dt_bias
 // to "ssm_dt.bias" and stores A as the bare "ssm_a"; qwen3next keeps Qwen3-Next's fused b/a
-// projection as ssm_ba). Full "model.layers.<i>." suffix or nullptr.
+// projection as ssm_ba, and older qwen3next files the fused qkvz as ssm_in). Full
+// "model.layers.<i>." suffix or nullptr.
 const char* qwen35_part(const std::string& part, const std::string& suffix, std::string& out) {
   static const std::pair<const char*, const char*> weights[] = {
       {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
       {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
       {"ssm_out", "linear_attn.out_proj"},     {"ssm_conv1d", "linear_attn.conv1d"},
-      {"ssm_norm", "linear_attn.norm"},        {"ssm_ba", "linear_attn.in_proj_ba"}};
+      {"ssm_norm", "linear_attn.norm"},        {"ssm_ba", "linear_attn.in_proj_ba"},
+      {"ssm_in", "linear_attn.in_proj_qkvz"}};
   for (auto& [g, hf] : weights)
     if (part == g) return (out = std::string(hf) + suffix).c_str();
   if (part == "ssm_dt" && suffix == ".bias") return (out = "linear_attn.dt_bias").c_str();
@@ -214,7 +216,10 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     tensor::Tensor t = src;
     t.name = gguf_to_hf_name(src.name, cfg.architecture);
     if (store.find(t.name)) throw FileError(g.path, "two tensors map to '" + t.name + "'");
-    if (qwen35 && ends_with(t.name, "linear_attn.in_proj_ba.weight")) {
+    // Split only beside attn_qkv / attn_gate: an older file's ssm_in (fused qkvz) takes the
+    // model's fused path, which reads in_proj_ba whole.
+    if (qwen35 && ends_with(t.name, "linear_attn.in_proj_ba.weight") &&
+        !g.find(src.name.substr(0, src.name.size() - std::strlen("ssm_ba.weight")) + "ssm_in.weight")) {
       split_ba(src, t.name, cfg, g.path, store);
       continue;
     }
