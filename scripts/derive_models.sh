@@ -6,6 +6,8 @@
 #   smollm2-135m-instruct/mlx-q8/    MLX affine 8-bit (group 64)
 #   smollm2-135m-instruct/*.Q8_0.gguf, qwen35-tiny/*/gguf-q8_0/    with llama-cpp-python only
 #   qwen35-tiny/                     tiny Qwen3.5 models, their GGUF copies and llama.cpp goldens
+#   moe-gguf-tiny/, qwen3next-gguf-tiny/, gpt-oss-gguf-tiny/
+#                                    tiny MoE GGUFs (qwen3moe, qwen35moe, qwen3next, gpt-oss), goldens
 # A GGUF source's tokenizer travels as tokenizer.gguf (hard link when possible).
 # usage: scripts/derive_models.sh [path/to/rapid-mlx]   (default: build/rapid-mlx or $RAPID_BIN)
 set -euo pipefail
@@ -92,3 +94,17 @@ if .venv/bin/python -c "import mlx_lm" 2>/dev/null; then
 else
   echo "[derive] no mlx-lm in .venv; skipping $CACHE/moe-gguf-tiny" >&2
 fi
+
+# Issues 17/20: the tiny qwen3next and gpt-oss GGUFs (f32, Q8_0) of scripts/qwen3next_gguf.py and
+# scripts/gpt_oss_gguf.py with mlx-lm's goldens and llama.cpp's greedy goldens on the f32 files
+# (when .venv has llama-cpp-python). About a minute each on 2 cores.
+for pair in qwen3next_gguf.py:qwen3next-gguf-tiny gpt_oss_gguf.py:gpt-oss-gguf-tiny; do
+  script=${pair%%:*} set=$CACHE/${pair#*:}
+  if ! .venv/bin/python -c "import mlx_lm" 2>/dev/null; then
+    echo "[derive] no mlx-lm in .venv; skipping $set" >&2
+  elif .venv/bin/python "scripts/$script" "$set" > /dev/null; then
+    echo "[derive] ok: $set"
+  else
+    echo "[derive] scripts/$script failed; $set not (fully) written" >&2
+  fi
+done

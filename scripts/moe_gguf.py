@@ -43,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import qwen35_gguf  # noqa: E402
-from qwen35_gguf import import_gguf, llama_greedy, tokenizer_from_json  # noqa: E402
+from qwen35_gguf import import_gguf, llama_goldens, tokenizer_from_json  # noqa: E402
 
 CONFIG = "qwen3-moe"
 
@@ -55,26 +55,29 @@ def tiny_config():
     return c
 
 
+def stacked_experts(weights, n_layers, n_experts):
+    """The per-expert HF tensors mlp.experts.N.{gate,up,down}_proj.weight of each layer stacked as
+    mlp.experts.{gate,up,down}_proj.weight [E, ., .] (the converter's merge); other tensors as they are."""
+    out = {k: v for k, v in weights.items() if ".mlp.experts." not in k}
+    for i in range(n_layers):
+        for part in ("gate_proj", "up_proj", "down_proj"):
+            key = f"model.layers.{i}.mlp.experts.{{}}.{part}.weight"
+            if key.format(0) in weights:
+                out[f"model.layers.{i}.mlp.experts.{part}.weight"] = np.stack(
+                    [np.asarray(weights[key.format(e)], dtype=np.float32) for e in range(n_experts)])
+    return out
+
+
 def hf_to_gguf_tensors(gguf, cfg, weights):
     """(gguf name, f32 array) for each HF qwen3_moe tensor, experts stacked per layer."""
-    n, E = cfg["num_hidden_layers"], cfg["num_experts"]
+    n = cfg["num_hidden_layers"]
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN3MOE, n)
     out = []
-    for name, w in weights.items():
-        if ".mlp.experts." in name:
-            continue
+    for name, w in stacked_experts(weights, n, cfg["num_experts"]).items():
         g = names.get_name(name, try_suffixes=(".weight", ".bias"))
         if g is None:
             raise SystemExit(f"no GGUF name for {name}")
         out.append((g, np.ascontiguousarray(np.asarray(w, dtype=np.float32))))
-    for i in range(n):
-        for part in ("gate_proj", "up_proj", "down_proj"):
-            key = f"model.layers.{i}.mlp.experts.{{}}.{part}.weight"
-            if key.format(0) not in weights:
-                continue
-            stacked = np.stack([np.asarray(weights[key.format(e)], dtype=np.float32) for e in range(E)])
-            out.append((names.get_name(f"model.layers.{i}.mlp.experts.{part}.weight", try_suffixes=(".weight",)),
-                        stacked))
     return out
 
 
@@ -93,39 +96,12 @@ def keep_f32(name, a):
 def write_qwen3moe(gguf, path, cfg, tok, name, file_type, tensors, pre="qwen2"):
     """A llama.cpp qwen3moe GGUF: the metadata from the HF config dict and the tokenizer, then
     tensors as (name, array, raw GGML type or None for a plain numpy dtype)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = gguf.GGUFWriter(str(path) + ".part", "qwen3moe")
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    w.add_name(name)
-    w.add_block_count(cfg["num_hidden_layers"])
-    w.add_context_length(cfg.get("max_position_embeddings", 4096))
-    w.add_embedding_length(cfg["hidden_size"])
-    w.add_feed_forward_length(cfg["intermediate_size"])
-    w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(cfg["num_key_value_heads"])
-    w.add_rope_freq_base(cfg["rope_theta"])
-    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
-    w.add_key_length(head_dim)
-    w.add_value_length(head_dim)
+    w = qwen35_gguf.start_gguf(gguf, path, "qwen3moe", name, cfg, cfg["rope_theta"])
     w.add_expert_count(cfg["num_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     w.add_file_type(file_type)
-    w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre(pre)
-    w.add_token_list(tok["tokens"])
-    w.add_token_types(tok["types"])
-    w.add_token_merges(tok["merges"])
-    w.add_eos_token_id(tok["eos_token_id"])
-    w.add_add_bos_token(False)
-    for tname, a, raw in tensors:
-        w.add_tensor(tname, a, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(str(path) + ".part", path)
+    qwen35_gguf.finish_gguf(w, path, tok, pre, tensors)
 
 
 def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
@@ -134,16 +110,9 @@ def write_gguf(path, cfg, tensors, tokenizer, out_type="f32", pre="qwen2"):
     gguf = import_gguf()
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
              "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0}[out_type]
-
-    def converted():
-        for name, a in tensors:
-            if out_type != "f32" and not keep_f32(name, a):
-                qt = getattr(gguf.GGMLQuantizationType, out_type.upper())
-                yield name, gguf.quants.quantize(a, qt), qt
-            else:
-                yield name, a.astype(np.float32), None
-
-    write_qwen3moe(gguf, path, cfg, tokenizer, "qwen3moe-random", ftype, converted(), pre)
+    qt = None if out_type == "f32" else getattr(gguf.GGMLQuantizationType, out_type.upper())
+    items = qwen35_gguf.quantized_items(gguf, tensors, qt, lambda name, a: not keep_f32(name, a))
+    write_qwen3moe(gguf, path, cfg, tokenizer, "qwen3moe-random", ftype, items, pre)
 
 
 def dequantized_hf(gguf, cfg, weights, out_type):
@@ -158,6 +127,45 @@ def dequantized_hf(gguf, cfg, weights, out_type):
             w = gguf.quants.dequantize(gguf.quants.quantize(w, qt), qt).reshape(w.shape).astype(np.float32)
         out[name] = w
     return out
+
+
+def ensure_set(root, configs, seed_index, **kw):
+    """make_tiny_moe's write_set of `configs` (name -> (config(), make, to_hf)) into root, unless
+    every config's hf-f32/greedy.json is there (write_set replaces the whole root)."""
+    from make_tiny_moe import moe_spread, write_set
+    if all((root / c / "hf-f32" / "greedy.json").exists() for c in configs):
+        return
+    argv = sys.argv
+    sys.argv = [argv[0], str(root)]
+    write_set(root.name, configs, seed_index, moe_spread, **kw)
+    sys.argv = argv
+
+
+def gguf_copies(d, write, types=("f32", "q8_0")):
+    """d/gguf-<type>/model.gguf by write(path, type) for each of `types`, each unless present."""
+    for q in types:
+        f = d / f"gguf-{q}" / "model.gguf"
+        if not f.exists():
+            write(f, q)
+            print("wrote", f, flush=True)
+
+
+def deq_goldens(deq, hf, weights, seed):
+    """deq: the checkpoint hf (config, tokenizer) with `weights` instead (e.g. dequantized), and
+    mlx-lm's goldens of it; kept if complete."""
+    from safetensors.numpy import save_file
+    from make_tiny_qwen35 import goldens, write_tokenizer
+    if (deq / "greedy.json").exists():
+        return
+    tmp = deq.with_name(deq.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(hf / "config.json", tmp / "config.json")
+    write_tokenizer(tmp, json.load(open(hf / "config.json"))["vocab_size"])
+    goldens(tmp, seed)
+    shutil.rmtree(deq, ignore_errors=True)
+    tmp.rename(deq)
 
 
 def qwen35_moe_tensors(gguf, tc, weights):
@@ -179,40 +187,21 @@ def qwen35_moe_tensors(gguf, tc, weights):
 
 
 def tiny(root):
-    from safetensors.numpy import load_file, save_file
-    from make_tiny_moe import CONFIGS, SEED_INDEX, moe_spread, write_set
-    from make_tiny_qwen35 import goldens, write_tokenizer
+    from safetensors.numpy import load_file
+    from make_tiny_moe import CONFIGS, SEED_INDEX
     d = root / CONFIG
-    if not all((root / c / "hf-f32" / "greedy.json").exists() for c in (CONFIG, "qwen35-moe")):
-        argv = sys.argv
-        sys.argv = [argv[0], str(root)]
-        _, make, to_hf = CONFIGS[CONFIG]
-        # qwen35-moe: make_tiny_moe.py's own config (same seeds, so the same weights as moe-tiny's).
-        write_set(root.name, {CONFIG: (tiny_config, make, to_hf), "qwen35-moe": CONFIGS["qwen35-moe"]},
-                  SEED_INDEX, moe_spread)
-        sys.argv = argv
+    _, make, to_hf = CONFIGS[CONFIG]
+    # qwen35-moe: make_tiny_moe.py's own config (same seeds, so the same weights as moe-tiny's).
+    ensure_set(root, {CONFIG: (tiny_config, make, to_hf), "qwen35-moe": CONFIGS["qwen35-moe"]}, SEED_INDEX)
     gguf = import_gguf()
     hf = d / "hf-f32"
     cfg = json.load(open(hf / "config.json"))
     weights = load_file(str(hf / "model.safetensors"))
     tok = tokenizer_from_json(hf / "tokenizer.json")
     tensors = hf_to_gguf_tensors(gguf, cfg, weights)
-    for q in ("f32", "q8_0"):
-        f = d / f"gguf-{q}" / "model.gguf"
-        if not f.exists():
-            write_gguf(f, cfg, tensors, tok, out_type=q, pre=TINY_PRE)
-            print("wrote", f, flush=True)
-    deq = d / "hf-deq-q8_0"
-    if not (deq / "greedy.json").exists():
-        tmp = deq.with_name(deq.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        save_file(dequantized_hf(gguf, cfg, weights, "q8_0"), str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        shutil.copy(hf / "config.json", tmp / "config.json")
-        write_tokenizer(tmp, cfg["vocab_size"])
-        goldens(tmp, 4000 + SEED_INDEX[CONFIG])
-        shutil.rmtree(deq, ignore_errors=True)
-        tmp.rename(deq)
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q, pre=TINY_PRE))
+    if not (d / "hf-deq-q8_0" / "greedy.json").exists():
+        deq_goldens(d / "hf-deq-q8_0", hf, dequantized_hf(gguf, cfg, weights, "q8_0"), 4000 + SEED_INDEX[CONFIG])
     q35 = root / "qwen35-moe"
     f = q35 / "gguf-f32" / "model.gguf"
     if not f.exists():
@@ -222,17 +211,8 @@ def tiny(root):
         qwen35_gguf.write_gguf(f, tc, tensors, tokenizer_from_json(hf35 / "tokenizer.json"), arch="qwen35moe",
                                pre=TINY_PRE)
         print("wrote", f, flush=True)
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("llama-cpp-python not installed: no llama.cpp goldens", flush=True)
-        return
     for c in (CONFIG, "qwen35-moe"):
-        g = root / c / "gguf-f32"
-        if not (g / "greedy.json").exists():
-            llama_greedy(g / "model.gguf", root / c / "hf-f32" / "greedy.json", g / "greedy.json.part")
-            os.replace(g / "greedy.json.part", g / "greedy.json")
-            print("wrote", g / "greedy.json", flush=True)
+        llama_goldens(root / c / "gguf-f32", root / c / "hf-f32" / "greedy.json")
 
 
 # Qwen/Qwen3-30B-A3B's config.json (Qwen3-Coder-30B-A3B-Instruct has the same shapes), 48 layers.

@@ -91,10 +91,11 @@ def mtp_to_layer_name(name, n):
     raise SystemExit(f"no GGUF name for {name}")
 
 
-def hf_to_gguf_tensors(gguf, tc, weights, arch=None, mtp=False):
+def hf_to_gguf_tensors(gguf, tc, weights, arch=None, tile=True, mtp=False):
     """(gguf name, f32 array) for each HF tensor, as llama.cpp's converter writes them (arch:
     gguf.MODEL_ARCH.QWEN35 by default; scripts/moe_gguf.py passes QWEN35MOE with the experts
-    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight). mtp: the `mtp.*` head as
+    already stacked per layer as mlp.experts.{gate,up,down}_proj.weight, scripts/qwen3next_gguf.py
+    QWEN3NEXT with tile False: qwen3next keeps the value heads grouped by key head). mtp: the `mtp.*` head as
     well, as the converter writes it without --no-mtp (blocks after the trunk, nextn names; the
     file then needs write_gguf's n_mtp)."""
     n = tc["num_hidden_layers"]
@@ -120,7 +121,7 @@ def hf_to_gguf_tensors(gguf, tc, weights, arch=None, mtp=False):
             w = w.squeeze()
         elif name.endswith("norm.weight") and not name.endswith("linear_attn.norm.weight"):
             w = w + 1.0
-        if per_k > 1 and "linear_attn." in name:
+        if tile and per_k > 1 and "linear_attn." in name:
             if ".in_proj_qkv." in name:
                 w = np.concatenate([w[: 2 * hk * dk], tiled(w[2 * hk * dk:], 0, hk, per_k, dv)])
             elif ".in_proj_z." in name:
@@ -272,6 +273,71 @@ def llama_greedy(model_path, golden_ref, out_path):
     with open(str(out_path) + ".part", "w") as f:
         json.dump(g, f, separators=(",", ":"))
     os.replace(str(out_path) + ".part", out_path)
+
+
+def llama_goldens(model_dir, golden_ref):
+    """model_dir/greedy.json: llama_greedy on model_dir/model.gguf over golden_ref's prompts, unless
+    already there or llama-cpp-python is not installed."""
+    out = Path(model_dir) / "greedy.json"
+    if out.exists():
+        return
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python not installed: no", out, flush=True)
+        return
+    llama_greedy(Path(model_dir) / "model.gguf", golden_ref, out)
+    print("wrote", out, flush=True)
+
+
+def start_gguf(gguf, path, arch, name, cfg, rope_theta):
+    """A GGUFWriter of `arch` at path.part (finish_gguf renames it) with the keys every tiny model
+    has, from the HF config dict cfg: sizes, heads, head_dim as key/value lengths, RoPE base, RMS eps."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path) + ".part", arch)
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    w.add_name(name)
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg.get("max_position_embeddings", 4096))
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(cfg["num_key_value_heads"])
+    w.add_rope_freq_base(rope_theta)
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    return w
+
+
+def quantized_items(gguf, tensors, qt, quantized):
+    """(name, data, raw GGML type or None) of (name, f32 array) tensors: those quantized(name, a)
+    selects in the GGML type qt by gguf-py's quantizer (none when qt is None), the rest f32."""
+    for name, a in tensors:
+        if qt is not None and quantized(name, a):
+            yield name, gguf.quants.quantize(a, qt), qt
+        else:
+            yield name, a.astype(np.float32), None
+
+
+def finish_gguf(w, path, tok, pre, items):
+    """The end of a tiny model's GGUF after its architecture keys: the byte-level BPE vocabulary
+    `tok` (tokenizer_from_json) with pre-tokenizer `pre`, the (name, data, raw type) items, then the
+    file at `path` (written as path.part, renamed when complete)."""
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    w.add_token_merges(tok["merges"])
+    w.add_eos_token_id(tok["eos_token_id"])
+    w.add_add_bos_token(False)
+    for name, a, raw in items:
+        w.add_tensor(name, a, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    os.replace(str(path) + ".part", path)
 
 
 def llama_rows(lm, ids):

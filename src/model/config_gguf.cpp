@@ -44,9 +44,10 @@ void infer_llama3_rope(const GgufFile& g, ModelConfig& c) {
   }
 }
 
-// llama.cpp's qwen35: the Gated DeltaNet geometry under ssm.*, the layer kinds as
+// llama.cpp's qwen35 and qwen3next: the Gated DeltaNet geometry under ssm.*, the layer kinds as
 // attention.recurrent_layers (or every full_attention_interval-th layer full), MTP blocks counted
-// in block_count, partial RoPE as rope.dimension_count and value heads in tiled order.
+// in block_count, partial RoPE as rope.dimension_count. Value heads: tiled in qwen35 files,
+// grouped by key head (Qwen3-Next's own order) in qwen3next files.
 void read_qwen35(const GgufFile& g, ModelConfig& c, const std::string& arch) {
   const std::string a = arch + ".";
   auto need = [&](const std::string& key) {
@@ -54,7 +55,7 @@ void read_qwen35(const GgufFile& g, ModelConfig& c, const std::string& arch) {
     if (v <= 0) throw FileError(g.path, "metadata '" + a + key + "' is missing or invalid");
     return v;
   };
-  c.architecture = arch == "qwen35moe" ? "qwen3_5_moe" : "qwen3_5";
+  c.architecture = arch == "qwen35moe" ? "qwen3_5_moe" : arch == "qwen3next" ? "qwen3_next" : "qwen3_5";
   const int64_t nextn = g.get_int(a + "nextn_predict_layers", 0);
   if (nextn < 0 || nextn >= c.num_hidden_layers) throw FileError(g.path, "metadata '" + a + "nextn_predict_layers' is invalid");
   c.num_hidden_layers -= nextn;
@@ -65,7 +66,7 @@ void read_qwen35(const GgufFile& g, ModelConfig& c, const std::string& arch) {
   const int64_t inner = need("ssm.inner_size");
   if (inner % c.linear_num_value_heads) throw FileError(g.path, a + "ssm.inner_size is not a multiple of ssm.time_step_rank");
   c.linear_value_head_dim = inner / c.linear_num_value_heads;
-  c.linear_v_heads_tiled = true;
+  c.linear_v_heads_tiled = arch != "qwen3next";
   const int64_t rot = g.get_int(a + "rope.dimension_count", c.head_dim);
   if (rot <= 0 || rot > c.head_dim) throw FileError(g.path, "metadata '" + a + "rope.dimension_count' is invalid");
   c.partial_rotary_factor = double(rot) / double(c.head_dim);
@@ -84,12 +85,13 @@ void read_qwen35(const GgufFile& g, ModelConfig& c, const std::string& arch) {
   }
 }
 
-// llama.cpp's MoE keys (qwen3moe: Qwen3-30B-A3B, Qwen3-Coder-30B-A3B; qwen35moe: Qwen3.5-35B-A3B):
-// expert_count, expert_used_count, expert_feed_forward_length (a number, or one per layer:
-// llama.cpp reads either; ours must be equal, as the releases' are) and qwen35moe's
-// expert_shared_feed_forward_length. llama.cpp routes in every layer of both (their loaders have
-// no dense layer) and always renormalises the top-k weights (build_moe_ffn's norm_w is fixed true
-// for them), whatever the HF config's norm_topk_prob was; neither reads expert_weights_scale.
+// llama.cpp's MoE keys (qwen3moe: Qwen3-30B-A3B, Qwen3-Coder-30B-A3B; qwen35moe: Qwen3.5-35B-A3B;
+// qwen3next: Qwen3-Next-80B-A3B): expert_count, expert_used_count, expert_feed_forward_length (a
+// number, or one per layer: llama.cpp reads either; ours must be equal, as the releases' are) and
+// the shared expert's expert_shared_feed_forward_length (qwen35moe, qwen3next). llama.cpp routes in
+// every layer of all three (their loaders have no dense layer) and always renormalises the top-k
+// weights (build_moe_ffn's norm_w is fixed true for them), whatever the HF config's norm_topk_prob
+// was; none reads expert_weights_scale. (gpt-oss: the same keys; its top-k softmax is the model's.)
 void read_moe(const GgufFile& g, ModelConfig& c, const std::string& arch) {
   const std::string a = arch + ".";
   c.num_experts = g.get_int(a + "expert_count", 0);
@@ -112,13 +114,38 @@ void read_moe(const GgufFile& g, ModelConfig& c, const std::string& arch) {
   }
   if (c.moe_intermediate_size <= 0)
     throw FileError(g.path, "metadata '" + a + "expert_feed_forward_length' is missing or not positive");
-  if (arch == "qwen35moe") {
+  if (arch == "qwen35moe" || arch == "qwen3next") {
     c.shared_expert_intermediate_size = g.get_int(a + "expert_shared_feed_forward_length", c.intermediate_size);
     if (c.shared_expert_intermediate_size <= 0)
       throw FileError(g.path, "metadata '" + a + "expert_shared_feed_forward_length' is missing or not positive");
   }
   c.norm_topk_prob = true;
   c.layer_is_moe.assign(static_cast<size_t>(c.num_hidden_layers), true);
+}
+
+// attention.sliding_window_pattern: one flag per layer, or every `pattern`-th layer global, as
+// llama.cpp reads it; without the key, the architecture's default pattern (llama.cpp's too).
+void read_sliding_pattern(const GgufFile& g, ModelConfig& c, const std::string& arch, int64_t pattern) {
+  auto* p = g.get(arch + ".attention.sliding_window_pattern");
+  if (p && p->is_array() && int64_t(p->size()) == c.num_hidden_layers) {
+    for (auto& v : *p)
+      c.layer_is_sliding.push_back(v.is_boolean() ? v.get<bool>() : (v.is_number_integer() && v.get<int64_t>() != 0));
+    return;
+  }
+  if (p && p->is_number_integer()) pattern = p->get<int64_t>();
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
+}
+
+// llama.cpp's gpt-oss (the converter's GptOssModel): the window as attention.sliding_window, every
+// other layer sliding from the first (llama.cpp's default pattern 2, transformers' layer_types of
+// the releases), the experts intermediate_size wide, routed in every layer. Its SwiGLU clamp
+// (alpha 1.702, limit 7) is fixed in llama.cpp, as ModelConfig's defaults are.
+void read_gpt_oss(const GgufFile& g, ModelConfig& c) {
+  c.architecture = "gpt_oss";
+  c.sliding_window = g.get_int("gpt-oss.attention.sliding_window", 0);
+  if (c.sliding_window <= 0) throw FileError(g.path, "metadata 'gpt-oss.attention.sliding_window' is missing or invalid");
+  read_sliding_pattern(g, c, "gpt-oss", 2);
+  read_moe(g, c, "gpt-oss");
 }
 
 }  // namespace
@@ -159,9 +186,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
   c.vocab_size = g.get_int(k("vocab_size"), c.vocab_size);
   c.tie_word_embeddings = g.find("output.weight") == nullptr;
   c.attention_bias = g.find("blk.0.attn_q.bias") != nullptr;
-  if (arch == "qwen35" || arch == "qwen35moe") read_qwen35(g, c, arch);
+  if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") read_qwen35(g, c, arch);
   if (arch == "qwen3moe") c.architecture = "qwen3_moe";
-  if (arch == "qwen3moe" || arch == "qwen35moe") read_moe(g, c, arch);
+  if (arch == "qwen3moe" || arch == "qwen35moe" || arch == "qwen3next") read_moe(g, c, arch);
   if (arch == "gemma3") {
     c.hidden_act = "gelu_pytorch_tanh";
     c.sliding_window = g.get_int(k("attention.sliding_window"), 0);
@@ -171,16 +198,9 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.rope_local_base_freq = 10000.0;
     c.final_logit_softcapping = g.get_float(k("final_logit_softcapping"), 0.0);
     c.attn_logit_softcapping = g.get_float(k("attn_logit_softcapping"), 0.0);
-    int64_t pattern = 6;
-    auto* p = g.get(k("attention.sliding_window_pattern"));
-    if (p && p->is_array() && int64_t(p->size()) == c.num_hidden_layers) {
-      for (auto& v : *p)
-        c.layer_is_sliding.push_back(v.is_boolean() ? v.get<bool>() : (v.is_number_integer() && v.get<int64_t>() != 0));
-    } else {
-      if (p && p->is_number_integer()) pattern = p->get<int64_t>();
-      for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
-    }
+    read_sliding_pattern(g, c, arch, 6);
   }
+  if (arch == "gpt-oss") read_gpt_oss(g, c);
   auto tok_id = [&](const char* key) -> std::optional<int32_t> {
     auto* v = g.get(key);
     if (v && v->is_number_integer()) return v->get<int32_t>();

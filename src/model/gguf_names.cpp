@@ -12,14 +12,17 @@ namespace rapid::model {
 
 namespace {
 
-// llama.cpp's qwen35 names of the Gated DeltaNet parts (its converter renames dt_bias to
-// "ssm_dt.bias" and stores A as the bare "ssm_a"). Full "model.layers.<i>." suffix or nullptr.
+// llama.cpp's qwen35 / qwen3next names of the Gated DeltaNet parts (its converter renames dt_bias
+// to "ssm_dt.bias" and stores A as the bare "ssm_a"; qwen3next keeps Qwen3-Next's fused b/a
+// projection as ssm_ba, and older qwen3next files the fused qkvz as ssm_in). Full
+// "model.layers.<i>." suffix or nullptr.
 const char* qwen35_part(const std::string& part, const std::string& suffix, std::string& out) {
   static const std::pair<const char*, const char*> weights[] = {
       {"attn_qkv", "linear_attn.in_proj_qkv"}, {"attn_gate", "linear_attn.in_proj_z"},
       {"ssm_beta", "linear_attn.in_proj_b"},   {"ssm_alpha", "linear_attn.in_proj_a"},
       {"ssm_out", "linear_attn.out_proj"},     {"ssm_conv1d", "linear_attn.conv1d"},
-      {"ssm_norm", "linear_attn.norm"}};
+      {"ssm_norm", "linear_attn.norm"},        {"ssm_ba", "linear_attn.in_proj_ba"},
+      {"ssm_in", "linear_attn.in_proj_qkvz"}};
   for (auto& [g, hf] : weights)
     if (part == g) return (out = std::string(hf) + suffix).c_str();
   if (part == "ssm_dt" && suffix == ".bias") return (out = "linear_attn.dt_bias").c_str();
@@ -41,8 +44,8 @@ const char* nextn_part(const std::string& part) {
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
-  bool gemma = arch == "gemma3";
-  bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe";
+  bool gemma = arch == "gemma3", oss = arch == "gpt_oss";
+  bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
     size_t d1 = n.find('.', 4);
@@ -62,8 +65,15 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
     }
     std::string q35;
     if (qwen35 && qwen35_part(part, suffix, q35)) return prefix + q35;
+    // gpt-oss (the converter's GptOssModel): the sinks gained a ".weight"; the router and the
+    // stacked experts (with biases) take the names of mlx-lm's gpt_oss, which MoeBlock reads.
+    if (oss && part == "attn_sinks" && suffix == ".weight") return prefix + "self_attn.sinks";
     const char* hf = nullptr;
-    if (part == "attn_q") hf = "self_attn.q_proj";
+    if (oss && part == "ffn_gate_inp") hf = "mlp.router";
+    else if (oss && part == "ffn_gate_exps") hf = "mlp.experts.gate_proj";
+    else if (oss && part == "ffn_up_exps") hf = "mlp.experts.up_proj";
+    else if (oss && part == "ffn_down_exps") hf = "mlp.experts.down_proj";
+    else if (part == "attn_q") hf = "self_attn.q_proj";
     else if (part == "attn_k") hf = "self_attn.k_proj";
     else if (part == "attn_v") hf = "self_attn.v_proj";
     else if (part == "attn_output") hf = "self_attn.o_proj";
@@ -150,6 +160,34 @@ void a_to_log(const tensor::Tensor& src, const std::string& path, WeightStore& s
   });
 }
 
+// llama.cpp's qwen3next keeps Qwen3-Next's fused in_proj_ba (ssm_ba): per key head, the b rows of
+// its value heads, then their a rows. Split by row copies (any row-wise GGUF type) into
+// in_proj_b / in_proj_a, the separate projections of Qwen3.5 the model also takes; the value
+// heads stay grouped by key head, as in the rest of a qwen3next file.
+void split_ba(const tensor::Tensor& src, const std::string& hf_name, const ModelConfig& cfg, const std::string& path,
+              WeightStore& store) {
+  const int64_t hv = cfg.linear_num_value_heads, hk = cfg.linear_num_key_heads;
+  if (src.shape.size() != 2 || src.shape[0] != 2 * hv || hk <= 0 || hv % hk)
+    throw FileError(path, "tensor '" + src.name + "': expected 2 x ssm.time_step_rank = " + std::to_string(2 * hv) +
+                              " rows in groups per ssm.group_count");
+  const int64_t r = hv / hk;
+  const size_t row = src.nbytes / size_t(src.shape[0]);
+  const std::string base = hf_name.substr(0, hf_name.size() - std::strlen("ba.weight"));
+  for (int part = 0; part < 2; ++part) {
+    auto buf = std::make_shared<std::vector<uint8_t>>(size_t(hv) * row);
+    for (int64_t h = 0; h < hk; ++h)
+      std::memcpy(buf->data() + size_t(h * r) * row, static_cast<const uint8_t*>(src.data) + size_t(h * 2 * r + part * r) * row,
+                  size_t(r) * row);
+    tensor::Tensor t = src;
+    t.name = base + (part ? "a.weight" : "b.weight");
+    t.shape = {hv, src.shape[1]};
+    t.data = buf->data();
+    t.nbytes = buf->size();
+    store.keep_alive(buf);
+    store.add(std::move(t));
+  }
+}
+
 bool ends_with(const std::string& s, const char* suf) {
   size_t n = std::strlen(suf);
   return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
@@ -159,12 +197,14 @@ bool ends_with(const std::string& s, const char* suf) {
 // malformed file is refused here with its path (MoeBlock would only name the tensor).
 void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightStore& store) {
   const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  const bool oss = cfg.architecture == "gpt_oss";
   for (size_t i = 0; i < cfg.layer_is_moe.size(); ++i) {
     if (!cfg.layer_is_moe[i]) continue;
     const std::string blk = "blk." + std::to_string(i) + ".", p = "model.layers." + std::to_string(i) + ".mlp.";
     const std::pair<const char*, std::vector<int64_t>> want[] = {
-        {"gate", {E, H}}, {"switch_mlp.gate_proj", {E, I, H}}, {"switch_mlp.up_proj", {E, I, H}},
-        {"switch_mlp.down_proj", {E, H, I}}};
+        {oss ? "router" : "gate", {E, H}}, {oss ? "experts.gate_proj" : "switch_mlp.gate_proj", {E, I, H}},
+        {oss ? "experts.up_proj" : "switch_mlp.up_proj", {E, I, H}},
+        {oss ? "experts.down_proj" : "switch_mlp.down_proj", {E, H, I}}};
     const char* gguf_part[] = {"ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     for (size_t k = 0; k < 4; ++k) {
       const std::string name = blk + gguf_part[k] + ".weight";
@@ -185,12 +225,21 @@ void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightSt
 
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
   store.keep_alive(g.file);
+  for (const auto& buf : g.owned) store.keep_alive(buf);
   bool permuted = gguf_arch_permutes_qk(cfg.architecture);
-  const bool qwen35 = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe";
+  const bool qwen35 = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe" ||
+                      cfg.architecture == "qwen3_next";
   for (const tensor::Tensor& src : g.tensors) {
     tensor::Tensor t = src;
     t.name = gguf_to_hf_name(src.name, cfg.architecture, qwen35 ? cfg.num_hidden_layers : -1);
     if (store.find(t.name)) throw FileError(g.path, "two tensors map to '" + t.name + "'");
+    // Split only beside attn_qkv / attn_gate: an older file's ssm_in (fused qkvz) takes the
+    // model's fused path, which reads in_proj_ba whole.
+    if (qwen35 && ends_with(t.name, "linear_attn.in_proj_ba.weight") &&
+        !g.find(src.name.substr(0, src.name.size() - std::strlen("ssm_ba.weight")) + "ssm_in.weight")) {
+      split_ba(src, t.name, cfg, g.path, store);
+      continue;
+    }
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))
       check_head_split(src, cfg.num_attention_heads, g.path);
     else if (permuted && (ends_with(t.name, "self_attn.k_proj.weight") || ends_with(t.name, "self_attn.k_proj.bias")))

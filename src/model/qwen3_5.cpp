@@ -2,7 +2,7 @@
 // of Gated DeltaNet layers (linear attention with a recurrent state) and gated full-attention
 // layers, dense or MoE MLPs, after mlx-lm's qwen3_5.py and qwen3_next.py. The two families differ
 // only in how the DeltaNet input projections are stored (fused and interleaved per key head in
-// Qwen3-Next, see split_fused) and in which layers route (config: layer_is_moe). A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
+// Qwen3-Next's HF/MLX checkpoints, see split_fused; separate in its GGUF files) and in which layers route (config: layer_is_moe). A sequence's state is the KV pages of the full-attention layers plus, per DeltaNet
 // layer, the convolution tail and the f32 recurrent state (HybridState). Decode runs the
 // recurrence; prefill too, or its chunk-parallel form (ModelOptions::chunked_deltanet).
 #include <algorithm>
@@ -120,7 +120,7 @@ class Qwen35Model final : public Model {
     ctx_.path = opts.matmul;
     const WeightStore& ws = ckpt_->weights;
     hf_layout_ = has_hf_layout(ws);
-    fused_ = cfg_.architecture == "qwen3_next";
+    fused_ = has_fused_projections(ws);
     embed_ = &ws.get("model.embed_tokens.weight");
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
@@ -287,6 +287,14 @@ class Qwen35Model final : public Model {
   static bool has_hf_layout(const WeightStore& ws) {
     for (auto& [name, t] : ws.all())
       if (name.find("conv1d.weight") != std::string::npos && !t.shape.empty() && t.shape.back() != 1) return true;
+    return false;
+  }
+
+  // Qwen3-Next's HF and MLX checkpoints fuse the DeltaNet input projections (in_proj_qkvz,
+  // in_proj_ba); its GGUF files (llama.cpp's converter) store them as Qwen3.5's separate ones.
+  static bool has_fused_projections(const WeightStore& ws) {
+    for (auto& [name, t] : ws.all())
+      if (name.find("linear_attn.in_proj_qkvz.") != std::string::npos) return true;
     return false;
   }
 
