@@ -418,55 +418,95 @@ void mlx_group_sums(const MatmulOut* outs, int count, const tensor::ActQ8* xq, i
 
 }  // namespace
 
-void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
-                  MatmulScratch& scratch, MatmulPath path) {
-  if (count <= 0) return;
-  const Kernels& k = kernels();
-  const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
+namespace {
+
+// One call's weights with their kernels, and the activations in every form they read.
+struct Prepared {
   Kernels::QDot qd[8];
   Kernels::QDotV qv[8];
-  int64_t start[9];
-  start[0] = 0;
-  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false, panels = false;
+  const float* gsum[8] = {};
+  MatmulInputs in;
+  bool panels = false;
+};
+
+// Quantizes and packs x once for all count weights (what each of their kernels needs).
+void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch, MatmulPath path,
+             const Kernels& k, Prepared& p) {
+  const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
+  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
     if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
-    qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
-    qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
+    p.qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
+    p.qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
     // A weight that takes panels reads only their packing: no lane packing or nibble-order copy.
     const bool pan = use_panels(*outs[i].w, n, path, k);
-    panels |= pan;
-    need_v |= qv[i] != nullptr && !pan;
+    p.panels |= pan;
+    need_v |= p.qv[i] != nullptr && !pan;
     need_v4 |= mlx4_lanes(*outs[i].w, path, k) && !pan;
     const bool fp4 = mxfp4_fast(*outs[i].w, path);
-    need_q |= qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
+    need_q |= p.qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || fp4;
-    start[i + 1] = start[i] + outs[i].w->rows;
   }
-  MatmulInputs in{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};
+  MatmulInputs& in = p.in;
+  in = MatmulInputs{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};
   if (need_q) {
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
     in.xq = scratch.xq.data();
   }
-  if (panels) in.xp = pack_panels(in.xq, nb, n, scratch);
+  if (p.panels) in.xp = pack_panels(in.xq, nb, n, scratch);
   if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch);
-  const float* gsum[8] = {};
-  mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, gsum);
+  mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, p.gsum);
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;
     permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
     in.xq4 = scratch.xq_mlx4.data();
     if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch);
   }
+}
+
+// Rows [r0, r1) of weight i of a prepared call.
+void run_rows(const MatmulOut& o, int i, int64_t r0, int64_t r1, const Prepared& p, const Kernels& k, MatmulPath path) {
+  run_rows(*o.w, r0, r1, p.in, o.y, p.qd[i], p.qv[i], p.gsum[i], k, path);
+}
+
+// Rows per chunk for a call (panels want whole 32-row panels per chunk).
+int64_t call_grain(const WeightView& w, int64_t n, bool panels) {
+  return panels ? std::max<int64_t>(64, row_grain(w, n)) : row_grain(w, n);
+}
+
+}  // namespace
+
+void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
+                  MatmulScratch& scratch, MatmulPath path) {
+  if (count <= 0) return;
+  const Kernels& k = kernels();
+  Prepared p;
+  prepare(outs, count, x, n, scratch, path, k, p);
+  int64_t start[9];
+  start[0] = 0;
+  for (int i = 0; i < count; ++i) start[i + 1] = start[i] + outs[i].w->rows;
   // One parallel region over the rows of all weights (fewer synchronisations per layer).
-  // Panels want whole 32-row panels per chunk.
-  const int64_t grain = panels ? std::max<int64_t>(64, row_grain(*outs[0].w, n)) : row_grain(*outs[0].w, n);
-  pool.parallel_for(start[count], grain, [&](int64_t b, int64_t e) {
+  pool.parallel_for(start[count], call_grain(*outs[0].w, n, p.panels), [&](int64_t b, int64_t e) {
     for (int i = 0; i < count && b < e; ++i) {
       int64_t lo = std::max(b, start[i]), hi = std::min(e, start[i + 1]);
-      if (lo < hi) run_rows(*outs[i].w, lo - start[i], hi - start[i], in, outs[i].y, qd[i], qv[i], gsum[i], k, path);
+      if (lo < hi) run_rows(outs[i], i, lo - start[i], hi - start[i], p, k, path);
     }
+  });
+}
+
+void matmul_pair(const MatmulOut& a, const MatmulOut& b, const float* x, int64_t n, ThreadPool& pool,
+                 MatmulScratch& scratch, const std::function<void(int64_t, int64_t)>& combine, MatmulPath path) {
+  if (a.w->rows != b.w->rows) throw Error("matmul_pair: weights differ in output size");
+  const Kernels& k = kernels();
+  const MatmulOut outs[2] = {a, b};
+  Prepared p;
+  prepare(outs, 2, x, n, scratch, path, k, p);
+  pool.parallel_for(a.w->rows, call_grain(*a.w, n, p.panels), [&](int64_t r0, int64_t r1) {
+    run_rows(a, 0, r0, r1, p, k, path);
+    run_rows(b, 1, r0, r1, p, k, path);
+    combine(r0, r1);
   });
 }
 

@@ -3,6 +3,7 @@
 // tokens (4, or up to 16 with the Kernels::QDotV kernels).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compute/thread_pool.h"
@@ -58,6 +59,13 @@ struct MatmulOut {
 };
 void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, ThreadPool& pool,
                   MatmulScratch& scratch, MatmulPath path = MatmulPath::Fast);
+
+// Two weights of one shape over the same input (gate/up): the chunk that computes rows [r0, r1)
+// of both then calls combine(r0, r1) (for all n tokens), so an elementwise epilogue such as the
+// MLP's act(gate)·up runs inside the matmul's parallel region instead of one of its own.
+void matmul_pair(const MatmulOut& a, const MatmulOut& b, const float* x, int64_t n, ThreadPool& pool,
+                 MatmulScratch& scratch, const std::function<void(int64_t, int64_t)>& combine,
+                 MatmulPath path = MatmulPath::Fast);
 
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);

@@ -341,18 +341,20 @@ class DecoderModel final : public Model {
       compute::add_inplace(x_.data(), tmp_.data(), n * H_);
       return;
     }
-    {
-      compute::MatmulOut outs[2] = {{&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}};
-      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-      L.gate.add_bias(gate_.data(), n);
-      L.up.add_bias(up_.data(), n);
-    }
-    // libm's exp/tanh per element (outputs stay those of the reference build), split over the
-    // pool: for a batch of decodes this is tens of microseconds per layer on one core otherwise.
-    pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) {  // one decode row stays on one thread
-      if (spec_.act == Activation::GeluTanh) compute::gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-      else compute::silu_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-    });
+    // Biases, then libm's exp/tanh per element (outputs stay those of the reference build), per
+    // chunk of rows inside the projections' region: for a batch of decodes this is tens of
+    // microseconds per layer on one core otherwise, and a region of its own costs a synchronisation.
+    compute::matmul_pair({&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
+                         [&](int64_t r0, int64_t r1) {
+                           for (int64_t t = 0; t < n; ++t) {
+                             float *g = gate_.data() + t * I_, *u = up_.data() + t * I_;
+                             for (int64_t r = r0; r < r1 && !L.gate.bias.empty(); ++r) g[r] += L.gate.bias[r];
+                             for (int64_t r = r0; r < r1 && !L.up.bias.empty(); ++r) u[r] += L.up.bias[r];
+                             if (spec_.act == Activation::GeluTanh) compute::gelu_tanh_mul(g + r0, u + r0, r1 - r0, g + r0);
+                             else compute::silu_mul(g + r0, u + r0, r1 - r0, g + r0);
+                           }
+                         },
+                         ctx_.path);
     L.down(gate_.data(), n, tmp_.data(), ctx_);
     if (spec_.sandwich_norms)
       for (int64_t t = 0; t < n; ++t)

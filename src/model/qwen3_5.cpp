@@ -589,11 +589,13 @@ class Qwen35Model final : public Model {
     if (L.moe) return L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
     float* gate = w1_.data();
     float* up = w3_.data();
-    {
-      compute::MatmulOut outs[2] = {{&L.gate.w, gate}, {&L.up.w, up}};
-      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-    }
-    pool_.parallel_for(n * I_, 2048, [&](int64_t b, int64_t e) { compute::silu_mul(gate + b, up + b, e - b, gate + b); });
+    // silu(gate)·up per chunk of rows, inside the projections' region.
+    compute::matmul_pair({&L.gate.w, gate}, {&L.up.w, up}, xn_.data(), n, pool_, ctx_.scratch,
+                         [&](int64_t r0, int64_t r1) {
+                           for (int64_t t = 0; t < n; ++t)
+                             compute::silu_mul(gate + t * I_ + r0, up + t * I_ + r0, r1 - r0, gate + t * I_ + r0);
+                         },
+                         ctx_.path);
     L.down(gate, n, tmp_.data(), ctx_);
   }
 
