@@ -2,13 +2,18 @@
 // cost, and decode speed with MTP drafts on and off. The model is $RAPID_BENCH_QWEN35 (a Qwen3.5
 // checkpoint directory with `mtp.*` weights; tokenizer.json beside it) or the tiny one of
 // scripts/make_qwen35_mtp.py ($RAPID_MODEL_CACHE/qwen35-tiny-mtp/vheads-untied).
+// The model may also be a .gguf with the head (scripts/qwen35_gguf.py --bench-mtp writes the
+// 0.8B-shaped $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape/q4_0-mtp.gguf); its tokenizer is the file's.
 //   build/qwen35_spec_bench
 // BM_VerifyAndRollback/k: a forward over the next token + k drafts with every row's logits (the
 //   verification; it snapshots the DeltaNet state), then truncate() keeping j = 0..k drafts (the
 //   rollback: state restored, conv + recurrence replayed over the kept positions). Counters:
 //   decode1_ms (one plain decode step, for scale), verify_ms, rollback_j<j>_ms.
+// BM_MtpDraft: one MTP head forward for one sequence, i.e. what each drafted token costs (the
+//   head's gated-attention layer, its fc, and the LM head over the whole vocabulary).
 // BM_EngineDecode/mode: one greedy request of 64 tokens through the batching engine with
-//   --speculative off (0), mtp (1), auto (2); items = generated tokens; counters drafted/accepted.
+//   --speculative off (0), mtp (1), auto (2), four requests in a row; items = generated tokens;
+//   counters drafted/accepted.
 //   With random heads nearly every draft is rejected: mtp shows the cost of speculating for
 //   nothing, auto whether the depth rule turns it off.
 #include <benchmark/benchmark.h>
@@ -19,6 +24,7 @@
 #include <mutex>
 #include <string>
 
+#include "cache/block_pool.h"
 #include "engine/batch_engine.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
@@ -42,6 +48,11 @@ std::shared_ptr<model::Model> model() {
     return std::shared_ptr<model::Model>(model::create_model(model::load_checkpoint(model_dir()), o));
   }();
   return m;
+}
+
+std::string tokenizer_path() {
+  const std::string d = model_dir();
+  return d.size() > 5 && d.compare(d.size() - 5, 5, ".gguf") == 0 ? d : d + "/tokenizer.json";
 }
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -94,9 +105,34 @@ void BM_VerifyAndRollback(benchmark::State& st) {
 }
 BENCHMARK(BM_VerifyAndRollback)->Arg(1)->Arg(3)->Unit(benchmark::kMillisecond);
 
+void BM_MtpDraft(benchmark::State& st) {
+  model::Model& m = *model();
+  if (m.mtp_layers() == 0) {
+    st.SkipWithError("the model has no MTP head");
+    return;
+  }
+  const int64_t H = m.config().hidden_size, cap = 4096;
+  auto pool = std::make_shared<cache::BlockPool>(m.mtp_block_shape(16), 64ull << 20);
+  auto s = m.new_mtp_state(pool, cap);
+  std::vector<float> hid(static_cast<size_t>(H), 0.01f), hout(static_cast<size_t>(H));
+  std::vector<float> logits(static_cast<size_t>(m.config().vocab_size));
+  int32_t tok = 5;
+  for (auto _ : st) {
+    if (s->length() + 1 > cap) {
+      st.PauseTiming();
+      s->truncate(0);
+      st.ResumeTiming();
+    }
+    model::MtpEntry e{&tok, hid.data(), 1, s.get(), logits.data(), hout.data(), 0};
+    m.forward_mtp(&e, 1);
+    tok = int32_t(1 + (tok * 37) % (m.config().vocab_size - 1));
+  }
+}
+BENCHMARK(BM_MtpDraft)->Unit(benchmark::kMillisecond);
+
 void BM_EngineDecode(benchmark::State& st) {
   const engine::SpecMode mode = st.range(0) == 0 ? engine::SpecMode::Off : st.range(0) == 1 ? engine::SpecMode::Mtp : engine::SpecMode::Auto;
-  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(model_dir() + "/tokenizer.json");
+  std::shared_ptr<const tok::Tokenizer> tok = tok::load_tokenizer(tokenizer_path());
   engine::BatchEngineOptions o;
   o.spec.mode = mode;
   o.spec.max_draft = 3;
@@ -129,7 +165,8 @@ void BM_EngineDecode(benchmark::State& st) {
   st.counters["accepted"] = double(s.spec_accepted);
   st.SetLabel(engine::spec_mode_name(mode));
 }
-BENCHMARK(BM_EngineDecode)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+// Four requests in a row, as an agent sends its turns: auto learns across them what MTP earns.
+BENCHMARK(BM_EngineDecode)->Arg(0)->Arg(1)->Arg(2)->Iterations(4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

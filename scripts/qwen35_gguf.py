@@ -13,11 +13,12 @@ reordered from grouped-by-key-head to tiled when linear_num_value_heads > linear
 checks it against mlx-lm on the same weights) is what confirms the layout.
 
 usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
-       .venv/bin/python scripts/qwen35_gguf.py --bench [OUT_DIR]
+       .venv/bin/python scripts/qwen35_gguf.py --bench|--bench-mtp [OUT_DIR]
   --bench: a Qwen3.5-0.8B-shaped model with random weights (QWEN35_08B, the released text config)
   and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
   and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type); default
-  $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape.
+  $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape. --bench-mtp: also q4_0-mtp.gguf, the same trunk
+  with a random MTP head of the released shape (for bench/qwen35_spec_bench.cpp).
   Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes
   TINY_ROOT/<config>/gguf-f32/model.gguf and, with llama-cpp-python installed, gguf-q8_0/model.gguf
   (llama.cpp's own llama_model_quantize of the f32 file) and in each a greedy.json of
@@ -461,7 +462,7 @@ def tokenizer_from_gguf(gguf, path):
 BENCH_LAYOUT = "2"
 
 
-def bench(out):
+def bench(out, mtp=False):
     gguf = import_gguf()
     vocab = Path(sdist_dir()) / "vocab" / "ggml-vocab-qwen35.gguf"
     if not vocab.exists():  # where tests/python/test_tokenizer_llamacpp_vocab.py extracts it too
@@ -474,12 +475,21 @@ def bench(out):
     # llama.cpp refuses; 2: padded to vocab_size).
     stamp = out / "layout"
     fresh = stamp.exists() and stamp.read_text().strip() == BENCH_LAYOUT
-    todo = [q for q in ("q8_0", "q4_0") if not fresh or not (out / f"{q}.gguf").exists()]
+    names = ("q8_0", "q4_0", "q4_0-mtp") if mtp else ("q8_0", "q4_0")
+    todo = [q for q in names if not fresh or not (out / f"{q}.gguf").exists()]
     if todo:
-        tensors = hf_to_gguf_tensors(gguf, tc, random_hf_weights(tc))
+        weights = random_hf_weights(tc)
         tok = tokenizer_from_gguf(gguf, vocab)
     for q in todo:
-        write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q)
+        if q.endswith("-mtp"):
+            # The released checkpoints' head (one gated-attention layer + fc), random: its cost on the
+            # real shapes is what the MTP benchmark measures (bench/qwen35_spec_bench.cpp).
+            from make_qwen35_mtp import mtp_weights
+            head = mtp_weights(tc, np.random.default_rng(1))
+            tensors = hf_to_gguf_tensors(gguf, tc, {**weights, **head}, mtp=True)
+            write_gguf(out / f"{q}.gguf", tc, tensors, tok, out_type=q[:-4], n_mtp=mtp_layer_count(head))
+        else:
+            write_gguf(out / f"{q}.gguf", tc, hf_to_gguf_tensors(gguf, tc, weights), tok, out_type=q)
         print("wrote", out / f"{q}.gguf", flush=True)
     stamp.write_text(BENCH_LAYOUT + "\n")
 
@@ -544,7 +554,8 @@ def mtp_copy(model_dir):
 if __name__ == "__main__":
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
     args = sys.argv[1:]
-    if args[:1] == ["--bench"]:
-        bench(Path(args[1] if len(args) > 1 else os.path.join(cache, "bench", "qwen3.5-0.8b-shape")))
+    if args[:1] in (["--bench"], ["--bench-mtp"]):
+        bench(Path(args[1] if len(args) > 1 else os.path.join(cache, "bench", "qwen3.5-0.8b-shape")),
+              mtp=args[0] == "--bench-mtp")
     else:
         tiny(Path(args[0] if args else os.path.join(cache, "qwen35-tiny")))

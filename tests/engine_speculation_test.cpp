@@ -163,6 +163,43 @@ TEST(SpeculationController, ProbesBackOffWhereDraftingDoesNotPay) {
   EXPECT_FALSE(SpeculationController(o).choose(fresh, 1, 1).probe);
 }
 
+// A model-level proposer (MTP heads, a draft model) whose guesses are always wrong, serving many
+// short requests (an agent's turns): learning per request, every request re-drafts from the
+// Beta(1,1) prior and re-probes from kProbeFirst; shared, the first request's lesson carries over
+// and probes are paced model-wide, yet they never stop. Then the same for a proposer that is always
+// right: a new request drafts at full depth from its first step.
+TEST(SpeculationController, AModelLevelProposersAcceptanceCarriesAcrossRequests) {
+  constexpr int kRequests = 40, kSteps = 64;
+  auto run = [](bool shared, bool right) {
+    SpeculationController c = measured_linear();
+    c.share_across_sequences(shared);
+    int drafted = 0, probes = 0, first_k = 0;
+    for (int r = 0; r < kRequests; ++r) {
+      SpecState s = c.new_state();
+      for (int i = 0; i < kSteps; ++i) {
+        const SpecChoice ch = c.choose(s, 1, 1);
+        if (r == kRequests - 1 && i == 0) first_k = ch.k;
+        drafted += ch.k;
+        probes += ch.probe ? 1 : 0;
+        c.observe(s, ch.k, right ? ch.k : 0, ch.probe);
+      }
+    }
+    return std::make_tuple(drafted, probes, first_k);
+  };
+  const auto [own_drafted, own_probes, own_k] = run(false, false);
+  const auto [drafted, probes, k] = run(true, false);
+  EXPECT_GE(own_probes, 3 * kRequests) << "per request: probes at steps 8, 24, 56 of each";
+  EXPECT_GE(probes, kRequests * kSteps / kProbeMax) << "shared probing never stops";
+  EXPECT_LE(probes, kRequests * kSteps / kProbeMax + 8);
+  EXPECT_LT(drafted * 4, own_drafted) << "wasted drafts: " << drafted << " shared vs " << own_drafted;
+  EXPECT_EQ(k, 0);
+  EXPECT_GT(own_k, 0) << "a fresh Beta(1,1) request drafts before it learns";
+  const auto [good_drafted, good_probes, good_k] = run(true, true);
+  EXPECT_EQ(good_k, 8);
+  EXPECT_EQ(good_probes, 0);
+  EXPECT_GE(good_drafted, kRequests * kSteps * 7);
+}
+
 namespace {
 
 // Chi-square statistic of counts against probabilities (cells with expectation >= 5).

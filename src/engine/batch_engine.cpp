@@ -99,6 +99,7 @@ BatchEngine::BatchEngine(std::shared_ptr<model::Model> model, std::shared_ptr<co
     cv_.notify_one();
   });
   proposer_ = make_proposer();
+  spec_.share_across_sequences(proposer_->model_level());
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -247,6 +248,7 @@ void BatchEngine::admit_new(std::deque<std::pair<uint64_t, std::pair<GenerationR
     auto s = std::make_unique<Sequence>();
     s->id = id;
     s->warm = req.warm_only;
+    s->spec = spec_.new_state();
     s->cb = std::move(cb);
     try {
       s->capacity = sequence_capacity(model_->config(), req, context_);

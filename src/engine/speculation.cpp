@@ -67,12 +67,26 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
 SpecChoice SpeculationController::choose(const SpecState& s, int64_t batch, int64_t tokens) const {
   const int k = depth(s, batch, tokens);
   if (k > 0 || o_.mode != SpecMode::Auto || !enabled()) return {k, false};
-  if (s.idle + 1 >= s.probe_gap) return {o_.max_draft, true};
+  const bool due = shared_on_ ? shared_.idle + 1 >= shared_.probe_gap : s.idle + 1 >= s.probe_gap;
+  if (due) return {o_.max_draft, true};
   return {};
 }
 
-void SpeculationController::observe(SpecState& s, int d, int a, bool probe) const {
-  ++s.summary.decode_steps;
+SpecState SpeculationController::new_state() const {
+  SpecState s;
+  if (shared_on_) {
+    const double r = shared_.rate();
+    s.accepted = 2 * r;
+    s.rejected = 2 * (1 - r);
+  }
+  return s;
+}
+
+namespace {
+
+// One decode step's outcome for the pacing and the decayed counts (per sequence or model-wide).
+template <class S>
+void learn(S& s, int d, int a, bool probe) {
   if (d <= 0) {
     ++s.idle;
     return;
@@ -83,6 +97,15 @@ void SpeculationController::observe(SpecState& s, int d, int a, bool probe) cons
   constexpr double kDecay = 0.9;  // about the last ten drafted steps
   s.accepted = s.accepted * kDecay + a;
   s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
+}
+
+}  // namespace
+
+void SpeculationController::observe(SpecState& s, int d, int a, bool probe) {
+  ++s.summary.decode_steps;
+  learn(s, d, a, probe);
+  if (shared_on_) learn(shared_, d, a, probe);
+  if (d <= 0) return;
   ++s.summary.draft_steps;
   s.summary.probe_steps += probe ? 1 : 0;
   s.summary.drafted += d;
