@@ -222,8 +222,9 @@ class Qwen35Model final : public Model {
       std::copy_n(w.conv0.begin() + l * (K_ - 1) * C_, (K_ - 1) * C_, st.conv(l));
       std::copy_n(w.ssm0.begin() + l * gd_.state_floats(), gd_.state_floats(), st.ssm(l));
       if (keep == 0) continue;
-      deltanet_seq(L, st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
-                   w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), false);
+      const DeltaSeq d{st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
+                       w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), nullptr, false};
+      deltanet_heads(L, &d, 1);
     }
   }
 
@@ -452,8 +453,9 @@ class Qwen35Model final : public Model {
     compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
-  // Gated DeltaNet: projections and gates over all rows, then per sequence the causal conv and
-  // the recurrence (deltanet_seq), the gated norm, out_proj. Result in tmp_.
+  // Gated DeltaNet: projections and gates over all rows, then in one region per (sequence, key
+  // head) the causal conv, the recurrence and the gated norm (deltanet_heads), out_proj. Result
+  // in tmp_.
   void delta_net(const Layer& L, int64_t n) {
     float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
     float* conv = w2_.data();
@@ -482,15 +484,12 @@ class Qwen35Model final : public Model {
     // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
     // sequence has read its rows.
     float* y = y_.data();
+    dseqs_.clear();
     for (const Seq& s : seqs_)
-      deltanet_seq(L, s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
-                   beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
-                   opts_.chunked_deltanet && !s.record);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < Hv; ++h) {
-        float* yh = y + t * value_dim_ + h * gd_.v_dim;
-        compute::gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
-      }
+      dseqs_.push_back(DeltaSeq{s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
+                                beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
+                                z + s.row * value_dim_, opts_.chunked_deltanet && !s.record && s.n >= kChunkedMin});
+    deltanet_heads(L, dseqs_.data(), dseqs_.size());
     L.out(y, n, tmp_.data(), ctx_);
   }
 
@@ -516,28 +515,66 @@ class Qwen35Model final : public Model {
       }
   }
 
-  // One sequence's n rows of a DeltaNet layer from its projections and gates: the causal conv
-  // (advancing conv_state; output in conv [n][C]), q/k l2-normed per head, then the recurrence
-  // over ssm (y [n][value_dim]). Shared by the forward and the rollback replay, so both leave
-  // bit-identical states. `chunk_ok`: runs of kChunkedMin tokens may take the chunked form.
-  void deltanet_seq(const Layer& L, float* conv_state, float* ssm, const float* qkv, int64_t n, const float* g,
-                    const float* beta, float* conv, float* y, bool chunk_ok) {
-    compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, conv_state, qkv, n, conv);
-    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
-    for (int64_t t = 0; t < n; ++t) {
-      float* row = conv + t * C_;
-      for (int64_t h = 0; h < gd_.k_heads; ++h) {
-        compute::l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
-        compute::l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
+  // One sequence's n rows of a DeltaNet layer, from its projections qkv [n][C] and gates g, beta
+  // [n][Hv]: the causal conv advances conv_state (output in conv [n][C]), q/k are l2-normed per
+  // head, the recurrence runs over ssm (y [n][value_dim]), then, when z is given, the gated norm
+  // y ← norm(y)·silu(z). `chunked`: the chunk-parallel form instead of the recurrence.
+  struct DeltaSeq {
+    float* conv_state;
+    float* ssm;
+    const float* qkv;
+    int64_t n;
+    const float* g;
+    const float* beta;
+    float* conv;
+    float* y;
+    const float* z;
+    bool chunked;
+  };
+
+  // Every sequence's DeltaNet rows in one parallel region, one task per (sequence, key head): the
+  // conv of that key head's q/k channels and of its value heads' v channels, the l2 norms, the
+  // recurrence and the gated norm of those value heads. Each channel and head is computed as it
+  // would be alone, so results do not depend on the split; the forward and the rollback replay
+  // share it, so both leave bit-identical states.
+  void deltanet_heads(const Layer& L, const DeltaSeq* seqs, size_t count) {
+    const int64_t Hk = gd_.k_heads, r = gd_.v_heads / Hk, dk = gd_.k_dim, dv = gd_.v_dim;
+    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+    pool_.parallel_for(static_cast<int64_t>(count) * Hk, 1, [&](int64_t b, int64_t e) {
+      for (int64_t task = b; task < e; ++task) {
+        const DeltaSeq& d = seqs[task / Hk];
+        const int64_t kh = task % Hk;
+        auto conv = [&](int64_t c0, int64_t len) {
+          compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, d.conv_state, d.qkv, d.n, d.conv, c0, c0 + len);
+        };
+        // Value heads of key head kh: r consecutive ones, or every Hk-th when tiled.
+        auto value_heads = [&](auto&& fn) {
+          if (gd_.tiled)
+            for (int64_t j = 0; j < r; ++j) fn(kh + j * Hk, 1);
+          else
+            fn(kh * r, r);
+        };
+        conv(kh * dk, dk);
+        conv(key_dim_ + kh * dk, dk);
+        value_heads([&](int64_t h, int64_t m) { conv(2 * key_dim_ + h * dv, m * dv); });
+        for (int64_t t = 0; t < d.n; ++t) {
+          float* row = d.conv + t * C_;
+          compute::l2norm_scaled(row + kh * dk, dk, q_scale, 1e-6f);
+          compute::l2norm_scaled(row + key_dim_ + kh * dk, dk, 1.0f, 1e-6f);
+        }
+        value_heads([&](int64_t h, int64_t m) {
+          if (d.chunked)
+            compute::gated_delta_chunked(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+          else
+            compute::gated_delta_recurrent(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+          if (!d.z) return;
+          for (int64_t t = 0; t < d.n; ++t)
+            for (int64_t v = h; v < h + m; ++v) {
+              float* yv = d.y + t * value_dim_ + v * dv;
+              compute::gated_rms_norm(yv, d.z + t * value_dim_ + v * dv, L.gnorm.data(), dv, eps_, yv);
+            }
+        });
       }
-    }
-    const int64_t Hv = gd_.v_heads;
-    pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
-      if (chunk_ok && n >= kChunkedMin) {
-        compute::gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
-        return;
-      }
-      compute::gated_delta_recurrent(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
     });
   }
 
@@ -570,16 +607,13 @@ class Qwen35Model final : public Model {
       sg.out = att + s.row * nh_ * hd_;
       sg.n = s.n;
       sg.pos0 = s.pos0;
+      sg.gate = qg + s.row * nh_ * 2 * hd_ + hd_;  // the sigmoid output gate, in attention's tasks
+      sg.gate_ld = nh_ * 2 * hd_;
+      sg.gate_hs = 2 * hd_;
       compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
     }
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_};
     compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < nh_; ++h) {
-        float* o = att + (t * nh_ + h) * hd_;
-        const float* gate = qg + (t * nh_ + h) * 2 * hd_ + hd_;
-        for (int64_t d = 0; d < hd_; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gate[d]));
-      }
     L.o(att, n, tmp_.data(), ctx_);
   }
 
@@ -654,6 +688,7 @@ class Qwen35Model final : public Model {
   std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
   MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;
+  std::vector<DeltaSeq> dseqs_;
   std::vector<compute::AttentionSegment> segs_;
 };
 
