@@ -121,6 +121,8 @@ class Qwen35Model final : public Model {
     const WeightStore& ws = ckpt_->weights;
     hf_layout_ = has_hf_layout(ws);
     fused_ = has_fused_projections(ws);
+    if (fused_ && gd_.tiled)  // split_fused groups value heads by key head (project_head relies on it)
+      throw Error(ckpt_->path + ": fused DeltaNet projections with tiled value heads");
     embed_ = &ws.get("model.embed_tokens.weight");
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
@@ -224,7 +226,9 @@ class Qwen35Model final : public Model {
       if (keep == 0) continue;
       const DeltaSeq d{st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
                        w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), nullptr, false};
-      deltanet_heads(L, &d, 1);
+      pool_.parallel_for(gd_.k_heads, 1, [&](int64_t k0, int64_t k1) {
+        for (int64_t kh = k0; kh < k1; ++kh) head_task(L, d, kh);
+      });
     }
   }
 
@@ -453,27 +457,33 @@ class Qwen35Model final : public Model {
     compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
-  // Gated DeltaNet: projections and gates over all rows, then in one region per (sequence, key
-  // head) the causal conv, the recurrence and the gated norm (deltanet_heads), out_proj. Result
-  // in tmp_.
+  // Gated DeltaNet in one region (besides out_proj): per key head, its rows of the input
+  // projections for all n rows (x quantized once, MatmulPlan) and its value heads' gates, then per
+  // sequence its conv, l2 norms, recurrence and gated norm (head_task). Result in tmp_.
   void delta_net(const Layer& L, int64_t n) {
     float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
     float* conv = w2_.data();
     float* z = w3_.data();     // [n][value_dim]
-    if (fused_) {
-      float* fz = fused_buf_.data();  // [n][C + value_dim] then [n][2 Hv]
-      float* fba = fz + n * (C_ + value_dim_);
-      compute::MatmulOut outs[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
-      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-      split_fused(fz, fba, n, qkv, z);
-    } else {
-      compute::MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
-      compute::matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-    }
+    float* fz = fused_buf_.data();  // Qwen3-Next: [n][C + value_dim] then [n][2 Hv]
+    float* fba = fused_ ? fz + n * (C_ + value_dim_) : nullptr;
+    const compute::MatmulOut fused[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
+    const compute::MatmulOut split[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
+    const compute::MatmulPlan plan(fused_ ? fused : split, fused_ ? 2 : 4, xn_.data(), n, ctx_.scratch, ctx_.path);
     const int64_t Hv = gd_.v_heads;
-    for (int64_t t = 0; t < n; ++t)
-      compute::gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
-                        g_.data() + t * Hv, beta_.data() + t * Hv);
+    // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
+    // sequence has read its rows (and the rollback window has copied them).
+    float* y = y_.data();
+    dseqs_.clear();
+    for (const Seq& s : seqs_)
+      dseqs_.push_back(DeltaSeq{s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
+                                beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
+                                z + s.row * value_dim_, opts_.chunked_deltanet && !s.record && s.n >= kChunkedMin});
+    pool_.parallel_for(gd_.k_heads, 1, [&](int64_t k0, int64_t k1) {
+      for (int64_t kh = k0; kh < k1; ++kh) {
+        project_head(L, plan, kh, n, qkv, z, fz, fba);
+        for (const DeltaSeq& d : dseqs_) head_task(L, d, kh);
+      }
+    });
     for (const Seq& s : seqs_) {
       if (!s.record) continue;  // the recurrence's inputs, for a rollback inside this window
       HybridState::Window& w = s.st->window();
@@ -481,16 +491,46 @@ class Qwen35Model final : public Model {
       std::copy_n(g_.data() + s.row * Hv, s.n * Hv, w.g.begin() + L.index * s.n * Hv);
       std::copy_n(beta_.data() + s.row * Hv, s.n * Hv, w.beta.begin() + L.index * s.n * Hv);
     }
-    // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
-    // sequence has read its rows.
-    float* y = y_.data();
-    dseqs_.clear();
-    for (const Seq& s : seqs_)
-      dseqs_.push_back(DeltaSeq{s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
-                                beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
-                                z + s.row * value_dim_, opts_.chunked_deltanet && !s.record && s.n >= kChunkedMin});
-    deltanet_heads(L, dseqs_.data(), dseqs_.size());
     L.out(y, n, tmp_.data(), ctx_);
+  }
+
+  // Key head kh's share of the input projections over all n rows: its q and k channels, its
+  // value heads' v channels, z, b and a (Qwen3-Next: its block of the fused rows, split), then
+  // those value heads' gates.
+  void project_head(const Layer& L, const compute::MatmulPlan& plan, int64_t kh, int64_t n, float* qkv, float* z,
+                    const float* fz, const float* fba) {
+    const int64_t r = gd_.v_heads / gd_.k_heads, dk = gd_.k_dim, dv = gd_.v_dim, Hv = gd_.v_heads;
+    if (fused_) {
+      const int64_t per = 2 * dk + 2 * r * dv;
+      plan.rows(0, kh * per, (kh + 1) * per);
+      plan.rows(1, kh * 2 * r, (kh + 1) * 2 * r);
+      split_fused(fz, fba, n, qkv, z, kh, kh + 1);
+    } else {
+      plan.rows(0, kh * dk, (kh + 1) * dk);
+      plan.rows(0, key_dim_ + kh * dk, key_dim_ + (kh + 1) * dk);
+      value_heads(kh, [&](int64_t h, int64_t m) {
+        plan.rows(0, 2 * key_dim_ + h * dv, 2 * key_dim_ + (h + m) * dv);
+        plan.rows(1, h * dv, (h + m) * dv);
+        plan.rows(2, h, h + m);
+        plan.rows(3, h, h + m);
+      });
+    }
+    value_heads(kh, [&](int64_t h, int64_t m) {
+      for (int64_t t = 0; t < n; ++t)
+        compute::gated_delta_gates(a_.data() + t * Hv + h, b_.data() + t * Hv + h, L.A_log.data() + h,
+                                   L.dt_bias.data() + h, m, g_.data() + t * Hv + h, beta_.data() + t * Hv + h);
+    });
+  }
+
+  // Calls fn(h, m) over the value heads of key head kh, m consecutive ones at a time: r in one
+  // run, or one by one (every Hk-th) when tiled. Qwen3-Next's fused rows are never tiled.
+  template <class Fn>
+  void value_heads(int64_t kh, Fn&& fn) const {
+    const int64_t Hk = gd_.k_heads, r = gd_.v_heads / Hk;
+    if (gd_.tiled)
+      for (int64_t j = 0; j < r; ++j) fn(kh + j * Hk, 1);
+    else
+      fn(kh * r, r);
   }
 
   // Qwen3-Next's fused projections hold, per key head h, [q_h, k_h, v, z of its Hv/Hk value
@@ -498,11 +538,12 @@ class Qwen35Model final : public Model {
   // order: qkv [n][C] = all q heads, all k heads, all v heads; z [n][value_dim]; b_, a_ [n][Hv].
   // Splitting the outputs (not the weights) keeps the checkpoint's mapping as it is and costs a
   // copy of the rows, small beside the matmul.
-  void split_fused(const float* fz, const float* fba, int64_t n, float* qkv, float* z) {
+  // Key heads [h0, h1) only.
+  void split_fused(const float* fz, const float* fba, int64_t n, float* qkv, float* z, int64_t h0, int64_t h1) {
     const int64_t Hk = gd_.k_heads, dk = gd_.k_dim, r = gd_.v_heads / Hk, rv = r * gd_.v_dim;
     const int64_t per = 2 * dk + 2 * rv;
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < Hk; ++h) {
+      for (int64_t h = h0; h < h1; ++h) {
         const float* src = fz + t * (C_ + value_dim_) + h * per;
         float* row = qkv + t * C_;
         std::copy_n(src, dk, row + h * dk);
@@ -532,49 +573,35 @@ class Qwen35Model final : public Model {
     bool chunked;
   };
 
-  // Every sequence's DeltaNet rows in one parallel region, one task per (sequence, key head): the
-  // conv of that key head's q/k channels and of its value heads' v channels, the l2 norms, the
-  // recurrence and the gated norm of those value heads. Each channel and head is computed as it
-  // would be alone, so results do not depend on the split; the forward and the rollback replay
-  // share it, so both leave bit-identical states.
-  void deltanet_heads(const Layer& L, const DeltaSeq* seqs, size_t count) {
-    const int64_t Hk = gd_.k_heads, r = gd_.v_heads / Hk, dk = gd_.k_dim, dv = gd_.v_dim;
+  // Key head kh of one sequence: the conv of its q/k channels and of its value heads' v
+  // channels, the l2 norms, the recurrence and the gated norm of those value heads. Each channel
+  // and head is computed as it would be alone, so results do not depend on how heads are grouped
+  // into tasks; the forward and the rollback replay share it, so both leave bit-identical states.
+  void head_task(const Layer& L, const DeltaSeq& d, int64_t kh) {
+    const int64_t dk = gd_.k_dim, dv = gd_.v_dim;
     const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
-    pool_.parallel_for(static_cast<int64_t>(count) * Hk, 1, [&](int64_t b, int64_t e) {
-      for (int64_t task = b; task < e; ++task) {
-        const DeltaSeq& d = seqs[task / Hk];
-        const int64_t kh = task % Hk;
-        auto conv = [&](int64_t c0, int64_t len) {
-          compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, d.conv_state, d.qkv, d.n, d.conv, c0, c0 + len);
-        };
-        // Value heads of key head kh: r consecutive ones, or every Hk-th when tiled.
-        auto value_heads = [&](auto&& fn) {
-          if (gd_.tiled)
-            for (int64_t j = 0; j < r; ++j) fn(kh + j * Hk, 1);
-          else
-            fn(kh * r, r);
-        };
-        conv(kh * dk, dk);
-        conv(key_dim_ + kh * dk, dk);
-        value_heads([&](int64_t h, int64_t m) { conv(2 * key_dim_ + h * dv, m * dv); });
-        for (int64_t t = 0; t < d.n; ++t) {
-          float* row = d.conv + t * C_;
-          compute::l2norm_scaled(row + kh * dk, dk, q_scale, 1e-6f);
-          compute::l2norm_scaled(row + key_dim_ + kh * dk, dk, 1.0f, 1e-6f);
+    auto conv = [&](int64_t c0, int64_t len) {
+      compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, d.conv_state, d.qkv, d.n, d.conv, c0, c0 + len);
+    };
+    conv(kh * dk, dk);
+    conv(key_dim_ + kh * dk, dk);
+    value_heads(kh, [&](int64_t h, int64_t m) { conv(2 * key_dim_ + h * dv, m * dv); });
+    for (int64_t t = 0; t < d.n; ++t) {
+      float* row = d.conv + t * C_;
+      compute::l2norm_scaled(row + kh * dk, dk, q_scale, 1e-6f);
+      compute::l2norm_scaled(row + key_dim_ + kh * dk, dk, 1.0f, 1e-6f);
+    }
+    value_heads(kh, [&](int64_t h, int64_t m) {
+      if (d.chunked)
+        compute::gated_delta_chunked(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+      else
+        compute::gated_delta_recurrent(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+      if (!d.z) return;
+      for (int64_t t = 0; t < d.n; ++t)
+        for (int64_t v = h; v < h + m; ++v) {
+          float* yv = d.y + t * value_dim_ + v * dv;
+          compute::gated_rms_norm(yv, d.z + t * value_dim_ + v * dv, L.gnorm.data(), dv, eps_, yv);
         }
-        value_heads([&](int64_t h, int64_t m) {
-          if (d.chunked)
-            compute::gated_delta_chunked(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
-          else
-            compute::gated_delta_recurrent(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
-          if (!d.z) return;
-          for (int64_t t = 0; t < d.n; ++t)
-            for (int64_t v = h; v < h + m; ++v) {
-              float* yv = d.y + t * value_dim_ + v * dv;
-              compute::gated_rms_norm(yv, d.z + t * value_dim_ + v * dv, L.gnorm.data(), dv, eps_, yv);
-            }
-        });
-      }
     });
   }
 
