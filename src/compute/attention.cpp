@@ -125,6 +125,10 @@ void attend_tile(const AttentionSegment& sg, int64_t kv0, int64_t kv1, int64_t h
     } else {
       for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
     }
+    if (sg.gate) {
+      const float* gt = sg.gate + t * sg.gate_ld + h * sg.gate_hs;
+      for (int64_t d = 0; d < hd; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gt[d]));
+    }
   }
 }
 

@@ -51,6 +51,11 @@ struct AttentionSegment {
   int64_t n = 0, pos0 = 0;
   KvView kv;
   float* out = nullptr;
+  // Optional output gate (Qwen3.5's gated attention): out ← out · sigmoid(gate), token t's head h
+  // reading head_dim values at gate + t*gate_ld + h*gate_hs. Applied by the task that wrote the
+  // head, so it costs no region or serial pass of its own.
+  const float* gate = nullptr;
+  int64_t gate_ld = 0, gate_hs = 0;
 };
 
 // Every segment of a batched forward in one parallel region, as tasks of (tile of queries, kv

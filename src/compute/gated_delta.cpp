@@ -51,25 +51,24 @@ gdn::RowsStep gdn::rows_step_scalar() { return rows_step_scalar_impl; }
 gdn::Silu gdn::silu_scalar() { return silu_scalar_impl; }
 
 void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
-                        int64_t n, float* out) {
-  const int64_t keep = K - 1;
+                        int64_t n, float* out, int64_t c0, int64_t c1) {
+  const int64_t keep = K - 1, m = c1 - c0;
   const gdn::Silu act = silu_fn();
   // window = [state (K-1 rows); x (n rows)]; token t reads rows t .. t+K-1.
   auto in = [&](int64_t r) { return r < keep ? state + r * C : x + (r - keep) * C; };
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * C;
-    for (int64_t c = 0; c < C; ++c) o[c] = 0;
+    for (int64_t c = c0; c < c1; ++c) o[c] = 0;
     for (int64_t j = 0; j < K; ++j) {
       const float* r = in(t + j);
-      for (int64_t c = 0; c < C; ++c) o[c] += w[c * K + j] * r[c];
+      for (int64_t c = c0; c < c1; ++c) o[c] += w[c * K + j] * r[c];
     }
-    act(o, C);
+    act(o + c0, m);
   }
-  // New state: the last K-1 rows of the window.
-  if (keep == 0) return;
-  std::vector<float> tail(static_cast<size_t>(keep * C));
-  for (int64_t r = 0; r < keep; ++r) std::memcpy(tail.data() + r * C, in(n + r), static_cast<size_t>(C) * 4);
-  std::memcpy(state, tail.data(), tail.size() * 4);
+  // New state: the last K-1 rows of the window. Row r takes window row n + r > r, so in ascending
+  // r a state row is always read before it is overwritten.
+  for (int64_t r = 0; r < keep; ++r)
+    std::memmove(state + r * C + c0, in(n + r) + c0, static_cast<size_t>(m) * sizeof(float));
 }
 
 void l2norm_scaled(float* x, int64_t n, float scale, float eps) {

@@ -17,8 +17,14 @@ struct GatedDeltaShape {
 // n tokens of a depthwise causal convolution with kernel K over C channels, then SiLU.
 // w is [C][K] (tap j multiplies the input K-1-j steps back); state holds the previous K-1 inputs
 // [K-1][C], oldest first, and is advanced past the n tokens. x, out are [n][C] (no aliasing).
+// Only channels [c0, c1) are read and written (state included), so disjoint channel ranges can
+// run in parallel tasks; each channel's result is the same whatever range it is computed in.
 void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
-                        int64_t n, float* out);
+                        int64_t n, float* out, int64_t c0, int64_t c1);
+inline void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, const float* x,
+                               int64_t n, float* out) {
+  causal_conv1d_silu(w, C, K, state, x, n, out, 0, C);
+}
 
 // x ← x · scale / sqrt(Σx² + eps) (the reference's l2norm with the readout scale folded in).
 void l2norm_scaled(float* x, int64_t n, float scale, float eps);

@@ -510,4 +510,24 @@ void matmul_pair(const MatmulOut& a, const MatmulOut& b, const float* x, int64_t
   });
 }
 
+struct MatmulPrepared {
+  MatmulOut outs[8];
+  Prepared p;
+  MatmulPath path;
+};
+
+MatmulPlan::MatmulPlan(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch,
+                       MatmulPath path)
+    : p_(std::make_unique<MatmulPrepared>()) {
+  prepare(outs, count, x, n, scratch, path, kernels(), p_->p);
+  std::copy_n(outs, count, p_->outs);
+  p_->path = path;
+}
+
+MatmulPlan::~MatmulPlan() = default;
+
+void MatmulPlan::rows(int i, int64_t r0, int64_t r1) const {
+  if (r0 < r1) run_rows(p_->outs[i], i, r0, r1, p_->p, kernels(), p_->path);
+}
+
 }  // namespace rapid::compute

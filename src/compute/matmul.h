@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "compute/thread_pool.h"
@@ -66,6 +67,24 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
 void matmul_pair(const MatmulOut& a, const MatmulOut& b, const float* x, int64_t n, ThreadPool& pool,
                  MatmulScratch& scratch, const std::function<void(int64_t, int64_t)>& combine,
                  MatmulPath path = MatmulPath::Fast);
+
+// A call prepared once (x quantized and packed for every weight's kernel), whose rows are then
+// computed by the caller in any threads, interleaved with other work: a caller's own parallel
+// region can split the rows its way (the Gated DeltaNet's input projections per head, each task
+// going on to that head's conv and recurrence) instead of a region per matmul. Any split of the
+// rows gives the same values. Holds pointers into scratch: use it before scratch's next call.
+struct MatmulPrepared;
+class MatmulPlan {
+ public:
+  MatmulPlan(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch,
+             MatmulPath path = MatmulPath::Fast);
+  ~MatmulPlan();
+  // Rows [r0, r1) of weight i into outs[i].y, for all n activation rows.
+  void rows(int i, int64_t r0, int64_t r1) const;
+
+ private:
+  std::unique_ptr<MatmulPrepared> p_;
+};
 
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);

@@ -27,12 +27,18 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::run_chunks(Job& job) {
+  int64_t b = job.next.load(std::memory_order_relaxed), e;
   for (;;) {
-    int64_t c = job.next.fetch_add(1, std::memory_order_relaxed);
-    if (c >= job.total) break;
-    int64_t b = c * job.chunk;
-    (*job.fn)(b, std::min(job.n, b + job.chunk));
-    job.done.fetch_add(1, std::memory_order_release);
+    // Guided: a share of what is left, in whole grains, so chunks shrink to one grain at the end
+    // and a thread that finishes early waits at most one small chunk for the others.
+    do {
+      if (b >= job.n) return;
+      const int64_t take = std::max(job.grain, (job.n - b) / job.split / job.grain * job.grain);
+      e = std::min(job.n, b + take);
+    } while (!job.next.compare_exchange_weak(b, e, std::memory_order_relaxed));
+    (*job.fn)(b, e);
+    job.done.fetch_add(e - b, std::memory_order_release);
+    b = job.next.load(std::memory_order_relaxed);
   }
 }
 
@@ -67,12 +73,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
-  // A few chunks per thread balances uneven progress without much contention.
   auto job = std::make_shared<Job>();
   job->fn = &fn;
   job->n = n;
-  job->chunk = std::max(grain, (n + threads * 4 - 1) / (threads * 4));
-  job->total = (n + job->chunk - 1) / job->chunk;
+  job->grain = grain;
+  job->split = 2 * threads;
   {
     std::lock_guard<std::mutex> lk(mu_);
     current_ = job;
@@ -80,7 +85,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   }
   cv_.notify_all();
   run_chunks(*job);
-  for (int spin = 0; job->done.load(std::memory_order_acquire) != job->total; ++spin) {
+  for (int spin = 0; job->done.load(std::memory_order_acquire) != job->n; ++spin) {
     if (spin < 20000) RAPID_PAUSE();
     else std::this_thread::yield();  // the chunk's owner was descheduled: give it the core
   }

@@ -337,11 +337,15 @@ class Gemma4Model final : public Model {
   void mlp(const G4Layer& l, int64_t n) {
     for (int64_t t = 0; t < n; ++t)
       compute::rms_norm(x_.data() + t * H_, l.pre_ffn_norm.data(), H_, eps_, false, xn_.data() + t * H_);
-    compute::MatmulOut outs[2] = {{&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}};
-    compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-    pool_.parallel_for(n * l.inter, 2048, [&](int64_t b, int64_t e) {
-      compute::gelu_tanh_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-    });
+    // gelu(gate)·up per chunk of rows, inside the projections' region.
+    compute::matmul_pair({&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
+                         [&](int64_t r0, int64_t r1) {
+                           for (int64_t t = 0; t < n; ++t) {
+                             float* g = gate_.data() + t * l.inter + r0;
+                             compute::gelu_tanh_mul(g, up_.data() + t * l.inter + r0, r1 - r0, g);
+                           }
+                         },
+                         ctx_.path);
     l.down(gate_.data(), n, tmp_.data(), ctx_);
     if (l.moe) {
       norm_rows(tmp_.data(), l.post_ffn_norm1.data(), n, H_);

@@ -153,12 +153,15 @@ class Glm4MoeLiteModel final : public Model {
     if (l.moe) {
       l.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
     } else {
-      compute::MatmulOut outs[2] = {{&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}};
-      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
       const int64_t I = cfg_.intermediate_size;
-      pool_.parallel_for(n * I, 2048, [&](int64_t b, int64_t e) {
-        compute::silu_mul(gate_.data() + b, up_.data() + b, e - b, gate_.data() + b);
-      });
+      // silu(gate)·up per chunk of rows, inside the projections' region.
+      compute::matmul_pair({&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
+                           [&](int64_t r0, int64_t r1) {
+                             for (int64_t t = 0; t < n; ++t)
+                               compute::silu_mul(gate_.data() + t * I + r0, up_.data() + t * I + r0, r1 - r0,
+                                                 gate_.data() + t * I + r0);
+                           },
+                           ctx_.path);
       l.down(gate_.data(), n, tmp_.data(), ctx_);
     }
     compute::add_inplace(x_.data(), tmp_.data(), n * H_);

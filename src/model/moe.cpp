@@ -374,18 +374,22 @@ void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y,
                           int64_t inter) const {
   s.g.resize(static_cast<size_t>(n * inter));
   s.u.resize(static_cast<size_t>(n * inter));
-  compute::MatmulOut outs[2] = {{&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}};
-  compute::matmul_multi(outs, 2, x, n, *ctx.pool, ctx.scratch, ctx.path);
-  ex.gate.add_bias(s.g.data(), n);
-  ex.up.add_bias(s.u.data(), n);
-  float* g = s.g.data();
-  const float* u = s.u.data();
-  // Element-wise (libm exp per element), so how the pool splits it cannot change a row.
-  ctx.pool->parallel_for(n * inter, 2048, [&](int64_t b, int64_t e) {
-    if (sh_.gpt_oss) compute::swiglu_oai_mul(g + b, u + b, e - b, sh_.swiglu_alpha, sh_.swiglu_limit, g + b);
-    else if (sh_.gemma4) compute::gelu_tanh_mul(g + b, u + b, e - b, g + b);
-    else compute::silu_mul(g + b, u + b, e - b, g + b);
-  });
+  // Biases and the activation per element (libm exp), per chunk of rows inside the projections'
+  // region: how the rows are split cannot change a value.
+  compute::matmul_pair({&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}, x, n, *ctx.pool, ctx.scratch,
+                       [&](int64_t r0, int64_t r1) {
+                         for (int64_t t = 0; t < n; ++t) {
+                           float* g = s.g.data() + t * inter;
+                           float* u = s.u.data() + t * inter;
+                           for (int64_t r = r0; r < r1 && !ex.gate.bias.empty(); ++r) g[r] += ex.gate.bias[r];
+                           for (int64_t r = r0; r < r1 && !ex.up.bias.empty(); ++r) u[r] += ex.up.bias[r];
+                           const int64_t m = r1 - r0;
+                           if (sh_.gpt_oss) compute::swiglu_oai_mul(g + r0, u + r0, m, sh_.swiglu_alpha, sh_.swiglu_limit, g + r0);
+                           else if (sh_.gemma4) compute::gelu_tanh_mul(g + r0, u + r0, m, g + r0);
+                           else compute::silu_mul(g + r0, u + r0, m, g + r0);
+                         }
+                       },
+                       ctx.path);
   ex.down(s.g.data(), n, y, ctx);
 }
 

@@ -121,6 +121,8 @@ class Qwen35Model final : public Model {
     const WeightStore& ws = ckpt_->weights;
     hf_layout_ = has_hf_layout(ws);
     fused_ = has_fused_projections(ws);
+    if (fused_ && gd_.tiled)  // split_fused groups value heads by key head (project_head relies on it)
+      throw Error(ckpt_->path + ": fused DeltaNet projections with tiled value heads");
     embed_ = &ws.get("model.embed_tokens.weight");
     if (embed_->rows() != V_ || embed_->cols() != H_)
       throw Error("model.embed_tokens.weight: shape does not match vocab_size x hidden_size");
@@ -222,8 +224,11 @@ class Qwen35Model final : public Model {
       std::copy_n(w.conv0.begin() + l * (K_ - 1) * C_, (K_ - 1) * C_, st.conv(l));
       std::copy_n(w.ssm0.begin() + l * gd_.state_floats(), gd_.state_floats(), st.ssm(l));
       if (keep == 0) continue;
-      deltanet_seq(L, st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
-                   w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), false);
+      const DeltaSeq d{st.conv(l), st.ssm(l), w.qkv.data() + l * w.n * C_, keep, w.g.data() + l * w.n * Hv,
+                       w.beta.data() + l * w.n * Hv, w2_.data(), w1_.data(), nullptr, false};
+      pool_.parallel_for(gd_.k_heads, 1, [&](int64_t k0, int64_t k1) {
+        for (int64_t kh = k0; kh < k1; ++kh) head_task(L, d, kh);
+      });
     }
   }
 
@@ -452,26 +457,33 @@ class Qwen35Model final : public Model {
     compute::add_inplace(x_.data(), tmp_.data(), n * H_);
   }
 
-  // Gated DeltaNet: projections and gates over all rows, then per sequence the causal conv and
-  // the recurrence (deltanet_seq), the gated norm, out_proj. Result in tmp_.
+  // Gated DeltaNet in one region (besides out_proj): per key head, its rows of the input
+  // projections for all n rows (x quantized once, MatmulPlan) and its value heads' gates, then per
+  // sequence its conv, l2 norms, recurrence and gated norm (head_task). Result in tmp_.
   void delta_net(const Layer& L, int64_t n) {
     float* qkv = w1_.data();   // [n][C] projections, then the conv output in w2_
     float* conv = w2_.data();
     float* z = w3_.data();     // [n][value_dim]
-    if (fused_) {
-      float* fz = fused_buf_.data();  // [n][C + value_dim] then [n][2 Hv]
-      float* fba = fz + n * (C_ + value_dim_);
-      compute::MatmulOut outs[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
-      compute::matmul_multi(outs, 2, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-      split_fused(fz, fba, n, qkv, z);
-    } else {
-      compute::MatmulOut outs[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
-      compute::matmul_multi(outs, 4, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
-    }
+    float* fz = fused_buf_.data();  // Qwen3-Next: [n][C + value_dim] then [n][2 Hv]
+    float* fba = fused_ ? fz + n * (C_ + value_dim_) : nullptr;
+    const compute::MatmulOut fused[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
+    const compute::MatmulOut split[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
+    const compute::MatmulPlan plan(fused_ ? fused : split, fused_ ? 2 : 4, xn_.data(), n, ctx_.scratch, ctx_.path);
     const int64_t Hv = gd_.v_heads;
-    for (int64_t t = 0; t < n; ++t)
-      compute::gated_delta_gates(a_.data() + t * Hv, b_.data() + t * Hv, L.A_log.data(), L.dt_bias.data(), Hv,
-                        g_.data() + t * Hv, beta_.data() + t * Hv);
+    // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
+    // sequence has read its rows (and the rollback window has copied them).
+    float* y = y_.data();
+    dseqs_.clear();
+    for (const Seq& s : seqs_)
+      dseqs_.push_back(DeltaSeq{s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
+                                beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
+                                z + s.row * value_dim_, opts_.chunked_deltanet && !s.record && s.n >= kChunkedMin});
+    pool_.parallel_for(gd_.k_heads, 1, [&](int64_t k0, int64_t k1) {
+      for (int64_t kh = k0; kh < k1; ++kh) {
+        project_head(L, plan, kh, n, qkv, z, fz, fba);
+        for (const DeltaSeq& d : dseqs_) head_task(L, d, kh);
+      }
+    });
     for (const Seq& s : seqs_) {
       if (!s.record) continue;  // the recurrence's inputs, for a rollback inside this window
       HybridState::Window& w = s.st->window();
@@ -479,19 +491,46 @@ class Qwen35Model final : public Model {
       std::copy_n(g_.data() + s.row * Hv, s.n * Hv, w.g.begin() + L.index * s.n * Hv);
       std::copy_n(beta_.data() + s.row * Hv, s.n * Hv, w.beta.begin() + L.index * s.n * Hv);
     }
-    // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
-    // sequence has read its rows.
-    float* y = y_.data();
-    for (const Seq& s : seqs_)
-      deltanet_seq(L, s.st->conv(L.index), s.st->ssm(L.index), qkv + s.row * C_, s.n, g_.data() + s.row * Hv,
-                   beta_.data() + s.row * Hv, conv + s.row * C_, y + s.row * value_dim_,
-                   opts_.chunked_deltanet && !s.record);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < Hv; ++h) {
-        float* yh = y + t * value_dim_ + h * gd_.v_dim;
-        compute::gated_rms_norm(yh, z + t * value_dim_ + h * gd_.v_dim, L.gnorm.data(), gd_.v_dim, eps_, yh);
-      }
     L.out(y, n, tmp_.data(), ctx_);
+  }
+
+  // Key head kh's share of the input projections over all n rows: its q and k channels, its
+  // value heads' v channels, z, b and a (Qwen3-Next: its block of the fused rows, split), then
+  // those value heads' gates.
+  void project_head(const Layer& L, const compute::MatmulPlan& plan, int64_t kh, int64_t n, float* qkv, float* z,
+                    const float* fz, const float* fba) {
+    const int64_t r = gd_.v_heads / gd_.k_heads, dk = gd_.k_dim, dv = gd_.v_dim, Hv = gd_.v_heads;
+    if (fused_) {
+      const int64_t per = 2 * dk + 2 * r * dv;
+      plan.rows(0, kh * per, (kh + 1) * per);
+      plan.rows(1, kh * 2 * r, (kh + 1) * 2 * r);
+      split_fused(fz, fba, n, qkv, z, kh, kh + 1);
+    } else {
+      plan.rows(0, kh * dk, (kh + 1) * dk);
+      plan.rows(0, key_dim_ + kh * dk, key_dim_ + (kh + 1) * dk);
+      value_heads(kh, [&](int64_t h, int64_t m) {
+        plan.rows(0, 2 * key_dim_ + h * dv, 2 * key_dim_ + (h + m) * dv);
+        plan.rows(1, h * dv, (h + m) * dv);
+        plan.rows(2, h, h + m);
+        plan.rows(3, h, h + m);
+      });
+    }
+    value_heads(kh, [&](int64_t h, int64_t m) {
+      for (int64_t t = 0; t < n; ++t)
+        compute::gated_delta_gates(a_.data() + t * Hv + h, b_.data() + t * Hv + h, L.A_log.data() + h,
+                                   L.dt_bias.data() + h, m, g_.data() + t * Hv + h, beta_.data() + t * Hv + h);
+    });
+  }
+
+  // Calls fn(h, m) over the value heads of key head kh, m consecutive ones at a time: r in one
+  // run, or one by one (every Hk-th) when tiled. Qwen3-Next's fused rows are never tiled.
+  template <class Fn>
+  void value_heads(int64_t kh, Fn&& fn) const {
+    const int64_t Hk = gd_.k_heads, r = gd_.v_heads / Hk;
+    if (gd_.tiled)
+      for (int64_t j = 0; j < r; ++j) fn(kh + j * Hk, 1);
+    else
+      fn(kh * r, r);
   }
 
   // Qwen3-Next's fused projections hold, per key head h, [q_h, k_h, v, z of its Hv/Hk value
@@ -499,11 +538,12 @@ class Qwen35Model final : public Model {
   // order: qkv [n][C] = all q heads, all k heads, all v heads; z [n][value_dim]; b_, a_ [n][Hv].
   // Splitting the outputs (not the weights) keeps the checkpoint's mapping as it is and costs a
   // copy of the rows, small beside the matmul.
-  void split_fused(const float* fz, const float* fba, int64_t n, float* qkv, float* z) {
+  // Key heads [h0, h1) only.
+  void split_fused(const float* fz, const float* fba, int64_t n, float* qkv, float* z, int64_t h0, int64_t h1) {
     const int64_t Hk = gd_.k_heads, dk = gd_.k_dim, r = gd_.v_heads / Hk, rv = r * gd_.v_dim;
     const int64_t per = 2 * dk + 2 * rv;
     for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < Hk; ++h) {
+      for (int64_t h = h0; h < h1; ++h) {
         const float* src = fz + t * (C_ + value_dim_) + h * per;
         float* row = qkv + t * C_;
         std::copy_n(src, dk, row + h * dk);
@@ -516,28 +556,52 @@ class Qwen35Model final : public Model {
       }
   }
 
-  // One sequence's n rows of a DeltaNet layer from its projections and gates: the causal conv
-  // (advancing conv_state; output in conv [n][C]), q/k l2-normed per head, then the recurrence
-  // over ssm (y [n][value_dim]). Shared by the forward and the rollback replay, so both leave
-  // bit-identical states. `chunk_ok`: runs of kChunkedMin tokens may take the chunked form.
-  void deltanet_seq(const Layer& L, float* conv_state, float* ssm, const float* qkv, int64_t n, const float* g,
-                    const float* beta, float* conv, float* y, bool chunk_ok) {
-    compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, conv_state, qkv, n, conv);
-    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(gd_.k_dim)));
-    for (int64_t t = 0; t < n; ++t) {
-      float* row = conv + t * C_;
-      for (int64_t h = 0; h < gd_.k_heads; ++h) {
-        compute::l2norm_scaled(row + h * gd_.k_dim, gd_.k_dim, q_scale, 1e-6f);
-        compute::l2norm_scaled(row + key_dim_ + h * gd_.k_dim, gd_.k_dim, 1.0f, 1e-6f);
-      }
+  // One sequence's n rows of a DeltaNet layer, from its projections qkv [n][C] and gates g, beta
+  // [n][Hv]: the causal conv advances conv_state (output in conv [n][C]), q/k are l2-normed per
+  // head, the recurrence runs over ssm (y [n][value_dim]), then, when z is given, the gated norm
+  // y ← norm(y)·silu(z). `chunked`: the chunk-parallel form instead of the recurrence.
+  struct DeltaSeq {
+    float* conv_state;
+    float* ssm;
+    const float* qkv;
+    int64_t n;
+    const float* g;
+    const float* beta;
+    float* conv;
+    float* y;
+    const float* z;
+    bool chunked;
+  };
+
+  // Key head kh of one sequence: the conv of its q/k channels and of its value heads' v
+  // channels, the l2 norms, the recurrence and the gated norm of those value heads. Each channel
+  // and head is computed as it would be alone, so results do not depend on how heads are grouped
+  // into tasks; the forward and the rollback replay share it, so both leave bit-identical states.
+  void head_task(const Layer& L, const DeltaSeq& d, int64_t kh) {
+    const int64_t dk = gd_.k_dim, dv = gd_.v_dim;
+    const float q_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+    auto conv = [&](int64_t c0, int64_t len) {
+      compute::causal_conv1d_silu(L.conv_w.data(), C_, K_, d.conv_state, d.qkv, d.n, d.conv, c0, c0 + len);
+    };
+    conv(kh * dk, dk);
+    conv(key_dim_ + kh * dk, dk);
+    value_heads(kh, [&](int64_t h, int64_t m) { conv(2 * key_dim_ + h * dv, m * dv); });
+    for (int64_t t = 0; t < d.n; ++t) {
+      float* row = d.conv + t * C_;
+      compute::l2norm_scaled(row + kh * dk, dk, q_scale, 1e-6f);
+      compute::l2norm_scaled(row + key_dim_ + kh * dk, dk, 1.0f, 1e-6f);
     }
-    const int64_t Hv = gd_.v_heads;
-    pool_.parallel_for(Hv, 1, [&](int64_t h0, int64_t h1) {
-      if (chunk_ok && n >= kChunkedMin) {
-        compute::gated_delta_chunked(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
-        return;
-      }
-      compute::gated_delta_recurrent(gd_, conv, C_, g, beta, n, ssm, y, value_dim_, h0, h1);
+    value_heads(kh, [&](int64_t h, int64_t m) {
+      if (d.chunked)
+        compute::gated_delta_chunked(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+      else
+        compute::gated_delta_recurrent(gd_, d.conv, C_, d.g, d.beta, d.n, d.ssm, d.y, value_dim_, h, h + m);
+      if (!d.z) return;
+      for (int64_t t = 0; t < d.n; ++t)
+        for (int64_t v = h; v < h + m; ++v) {
+          float* yv = d.y + t * value_dim_ + v * dv;
+          compute::gated_rms_norm(yv, d.z + t * value_dim_ + v * dv, L.gnorm.data(), dv, eps_, yv);
+        }
     });
   }
 
@@ -570,16 +634,13 @@ class Qwen35Model final : public Model {
       sg.out = att + s.row * nh_ * hd_;
       sg.n = s.n;
       sg.pos0 = s.pos0;
+      sg.gate = qg + s.row * nh_ * 2 * hd_ + hd_;  // the sigmoid output gate, in attention's tasks
+      sg.gate_ld = nh_ * 2 * hd_;
+      sg.gate_hs = 2 * hd_;
       compute::kv_store(sg.kv, s.pos0, s.n, nkv_, hd_, k_.data() + s.row * nkv_ * hd_, v_.data() + s.row * nkv_ * hd_);
     }
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_};
     compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < nh_; ++h) {
-        float* o = att + (t * nh_ + h) * hd_;
-        const float* gate = qg + (t * nh_ + h) * 2 * hd_ + hd_;
-        for (int64_t d = 0; d < hd_; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gate[d]));
-      }
     L.o(att, n, tmp_.data(), ctx_);
   }
 
@@ -654,6 +715,7 @@ class Qwen35Model final : public Model {
   std::vector<float> x_, xn_, tmp_, w1_, w2_, w3_, k_, v_, b_, a_, g_ /* log decay */, beta_, cos_, sin_, logits_buf_, y_;
   MoeScratch moe_scratch_;
   std::vector<Seq> seqs_;
+  std::vector<DeltaSeq> dseqs_;
   std::vector<compute::AttentionSegment> segs_;
 };
 
