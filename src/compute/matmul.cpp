@@ -212,7 +212,10 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
 // Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
 // than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:
 // Qwen3.5 decode breakdown): Q4_0 LM head best of 5 +12-15% bytes/s (medians within noise);
-// Q8_0 slower in every pairing, so it is left out.
+// Q8_0 slower in every pairing, so it is left out. Into all cache levels (T0), not non-temporal:
+// there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
+// 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
+// 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
 // 0: no prefetch.
 int64_t prefetch_rows(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
@@ -220,7 +223,7 @@ int64_t prefetch_rows(const WeightView& w) {
   return static_cast<int64_t>(std::max<size_t>(1, kAheadBytes / w.row_stride));
 }
 void prefetch_row(const uint8_t* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 0);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
