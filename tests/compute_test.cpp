@@ -3,6 +3,7 @@
 // frequencies (tests/golden/model/rope_cases.json) and a naive attention.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -261,6 +262,76 @@ TEST(Matmul, EveryFormatMatchesDequantizedReference) {
     }
   }
   set_active_isa(best_isa());
+}
+
+// matmul_groups (a mixture-of-experts layer's experts in one region): every group's rows are
+// bitwise matmul()'s, whatever the thread count, the other groups, or a shared input's reuse, and
+// combine sees each row of each group exactly once, after that row's outputs are written.
+TEST(Matmul, GroupsAreBitwiseTheirOwnMatmuls) {
+  std::mt19937 rng(21);
+  const int64_t cols = 512;
+  struct W {
+    std::vector<uint8_t> buf;
+    WeightView w;
+  };
+  auto weight = [&](tensor::DType t, int64_t rows) {
+    auto ww = std::make_unique<W>();
+    ww->buf = random_rows(t, rows, cols, rng);
+    tensor::Tensor tt;
+    tt.name = "w";
+    tt.dtype = t;
+    tt.shape = {rows, cols};
+    tt.data = ww->buf.data();
+    tt.nbytes = ww->buf.size();
+    ww->w = WeightView::of(tt);
+    return ww;
+  };
+  // (gate, up) pairs and lone weights of several formats and sizes; n = 40 takes AMX panels where present.
+  auto a0 = weight(tensor::DType::Q4_0, 96), b0 = weight(tensor::DType::Q4_0, 96), a1 = weight(tensor::DType::Q8_0, 37),
+       a2 = weight(tensor::DType::Q4_K, 64), b2 = weight(tensor::DType::Q4_K, 64), a3 = weight(tensor::DType::Q4_0, 96),
+       b3 = weight(tensor::DType::Q4_0, 96);
+  auto x0 = random_vec(3 * cols, rng), x1 = random_vec(5 * cols, rng), x2 = random_vec(40 * cols, rng);
+  struct Spec {
+    const W *a, *b;
+    const float* x;
+    int64_t n;
+  };
+  const std::vector<Spec> specs = {{a0.get(), b0.get(), x0.data(), 3}, {a1.get(), nullptr, x1.data(), 5},
+                                   {a2.get(), b2.get(), x2.data(), 40}, {a3.get(), b3.get(), x0.data(), 3}};
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<std::vector<float>> ya(specs.size()), yb(specs.size());
+    std::vector<MatmulGroup> groups;
+    for (size_t g = 0; g < specs.size(); ++g) {
+      const Spec& sp = specs[g];
+      ya[g].assign(static_cast<size_t>(sp.n * sp.a->w.rows), NAN);
+      yb[g].assign(ya[g].size(), NAN);
+      groups.push_back({{&sp.a->w, ya[g].data()}, {sp.b ? &sp.b->w : nullptr, sp.b ? yb[g].data() : nullptr}, sp.x, sp.n});
+    }
+    std::vector<std::vector<int>> seen(specs.size());
+    for (size_t g = 0; g < specs.size(); ++g) seen[g].assign(static_cast<size_t>(specs[g].a->w.rows), 0);
+    std::vector<MatmulScratch> scratch(specs.size());
+    std::atomic<int> unwritten{0};
+    matmul_groups(groups.data(), static_cast<int>(groups.size()), pool, scratch.data(), [&](int g, int64_t r0, int64_t r1) {
+      const int64_t rows = specs[g].a->w.rows;
+      for (int64_t r = r0; r < r1; ++r) {
+        ++seen[g][r];
+        for (int64_t t = 0; t < specs[g].n; ++t)
+          unwritten += std::isnan(ya[g][t * rows + r]) || (specs[g].b && std::isnan(yb[g][t * rows + r]));
+      }
+    });
+    EXPECT_EQ(unwritten.load(), 0) << "combine ran before its rows were computed";
+    for (size_t g = 0; g < specs.size(); ++g) {
+      for (int c : seen[g]) ASSERT_EQ(c, 1) << "group " << g << ", " << threads << " threads";
+      MatmulScratch s;
+      std::vector<float> ref(ya[g].size());
+      matmul(specs[g].a->w, specs[g].x, specs[g].n, ref.data(), pool, s);
+      EXPECT_EQ(0, std::memcmp(ref.data(), ya[g].data(), ref.size() * 4)) << "group " << g << ", " << threads << " threads";
+      if (!specs[g].b) continue;
+      matmul(specs[g].b->w, specs[g].x, specs[g].n, ref.data(), pool, s);
+      EXPECT_EQ(0, std::memcmp(ref.data(), yb[g].data(), ref.size() * 4)) << "group " << g << " b, " << threads << " threads";
+    }
+  }
 }
 
 TEST(Matmul, MlxAffineMatchesFormula) {

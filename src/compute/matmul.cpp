@@ -212,7 +212,10 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
 // Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
 // than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:
 // Qwen3.5 decode breakdown): Q4_0 LM head best of 5 +12-15% bytes/s (medians within noise);
-// Q8_0 slower in every pairing, so it is left out.
+// Q8_0 slower in every pairing, so it is left out. Into all cache levels (T0), not non-temporal:
+// there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
+// 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
+// 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
 // 0: no prefetch.
 int64_t prefetch_rows(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
@@ -220,7 +223,7 @@ int64_t prefetch_rows(const WeightView& w) {
   return static_cast<int64_t>(std::max<size_t>(1, kAheadBytes / w.row_stride));
 }
 void prefetch_row(const uint8_t* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 0);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
@@ -499,14 +502,58 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
 void matmul_pair(const MatmulOut& a, const MatmulOut& b, const float* x, int64_t n, ThreadPool& pool,
                  MatmulScratch& scratch, const std::function<void(int64_t, int64_t)>& combine, MatmulPath path) {
   if (a.w->rows != b.w->rows) throw Error("matmul_pair: weights differ in output size");
+  const MatmulGroup g{a, b, x, n};
+  matmul_groups(&g, 1, pool, &scratch, [&](int, int64_t r0, int64_t r1) { combine(r0, r1); }, path);
+}
+
+namespace {
+
+// Whether two weights take the same kernels and activation forms (so may share a Prepared).
+bool same_format(const WeightView* a, const WeightView* b) {
+  if (!a || !b) return a == b;
+  return a->dtype == b->dtype && a->bits == b->bits && a->group_size == b->group_size && a->cols == b->cols;
+}
+
+}  // namespace
+
+void matmul_groups(const MatmulGroup* groups, int count, ThreadPool& pool, MatmulScratch* scratch,
+                   const std::function<void(int, int64_t, int64_t)>& combine, MatmulPath path) {
+  if (count <= 0) return;
   const Kernels& k = kernels();
-  const MatmulOut outs[2] = {a, b};
-  Prepared p;
-  prepare(outs, 2, x, n, scratch, path, k, p);
-  pool.parallel_for(a.w->rows, call_grain(*a.w, n, p.panels), [&](int64_t r0, int64_t r1) {
-    run_rows(a, 0, r0, r1, p, k, path);
-    run_rows(b, 1, r0, r1, p, k, path);
-    combine(r0, r1);
+  // Kept per calling thread: no allocation per call (calls do not nest). Named by reference so the
+  // workers read the caller's (a thread_local's name would be each worker's own).
+  thread_local std::vector<Prepared> prep_kept;
+  thread_local std::vector<int64_t> start_kept;
+  std::vector<Prepared>& prep = prep_kept;
+  std::vector<int64_t>& start = start_kept;
+  prep.assign(static_cast<size_t>(count), Prepared{});
+  start.assign(static_cast<size_t>(count + 1), 0);
+  bool panels = false;
+  for (int g = 0; g < count; ++g) {
+    const MatmulGroup& G = groups[g];
+    if (G.b.w && G.b.w->rows != G.a.w->rows) throw Error("matmul_groups: a group's weights differ in output size");
+    int same = 0;  // an earlier group over the same input: reuse its quantization
+    while (same < g && !(groups[same].x == G.x && groups[same].n == G.n && same_format(groups[same].a.w, G.a.w) &&
+                         same_format(groups[same].b.w, G.b.w)))
+      ++same;
+    if (same < g) {
+      prep[g] = prep[same];
+    } else {
+      const MatmulOut outs[2] = {G.a, G.b};
+      prepare(outs, G.b.w ? 2 : 1, G.x, G.n, scratch[g], path, k, prep[g]);
+    }
+    panels |= prep[g].panels;
+    start[g + 1] = start[g] + G.a.w->rows;
+  }
+  // One parallel region over the rows of every group (one synchronisation for all of them).
+  pool.parallel_for(start[count], call_grain(*groups[0].a.w, groups[0].n, panels), [&](int64_t b, int64_t e) {
+    for (int g = 0; g < count && b < e; ++g) {
+      const int64_t lo = std::max(b, start[g]) - start[g], hi = std::min(e, start[g + 1]) - start[g];
+      if (lo >= hi) continue;
+      run_rows(groups[g].a, 0, lo, hi, prep[g], k, path);
+      if (groups[g].b.w) run_rows(groups[g].b, 1, lo, hi, prep[g], k, path);
+      if (combine) combine(g, lo, hi);
+    }
   });
 }
 

@@ -86,6 +86,20 @@ class MatmulPlan {
   std::unique_ptr<MatmulPrepared> p_;
 };
 
+// Independent matmuls, each over its own input, in one parallel region (a mixture-of-experts
+// layer's routed experts: every expert's gate/up over the rows routed to it, then every down).
+// Group g multiplies x [n, cols] by a, and by b (of a's rows) when b.w is set; the chunk that
+// computed rows [r0, r1) of a group then calls combine(g, r0, r1) if combine is set. Groups with
+// the same x and n (and weight formats) share one quantization of x. scratch: count of them, one
+// per group. A row's result is bitwise that of matmul() (the same kernels per row).
+struct MatmulGroup {
+  MatmulOut a, b{nullptr, nullptr};
+  const float* x = nullptr;
+  int64_t n = 0;
+};
+void matmul_groups(const MatmulGroup* groups, int count, ThreadPool& pool, MatmulScratch* scratch,
+                   const std::function<void(int, int64_t, int64_t)>& combine, MatmulPath path = MatmulPath::Fast);
+
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);
 

@@ -369,40 +369,71 @@ void MoeBlock::route_sigmoid_grouped(const float* l, float* score, int32_t* orde
   }
 }
 
-// y [n, H] = down(silu(gate(x)) * up(x)) for one expert over its n gathered rows.
-void MoeBlock::run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
-                          int64_t inter) const {
-  s.g.resize(static_cast<size_t>(n * inter));
-  s.u.resize(static_cast<size_t>(n * inter));
-  // Biases and the activation per element (libm exp), per chunk of rows inside the projections'
-  // region: how the rows are split cannot change a value.
-  compute::matmul_pair({&ex.gate.w, s.g.data()}, {&ex.up.w, s.u.data()}, x, n, *ctx.pool, ctx.scratch,
-                       [&](int64_t r0, int64_t r1) {
-                         for (int64_t t = 0; t < n; ++t) {
-                           float* g = s.g.data() + t * inter;
-                           float* u = s.u.data() + t * inter;
-                           for (int64_t r = r0; r < r1 && !ex.gate.bias.empty(); ++r) g[r] += ex.gate.bias[r];
-                           for (int64_t r = r0; r < r1 && !ex.up.bias.empty(); ++r) u[r] += ex.up.bias[r];
-                           const int64_t m = r1 - r0;
-                           if (sh_.gpt_oss) compute::swiglu_oai_mul(g + r0, u + r0, m, sh_.swiglu_alpha, sh_.swiglu_limit, g + r0);
-                           else if (sh_.gemma4) compute::gelu_tanh_mul(g + r0, u + r0, m, g + r0);
-                           else compute::silu_mul(g + r0, u + r0, m, g + r0);
-                         }
-                       },
-                       ctx.path);
-  ex.down(s.g.data(), n, y, ctx);
+// Rows [r0, r1) of g [n, inter] = act(g + gate bias) * (u + up bias), element by element (libm's
+// exp per element), so how the rows are split cannot change a value.
+void MoeBlock::act_rows(const Expert& ex, int64_t n, float* g, float* u, int64_t r0, int64_t r1) const {
+  const int64_t inter = ex.gate.w.rows;
+  for (int64_t t = 0; t < n; ++t) {
+    float *gt = g + t * inter + r0, *ut = u + t * inter + r0;
+    for (int64_t r = r0; r < r1 && !ex.gate.bias.empty(); ++r) gt[r - r0] += ex.gate.bias[r];
+    for (int64_t r = r0; r < r1 && !ex.up.bias.empty(); ++r) ut[r - r0] += ex.up.bias[r];
+    if (sh_.gpt_oss) compute::swiglu_oai_mul(gt, ut, r1 - r0, sh_.swiglu_alpha, sh_.swiglu_limit, gt);
+    else if (sh_.gemma4) compute::gelu_tanh_mul(gt, ut, r1 - r0, gt);
+    else compute::silu_mul(gt, ut, r1 - r0, gt);
+  }
 }
 
-void MoeBlock::shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const {
-  const int64_t H = sh_.hidden;
-  s.sh_y.resize(static_cast<size_t>(n * H));
-  s.sg.resize(static_cast<size_t>(n));
-  if (shared_gate_.present()) shared_gate_(xn, n, s.sg.data(), ctx);
-  run_expert(shared_, xn, n, s.sh_y.data(), ctx, s, sh_.shared_inter);
-  for (int64_t t = 0; t < n; ++t) {
-    const float g = shared_gate_.present() ? 1.0f / (1.0f + std::exp(-s.sg[t])) : 1.0f;  // GLM's: ungated
-    for (int64_t h = 0; h < H; ++h) out[t * H + h] += g * s.sh_y[t * H + h];
+// Every routed expert's down(act(gate(x)) * up(x)) over the rows routed to it, and the shared
+// expert's over all rows, in two parallel regions (all gate/up rows with the activation per chunk,
+// then all down rows) instead of a few per expert: a decode step's experts are small matrices
+// (Qwen3-30B-A3B: 768 x 2048), so per-expert regions cost more in synchronisation than in work.
+// Expert e's rows land in grouped order (count[e] + j) in s.yg, the shared expert's after n*K rows.
+void MoeBlock::run_experts(const float* xn, int64_t n, ExecContext& ctx, MoeScratch& s) const {
+  const int64_t E = sh_.experts, K = sh_.top_k, H = sh_.hidden, I = sh_.expert_inter, S = sh_.shared_inter;
+  const int64_t M = n * K;
+  s.xg.resize(static_cast<size_t>(M * H));
+  s.g.resize(static_cast<size_t>(M * I + n * S));
+  s.u.resize(s.g.size());
+  s.yg.resize(static_cast<size_t>((M + (S > 0 ? n : 0)) * H));
+  s.mm.clear();
+  s.used.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t b = s.count[e], m = s.count[e + 1] - b;
+    if (m == 0) continue;
+    const Expert& ex = expert(e);
+    // An expert every row chose has them all, in order (top-k experts are distinct): read xn itself,
+    // so its quantization is shared with every such expert.
+    const float* x = xn;
+    if (m != n) {
+      for (int64_t j = 0; j < m; ++j)
+        std::memcpy(s.xg.data() + (b + j) * H, xn + (s.rows[b + j] / K) * H, static_cast<size_t>(H) * 4);
+      x = s.xg.data() + b * H;
+    }
+    s.mm.push_back({{&ex.gate.w, s.g.data() + b * I}, {&ex.up.w, s.u.data() + b * I}, x, m});
+    s.used.push_back(static_cast<int32_t>(e));
   }
+  if (S > 0) {
+    s.mm.push_back({{&shared_.gate.w, s.g.data() + M * I}, {&shared_.up.w, s.u.data() + M * I}, xn, n});
+    s.used.push_back(-1);
+  }
+  auto ex_of = [&](int i) -> const Expert& { return s.used[i] < 0 ? shared_ : experts_[s.used[i]]; };
+  const int count = static_cast<int>(s.mm.size());
+  if (s.mms.size() < s.mm.size()) s.mms.resize(s.mm.size());
+  compute::matmul_groups(s.mm.data(), count, *ctx.pool, s.mms.data(), [&](int i, int64_t r0, int64_t r1) {
+    act_rows(ex_of(i), s.mm[i].n, s.mm[i].a.y, s.mm[i].b.y, r0, r1);
+  }, ctx.path);
+  for (int i = 0; i < count; ++i) {
+    compute::MatmulGroup& G = s.mm[i];
+    const int64_t first = s.used[i] < 0 ? M : s.count[s.used[i]];
+    G.x = G.a.y;
+    G.a = {&ex_of(i).down.w, s.yg.data() + first * H};
+    G.b = {nullptr, nullptr};
+  }
+  compute::matmul_groups(s.mm.data(), count, *ctx.pool, s.mms.data(), [&](int i, int64_t r0, int64_t r1) {
+    const std::vector<float>& bias = ex_of(i).down.bias;
+    for (int64_t t = 0; t < s.mm[i].n && !bias.empty(); ++t)
+      for (int64_t r = r0; r < r1; ++r) s.mm[i].a.y[t * H + r] += bias[r];
+  }, ctx.path);
 }
 
 void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s,
@@ -418,30 +449,28 @@ void MoeBlock::forward(const float* xn, int64_t n, float* out, ExecContext& ctx,
     router_(router_in ? router_in : xn, n, s.logits.data(), ctx);
   }
   route(n, s);
-  // Each selected expert once over all its rows; results land at [t*K + rank].
-  s.ys.resize(static_cast<size_t>(n * K * H));
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t b = s.count[e], m = s.count[e + 1] - b;
-    if (m == 0) continue;
-    s.xg.resize(static_cast<size_t>(m * H));
-    s.yg.resize(static_cast<size_t>(m * H));
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(s.xg.data() + j * H, xn + (s.rows[b + j] / K) * H, static_cast<size_t>(H) * 4);
-    run_expert(expert(e), s.xg.data(), m, s.yg.data(), ctx, s, sh_.expert_inter);
-    for (int64_t j = 0; j < m; ++j)
-      std::memcpy(s.ys.data() + s.rows[b + j] * H, s.yg.data() + j * H, static_cast<size_t>(H) * 4);
-  }
+  s.sg.resize(static_cast<size_t>(n));
+  if (shared_gate_.present()) shared_gate_(xn, n, s.sg.data(), ctx);
+  run_experts(xn, n, ctx, s);
+  s.slot.resize(static_cast<size_t>(n * K));
+  for (int64_t p = 0; p < n * K; ++p) s.slot[s.rows[p]] = static_cast<int32_t>(p);  // (t, rank) -> grouped row
   // A row's weighted sum in its own rank order, independent of the batch.
   for (int64_t t = 0; t < n; ++t) {
     float* o = out + t * H;
     std::fill(o, o + H, 0.0f);
     for (int64_t k = 0; k < K; ++k) {
       const float w = s.weight[t * K + k];
-      const float* y = s.ys.data() + (t * K + k) * H;
+      const float* y = s.yg.data() + s.slot[t * K + k] * H;
       for (int64_t h = 0; h < H; ++h) o[h] += w * y[h];
     }
   }
-  if (sh_.shared_inter > 0) shared(xn, n, out, ctx, s);
+  if (sh_.shared_inter > 0) {
+    const float* y = s.yg.data() + n * K * H;
+    for (int64_t t = 0; t < n; ++t) {
+      const float g = shared_gate_.present() ? 1.0f / (1.0f + std::exp(-s.sg[t])) : 1.0f;  // GLM's: ungated
+      for (int64_t h = 0; h < H; ++h) out[t * H + h] += g * y[t * H + h];
+    }
+  }
 }
 
 }  // namespace rapid::model

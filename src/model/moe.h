@@ -43,8 +43,10 @@ struct MoeShape {
 
 // Per-forward buffers, shared by every MoE layer of a model.
 struct MoeScratch {
-  std::vector<float> logits, weight, xg, g, u, yg, ys, sg, sh_g, sh_u, sh_y, rn;
-  std::vector<int32_t> sel, count, offset, rows;
+  std::vector<float> logits, weight, xg, g, u, yg, sg, rn;
+  std::vector<int32_t> sel, count, offset, rows, slot, used;
+  std::vector<compute::MatmulGroup> mm;     // per expert run (used[i]: its index, -1 = shared)
+  std::vector<compute::MatmulScratch> mms;  // one per entry of mm
 };
 
 class MoeBlock {
@@ -80,9 +82,8 @@ class MoeBlock {
   const Expert& expert(int64_t e) const;
   void route(int64_t n, MoeScratch& s) const;
   void route_sigmoid_grouped(const float* logits, float* score, int32_t* order, int32_t* sel, float* weight) const;
-  void run_expert(const Expert& ex, const float* x, int64_t n, float* y, ExecContext& ctx, MoeScratch& s,
-                  int64_t inter) const;
-  void shared(const float* xn, int64_t n, float* out, ExecContext& ctx, MoeScratch& s) const;
+  void run_experts(const float* xn, int64_t n, ExecContext& ctx, MoeScratch& s) const;
+  void act_rows(const Expert& ex, int64_t n, float* g, float* u, int64_t r0, int64_t r1) const;
   void load_gpt_oss(const WeightStore& ws, const std::string& prefix);
   void set_interleaved_biases(Expert& ex, const tensor::Tensor& gate_up, const tensor::Tensor& down, int64_t e) const;
 
