@@ -212,14 +212,16 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
 // Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
 // than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:
 // Qwen3.5 decode breakdown): Q4_0 LM head best of 5 +12-15% bytes/s (medians within noise);
-// Q8_0 slower in every pairing, so it is left out. Into all cache levels (T0), not non-temporal:
+// Q8_0 (slower with the old non-temporal hint, so left out then) gains with T0: Qwen3.5-0.8B-shape
+// decode best of 6 alternated runs 9.0 -> 9.6 / 16.4 -> 17.5 tok/s (1 / 2 threads), SmolLM2 Q8_0
+// 59 -> 75 tok/s at 2 threads. Into all cache levels (T0), not non-temporal:
 // there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
 // 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
 // 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
 // 0: no prefetch.
 int64_t prefetch_rows(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
-  if (w.dtype != tensor::DType::Q4_0 && w.dtype != tensor::DType::Q4_1) return 0;
+  if (w.dtype != tensor::DType::Q4_0 && w.dtype != tensor::DType::Q4_1 && w.dtype != tensor::DType::Q8_0) return 0;
   return static_cast<int64_t>(std::max<size_t>(1, kAheadBytes / w.row_stride));
 }
 void prefetch_row(const uint8_t* p, size_t bytes) {
