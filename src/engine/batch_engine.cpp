@@ -364,6 +364,11 @@ void BatchEngine::step() {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   sched_.step_done(total);
   ++steps_;
+  // Only decode steps (every row sampled, drafts verified) inform the depth rule's cost fit: a
+  // prompt chunk computes no logits for most of its tokens, so mixing them in made extra tokens
+  // look ~5x cheaper than a verified draft row is (its LM head row, its sampling) and auto drafted
+  // 8 streams of SmolLM2 down to half their aggregate decode rate.
+  const bool decode_only = std::all_of(plan.begin(), plan.end(), [](const Work& w) { return w.n == 1 && w.seq->prompt_done; });
   int64_t drafted = 0, accepted = 0, probes = 0;
   rollback_s_ = 0;
   for (Work& w : plan) {
@@ -373,7 +378,7 @@ void BatchEngine::step() {
   }
   // The step's cost includes rolling back rejected drafts (a hybrid replays its recurrence), so
   // the depth rule weighs what speculation really costs on this model.
-  spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs + rollback_s_);
+  if (decode_only) spec_.observe_step(total, opts_.step_cost ? opts_.step_cost(total, secs) : secs + rollback_s_);
   if (log::level() == log::Level::Debug) log_step(plan.size(), total, drafted, accepted, probes, t0, secs);
 }
 
