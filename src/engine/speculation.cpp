@@ -85,8 +85,7 @@ SpecState SpeculationController::new_state() const {
 namespace {
 
 // One decode step's outcome for the pacing and the decayed counts (per sequence or model-wide).
-template <class S>
-void learn(S& s, int d, int a, bool probe) {
+void learn(SpecEstimate& s, int d, int a, bool probe) {
   if (d <= 0) {
     ++s.idle;
     return;

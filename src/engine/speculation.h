@@ -41,28 +41,24 @@ struct SpeculationOptions {
 
 constexpr int kProbeFirst = 8, kProbeMax = 128;  // decode steps between probes (see above)
 
-// With the MTP heads or a draft model, acceptance is mostly a property of the proposer (how well it
-// predicts this target), not of one request's text as with prompt lookup. Learning it afresh per
-// request makes every short request (an agent's turns) pay for drafts that never pay: measured on
-// the Qwen3.5-0.8B shape with random heads, auto decoded 64-token requests at 0.80x of off. So for
-// those proposers (share_across_sequences) a new sequence starts from the acceptance that earlier
-// sequences measured, and probing is paced model-wide: the gap counts every sequence's idle decode
-// steps and backs off across requests.
-
-// Per-sequence speculation state.
-struct SpecState {
+// Acceptance and probe pacing, learned from decode steps: per sequence, and for a shared
+// controller model-wide too. With the MTP heads or a draft model, acceptance is mostly a property
+// of the proposer (how well it predicts this target), not of one request's text as with prompt
+// lookup. Learning it afresh per request makes every short request (an agent's turns) pay for
+// drafts that never pay: measured on the Qwen3.5-0.8B shape with random heads, auto decoded
+// 64-token requests at 0.80x of off. So for those proposers (share_across_sequences) a new
+// sequence starts from the acceptance that earlier sequences measured, and probing is paced
+// model-wide: the gap counts every sequence's idle decode steps and backs off across requests.
+struct SpecEstimate {
   double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
   int idle = 0;                           // decode steps since it last drafted
   int probe_gap = kProbeFirst;
-  SpeculationSummary summary;             // what speculation did for this request
   double rate() const { return accepted / (accepted + rejected); }
 };
 
-// The model-wide estimate of a shared controller: acceptance over all sequences, probe pacing.
-struct SharedSpecState {
-  double accepted = 1.0, rejected = 1.0;
-  int idle = 0, probe_gap = kProbeFirst;
-  double rate() const { return accepted / (accepted + rejected); }
+// Per-sequence speculation state.
+struct SpecState : SpecEstimate {
+  SpeculationSummary summary;  // what speculation did for this request
 };
 
 struct SpecChoice {
@@ -78,7 +74,6 @@ class SpeculationController {
   void share_across_sequences(bool on) { shared_on_ = on; }
   // The state a new sequence starts from: Beta(1,1), or the model-wide rate at the same weight.
   SpecState new_state() const;
-  const SharedSpecState& shared() const { return shared_; }
   // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens:
   // the rule's, or a probe (see above).
   SpecChoice choose(const SpecState& s, int64_t batch, int64_t tokens) const;
@@ -102,7 +97,7 @@ class SpeculationController {
   double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
   double draft_step_s_ = 0;  // decayed mean of a draft model forward, 0 = none seen
   bool shared_on_ = false;
-  SharedSpecState shared_;
+  SpecEstimate shared_;  // model-wide, when shared_on_
 };
 
 }  // namespace rapid::engine
