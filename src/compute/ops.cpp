@@ -61,6 +61,23 @@ void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, 
   }
 }
 
+void gated_act_rows(const GatedAct& a, float* g, float* u, int64_t n, int64_t ld, int64_t r0, int64_t r1,
+                    const float* gate_bias, const float* up_bias) {
+  const int64_t m = r1 - r0;
+  for (int64_t t = 0; t < n; ++t) {
+    float *gt = g + t * ld + r0, *ut = u + t * ld + r0;
+    if (gate_bias)
+      for (int64_t r = 0; r < m; ++r) gt[r] += gate_bias[r0 + r];
+    if (up_bias)
+      for (int64_t r = 0; r < m; ++r) ut[r] += up_bias[r0 + r];
+    switch (a.kind) {
+      case GatedAct::Silu: silu_mul(gt, ut, m, gt); break;
+      case GatedAct::GeluTanh: gelu_tanh_mul(gt, ut, m, gt); break;
+      case GatedAct::SwigluOai: swiglu_oai_mul(gt, ut, m, a.alpha, a.limit, gt); break;
+    }
+  }
+}
+
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   const float k = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; ++i) {

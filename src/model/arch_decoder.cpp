@@ -344,15 +344,12 @@ class DecoderModel final : public Model {
     // Biases, then libm's exp/tanh per element (outputs stay those of the reference build), per
     // chunk of rows inside the projections' region: for a batch of decodes this is tens of
     // microseconds per layer on one core otherwise, and a region of its own costs a synchronisation.
+    const compute::GatedAct act{spec_.act == Activation::GeluTanh ? compute::GatedAct::GeluTanh : compute::GatedAct::Silu};
     compute::matmul_pair({&L.gate.w, gate_.data()}, {&L.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
                          [&](int64_t r0, int64_t r1) {
-                           for (int64_t t = 0; t < n; ++t) {
-                             float *g = gate_.data() + t * I_, *u = up_.data() + t * I_;
-                             for (int64_t r = r0; r < r1 && !L.gate.bias.empty(); ++r) g[r] += L.gate.bias[r];
-                             for (int64_t r = r0; r < r1 && !L.up.bias.empty(); ++r) u[r] += L.up.bias[r];
-                             if (spec_.act == Activation::GeluTanh) compute::gelu_tanh_mul(g + r0, u + r0, r1 - r0, g + r0);
-                             else compute::silu_mul(g + r0, u + r0, r1 - r0, g + r0);
-                           }
+                           compute::gated_act_rows(act, gate_.data(), up_.data(), n, I_, r0, r1,
+                                                   L.gate.bias.empty() ? nullptr : L.gate.bias.data(),
+                                                   L.up.bias.empty() ? nullptr : L.up.bias.data());
                          },
                          ctx_.path);
     L.down(gate_.data(), n, tmp_.data(), ctx_);

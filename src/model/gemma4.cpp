@@ -340,10 +340,8 @@ class Gemma4Model final : public Model {
     // gelu(gate)·up per chunk of rows, inside the projections' region.
     compute::matmul_pair({&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
                          [&](int64_t r0, int64_t r1) {
-                           for (int64_t t = 0; t < n; ++t) {
-                             float* g = gate_.data() + t * l.inter + r0;
-                             compute::gelu_tanh_mul(g, up_.data() + t * l.inter + r0, r1 - r0, g);
-                           }
+                           compute::gated_act_rows({compute::GatedAct::GeluTanh}, gate_.data(), up_.data(), n,
+                                                   l.inter, r0, r1);
                          },
                          ctx_.path);
     l.down(gate_.data(), n, tmp_.data(), ctx_);

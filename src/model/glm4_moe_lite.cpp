@@ -157,9 +157,7 @@ class Glm4MoeLiteModel final : public Model {
       // silu(gate)·up per chunk of rows, inside the projections' region.
       compute::matmul_pair({&l.gate.w, gate_.data()}, {&l.up.w, up_.data()}, xn_.data(), n, pool_, ctx_.scratch,
                            [&](int64_t r0, int64_t r1) {
-                             for (int64_t t = 0; t < n; ++t)
-                               compute::silu_mul(gate_.data() + t * I + r0, up_.data() + t * I + r0, r1 - r0,
-                                                 gate_.data() + t * I + r0);
+                             compute::gated_act_rows({}, gate_.data(), up_.data(), n, I, r0, r1);
                            },
                            ctx_.path);
       l.down(gate_.data(), n, tmp_.data(), ctx_);

@@ -372,15 +372,11 @@ void MoeBlock::route_sigmoid_grouped(const float* l, float* score, int32_t* orde
 // Rows [r0, r1) of g [n, inter] = act(g + gate bias) * (u + up bias), element by element (libm's
 // exp per element), so how the rows are split cannot change a value.
 void MoeBlock::act_rows(const Expert& ex, int64_t n, float* g, float* u, int64_t r0, int64_t r1) const {
-  const int64_t inter = ex.gate.w.rows;
-  for (int64_t t = 0; t < n; ++t) {
-    float *gt = g + t * inter + r0, *ut = u + t * inter + r0;
-    for (int64_t r = r0; r < r1 && !ex.gate.bias.empty(); ++r) gt[r - r0] += ex.gate.bias[r];
-    for (int64_t r = r0; r < r1 && !ex.up.bias.empty(); ++r) ut[r - r0] += ex.up.bias[r];
-    if (sh_.gpt_oss) compute::swiglu_oai_mul(gt, ut, r1 - r0, sh_.swiglu_alpha, sh_.swiglu_limit, gt);
-    else if (sh_.gemma4) compute::gelu_tanh_mul(gt, ut, r1 - r0, gt);
-    else compute::silu_mul(gt, ut, r1 - r0, gt);
-  }
+  compute::GatedAct a;
+  if (sh_.gpt_oss) a = {compute::GatedAct::SwigluOai, sh_.swiglu_alpha, sh_.swiglu_limit};
+  else if (sh_.gemma4) a.kind = compute::GatedAct::GeluTanh;
+  compute::gated_act_rows(a, g, u, n, ex.gate.w.rows, r0, r1, ex.gate.bias.empty() ? nullptr : ex.gate.bias.data(),
+                          ex.up.bias.empty() ? nullptr : ex.up.bias.data());
 }
 
 // Every routed expert's down(act(gate(x)) * up(x)) over the rows routed to it, and the shared

@@ -652,10 +652,7 @@ class Qwen35Model final : public Model {
     float* up = w3_.data();
     // silu(gate)·up per chunk of rows, inside the projections' region.
     compute::matmul_pair({&L.gate.w, gate}, {&L.up.w, up}, xn_.data(), n, pool_, ctx_.scratch,
-                         [&](int64_t r0, int64_t r1) {
-                           for (int64_t t = 0; t < n; ++t)
-                             compute::silu_mul(gate + t * I_ + r0, up + t * I_ + r0, r1 - r0, gate + t * I_ + r0);
-                         },
+                         [&](int64_t r0, int64_t r1) { compute::gated_act_rows({}, gate, up, n, I_, r0, r1); },
                          ctx_.path);
     L.down(gate, n, tmp_.data(), ctx_);
   }
