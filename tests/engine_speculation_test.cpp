@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -163,16 +164,15 @@ TEST(SpeculationController, ProbesBackOffWhereDraftingDoesNotPay) {
   EXPECT_FALSE(SpeculationController(o).choose(fresh, 1, 1).probe);
 }
 
-// A model-level proposer (MTP heads, a draft model) whose guesses are always wrong, serving many
-// short requests (an agent's turns): learning per request, every request re-drafts from the
-// Beta(1,1) prior and re-probes from kProbeFirst; shared, the first request's lesson carries over
-// and probes are paced model-wide, yet they never stop. Then the same for a proposer that is always
-// right: a new request drafts at full depth from its first step.
-TEST(SpeculationController, AModelLevelProposersAcceptanceCarriesAcrossRequests) {
+// A proposer whose guesses are always wrong (random MTP heads), serving many short requests (an
+// agent's turns): the first request's lesson carries over to the next ones and probes are paced
+// model-wide, yet they never stop. Then the same for a proposer that is always right: a new request
+// drafts at full depth from its first step. (Learning per request, each re-drafted from the
+// Beta(1,1) prior and re-probed at steps 8, 24 and 56: auto ran 64-token requests at 0.80x of off.)
+TEST(SpeculationController, AcceptanceAndProbingCarryAcrossRequests) {
   constexpr int kRequests = 40, kSteps = 64;
-  auto run = [](bool shared, bool right) {
+  auto run = [](bool right) {
     SpeculationController c = measured_linear();
-    c.share_across_sequences(shared);
     int drafted = 0, probes = 0, first_k = 0;
     for (int r = 0; r < kRequests; ++r) {
       SpecState s = c.new_state();
@@ -186,15 +186,12 @@ TEST(SpeculationController, AModelLevelProposersAcceptanceCarriesAcrossRequests)
     }
     return std::make_tuple(drafted, probes, first_k);
   };
-  const auto [own_drafted, own_probes, own_k] = run(false, false);
-  const auto [drafted, probes, k] = run(true, false);
-  EXPECT_GE(own_probes, 3 * kRequests) << "per request: probes at steps 8, 24, 56 of each";
-  EXPECT_GE(probes, kRequests * kSteps / kProbeMax) << "shared probing never stops";
+  const auto [drafted, probes, k] = run(false);
+  EXPECT_GE(probes, kRequests * kSteps / kProbeMax) << "probing never stops";
   EXPECT_LE(probes, kRequests * kSteps / kProbeMax + 8);
-  EXPECT_LT(drafted * 4, own_drafted) << "wasted drafts: " << drafted << " shared vs " << own_drafted;
+  EXPECT_LT(drafted, 8 * (probes + 4)) << "only probes and the first request's first steps draft";
   EXPECT_EQ(k, 0);
-  EXPECT_GT(own_k, 0) << "a fresh Beta(1,1) request drafts before it learns";
-  const auto [good_drafted, good_probes, good_k] = run(true, true);
+  const auto [good_drafted, good_probes, good_k] = run(true);
   EXPECT_EQ(good_k, 8);
   EXPECT_EQ(good_probes, 0);
   EXPECT_GE(good_drafted, kRequests * kSteps * 7);
@@ -265,4 +262,74 @@ TEST(SpeculativeSampler, GreedyAcceptsExactlyTheArgmax) {
   l = {0.1f, 3.0f, 0.2f};
   EXPECT_EQ(smp.sample_draft(l.data(), 3, {}, {}, nullptr, 1, &acc).token, 1);
   EXPECT_TRUE(acc);
+}
+
+namespace {
+
+// One stream served request after request with --speculative auto, against a true step cost and a
+// proposer that always has a guess, each token of it right with probability p (the first wrong one
+// ends the run), as prompt lookup on a text; its guesses are free, so auto also checks them
+// unverified (shadow drafts). Returns tokens per second of auto over off (off: one token per t(1)).
+double auto_over_off(const std::function<double(int64_t)>& true_cost, double p, int requests, int steps) {
+  SpeculationController c(auto_mode());
+  uint64_t rng = 0x9e3779b97f4a7c15ull;
+  auto uniform = [&] {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return double(rng >> 11) * 0x1.0p-53;
+  };
+  auto run_length = [&](int k) {  // how many of k guesses are right
+    int a = 0;
+    while (a < k && uniform() < p) ++a;
+    return a;
+  };
+  double seconds = 0;
+  int64_t tokens = 0;
+  for (int r = 0; r < requests; ++r) {
+    SpecState s = c.new_state();
+    std::vector<int32_t> text = {1, 2, 3};
+    std::vector<int32_t> future;  // what the sequence will decode next, where already decided
+    for (int i = 0; i < steps; ++i) {
+      const SpecChoice ch = c.choose(s, 1, 1);
+      const int a = ch.k > 0 ? run_length(ch.k) : 0;
+      if (ch.k == 0 && c.wants_shadow(s)) {  // guess "100, 101, ...": the text follows it for a run
+        std::vector<int32_t> guess(size_t(c.options().max_draft));
+        for (size_t j = 0; j < guess.size(); ++j) guess[j] = int32_t(100 + j);
+        const int right = run_length(int(guess.size()));
+        future.assign(guess.begin(), guess.begin() + right);
+        future.push_back(7);  // then a token the guess did not have
+        c.start_shadow(s, guess, text.size());
+      }
+      for (int j = 0; j <= a; ++j) {
+        text.push_back(future.empty() ? 7 : future.front());
+        if (!future.empty()) future.erase(future.begin());
+      }
+      const double t = true_cost(1 + ch.k);
+      c.observe_step(1 + ch.k, t);
+      c.observe(s, ch.k, a, ch.probe);
+      c.settle_shadow(s, text);
+      seconds += t;
+      tokens += 1 + a;
+    }
+  }
+  return double(tokens) / seconds * true_cost(1);
+}
+
+}  // namespace
+
+// Issue 18: auto must never fall below off (>= 0.97x) where drafting does not pay, and must gain
+// where it does, also when an extra verified row costs more than a straight line through the steps
+// says. Measured on SmolLM2 (compute_bench q4_1 / q8_0 n1 vs n8, and the --log-level debug step
+// trace): the first extra row of a step costs far more than each later one (the step leaves the
+// one-token GEMV path, and every drafted row computes its LM head row), so a line fitted through
+// the 1- and 9-token steps that probes produce makes one or two drafts look cheap. Off runs at 1/t(1).
+TEST(SpeculationController, AutoDoesNotLoseToOffWhenTheFirstExtraRowIsDear) {
+  // 10 ms for one token; 16 ms for two; then 2 ms per further token (9 tokens: 30 ms).
+  auto concave = [](int64_t n) { return n == 1 ? 0.010 : 0.016 + 0.002 * double(n - 2); };
+  auto linear = [](int64_t n) { return 0.010 + 0.0025 * double(n - 1); };
+  for (auto [name, cost] : {std::pair{"concave", std::function<double(int64_t)>(concave)},
+                            std::pair{"linear", std::function<double(int64_t)>(linear)}}) {
+    for (double p : {0.0, 0.2, 0.35, 0.5})
+      EXPECT_GE(auto_over_off(cost, p, 60, 96), 0.97) << name << " cost, acceptance " << p;
+    EXPECT_GE(auto_over_off(cost, 0.95, 60, 96), 2.0) << name << " cost: a text that repeats must gain";
+  }
 }

@@ -62,6 +62,12 @@ class BatchEngine::Host : public SchedulerHost {
     e_.finish(&s, s.out->finish_now(FinishReason::Error, why));
   }
   int drafts(SchedSeq& d, int k) override { return e_.proposer_->offer(d.id, seq(d).tokens, k); }
+  void shadow(SchedSeq& d) override {
+    Sequence& s = seq(d);
+    if (!e_.spec_.wants_shadow(s.spec)) return;
+    e_.spec_.start_shadow(s.spec, e_.proposer_->free_guess(d.id, s.tokens, e_.spec_.options().max_draft),
+                          s.tokens.size());
+  }
 
  private:
   static Sequence& seq(SchedSeq& d) { return static_cast<Sequence&>(d); }
@@ -99,7 +105,6 @@ BatchEngine::BatchEngine(std::shared_ptr<model::Model> model, std::shared_ptr<co
     cv_.notify_one();
   });
   proposer_ = make_proposer();
-  spec_.share_across_sequences(proposer_->model_level());
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -362,7 +367,6 @@ void BatchEngine::step() {
     return;
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  sched_.step_done(total);
   ++steps_;
   // Only decode steps (every row sampled, drafts verified) inform the depth rule's cost fit: a
   // prompt chunk computes no logits for most of its tokens, so mixing them in made extra tokens
@@ -485,6 +489,7 @@ int BatchEngine::process(Work& w) {
   }
   const int d = int(w.draft.size());
   spec_.observe(s->spec, d, v.accepted, w.probe);
+  spec_.settle_shadow(s->spec, s->tokens);
   if (d > 0) {
     ++spec_steps_;
     spec_drafted_ += uint64_t(d);

@@ -23,7 +23,6 @@ class DraftModelProposer : public DraftProposer {
   void propose(std::vector<DraftJob>& jobs) override;
   void advance(uint64_t seq, int64_t p0, int64_t rows, const float* hidden, bool sampled) override;
   void forget(uint64_t seq) override { kv_.erase(seq); }
-  bool model_level() const override { return true; }
 
  private:
   model::PagedKvState& state(const DraftJob& j);

@@ -31,12 +31,16 @@ class DraftProposer {
     (void)seq, (void)tokens;
     return k;
   }
+  // A guess of the k tokens after `tokens` that no step will verify, or none: only a proposer whose
+  // guesses cost nothing (prompt lookup) makes them, for auto to learn acceptance from without
+  // drafting (SpeculationController's shadow drafts).
+  virtual std::vector<int32_t> free_guess(uint64_t seq, const std::vector<int32_t>& tokens, int k) {
+    (void)seq, (void)tokens, (void)k;
+    return {};
+  }
   // Fills every job's draft, batched over the step's sequences, before the target's forward.
   // A sequence it cannot serve (no memory, a failed forward) just gets fewer or no drafts.
   virtual void propose(std::vector<DraftJob>& jobs) = 0;
-  // Whether its acceptance is a property of the proposer itself (a model: MTP heads, a draft model)
-  // rather than of each request's text (prompt lookup): SpeculationController::share_across_sequences.
-  virtual bool model_level() const { return false; }
   // Whether advance() needs the target's final hidden rows (the MTP heads read them).
   virtual bool wants_hidden() const { return false; }
   // After the target's forward: positions [p0, p0 + rows) of seq are computed and kept (rejected

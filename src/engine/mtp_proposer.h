@@ -20,7 +20,6 @@ class MtpProposer : public DraftProposer {
   MtpProposer(model::Model& target, int32_t block_size, uint64_t pool_bytes, SpeculationController& spec);
   void propose(std::vector<DraftJob>& jobs) override;
   bool wants_hidden() const override { return true; }
-  bool model_level() const override { return true; }
   void advance(uint64_t seq, int64_t p0, int64_t rows, const float* hidden, bool sampled) override;
   void forget(uint64_t seq) override { seqs_.erase(seq); }
 

@@ -11,6 +11,12 @@ int PromptLookupProposer::offer(uint64_t seq, const std::vector<int32_t>& tokens
   return int(s.guess.size());
 }
 
+std::vector<int32_t> PromptLookupProposer::free_guess(uint64_t seq, const std::vector<int32_t>& tokens, int k) {
+  Seq& s = seqs_[seq];
+  s.index.update(tokens);
+  return s.index.propose(tokens, k);
+}
+
 void PromptLookupProposer::propose(std::vector<DraftJob>& jobs) {
   for (DraftJob& j : jobs) {
     auto it = seqs_.find(j.seq);

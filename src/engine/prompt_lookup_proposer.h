@@ -11,6 +11,7 @@ namespace rapid::engine {
 class PromptLookupProposer : public DraftProposer {
  public:
   int offer(uint64_t seq, const std::vector<int32_t>& tokens, int k) override;
+  std::vector<int32_t> free_guess(uint64_t seq, const std::vector<int32_t>& tokens, int k) override;
   void propose(std::vector<DraftJob>& jobs) override;  // hands out the guesses offer() made
   void advance(uint64_t, int64_t, int64_t, const float*, bool) override {}
   void forget(uint64_t seq) override;

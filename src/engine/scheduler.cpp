@@ -56,28 +56,33 @@ bool Scheduler::plan_running(SchedulerHost& host, std::vector<ScheduledSeq>& pla
     if (s->pending() > 1) order.push_back(s);
   decoding_ = decoding > 0;
   bool preempted = false;
+  int64_t drafted = 0;  // drafts planned so far this step
   for (SchedSeq* s : order) {
     if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;  // preempted
     ScheduledSeq w{s};
     w.n = std::min(s->pending(), prefill_cap(b.tokens));
     if (w.n <= 0) continue;
-    if (w.n == 1 && s->pending() == 1 && spec_.enabled()) plan_drafts(host, w, decoding, b);
+    if (w.n == 1 && s->pending() == 1 && spec_.enabled()) plan_drafts(host, w, decoding, decoding + drafted, b);
     const size_t before = running_.size();
     const bool placed = reserve(host, w, plan, b);
     preempted |= running_.size() < before;
     if (!placed) continue;
     b.tokens -= w.n + w.draft;
+    drafted += w.draft;
     plan.push_back(w);
   }
   return preempted;
 }
 
-// The depth rule's choice, clamped to the sequence's room and the step budget.
-void Scheduler::plan_drafts(SchedulerHost& host, ScheduledSeq& w, int64_t decoding, const Budget& b) const {
-  const SpecChoice c = spec_.choose(w.seq->spec, decoding, std::max<int64_t>(last_step_tokens_, decoding));
+// The depth rule's choice, clamped to the sequence's room and the step budget. The step so far:
+// one token per decoding sequence and the drafts planned before this one.
+void Scheduler::plan_drafts(SchedulerHost& host, ScheduledSeq& w, int64_t decoding, int64_t planned,
+                            const Budget& b) const {
+  const SpecChoice c = spec_.choose(w.seq->spec, decoding, planned);
   w.probe = c.probe;
   const int k = int(std::clamp<int64_t>(std::min<int64_t>(c.k, w.seq->draft_room), 0, b.tokens - w.n));
   if (k > 0) w.draft = host.drafts(*w.seq, k);
+  if (w.draft == 0) host.shadow(*w.seq);
 }
 
 // Finds KV blocks for w: drops its drafts, then preempts the newest running sequence not yet

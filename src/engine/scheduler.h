@@ -68,6 +68,9 @@ class SchedulerHost {
   // How many drafts it will verify if offered k: a proposer that guesses while the step is
   // planned (prompt lookup) knows its count now; one that runs a model later takes k.
   virtual int drafts(SchedSeq& s, int k) = 0;
+  // s drafts nothing this step: a proposer whose guesses are free may guess anyway, for the
+  // depth rule to check against what s decodes (SpeculationController's shadow drafts).
+  virtual void shadow(SchedSeq& s) { (void)s; }
 };
 
 class Scheduler {
@@ -79,9 +82,6 @@ class Scheduler {
   void remove(SchedSeq* s);  // finished or cancelled: leaves whichever queue holds it
   // This step's plan, running sequences first (see above). Calls host.preempt / reject on the way.
   std::vector<ScheduledSeq> schedule(SchedulerHost& host);
-  // The forward's token count: the depth rule's batch size for the next step.
-  void step_done(int64_t tokens) { last_step_tokens_ = tokens; }
-
   const std::vector<SchedSeq*>& running() const { return running_; }  // arrival order
   const std::deque<SchedSeq*>& waiting() const { return waiting_; }   // FCFS
   bool idle() const { return running_.empty() && waiting_.empty(); }
@@ -93,7 +93,7 @@ class Scheduler {
   };
   bool plan_running(SchedulerHost& host, std::vector<ScheduledSeq>& plan, Budget& b);
   void plan_waiting(SchedulerHost& host, std::vector<ScheduledSeq>& plan, Budget& b);
-  void plan_drafts(SchedulerHost& host, ScheduledSeq& w, int64_t decoding, const Budget& b) const;
+  void plan_drafts(SchedulerHost& host, ScheduledSeq& w, int64_t decoding, int64_t planned, const Budget& b) const;
   bool reserve(SchedulerHost& host, ScheduledSeq& w, const std::vector<ScheduledSeq>& plan, Budget& b);
   void preempt(SchedulerHost& host, SchedSeq* s);
   int64_t prefill_cap(int64_t budget) const;
@@ -103,7 +103,6 @@ class Scheduler {
   std::vector<SchedSeq*> running_;
   std::deque<SchedSeq*> waiting_;
   uint64_t arrivals_ = 0;
-  int64_t last_step_tokens_ = 1;
   bool decoding_ = false;  // this step has decoding sequences (caps prefill chunks)
 };
 

@@ -27,35 +27,82 @@ const char* spec_mode_name(SpecMode m) {
   return "?";
 }
 
-double SpeculationController::cost_per_token_ratio() const {
-  // Until a few steps of different sizes are seen, assume an extra token costs 15 % of a step
-  // (a small model on a CPU is weight-bandwidth bound, so verifying is cheap).
-  constexpr double kPrior = 0.15;
-  if (sw_ < 3) return kPrior;
+// Before two different token counts are seen: 10 ms a step and 15 % of that per extra token (a
+// small model on a CPU is weight-bandwidth bound, so verifying looks cheap until measured).
+constexpr double kPriorC0 = 0.010, kPriorC1 = 0.0015;
+
+void StepCostModel::observe(int64_t tokens, double seconds) {
+  // Every count's weight ages with each step, so a value not seen again lately (the cold first steps
+  // of a process, a contended minute) stops being trusted and its neighbours stand in for it.
+  for (double& w : weight_) w *= 0.95;
+  if (tokens < kCounts) {
+    const size_t n = size_t(tokens);
+    if (weight_[n] < kFresh) weight_[n] = mean_[n] = 0;  // not measured lately: start over
+    weight_[n] = weight_[n] * 0.9 + 1;                      // about the last ten steps of this size
+    // Down fast, up slowly: a step is only ever slowed by something else (the process's first
+    // forwards faulting the weights in, another program, the snapshot writer), never sped up.
+    mean_[n] += (seconds - mean_[n]) * (seconds < mean_[n] ? std::max(0.5, 1.0 / weight_[n]) : 1.0 / weight_[n]);
+  }
+  constexpr double kDecay = 0.995;
+  const double x = double(tokens), y = seconds;
+  sw_ = sw_ * kDecay + 1;
+  sx_ = sx_ * kDecay + x;
+  sy_ = sy_ * kDecay + y;
+  sxx_ = sxx_ * kDecay + x * x;
+  sxy_ = sxy_ * kDecay + x * y;
+}
+
+double StepCostModel::slope() const {
+  if (sw_ < 1.5) return kPriorC1;  // two steps of different sizes give a slope (var below)
   const double mx = sx_ / sw_, my = sy_ / sw_;
   const double var = sxx_ / sw_ - mx * mx;
-  if (var < 1e-6) return kPrior;
-  const double c1 = std::max(0.0, (sxy_ / sw_ - mx * my) / var);
-  const double c0 = my - c1 * mx;
-  if (c0 <= 0) return kPrior;
-  return std::clamp(c1 / c0, 0.005, 10.0);
+  if (var < 1e-6) return kPriorC1;
+  return std::max(1e-6, (sxy_ / sw_ - mx * my) / var);
+}
+
+double StepCostModel::line_c0() const {
+  if (sw_ < 1) return kPriorC0;
+  return std::max(1e-6, sy_ / sw_ - slope() * sx_ / sw_);
+}
+
+double StepCostModel::ratio() const { return std::clamp(slope() / line_c0(), 0.005, 10.0); }
+
+double StepCostModel::seconds(int64_t tokens) const {
+  const int64_t n = std::max<int64_t>(tokens, 1);
+  auto fresh = [&](int64_t c) { return weight_[size_t(c)] >= kFresh; };
+  int64_t lo = std::min(n, kCounts) - 1, hi = n + 1;
+  while (lo > 0 && !fresh(lo)) --lo;
+  while (hi < kCounts && !fresh(hi)) ++hi;
+  const bool has_lo = lo > 0, has_hi = hi < kCounts;
+  double t = line_c0() + slope() * double(n);
+  if (n < kCounts && fresh(n))
+    t = mean_[size_t(n)];
+  else if (has_lo && has_hi)
+    t = mean_[size_t(lo)] + (mean_[size_t(hi)] - mean_[size_t(lo)]) * double(n - lo) / double(hi - lo);
+  else if (has_lo)
+    t = mean_[size_t(lo)] + slope() * double(n - lo);
+  else if (has_hi)
+    t = std::max(1e-6, mean_[size_t(hi)] - slope() * double(hi - n));
+  // More tokens never take less time: any larger count measured lately bounds it from above.
+  for (int64_t c = hi; c < kCounts; ++c)
+    if (fresh(c)) t = std::min(t, mean_[size_t(c)]);
+  return t;
 }
 
 int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t tokens) const {
   if (!enabled()) return 0;
   if (o_.mode == SpecMode::Ngram || o_.mode == SpecMode::Draft || o_.mode == SpecMode::Mtp) return o_.max_draft;
   const double a = std::min(s.rate(), 0.995);
-  double r = cost_per_token_ratio();
-  const double per_draft = draft_step_s_ > 0 ? r * draft_step_s_ / std::max(1e-6, step_c1()) : 0.0;
-  // In units of c0: the step costs 1 + r·tokens; k drafts add r·k.
-  const double base_cost = 1.0 + r * double(std::max<int64_t>(tokens, 1));
-  double best = double(batch) / base_cost;
+  const int64_t n = std::max<int64_t>(tokens, 1);
+  const double base = cost_.seconds(n);
+  double best = double(batch) / base;
   int best_k = 0;
   double gain = 0, ak = 1;
   for (int k = 1; k <= o_.max_draft; ++k) {
     ak *= a;
     gain += ak;  // a + a^2 + ... + a^k
-    const double v = (double(batch) + gain) / (base_cost + (r + per_draft) * k);
+    // A draft model runs one forward per drafted token before the step.
+    const double v = (double(batch) + gain) / (std::max(base, cost_.seconds(n + k)) + draft_step_s_ * k);
     if (v > best * 1.0001) {
       best = v;
       best_k = k;
@@ -67,71 +114,69 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
 SpecChoice SpeculationController::choose(const SpecState& s, int64_t batch, int64_t tokens) const {
   const int k = depth(s, batch, tokens);
   if (k > 0 || o_.mode != SpecMode::Auto || !enabled()) return {k, false};
-  const bool due = shared_on_ ? shared_.idle + 1 >= shared_.probe_gap : s.idle + 1 >= s.probe_gap;
-  if (due) return {o_.max_draft, true};
+  if (shared_.idle + 1 >= shared_.probe_gap) return {o_.max_draft, true};
   return {};
 }
 
 SpecState SpeculationController::new_state() const {
   SpecState s;
-  if (shared_on_) {
-    const double r = shared_.rate();
-    s.accepted = 2 * r;
-    s.rejected = 2 * (1 - r);
-  }
+  const double r = shared_.rate();
+  s.accepted = 2 * r;
+  s.rejected = 2 * (1 - r);
   return s;
 }
 
 namespace {
 
-// One decode step's outcome for the pacing and the decayed counts (per sequence or model-wide).
-void learn(SpecEstimate& s, int d, int a, bool probe) {
+// k drafted tokens of which a were accepted, into the decayed acceptance counts.
+void count(SpecEstimate& s, int d, int a) {
+  constexpr double kDecay = 0.9;  // about the last ten drafted steps
+  s.accepted = s.accepted * kDecay + a;
+  s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
+}
+
+// One sequence-step's outcome for the probe pacing.
+void pace(SpecEstimate& s, int d, bool probe) {
   if (d <= 0) {
     ++s.idle;
     return;
   }
   s.idle = 0;
-  // A probe backs the next one off; the rule drafting on its own means probing is not needed.
-  s.probe_gap = probe ? std::min(2 * s.probe_gap, kProbeMax) : kProbeFirst;
-  constexpr double kDecay = 0.9;  // about the last ten drafted steps
-  s.accepted = s.accepted * kDecay + a;
-  s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
+  if (probe) s.probe_gap = std::min(2 * s.probe_gap, kProbeMax);
 }
 
 }  // namespace
 
 void SpeculationController::observe(SpecState& s, int d, int a, bool probe) {
   ++s.summary.decode_steps;
-  learn(s, d, a, probe);
-  if (shared_on_) learn(shared_, d, a, probe);
+  pace(shared_, d, probe);
   if (d <= 0) return;
+  count(s, d, a);
+  count(shared_, d, a);
   ++s.summary.draft_steps;
   s.summary.probe_steps += probe ? 1 : 0;
   s.summary.drafted += d;
   s.summary.accepted += a;
 }
 
+void SpeculationController::start_shadow(SpecState& s, std::vector<int32_t> guess, size_t at) {
+  s.shadow = std::move(guess);
+  s.shadow_at = at;
+}
+
+void SpeculationController::settle_shadow(SpecState& s, const std::vector<int32_t>& tokens) {
+  if (s.shadow.empty() || tokens.size() <= s.shadow_at) return;
+  size_t a = 0;
+  while (a < s.shadow.size() && s.shadow_at + a < tokens.size() && tokens[s.shadow_at + a] == s.shadow[a]) ++a;
+  const bool settled = a == s.shadow.size() || s.shadow_at + a < tokens.size();  // all right, or one wrong
+  if (!settled) return;
+  count(s, int(s.shadow.size()), int(a));
+  count(shared_, int(s.shadow.size()), int(a));
+  s.shadow.clear();
+}
+
 void SpeculationController::observe_draft_step(double seconds) {
   draft_step_s_ = draft_step_s_ > 0 ? 0.9 * draft_step_s_ + 0.1 * seconds : seconds;
-}
-
-double SpeculationController::step_c1() const {
-  // Seconds per token of the target (the slope of the step-time fit), or a guess before data.
-  if (sw_ < 3) return 1e-3;
-  const double mx = sx_ / sw_, my = sy_ / sw_;
-  const double var = sxx_ / sw_ - mx * mx;
-  if (var < 1e-6) return 1e-3;
-  return std::max(1e-6, (sxy_ / sw_ - mx * my) / var);
-}
-
-void SpeculationController::observe_step(int64_t tokens, double seconds) {
-  constexpr double kDecay = 0.995;
-  const double x = double(tokens), y = seconds;
-  sw_ = sw_ * kDecay + 1;
-  sx_ = sx_ * kDecay + x;
-  sy_ = sy_ * kDecay + y;
-  sxx_ = sxx_ * kDecay + x * x;
-  sxy_ = sxy_ * kDecay + x * y;
 }
 
 }  // namespace rapid::engine

@@ -3,21 +3,25 @@
 // expected-value rule from two measured quantities:
 //   - the sequence's acceptance rate a (per drafted token, decayed so it follows the text), so
 //     drafting k tokens yields g(k) = a(1 - a^k)/(1 - a) extra tokens on average;
-//   - the step cost t(N) = c0 + c1·N for a forward over N tokens (a decayed least-squares fit of
-//     measured steps), so k drafts cost c1·k more for the whole batch.
-// k maximises batch throughput (B + g(k)) / (t(N) + c1·k): speculation switches itself off for a
+//   - the step time t(N) of a forward over N tokens (StepCostModel, learned from decode steps).
+// k maximises batch throughput (B + g(k)) / t(N + k): speculation switches itself off for a
 // sequence whose guesses fail, and for the batch once it is large enough that extra verified
 // tokens cost more than they return. With mode Ngram the depth is always the maximum.
 //
-// Both estimates only learn from drafting: steps without drafts are all the same size (they say
-// nothing about c1) and verify nothing (they say nothing about a). So a wrong early estimate —
-// e.g. c1 fitted on a few small, noisy steps, as after a restart where the prompt comes from the
-// disk snapshot and no large prefill step anchors the fit — would switch speculation off for
-// good. The rule therefore keeps probing: a sequence the rule has kept from drafting for
-// probe_gap decode steps drafts max_draft tokens anyway (when the proposer has a guess). The gap
-// doubles after each probe (kProbeFirst .. kProbeMax steps), so where drafting really does not
-// pay, probing costs at most max_draft·c1 per kProbeMax steps; it restarts at kProbeFirst
-// once the rule drafts on its own.
+// Acceptance is learned from drafts, and, for a proposer whose guesses are free (prompt lookup),
+// also from guesses it is never asked to verify: the rule said 0, the guess is kept aside and
+// checked against the tokens the sequence then decodes (a shadow draft). So a text where lookup
+// fails never pays for drafts to find that out, and one that starts repeating is noticed at once.
+//
+// Step costs only come from drafting: steps without drafts are all the same size. So a wrong
+// early estimate (e.g. a restarted server's first, cold steps) would switch speculation off for
+// good. The rule therefore keeps probing: once probe_gap sequence-steps have passed without a
+// draft, a sequence that has a guess drafts max_draft tokens anyway. The gap doubles after each
+// probe (kProbeFirst .. kProbeMax), so where drafting really does not pay, probing costs at most
+// max_draft extra tokens per kProbeMax sequence-steps. The pacing is model-wide, as the step cost
+// is, and the gap never shrinks back: paced per request, or restarted whenever the rule drafted on
+// its own, probes cost short chat requests (96 tokens) 6 % of their time where the first extra row
+// of a step is dear.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -39,16 +43,37 @@ struct SpeculationOptions {
   int max_draft = 8;  // --num-speculative-tokens
 };
 
-constexpr int kProbeFirst = 8, kProbeMax = 128;  // decode steps between probes (see above)
+constexpr int kProbeFirst = 8, kProbeMax = 128;  // sequence-steps between probes (see above)
 
-// Acceptance and probe pacing, learned from decode steps: per sequence, and for a shared
-// controller model-wide too. With the MTP heads or a draft model, acceptance is mostly a property
-// of the proposer (how well it predicts this target), not of one request's text as with prompt
-// lookup. Learning it afresh per request makes every short request (an agent's turns) pay for
-// drafts that never pay: measured on the Qwen3.5-0.8B shape with random heads, auto decoded
-// 64-token requests at 0.80x of off. So for those proposers (share_across_sequences) a new
-// sequence starts from the acceptance that earlier sequences measured, and probing is paced
-// model-wide: the gap counts every sequence's idle decode steps and backs off across requests.
+// Step time against the step's token count, from decode steps (every row sampled). Where a count
+// was measured lately (within ~14 steps if seen once, for good if seen every few): its decayed mean; between them: the straight line joining them; past
+// them: the nearest one plus the fitted slope (a decayed least-squares line through all steps).
+// Why not the line alone: on a CPU the first extra row of a step costs far more than each later one
+// (the step leaves the one-token GEMV kernels, and each drafted row computes its LM head row), so a
+// line through the 1- and 9-token steps that probes produce made one or two drafts look cheap, and
+// auto ran open chat below off.
+class StepCostModel {
+ public:
+  void observe(int64_t tokens, double seconds);
+  double seconds(int64_t tokens) const;
+  double slope() const;  // the line's seconds per extra token (a guess before data)
+  double ratio() const;  // the line's slope over its intercept (for logs)
+
+ private:
+  static constexpr int64_t kCounts = 256;  // token counts with their own mean; larger ones use the line
+  static constexpr double kFresh = 0.5;     // a count's aged weight below this: not measured lately
+  double line_c0() const;
+  std::vector<double> mean_ = std::vector<double>(kCounts, 0.0), weight_ = std::vector<double>(kCounts, 0.0);
+  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // decayed sums for the line
+};
+
+// Acceptance and probe pacing, learned from decode steps: per sequence, and model-wide. A new
+// sequence starts from the acceptance earlier ones measured (at the weight of two drafts): with
+// the MTP heads or a draft model acceptance is mostly a property of the proposer, and with prompt
+// lookup a server mostly sees one kind of text; the sequence's own drafts and shadow drafts take
+// over within a few tokens. Starting each request from Beta(1,1) made every short request (an
+// agent's turns, a chat answer) pay for drafts that never pay: measured on the Qwen3.5-0.8B shape
+// with random MTP heads, auto decoded 64-token requests at 0.80x of off.
 struct SpecEstimate {
   double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
   int idle = 0;                           // decode steps since it last drafted
@@ -59,6 +84,8 @@ struct SpecEstimate {
 // Per-sequence speculation state.
 struct SpecState : SpecEstimate {
   SpeculationSummary summary;  // what speculation did for this request
+  std::vector<int32_t> shadow;  // a free guess not verified (see above), for tokens [shadow_at, ...)
+  size_t shadow_at = 0;
 };
 
 struct SpecChoice {
@@ -70,9 +97,7 @@ class SpeculationController {
  public:
   explicit SpeculationController(SpeculationOptions o) : o_(o) {}
   bool enabled() const { return o_.mode != SpecMode::Off && o_.max_draft > 0; }
-  // Acceptance belongs to the proposer (MTP heads, a draft model): learn and probe model-wide.
-  void share_across_sequences(bool on) { shared_on_ = on; }
-  // The state a new sequence starts from: Beta(1,1), or the model-wide rate at the same weight.
+  // The state a new sequence starts from: the model-wide acceptance at the weight of Beta(1,1).
   SpecState new_state() const;
   // Draft depth for one sequence in a step with `batch` decoding sequences and `tokens` tokens:
   // the rule's, or a probe (see above).
@@ -85,19 +110,24 @@ class SpeculationController {
   // After each decode step of a sequence: d tokens drafted (0 = none), a of them accepted;
   // probe: the drafts were a probe.
   void observe(SpecState& s, int d, int a, bool probe = false);
-  // After each forward: its token count and wall time.
-  void observe_step(int64_t tokens, double seconds);
-  double cost_per_token_ratio() const;  // c1 / c0 as currently estimated
-  double step_c1() const;               // seconds per extra target token (fit slope)
+  // A step that will not draft for s: whether to ask the proposer for a free guess to check later.
+  bool wants_shadow(const SpecState& s) const { return o_.mode == SpecMode::Auto && s.shadow.empty(); }
+  // The free guess of the tokens from position `at` on (empty: the proposer had none).
+  void start_shadow(SpecState& s, std::vector<int32_t> guess, size_t at);
+  // After s's tokens grew: once they settle the pending guess, learn from it as from a draft.
+  void settle_shadow(SpecState& s, const std::vector<int32_t>& tokens);
+  // After each decode-only forward: its token count and wall time.
+  void observe_step(int64_t tokens, double seconds) { cost_.observe(tokens, seconds); }
+  double cost_per_token_ratio() const { return cost_.ratio(); }  // c1 / c0 of the fitted line
+  double step_c1() const { return cost_.slope(); }
+  double step_seconds(int64_t n) const { return cost_.seconds(n); }               // seconds per extra target token
   const SpeculationOptions& options() const { return o_; }
 
  private:
   SpeculationOptions o_;
-  // Decayed sums for the least-squares fit of step time against tokens.
-  double sw_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+  StepCostModel cost_;
   double draft_step_s_ = 0;  // decayed mean of a draft model forward, 0 = none seen
-  bool shared_on_ = false;
-  SpecEstimate shared_;  // model-wide, when shared_on_
+  SpecEstimate shared_;  // model-wide acceptance (the new-sequence prior) and probe pacing
 };
 
 }  // namespace rapid::engine
