@@ -114,8 +114,12 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
 SpecChoice SpeculationController::choose(const SpecState& s, int64_t batch, int64_t tokens) const {
   const int k = depth(s, batch, tokens);
   if (k > 0 || o_.mode != SpecMode::Auto || !enabled()) return {k, false};
-  if (shared_.idle + 1 >= shared_.probe_gap) return {o_.max_draft, true};
-  return {};
+  if (shared_.idle + 1 < shared_.probe_gap) return {};
+  // One draft pays when a > B·c1 / (c0 + c1·N); with the prior's cheap c1 that is the least
+  // acceptance at which a probe could find drafting worthwhile.
+  const double hopeless = double(batch) * kPriorC1 / (kPriorC0 + kPriorC1 * double(std::max<int64_t>(tokens, 1)));
+  if (s.shadows > 0 && s.rate() <= hopeless) return {};
+  return {o_.max_draft, true};
 }
 
 SpecState SpeculationController::new_state() const {
@@ -173,6 +177,7 @@ void SpeculationController::settle_shadow(SpecState& s, const std::vector<int32_
   count(s, int(s.shadow.size()), int(a));
   count(shared_, int(s.shadow.size()), int(a));
   s.shadow.clear();
+  ++s.shadows;
 }
 
 void SpeculationController::observe_draft_step(double seconds) {

@@ -16,7 +16,8 @@
 // Step costs only come from drafting: steps without drafts are all the same size. So a wrong
 // early estimate (e.g. a restarted server's first, cold steps) would switch speculation off for
 // good. The rule therefore keeps probing: once probe_gap sequence-steps have passed without a
-// draft, a sequence that has a guess drafts max_draft tokens anyway. The gap doubles after each
+// draft, a sequence that has a guess drafts max_draft tokens anyway (unless its shadow drafts say
+// its guesses fail so often that drafting would not pay even at the prior's cheap step cost). The gap doubles after each
 // probe (kProbeFirst .. kProbeMax), so where drafting really does not pay, probing costs at most
 // max_draft extra tokens per kProbeMax sequence-steps. The pacing is model-wide, as the step cost
 // is, and the gap never shrinks back: paced per request, or restarted whenever the rule drafted on
@@ -86,6 +87,7 @@ struct SpecState : SpecEstimate {
   SpeculationSummary summary;  // what speculation did for this request
   std::vector<int32_t> shadow;  // a free guess not verified (see above), for tokens [shadow_at, ...)
   size_t shadow_at = 0;
+  int64_t shadows = 0;  // shadow drafts settled (its acceptance is known without drafting)
 };
 
 struct SpecChoice {
