@@ -56,14 +56,18 @@ def tiny_config():
 
 
 def stacked_experts(weights, n_layers, n_experts):
-    """The per-expert HF tensors mlp.experts.N.{gate,up,down}_proj.weight of each layer stacked as
+    """The per-expert HF tensors mlp.experts.N.{gate,up,down}_proj.weight of each layer (and of an
+    MTP head's layers) stacked as
     mlp.experts.{gate,up,down}_proj.weight [E, ., .] (the converter's merge); other tensors as they are."""
     out = {k: v for k, v in weights.items() if ".mlp.experts." not in k}
-    for i in range(n_layers):
+    # The trunk's layers and an MTP head's (mtp.layers.N, Qwen3-Next's head has routed experts).
+    prefixes = [f"model.layers.{i}." for i in range(n_layers)] + sorted(
+        {".".join(k.split(".")[:3]) + "." for k in weights if k.startswith("mtp.layers.")})
+    for prefix in prefixes:
         for part in ("gate_proj", "up_proj", "down_proj"):
-            key = f"model.layers.{i}.mlp.experts.{{}}.{part}.weight"
+            key = f"{prefix}mlp.experts.{{}}.{part}.weight"
             if key.format(0) in weights:
-                out[f"model.layers.{i}.mlp.experts.{part}.weight"] = np.stack(
+                out[f"{prefix}mlp.experts.{part}.weight"] = np.stack(
                     [np.asarray(weights[key.format(e)], dtype=np.float32) for e in range(n_experts)])
     return out
 

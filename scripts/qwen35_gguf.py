@@ -291,14 +291,17 @@ def llama_goldens(model_dir, golden_ref):
     print("wrote", out, flush=True)
 
 
-def start_gguf(gguf, path, arch, name, cfg, rope_theta):
+def start_gguf(gguf, path, arch, name, cfg, rope_theta, n_mtp=0):
     """A GGUFWriter of `arch` at path.part (finish_gguf renames it) with the keys every tiny model
-    has, from the HF config dict cfg: sizes, heads, head_dim as key/value lengths, RoPE base, RMS eps."""
+    has, from the HF config dict cfg: sizes, heads, head_dim as key/value lengths, RoPE base, RMS eps;
+    n_mtp MTP blocks after the trunk counted in block_count, as the converter does."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path) + ".part", arch)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     w.add_name(name)
-    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_block_count(cfg["num_hidden_layers"] + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_context_length(cfg.get("max_position_embeddings", 4096))
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])

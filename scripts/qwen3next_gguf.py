@@ -19,6 +19,7 @@ TINY_ROOT/qwen3-next/, plus:
                          mlx-lm's goldens (the oracle of our Q8_0 run)
   gguf-f32-legacy/model.gguf   f32 with in_proj_qkvz whole as ssm_in (the converter's older layout)
   gguf-{f32,f32-legacy}/greedy.json   llama.cpp's greedy output on the f32 files (with llama-cpp-python)
+and TINY_ROOT/qwen3-next-mtp/ (mtp_set): that model with a random MTP head, hf-f32/ and gguf-f32/.
 
 usage: .venv/bin/python scripts/qwen3next_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/qwen3next-gguf-tiny)
 Files already present are kept (delete one to regenerate it).
@@ -58,10 +59,11 @@ def split_qkvz(w, cfg):
     return np.concatenate(flat[:3]), flat[3]
 
 
-def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
+def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False, mtp=False):
     """(gguf name, f32 array) for each HF qwen3_next tensor, as llama.cpp's converter writes them:
     in_proj_qkvz split and the experts stacked here, then Qwen3.5's transforms (qwen35_gguf), the
-    value heads left grouped by key head. legacy: in_proj_qkvz kept whole as ssm_in, as the
+    value heads left grouped by key head. mtp: the mtp.* head too, as the nextn block after the
+    trunk (write_gguf's n_mtp). legacy: in_proj_qkvz kept whole as ssm_in, as the
     converter wrote it before the split (many published Qwen3-Next GGUFs; llama.cpp still reads it)."""
     split, fused = {}, []
     for name, w in stacked_experts(weights, cfg["num_hidden_layers"], cfg["num_experts"]).items():
@@ -71,14 +73,14 @@ def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
             split[name.replace("qkvz", "qkv")], split[name.replace("qkvz", "z")] = split_qkvz(np.asarray(w), cfg)
         else:
             split[name] = w
-    return qwen35_gguf.hf_to_gguf_tensors(gguf, cfg, split, arch=gguf.MODEL_ARCH.QWEN3NEXT, tile=False) + fused
+    return qwen35_gguf.hf_to_gguf_tensors(gguf, cfg, split, arch=gguf.MODEL_ARCH.QWEN3NEXT, tile=False, mtp=mtp) + fused
 
 
-def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
     """A llama.cpp qwen3next GGUF of the HF config dict; out_type f32 or q8_0 for the 2-D/3-D
-    weights (see quantized; the rest f32)."""
+    weights (see quantized; the rest f32); n_mtp MTP blocks among the tensors."""
     gguf = import_gguf()
-    w = start_gguf(gguf, path, "qwen3next", "qwen3next-random", cfg, cfg["rope_theta"])
+    w = start_gguf(gguf, path, "qwen3next", "qwen3next-random", cfg, cfg["rope_theta"], n_mtp)
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
     w.add_expert_count(cfg["num_experts"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
@@ -89,7 +91,7 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32"):
     w.add_ssm_group_count(cfg["linear_num_key_heads"])
     w.add_ssm_time_step_rank(cfg["linear_num_value_heads"])
     w.add_ssm_inner_size(cfg["linear_value_head_dim"] * cfg["linear_num_value_heads"])
-    w.add_recurrent_layers([t == "linear_attention" for t in cfg["layer_types"]])
+    w.add_recurrent_layers([t == "linear_attention" for t in cfg["layer_types"]] + [False] * n_mtp)
     w.add_full_attention_interval(cfg.get("full_attention_interval", 4))
     w.add_rope_dimension_count(int(head_dim * cfg.get("partial_rotary_factor", 0.25)))
     qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
@@ -138,6 +140,49 @@ def tiny(root):
         llama_goldens(d / g, hf / "greedy.json")
 
 
+def mtp_weights(weights, cfg, rng):
+    """A random MTP head for the tiny model in the Hugging Face layout of Qwen3-Next's `mtp.*`: fc
+    [H, 2H], its three norms (zero-centred, (1 + w)) and one decoder layer shaped like the trunk's
+    full-attention layer (gated attention, routed experts, gated shared expert)."""
+    H, last = cfg["hidden_size"], cfg["num_hidden_layers"] - 1
+    src = f"model.layers.{last}."
+    shapes = {"mtp.fc.weight": (H, 2 * H), "mtp.pre_fc_norm_embedding.weight": (H,),
+              "mtp.pre_fc_norm_hidden.weight": (H,), "mtp.norm.weight": (H,)}
+    shapes.update({"mtp.layers.0." + k[len(src):]: np.shape(v) for k, v in weights.items() if k.startswith(src)})
+    out = {}
+    for name, shp in sorted(shapes.items()):
+        scale = 0.3 if len(shp) == 1 else 1.0 / np.sqrt(shp[-1])
+        out[name] = (scale * rng.standard_normal(shp)).astype(np.float32)
+    return out
+
+
+def mtp_set(root):
+    """root/qwen3-next-mtp: the tiny model plus a random MTP head, as HF (hf-f32) and as the
+    converter's GGUF with the head's nextn block (gguf-f32). Plain decoding is the trunk's, so the
+    qwen3-next set's goldens are this one's too."""
+    from safetensors.numpy import load_file, save_file
+    src, d = root / CONFIG / "hf-f32", root / (CONFIG + "-mtp")
+    hf = d / "hf-f32"
+    cfg = json.load(open(src / "config.json"))
+    if not (hf / "model.safetensors").exists():
+        weights = load_file(str(src / "model.safetensors"))
+        weights.update(mtp_weights(weights, cfg, np.random.default_rng(4007)))
+        tmp = hf.with_name("hf-f32.tmp")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for f in ("config.json", "tokenizer.json"):
+            (tmp / f).write_bytes((src / f).read_bytes())
+        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        tmp.rename(hf)
+    weights = load_file(str(hf / "model.safetensors"))
+    gguf = import_gguf()
+    tensors = hf_to_gguf_tensors(gguf, cfg, weights, mtp=True)
+    tok = tokenizer_from_json(hf / "tokenizer.json")
+    n_mtp = qwen35_gguf.mtp_layer_count(weights)
+    gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q, n_mtp=n_mtp), ("f32",))
+
+
 if __name__ == "__main__":
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
-    tiny(Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "qwen3next-gguf-tiny")))
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "qwen3next-gguf-tiny"))
+    tiny(root)
+    mtp_set(root)

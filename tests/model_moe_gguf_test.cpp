@@ -263,7 +263,7 @@ TEST(MoeGguf, MalformedFilesAreRefusedWithPathAndReason) {
 namespace {
 
 const std::string& next_models(std::string* why) {
-  return qwen35::model_set("qwen3next-gguf-tiny", "/qwen3-next/hf-deq-q8_0/greedy.json", "qwen3next_gguf.py", why);
+  return qwen35::model_set("qwen3next-gguf-tiny", "/qwen3-next-mtp/gguf-f32/model.gguf", "qwen3next_gguf.py", why);
 }
 
 // The set of `models` (skipped when it cannot be made), `d` its model directory `sub`.
@@ -329,6 +329,45 @@ TEST(Qwen3NextGguf, F32GreedyMatchesLlamaCpp) {
   if (!fs::exists(d + "gguf-f32/greedy.json"))
     GTEST_SKIP() << "no llama.cpp goldens (llama-cpp-python not in .venv when " << root << " was made)";
   greedy_matches(d + "gguf-f32/model.gguf", d + "gguf-f32/greedy.json", 1e-4, "qwen3-next gguf-f32 vs llama.cpp");
+}
+
+// The MTP head (scripts/qwen3next_gguf.py's qwen3-next-mtp: a random head shaped like the
+// released one, a gated full-attention layer with routed experts and a gated shared expert) as the
+// converter writes it, the nextn block after the trunk, loads as the Hugging Face checkpoint's own
+// tensors: each expert a slice of the stacked switch_mlp tensor, the norms as the (1 + w)
+// multipliers (f32 both: bitwise but for the norms' (1 + w) - 1 round trip).
+TEST(Qwen3NextGguf, MtpHeadLoadsTheHfTensors) {
+  REQUIRE_SET(next_models, "/qwen3-next-mtp/");
+  auto hf = load_checkpoint(d + "hf-f32");
+  auto gg = load_checkpoint(d + "gguf-f32/model.gguf");
+  EXPECT_EQ(gg->config.num_hidden_layers, hf->config.num_hidden_layers) << "nextn blocks are not the trunk's";
+  const std::string experts = ".mlp.experts.";
+  int compared = 0;
+  for (auto& [name, t] : hf->weights.all()) {
+    if (name.rfind("mtp.", 0) != 0) continue;
+    SCOPED_TRACE(name);
+    std::string gname = name;
+    int64_t expert = -1;
+    if (const size_t at = name.find(experts); at != std::string::npos) {
+      const size_t dot = name.find('.', at + experts.size());
+      expert = std::stoll(name.substr(at + experts.size(), dot - at - experts.size()));
+      gname = name.substr(0, at) + ".mlp.switch_mlp." + name.substr(dot + 1);
+    }
+    const tensor::Tensor* g = gg->weights.find(gname);
+    ASSERT_TRUE(g) << gname << " missing in the GGUF checkpoint";
+    ASSERT_EQ(g->dtype, tensor::DType::F32);
+    ASSERT_EQ(g->numel(), expert < 0 ? t.numel() : t.numel() * g->shape[0]);
+    const float* a = static_cast<const float*>(t.data);
+    const float* b = static_cast<const float*>(g->data) + (expert < 0 ? 0 : expert * t.numel());
+    const bool norm = name.find("norm") != std::string::npos;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) bad += norm ? a[i] + 1.0f != b[i] + 1.0f : a[i] != b[i];
+    EXPECT_EQ(bad, 0);
+    ++compared;
+  }
+  // fc, three norms; the layer's two norms, six attention tensors (q, k, v, o, q/k norms), the
+  // router, the shared expert (3 + its gate) and 8 experts x 3.
+  EXPECT_EQ(compared, 4 + 2 + 6 + 1 + 4 + 24);
 }
 
 // Q8_0 weights (ssm_ba split by rows of Q8_0 blocks), exact path: mlx-lm on gguf-py's

@@ -5,7 +5,11 @@ converter's transforms):
   on the same weights (a wrong qkvz split, ba order, norm offset, A sign, expert de-interleave or
   sink name would not);
 - `rapid-mlx run --raw` on the f32 file prints llama-cpp-python's greedy text of the same prompt
-  (both tokenize with the file's own vocabulary), and on the Q8_0 / MXFP4 files runs to the end.
+  (both tokenize with the file's own vocabulary), and on the Q8_0 / MXFP4 files runs to the end;
+- Qwen3-Next with an MTP head (a random one: a gated full-attention layer with routed experts and
+  a gated shared expert, as the released head), from HF safetensors and from the converter's GGUF
+  (its nextn block after the trunk): `--speculative mtp` drafts with it and every client still gets
+  mlx-lm's greedy text of the trunk.
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
 without llama-cpp-python."""
@@ -13,12 +17,14 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS  # the same binary and prompt (skips without mlx-lm)
+import conftest
+from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS, complete, mlx_greedy_text  # (skips without mlx-lm)
 from test_qwen35_gguf import llama_greedy_text
 
 # model -> (its set in the cache, the script that writes it, the last file that script writes)
@@ -80,3 +86,33 @@ def test_run_raw_on_the_quantized_files_generates(next_dir):
         r = run_raw(gguf)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip(), r.stderr
+
+
+def test_serve_mtp_speculation_on_qwen3_next_keeps_mlx_lm_text(next_dir, tmp_path):
+    """Both copies of the head drafting, one request at a time and four clients at once: the text
+    is the trunk's (verification keeps it exact whatever the head guesses; that the GGUF head is the
+    HF one is model_moe_gguf_test's Qwen3NextGguf.MtpHeadLoadsTheHfTensors)."""
+    if next_dir.name != "qwen3-next":
+        pytest.skip("the MTP head is Qwen3-Next's")
+    if not os.path.exists(BIN):
+        pytest.skip(f"{BIN} not built")
+    root = next_dir.parent / "qwen3-next-mtp"
+    if not (root / "gguf-f32" / "model.gguf").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "qwen3next_gguf.py"), str(next_dir.parent)], check=True,
+                       stdout=subprocess.DEVNULL)
+    prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n" * 3, "    return model"]
+    want = [mlx_greedy_text(next_dir / "hf-f32", p) for p in prompts]
+    for copy, served in (("hf", root / "hf-f32"), ("gguf", root / "gguf-f32" / "model.gguf")):
+        srv = conftest.launch(["--kv-dtype", "f32", "--speculative", "mtp", "--num-speculative-tokens", "3"],
+                              str(tmp_path / f"serve-{copy}.log"), model=str(served))
+        try:
+            assert [complete(srv, p)[0] for p in prompts] == want, copy
+            status, body = srv.get("/v1/cache", headers={"Authorization": f"Bearer {conftest.API_KEY}"})
+            assert status == 200
+            spec = json.loads(body)["speculative"]
+            assert spec["mode"] == "mtp" and spec["drafted_tokens"] > 0, spec
+            with ThreadPoolExecutor(len(prompts)) as ex:
+                assert list(ex.map(lambda p: complete(srv, p)[0], prompts)) == want, copy
+            assert srv.alive()
+        finally:
+            conftest.stop(srv)
