@@ -5,7 +5,9 @@ converter's transforms):
   on the same weights (a wrong qkvz split, ba order, norm offset, A sign, expert de-interleave or
   sink name would not);
 - `rapid-mlx run --raw` on the f32 file prints llama-cpp-python's greedy text of the same prompt
-  (both tokenize with the file's own vocabulary), and on the Q8_0 / MXFP4 files runs to the end.
+  (both tokenize with the file's own vocabulary), and on the Q8_0 / MXFP4 files runs to the end;
+- on gpt-oss's MXFP4 file (experts read in place from the mapping), `run --raw --exact` prints
+  mlx-lm's greedy text on gguf-py's dequantization of the same weights.
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
 without llama-cpp-python."""
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS  # the same binary and prompt (skips without mlx-lm)
+from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS, mlx_greedy_text  # the same binary and prompt (skips without mlx-lm)
 from test_qwen35_gguf import llama_greedy_text
 
 # model -> (its set in the cache, the script that writes it, the last file that script writes)
@@ -80,3 +82,14 @@ def test_run_raw_on_the_quantized_files_generates(next_dir):
         r = run_raw(gguf)
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip(), r.stderr
+
+
+# The released gpt-oss GGUFs' expert type, read in place (no repacked copy): the exact path against
+# mlx-lm on gguf-py's dequantization of the same weights (mlx-deq-mxfp4, the same vocabulary).
+def test_run_raw_exact_on_the_mxfp4_file_prints_mlx_lm_greedy_text(next_dir):
+    if next_dir.name != "gpt-oss":
+        pytest.skip("gpt-oss only: its experts are MXFP4")
+    want = mlx_greedy_text(next_dir / "mlx-deq-mxfp4")
+    r = run_raw(next_dir / "gguf-mxfp4" / "model.gguf", "--exact", "--kv-dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.removesuffix("\n") == want, r.stderr
