@@ -209,7 +209,8 @@ TEST(Mxfp4Ggml, DequantizeEqualsGgufPyAndTheMxfp4Layout) {
     for (int64_t r = 0; r < g.rows; ++r) {
       tensor::dequantize_row(t, r, row.data());
       tensor::dequantize_row(m, r, mrow.data());
-      for (int64_t c = 0; c < g.cols; ++c) ASSERT_EQ(row[c], g.cases[i].deq[r * g.cols + c]) << t.name << " r " << r << " c " << c;
+      for (int64_t c = 0; c < g.cols; ++c)
+        ASSERT_EQ(row[c], g.cases[i].deq[r * g.cols + c]) << t.name << " r " << r << " c " << c;
       ASSERT_EQ(std::memcmp(row.data(), mrow.data(), g.cols * sizeof(float)), 0) << t.name << " r " << r;
     }
   }
@@ -246,7 +247,8 @@ TEST(Mxfp4Ggml, MatmulEqualsTheMxfp4LayoutBitwiseOnEveryIsa) {
           matmul(a, g.x.data(), n, ya.data(), pool, s, path);
           matmul(b, g.x.data(), n, yb.data(), pool, s, path);
           ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
-              << g.cases[i].name << " " << isa_name(isa) << (path == MatmulPath::Fast ? " fast" : " exact") << " n " << n;
+              << g.cases[i].name << " " << isa_name(isa) << (path == MatmulPath::Fast ? " fast" : " exact")
+              << " n " << n;
         }
     }
   });
@@ -285,7 +287,8 @@ TEST(Mxfp4Ggml, KernelEqualsDotMxfp4OnTheRepackedRow) {
       float a[4], b[4];
       k.dot_mxfp4_ggml(blocks.data(), xq.data(), kNb, kNb, nt, a);
       k.dot_mxfp4(nib.data(), sc.data(), xq.data(), kNb, kNb, nt, b);
-      for (int t = 0; t < nt; ++t) ASSERT_EQ(std::memcmp(&a[t], &b[t], 4), 0) << isa_name(isa) << " nt " << nt << " t " << t;
+      for (int t = 0; t < nt; ++t)
+        ASSERT_EQ(std::memcmp(&a[t], &b[t], 4), 0) << isa_name(isa) << " nt " << nt << " t " << t;
     }
   });
 }

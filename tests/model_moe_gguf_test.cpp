@@ -147,10 +147,9 @@ TEST(MoeGguf, F32GreedyMatchesMlxLmOnTheSameWeights) {
                    c + " gguf-f32 vs mlx-lm");
 }
 
-// Our run of `gguf` and of `hf` (the same weights) over the prompts of `goldens`, 64 greedy steps:
-// the same tokens, and every logit within tol · max|logit| (0: bit-identical).
-// Two checkpoints (made by load(false) / load(true)) over the goldens' prompts, prefill then 64 greedy
-// steps, exact and shipping paths: every logit within tol · max|logit| and the same tokens.
+// Two checkpoints of `gguf` (made by load(false) / load(true)) over the prompts of `goldens`, prefill
+// then 64 greedy steps, exact and shipping paths: the same tokens, and every logit within
+// tol · max|logit| (0: bit-identical).
 void same_run(const std::function<std::shared_ptr<Checkpoint>(bool)>& load, const std::string& gguf,
               const std::string& what, const std::string& goldens, double tol) {
   const json g = read_json(goldens);
@@ -191,6 +190,7 @@ void same_run(const std::function<std::shared_ptr<Checkpoint>(bool)>& load, cons
   }
 }
 
+// Our run of `gguf` and of `hf` (the same weights).
 void same_as_hf_run(const std::string& gguf, const std::string& hf, const std::string& goldens, double tol) {
   same_run([&](bool second) { return std::shared_ptr<Checkpoint>(load_checkpoint(second ? hf : gguf)); }, gguf,
            "our HF run", goldens, tol);
@@ -443,9 +443,10 @@ TEST(GptOssGguf, Q8_0MatchesMlxLmOnTheDequantizedWeights) {
 }
 
 // GGML MXFP4 experts (the released gpt-oss GGUFs' type; gguf-py's quantizer, the rest f32),
-// read in place: the exact path against mlx-lm on gguf-py's dequantization of the same weights. Not against llama.cpp's greedy output on the file: its CPU
-// MXFP4 kernel quantizes the activations to Q8_0, which on this random model leaves the tokens
-// of the dequantized f32 weights within 0-19 steps (measured 2026-12-03).
+// read in place: the exact path against mlx-lm on gguf-py's dequantization of the same weights.
+// Not against llama.cpp's greedy output on the file: its CPU MXFP4 kernel quantizes the
+// activations to Q8_0, which on this random model leaves the tokens of the dequantized f32 weights
+// within 0-19 steps (measured 2026-12-03).
 TEST(GptOssGguf, Mxfp4MatchesMlxLmOnTheDequantizedWeights) {
   REQUIRE_OSS_GGUF();
   auto g = load_checkpoint(d + "gguf-mxfp4/model.gguf");

@@ -217,7 +217,8 @@ constexpr int nibble_pos(int i) { return (i & 1) * 16 + i / 2; }
 
 // The integer sum is dot_mxfp4's (exact, so its order does not matter), the float step the same.
 void dot_mxfp4_ggml(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  dot_rows<tensor::BlockMXFP4>(wv, x, xs, nb, nt, out, [](float& acc, const tensor::BlockMXFP4& w, const tensor::ActQ8* a) {
+  using B = tensor::BlockMXFP4;
+  dot_rows<B>(wv, x, xs, nb, nt, out, [](float& acc, const B& w, const tensor::ActQ8* a) {
     int s = 0;
     for (int j = 0; j < 16; ++j)
       s += tensor::mxfp4::kTwiceE2M1[w.qs[j] & 0x0f] * a->qs[nibble_pos(j)] +

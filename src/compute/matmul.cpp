@@ -274,8 +274,9 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        if (w.dtype == tensor::DType::MXFP4_GGML) k.dot_mxfp4_ggml(base + r * w.row_stride, xq4 + t * nb, nb, nb, nt, tmp);
-        else k.dot_mxfp4(base + r * w.row_stride, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
+        const uint8_t* row = base + r * w.row_stride;
+        if (w.dtype == tensor::DType::MXFP4_GGML) k.dot_mxfp4_ggml(row, xq4 + t * nb, nb, nb, nt, tmp);
+        else k.dot_mxfp4(row, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     return;

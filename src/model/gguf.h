@@ -30,7 +30,8 @@ struct GgufFile {
     uint64_t count = 0, offset = 0;
   };
   std::vector<std::pair<std::string, ArraySpan>> lazy_arrays;
-  std::vector<tensor::Tensor> tensors;  // GGUF names; shape in row-major order (GGUF's ne reversed); views of `file`
+  // Views of `file` (every type, MXFP4 too), GGUF names; shape in row-major order (GGUF's ne reversed).
+  std::vector<tensor::Tensor> tensors;
   uint64_t alignment = 32;
   uint64_t data_offset = 0;     // absolute file offset of the tensor data section
 

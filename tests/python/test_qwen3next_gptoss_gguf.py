@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS, mlx_greedy_text  # the same binary and prompt (skips without mlx-lm)
+# the same binary and prompt (skips without mlx-lm)
+from test_qwen35 import BIN, CACHE, PROMPT, ROOT, STEPS, mlx_greedy_text
 from test_qwen35_gguf import llama_greedy_text
 
 # model -> (its set in the cache, the script that writes it, the last file that script writes)
