@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -531,6 +531,24 @@ TEST(GptOssGguf, Mxfp4InPlaceEqualsTheRepackedExpertsBitwise) {
     return c;
   };
   same_run(load, path, "its experts repacked", d + "mlx-deq-mxfp4/greedy.json", 0.0);
+}
+
+// The experts in place on the shipping path: a prompt in one forward call (rows grouped by expert,
+// 4-token tiles) gives bitwise the logits of the same tokens fed one call at a time.
+TEST(GptOssGguf, Mxfp4PrefillEqualsTokenByTokenDecode) {
+  REQUIRE_OSS_GGUF();
+  auto m = make(d + "gguf-mxfp4/model.gguf", compute::MatmulPath::Fast);
+  const int64_t V = m->config().vocab_size;
+  auto ids = read_json(d + "mlx-deq-mxfp4/greedy.json")["cases"][4]["prompt_ids"].get<std::vector<int32_t>>();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  ASSERT_GT(n, 8);
+  std::vector<float> all(n * V), one(n * V);
+  auto a = m->new_state(n);
+  m->forward(ids.data(), n, *a, all.data(), true);
+  auto b = m->new_state(n);
+  for (int64_t t = 0; t < n; ++t) m->forward(&ids[t], 1, *b, one.data() + t * V);
+  for (int64_t t = 0; t < n; ++t)
+    ASSERT_TRUE(std::equal(all.begin() + t * V, all.begin() + (t + 1) * V, one.begin() + t * V)) << "token " << t;
 }
 
 TEST(GptOssGguf, MalformedFilesAreRefusedWithPathAndReason) {
