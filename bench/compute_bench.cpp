@@ -95,6 +95,21 @@ void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads,
   time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + e.size());
 }
 
+// The same as GGML's MXFP4 blocks read in place (DType::MXFP4_GGML: the scale byte inside each
+// 17-byte block, as a gpt-oss GGUF holds them): bytes/s counts the blocks, the same bytes.
+void BM_GemvMxfp4Ggml(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
+  std::vector<uint8_t> w(rows * cols / 32 * 17);
+  std::mt19937 rng(1);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i % 17 ? rng() : 119 + rng() % 4);
+  tensor::Tensor tt;
+  tt.name = "w";
+  tt.dtype = tensor::DType::MXFP4_GGML;
+  tt.shape = {rows, cols};
+  tt.data = w.data();
+  tt.nbytes = w.size();
+  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size());
+}
+
 std::string smollm2() {
   if (const char* e = std::getenv("RAPID_SMOLLM2_GGUF")) return e;
   return std::string(std::getenv("HOME") ? std::getenv("HOME") : "") +
@@ -341,10 +356,14 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_gemm128_1t, 8, 64, 1536, 576, 1, 128)->Us
 // MXFP4 vs MLX affine 4-bit at the same shapes (gpt-oss-20b's expert: hidden 2880, 2x2880 gate/up).
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_big_1t, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t_n4, 5760, 2880, 1, 4)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gptoss_gateup_1t_n4, 5760, 2880, 1, 4)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g32_gptoss_gateup_1t, 4, 32, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gptoss_gateup_1t, 4, 64, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_ffn_1t_n8, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gemm128_1t, 1536, 576, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gemm128_1t, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_gemm128_1t, tensor::DType::Q8_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_SmolLM2, decode, false)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);

@@ -24,6 +24,13 @@ TINY_ROOT/gpt-oss/ (mlx-f32, hf-f32, mlx-q4; mlx-lm's goldens of mlx-f32, which 
                          on MXFP4 its kernel quantizes the activations, so no exact oracle)
 
 usage: .venv/bin/python scripts/gpt_oss_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/gpt-oss-gguf-tiny)
+       .venv/bin/python scripts/gpt_oss_gguf.py --bench [OUT_DIR] [LAYERS]
+  --bench: OUT_DIR/mxfp4.gguf, a gpt-oss-20b-shaped model (its released config, LAYERS layers,
+  default 6) as the released GGUFs store it: experts MXFP4, the other 2-D weights Q8_0, router,
+  biases, sinks and norms f32. Random weights written directly as block bytes (random codes and
+  int8s at scales that keep activations finite; quantizing 1.6 GB f32 tensors in numpy would not
+  fit in memory), the real Qwen2/3 vocabulary padded to 201088 rows (moe_gguf.py's; gpt-oss's own
+  o200k is not in the sdist). Default $RAPID_MODEL_CACHE/bench/gpt-oss-20b-shape.
 Files already present are kept (delete one to regenerate it).
 """
 import json
@@ -35,7 +42,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from moe_gguf import deq_goldens, ensure_set, gguf_copies  # noqa: E402
+from moe_gguf import deq_goldens, ensure_set, gguf_copies, vocab_tokenizer  # noqa: E402
 from qwen35_gguf import (finish_gguf, import_gguf, llama_goldens, quantized_items, start_gguf,  # noqa: E402
                          tokenizer_from_json)
 
@@ -85,11 +92,9 @@ def expert_weight(name, a):
     return name.endswith("_exps.weight")
 
 
-def write_gguf(path, cfg, tensors, tok, out_type="f32"):
-    """A llama.cpp gpt-oss GGUF of the HF config dict (the converter's keys); out_type f32 or q8_0
-    for the weights `quantized` selects."""
-    gguf = import_gguf()
-    w = start_gguf(gguf, path, "gpt-oss", "gpt-oss-random", cfg, cfg["rope_theta"])
+def start_gpt_oss(gguf, path, name, cfg):
+    """A GGUFWriter with the gpt-oss keys of the HF config dict (the converter's) but the file type."""
+    w = start_gguf(gguf, path, "gpt-oss", name, cfg, cfg["rope_theta"])
     rs = cfg["rope_scaling"]
     w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     w.add_rope_scaling_factor(rs["factor"])
@@ -100,6 +105,14 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32"):
     w.add_expert_used_count(cfg["num_experts_per_tok"])
     w.add_sliding_window(cfg["sliding_window"])
     w.add_expert_feed_forward_length(cfg["intermediate_size"])
+    return w
+
+
+def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+    """A llama.cpp gpt-oss GGUF of the HF config dict (the converter's keys); out_type f32 or q8_0
+    for the weights `quantized` selects."""
+    gguf = import_gguf()
+    w = start_gpt_oss(gguf, path, "gpt-oss-random", cfg)
     qt, ftype, which = {"f32": (None, gguf.LlamaFileType.ALL_F32, None),
                         "q8_0": (gguf.GGMLQuantizationType.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0, quantized),
                         "mxfp4": (gguf.GGMLQuantizationType.MXFP4, gguf.LlamaFileType.MOSTLY_MXFP4_MOE, expert_weight)}[out_type]
@@ -143,6 +156,74 @@ def tiny(root):
     llama_goldens(d / "gguf-mxfp4", d / "mlx-deq-mxfp4" / "greedy.json")
 
 
+# openai/gpt-oss-20b's config.json (the dimensions that matter here; layers set by --bench).
+GPT_OSS_20B = {"vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 24,
+               "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+               "num_experts_per_tok": 4, "sliding_window": 128, "rms_norm_eps": 1e-05, "rope_theta": 150000.0,
+               "max_position_embeddings": 131072, "swiglu_limit": 7.0,
+               "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 4096,
+                                "beta_fast": 32.0, "beta_slow": 1.0}}
+
+
+def bench_tensors(gguf, cfg, rng):
+    """(name, data, raw GGML type or None) of a random gpt-oss of cfg, each made when written."""
+    H, V, E, I = cfg["hidden_size"], cfg["vocab_size"], cfg["num_local_experts"], cfg["intermediate_size"]
+    hd, nh, nkv = cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    Q8, FP4 = gguf.GGMLQuantizationType.Q8_0, gguf.GGMLQuantizationType.MXFP4
+
+    def q8_0(rows, cols):  # uniform int8 (rms 73.6) at d = 1/(73.6·sqrt(cols)): rms 1/sqrt(cols)
+        d = np.full((rows, cols // 32, 1), 1 / (73.6 * np.sqrt(cols)), np.float16).view(np.uint8)
+        q = rng.integers(-127, 128, (rows, cols // 32, 32), dtype=np.int8).view(np.uint8)
+        return np.concatenate([d, q], axis=-1).reshape(rows, -1), Q8
+
+    def mxfp4(e, rows, cols):  # uniform E2M1 codes (rms 2.93) at 2^(s-127) ~ 1/(2.93·sqrt(cols))
+        s = np.uint8(round(127 + np.log2(1 / (2.93 * np.sqrt(cols)))))
+        b = rng.integers(0, 256, (e, rows, cols // 32, 17), dtype=np.uint8)
+        b[..., 0] = s
+        return b.reshape(e, rows, -1), FP4
+
+    def f32(*shape, v=0.0):
+        return np.full(shape, v, np.float32), None
+
+    yield ("token_embd.weight", *q8_0(V, H))
+    yield ("output_norm.weight", *f32(H, v=1.0))
+    yield ("output.weight", *q8_0(V, H))
+    for i in range(cfg["num_hidden_layers"]):
+        b = f"blk.{i}."
+        yield (b + "attn_norm.weight", *f32(H, v=1.0))
+        yield (b + "post_attention_norm.weight", *f32(H, v=1.0))
+        for part, rows in (("q", nh * hd), ("k", nkv * hd), ("v", nkv * hd)):
+            yield (b + f"attn_{part}.weight", *q8_0(rows, H))
+            yield (b + f"attn_{part}.bias", *f32(rows))
+        yield (b + "attn_output.weight", *q8_0(H, nh * hd))
+        yield (b + "attn_output.bias", *f32(H))
+        yield (b + "attn_sinks.weight", *f32(nh))
+        router = rng.standard_normal((E, H), dtype=np.float32) * np.float32(4.0 / np.sqrt(H))  # decisive routing
+        yield b + "ffn_gate_inp.weight", router, None
+        yield (b + "ffn_gate_inp.bias", *f32(E))
+        for part, rows, cols in (("gate", I, H), ("up", I, H), ("down", H, I)):
+            yield (b + f"ffn_{part}_exps.weight", *mxfp4(E, rows, cols))
+            yield (b + f"ffn_{part}_exps.bias", *f32(E, rows))
+
+
+def bench(out, layers):
+    f = out / "mxfp4.gguf"
+    if f.exists():
+        print("exists", f)
+        return
+    gguf = import_gguf()
+    cfg = dict(GPT_OSS_20B, num_hidden_layers=layers)
+    w = start_gpt_oss(gguf, f, "gpt-oss-20b-shape-random", cfg)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_MXFP4_MOE)
+    finish_gguf(w, f, vocab_tokenizer(gguf, cfg["vocab_size"]), "qwen2", bench_tensors(gguf, cfg, np.random.default_rng(0)))
+    print("wrote", f, flush=True)
+
+
 if __name__ == "__main__":
     cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
-    tiny(Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "gpt-oss-gguf-tiny")))
+    args = sys.argv[1:]
+    if args[:1] == ["--bench"]:
+        bench(Path(args[1] if len(args) > 1 else os.path.join(cache, "bench", "gpt-oss-20b-shape")),
+              int(args[2]) if len(args) > 2 else 6)
+    else:
+        tiny(Path(args[0] if args else os.path.join(cache, "gpt-oss-gguf-tiny")))

@@ -17,15 +17,24 @@ each with
 The script also checks that transformers' gpt-oss MXFP4 dequantization (integrations/mxfp4.py,
 reproduced in numpy: low nibble first, ldexp by scale - 127) of the same bytes viewed as HF
 *_blocks [rows, cols/32, 16] gives mx.dequantize's values: the two layouts are the same bytes.
+
+  .venv/bin/python scripts/make_mxfp4_goldens.py --ggml
+
+Writes tests/golden/compute/mxfp4_ggml.json from the committed mxfp4_matmul.json: each case's
+values as GGML's MXFP4 blocks (GGUF type 39: per 32 elements the E8M0 byte, then element j in the
+low nibble of byte j and j + 16 in the high one), `blocks` [rows, cols/32, 17] as bytes, after
+checking that llama.cpp's gguf-py dequantizes those bytes to the case's `deq` exactly (so
+tests/compute_mxfp4_test.cpp can hold our reading of the layout to gguf-py's).
 """
 import json
 import os
+import sys
 
-import mlx.core as mx
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "compute", "mxfp4_matmul.json")
+OUT_GGML = os.path.join(ROOT, "tests", "golden", "compute", "mxfp4_ggml.json")
 ROWS, COLS, N = 6, 256, 5  # n = 5: a 4-token tile plus one
 FP4 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
 
@@ -40,7 +49,39 @@ def transformers_dequant(blocks, scales):
     return out.reshape(*prefix, G * B * 2)
 
 
+def ggml_blocks(words, scales, rows, cols):
+    """MLX's packed words (8 codes per uint32, LSB first) and E8M0 scales as GGML MXFP4 blocks."""
+    words = np.asarray(words, dtype=np.uint32).reshape(rows, cols // 8)
+    codes = ((words[..., None] >> (4 * np.arange(8, dtype=np.uint32))) & 0xF).astype(np.uint8)
+    codes = codes.reshape(rows, cols // 32, 32)  # element order
+    qs = codes[..., :16] | (codes[..., 16:] << 4)
+    e = np.asarray(scales, dtype=np.uint8).reshape(rows, cols // 32, 1)
+    return np.concatenate([e, qs], axis=-1)
+
+
+def ggml_main():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from qwen35_gguf import import_gguf  # llama.cpp's gguf-py, from the pinned sdist
+    gguf = import_gguf()
+    g = json.load(open(OUT))
+    rows, cols = g["rows"], g["cols"]
+    cases = []
+    for c in g["cases"]:
+        blocks = ggml_blocks(c["weight"], c["scales"], rows, cols)
+        deq = gguf.quants.dequantize(blocks.reshape(rows, -1), gguf.GGMLQuantizationType.MXFP4)
+        want = np.array(c["deq"], dtype=np.float32).reshape(rows, cols)
+        # Equal as values: the only differing bits are code 8's zero (-0 in MLX, +0 in gguf-py and ours).
+        assert deq.dtype == np.float32 and np.array_equal(deq, want), \
+            c["name"] + ": gguf-py's dequantization of the GGML blocks differs from mx.dequantize's"
+        cases.append({"name": c["name"], "blocks": blocks.ravel().tolist()})
+    with open(OUT_GGML, "w") as f:
+        json.dump({"generator": "gguf-py 0.3.36 (llama.cpp's, quants.dequantize MXFP4) on mxfp4_matmul.json's cases",
+                   "rows": rows, "cols": cols, "cases": cases}, f)
+    print(f"wrote {OUT_GGML} ({len(cases)} cases)")
+
+
 def main():
+    import mlx.core as mx
     mx.set_default_device(mx.cpu)
     rng = np.random.default_rng(20)
     x = rng.standard_normal((N, COLS)).astype(np.float32)
@@ -74,4 +115,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    ggml_main() if sys.argv[1:] == ["--ggml"] else main()

@@ -228,9 +228,9 @@ QWEN3_30B_A3B = {
 }
 
 
-def vocab_tokenizer(gguf):
+def vocab_tokenizer(gguf, size=None):
     """The Qwen2/3 byte-level BPE vocabulary of llama.cpp's ggml-vocab-qwen2.gguf test file (from the
-    pinned sdist), padded to the model's 151936 rows as the Qwen3 GGUF releases are."""
+    pinned sdist), padded to the model's 151936 rows (or `size`) as the Qwen3 GGUF releases are."""
     dst = Path(qwen35_gguf.sdist_dir()) / "vocab" / "ggml-vocab-qwen2.gguf"
     if not dst.exists():
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -242,7 +242,7 @@ def vocab_tokenizer(gguf):
     tok = qwen35_gguf.tokenizer_from_gguf(gguf, dst)
     tok["tokens"] = list(tok["tokens"])
     tok["types"] = list(tok["types"])
-    for i in range(len(tok["tokens"]), QWEN3_30B_A3B["vocab_size"]):
+    for i in range(len(tok["tokens"]), size or QWEN3_30B_A3B["vocab_size"]):
         tok["tokens"].append(f"[PAD{i}]")
         tok["types"].append(4)  # user-defined, as llama.cpp's converter pads
     return tok

@@ -2,15 +2,21 @@
 // tests/golden/compute/mxfp4_matmul.json (scripts/make_mxfp4_goldens.py: mx.quantize'd and raw
 // random weights, mx.dequantize values, mx.quantized_matmul outputs), on every ISA this CPU has,
 // exact and fast paths, plus batch and thread invariance and the strided (gpt-oss gate/up) views.
+// GGML's MXFP4 blocks read in place (DType::MXFP4_GGML): the same cases as GGUF stores them
+// (tests/golden/compute/mxfp4_ggml.json, checked against gguf-py's dequantization by
+// make_mxfp4_goldens.py --ggml) against the same references, and bitwise the MXFP4 layout's results.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "compute/cpu_features.h"
+#include "compute/kernels.h"
 #include "compute/matmul.h"
 #include "compute/thread_pool.h"
 #include "matmul_invariance.h"
@@ -56,6 +62,45 @@ const Golden& golden() {
   return g;
 }
 
+// The golden cases' values as GGML blocks [rows, cols/32, 17], by name.
+struct GgmlCase {
+  std::string name;
+  std::vector<uint8_t> blocks;
+
+  tensor::Tensor tensor(int64_t rows, int64_t cols) const {
+    tensor::Tensor t;
+    t.name = "mxfp4_ggml_" + name;
+    t.dtype = tensor::DType::MXFP4_GGML;
+    t.shape = {rows, cols};
+    t.data = blocks.data();
+    t.nbytes = blocks.size();
+    return t;
+  }
+};
+
+const std::vector<GgmlCase>& ggml_cases() {
+  static const std::vector<GgmlCase> cases = [] {
+    std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mxfp4_ggml.json");
+    auto j = nlohmann::json::parse(f);
+    std::vector<GgmlCase> v;
+    for (const auto& c : j["cases"]) v.push_back({c["name"], c["blocks"].get<std::vector<uint8_t>>()});
+    return v;
+  }();
+  return cases;
+}
+
+// GGML blocks as DType::MXFP4's separate nibbles (elements 2k, 2k + 1 in byte k) and scales, from
+// the two layouts' definitions (what the GGUF loader did before it read the blocks in place).
+void repack(const uint8_t* blocks, size_t nblocks, std::vector<uint8_t>& nib, std::vector<uint8_t>& sc) {
+  nib.assign(nblocks * 16, 0);
+  sc.assign(nblocks, 0);
+  for (size_t b = 0; b < nblocks; ++b) {
+    const uint8_t* in = blocks + 17 * b;
+    sc[b] = in[0];
+    auto code = [&](int i) { return i < 16 ? in[1 + i] & 0x0f : in[1 + i - 16] >> 4; };
+    for (int k = 0; k < 16; ++k) nib[16 * b + k] = static_cast<uint8_t>(code(2 * k) | code(2 * k + 1) << 4);
+  }
+}
 
 }  // namespace
 
@@ -142,4 +187,108 @@ TEST(Mxfp4, StridedRowViewEqualsThoseRows) {
         for (int64_t r = 0; r < v.rows; ++r) ASSERT_EQ(yv[t0 * v.rows + r], y[t0 * g.rows + 2 * r + off]);
     }
   }
+}
+
+TEST(Mxfp4Ggml, BlockTableEntry) {
+  EXPECT_EQ(tensor::block_elems(tensor::DType::MXFP4_GGML), 32);
+  EXPECT_EQ(block_bytes(tensor::DType::MXFP4_GGML), 17u);  // the E8M0 byte and 16 nibble bytes
+  EXPECT_EQ(tensor::row_bytes(tensor::DType::MXFP4_GGML, 2880), 1530u);
+  EXPECT_TRUE(tensor::is_ggml_quant(tensor::DType::MXFP4_GGML));
+  EXPECT_STREQ(tensor::dtype_name(tensor::DType::MXFP4_GGML), "MXFP4_GGML");
+}
+
+// gguf-py's dequantization of the blocks (the golden's `deq`, equal as values: make_mxfp4_goldens.py
+// --ggml checks it), and bitwise our dequantization of the same values in the MXFP4 layout.
+TEST(Mxfp4Ggml, DequantizeEqualsGgufPyAndTheMxfp4Layout) {
+  const Golden& g = golden();
+  ASSERT_EQ(ggml_cases().size(), g.cases.size());
+  for (size_t i = 0; i < g.cases.size(); ++i) {
+    ASSERT_EQ(ggml_cases()[i].name, g.cases[i].name);
+    tensor::Tensor t = ggml_cases()[i].tensor(g.rows, g.cols), m = g.cases[i].tensor(g.rows, g.cols);
+    std::vector<float> row(g.cols), mrow(g.cols);
+    for (int64_t r = 0; r < g.rows; ++r) {
+      tensor::dequantize_row(t, r, row.data());
+      tensor::dequantize_row(m, r, mrow.data());
+      for (int64_t c = 0; c < g.cols; ++c)
+        ASSERT_EQ(row[c], g.cases[i].deq[r * g.cols + c]) << t.name << " r " << r << " c " << c;
+      ASSERT_EQ(std::memcmp(row.data(), mrow.data(), g.cols * sizeof(float)), 0) << t.name << " r " << r;
+    }
+  }
+  tensor::Tensor t = ggml_cases()[0].tensor(g.rows, g.cols);
+  t.nbytes -= 1;
+  std::vector<float> row(g.cols);
+  EXPECT_THROW(tensor::dequantize_row(t, g.rows - 1, row.data()), Error);
+}
+
+TEST(Mxfp4Ggml, MatmulMatchesMlxQuantizedMatmulOnEveryIsa) {
+  const Golden& g = golden();
+  testing_util::for_each_isa([&](Isa isa) {
+    for (size_t i = 0; i < g.cases.size(); ++i) {
+      tensor::Tensor t = ggml_cases()[i].tensor(g.rows, g.cols);
+      testing_util::expect_matches_reference(WeightView::of(t), g.x.data(), g.n, g.cases[i].y, g.cases[i].mag, 1e-30,
+                                             t.name + " " + isa_name(isa));
+    }
+  });
+}
+
+// Both paths, decode (n = 1), a tile and a ragged batch: every output bitwise the MXFP4 layout's on
+// the same values, on every ISA.
+TEST(Mxfp4Ggml, MatmulEqualsTheMxfp4LayoutBitwiseOnEveryIsa) {
+  const Golden& g = golden();
+  ThreadPool pool(2);
+  testing_util::for_each_isa([&](Isa isa) {
+    for (size_t i = 0; i < g.cases.size(); ++i) {
+      const WeightView a = WeightView::of(ggml_cases()[i].tensor(g.rows, g.cols));
+      const WeightView b = WeightView::of(g.cases[i].tensor(g.rows, g.cols));
+      for (MatmulPath path : {MatmulPath::Exact, MatmulPath::Fast})
+        for (int64_t n : {int64_t{1}, int64_t{4}, g.n}) {
+          MatmulScratch s;
+          std::vector<float> ya(n * g.rows), yb(n * g.rows);
+          matmul(a, g.x.data(), n, ya.data(), pool, s, path);
+          matmul(b, g.x.data(), n, yb.data(), pool, s, path);
+          ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0)
+              << g.cases[i].name << " " << isa_name(isa) << (path == MatmulPath::Fast ? " fast" : " exact")
+              << " n " << n;
+        }
+    }
+  });
+}
+
+TEST(Mxfp4Ggml, ResultsAreBatchAndThreadInvariant) {
+  const Golden& g = golden();
+  testing_util::for_each_isa([&](Isa isa) {
+    for (const GgmlCase& c : ggml_cases())
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(c.tensor(g.rows, g.cols)), g.x.data(), g.n,
+                                                      c.name + " " + isa_name(isa));
+  });
+}
+
+// The kernels themselves on gpt-oss-20b's row length (90 blocks), random codes, scales (the
+// golden's range) and activations: dot_mxfp4_ggml on the blocks gives bitwise dot_mxfp4 on
+// their repacked copy, for 1-4 tokens, on every ISA.
+TEST(Mxfp4Ggml, KernelEqualsDotMxfp4OnTheRepackedRow) {
+  constexpr int64_t kCols = 2880, kNb = kCols / 32, kTokens = 4;
+  std::mt19937 rng(20);
+  std::vector<uint8_t> blocks(17 * kNb);
+  for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+  const uint8_t edge[] = {0, 1, 127, 150};  // the subnormal scales, 1 and the golden's largest
+  for (int64_t b = 0; b < kNb; ++b) blocks[17 * b] = b < 4 ? edge[b] : static_cast<uint8_t>(100 + rng() % 51);
+  std::vector<uint8_t> nib, sc;
+  repack(blocks.data(), kNb, nib, sc);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(kTokens * kCols);
+  for (auto& v : x) v = nd(rng);
+  testing_util::for_each_isa([&](Isa isa) {
+    const Kernels& k = kernels();
+    std::vector<tensor::ActQ8> xq(kTokens * kNb);
+    for (int64_t t = 0; t < kTokens; ++t) k.quantize_act(x.data() + t * kCols, kCols, xq.data() + t * kNb);
+    permute_act_for_mlx4(xq.data(), static_cast<int64_t>(xq.size()));
+    for (int nt = 1; nt <= kTokens; ++nt) {
+      float a[4], b[4];
+      k.dot_mxfp4_ggml(blocks.data(), xq.data(), kNb, kNb, nt, a);
+      k.dot_mxfp4(nib.data(), sc.data(), xq.data(), kNb, kNb, nt, b);
+      for (int t = 0; t < nt; ++t)
+        ASSERT_EQ(std::memcmp(&a[t], &b[t], 4), 0) << isa_name(isa) << " nt " << nt << " t " << t;
+    }
+  });
 }

@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -145,13 +147,22 @@ TEST(MoeGguf, F32GreedyMatchesMlxLmOnTheSameWeights) {
                    c + " gguf-f32 vs mlx-lm");
 }
 
-// Our run of `gguf` and of `hf` (the same weights) over the prompts of `goldens`, 64 greedy steps:
-// the same tokens, and every logit within tol · max|logit| (0: bit-identical).
-void same_as_hf_run(const std::string& gguf, const std::string& hf, const std::string& goldens, double tol) {
+// Two checkpoints of `gguf` (made by load(false) / load(true)) over the prompts of `goldens`, prefill
+// then 64 greedy steps, exact and shipping paths: the same tokens, and every logit within
+// tol · max|logit| (0: bit-identical).
+void same_run(const std::function<std::shared_ptr<Checkpoint>(bool)>& load, const std::string& gguf,
+              const std::string& what, const std::string& goldens, double tol) {
   const json g = read_json(goldens);
   for (auto mp : {compute::MatmulPath::Exact, compute::MatmulPath::Fast}) {
-    auto a = make(gguf, mp);
-    auto b = make(hf, mp);
+    auto with = [&](bool second) {
+      ModelOptions o;
+      o.num_threads = 2;
+      o.matmul = mp;
+      o.kv_dtype = mp == compute::MatmulPath::Exact ? tensor::DType::F32 : tensor::DType::F16;
+      return create_model(load(second), o);
+    };
+    auto a = with(false);
+    auto b = with(true);
     const int64_t V = a->config().vocab_size;
     std::vector<float> la(V), lb(V);
     double worst = 0;
@@ -174,9 +185,15 @@ void same_as_hf_run(const std::string& gguf, const std::string& hf, const std::s
         b->forward(&t, 1, *sb, lb.data());
       }
     }
-    std::printf("%s (%s) vs our HF run: worst |dlogit| / max|logit| = %.3g\n", gguf.c_str(),
-                mp == compute::MatmulPath::Exact ? "exact" : "fast", worst);
+    std::printf("%s (%s) vs %s: worst |dlogit| / max|logit| = %.3g\n", gguf.c_str(),
+                mp == compute::MatmulPath::Exact ? "exact" : "fast", what.c_str(), worst);
   }
+}
+
+// Our run of `gguf` and of `hf` (the same weights).
+void same_as_hf_run(const std::string& gguf, const std::string& hf, const std::string& goldens, double tol) {
+  same_run([&](bool second) { return std::shared_ptr<Checkpoint>(load_checkpoint(second ? hf : gguf)); }, gguf,
+           "our HF run", goldens, tol);
 }
 
 // Our GGUF run and our HF run of the same weights, on the exact and the shipping path. Qwen3-MoE:
@@ -465,18 +482,112 @@ TEST(GptOssGguf, Q8_0MatchesMlxLmOnTheDequantizedWeights) {
 }
 
 // GGML MXFP4 experts (the released gpt-oss GGUFs' type; gguf-py's quantizer, the rest f32),
-// repacked on load into our MXFP4 layout: the exact path against mlx-lm on gguf-py's
-// dequantization of the same weights. Not against llama.cpp's greedy output on the file: its CPU
-// MXFP4 kernel quantizes the activations to Q8_0, which on this random model leaves the tokens
-// of the dequantized f32 weights within 0-19 steps (measured 2026-12-03).
+// read in place: the exact path against mlx-lm on gguf-py's dequantization of the same weights.
+// Not against llama.cpp's greedy output on the file: its CPU MXFP4 kernel quantizes the
+// activations to Q8_0, which on this random model leaves the tokens of the dequantized f32 weights
+// within 0-19 steps (measured 2026-12-03).
 TEST(GptOssGguf, Mxfp4MatchesMlxLmOnTheDequantizedWeights) {
   REQUIRE_OSS_GGUF();
   auto g = load_checkpoint(d + "gguf-mxfp4/model.gguf");
   const tensor::Tensor& t = g->weights.get("model.layers.0.mlp.experts.gate_proj.weight");
-  EXPECT_EQ(t.dtype, tensor::DType::MXFP4);
+  EXPECT_EQ(t.dtype, tensor::DType::MXFP4_GGML);
   EXPECT_EQ(t.shape, (std::vector<int64_t>{8, 64, 64}));
   greedy_matches(d + "gguf-mxfp4/model.gguf", d + "mlx-deq-mxfp4/greedy.json", 1e-4,
                  "gpt-oss gguf-mxfp4 exact vs mlx-lm (dequantized)");
+}
+
+namespace {
+
+// The file that /proc/self/maps says is mapped at p ("" for the heap, the stack or anonymous memory).
+std::string mapped_file_at(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || a < lo || a >= hi) continue;
+    const size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
+}  // namespace
+
+// No copy of the experts: every MXFP4 tensor (all of them, whole) lies in the kernel's mapping of
+// the .gguf itself, so pages of experts never routed to are never read.
+TEST(GptOssGguf, Mxfp4ExpertsAreReadInPlaceFromTheFileMapping) {
+  REQUIRE_OSS_GGUF();
+  const std::string path = d + "gguf-mxfp4/model.gguf";
+  auto g = load_checkpoint(path);
+  int n = 0;
+  for (const auto& [name, t] : g->weights.all()) {
+    if (t.dtype != tensor::DType::MXFP4_GGML) continue;
+    ++n;
+    EXPECT_EQ(t.nbytes, static_cast<size_t>(t.numel() / 32 * 17)) << name;
+    EXPECT_EQ(t.scales, nullptr) << name;
+    EXPECT_EQ(mapped_file_at(t.data), fs::canonical(path).string()) << name;
+    EXPECT_EQ(mapped_file_at(static_cast<const uint8_t*>(t.data) + t.nbytes - 1), fs::canonical(path).string()) << name;
+  }
+  EXPECT_EQ(n, 3 * g->config.num_hidden_layers);  // gate, up and down experts of every layer
+  const std::vector<uint8_t> copy(1 << 20);        // what a repacked copy would be: in no file
+  EXPECT_EQ(mapped_file_at(copy.data()), "");
+}
+
+// In place or repacked into DType::MXFP4 (separate nibbles and scales: how the loader held them
+// before), the same model: every logit bitwise equal over prefill and 64 greedy steps, exact and
+// shipping paths (the kernels put both layouts' values through the same operations).
+TEST(GptOssGguf, Mxfp4InPlaceEqualsTheRepackedExpertsBitwise) {
+  REQUIRE_OSS_GGUF();
+  const std::string path = d + "gguf-mxfp4/model.gguf";
+  auto load = [&](bool repacked) {
+    std::shared_ptr<Checkpoint> c(load_checkpoint(path));
+    if (!repacked) return c;
+    std::vector<tensor::Tensor> fp4;
+    for (const auto& [name, t] : c->weights.all())
+      if (t.dtype == tensor::DType::MXFP4_GGML) fp4.push_back(t);
+    for (tensor::Tensor t : fp4) {
+      const size_t blocks = t.nbytes / 17;
+      auto nib = std::make_shared<std::vector<uint8_t>>(blocks * 16);
+      auto sc = std::make_shared<std::vector<uint8_t>>(blocks);
+      const auto* in = static_cast<const uint8_t*>(t.data);
+      for (size_t b = 0; b < blocks; ++b, in += 17) {
+        (*sc)[b] = in[0];
+        auto code = [&](int i) { return i < 16 ? in[1 + i] & 0x0f : in[1 + i - 16] >> 4; };
+        for (int k = 0; k < 16; ++k) (*nib)[16 * b + k] = static_cast<uint8_t>(code(2 * k) | code(2 * k + 1) << 4);
+      }
+      t.dtype = tensor::DType::MXFP4;
+      t.data = nib->data();
+      t.nbytes = nib->size();
+      t.scales = sc->data();
+      t.bits = 4;
+      t.group_size = 32;
+      t.group_dtype = tensor::DType::U8;
+      c->weights.keep_alive(nib);
+      c->weights.keep_alive(sc);
+      c->weights.add(t);
+    }
+    EXPECT_EQ(fp4.size(), static_cast<size_t>(3 * c->config.num_hidden_layers));
+    return c;
+  };
+  same_run(load, path, "its experts repacked", d + "mlx-deq-mxfp4/greedy.json", 0.0);
+}
+
+// The experts in place on the shipping path: a prompt in one forward call (rows grouped by expert,
+// 4-token tiles) gives bitwise the logits of the same tokens fed one call at a time.
+TEST(GptOssGguf, Mxfp4PrefillEqualsTokenByTokenDecode) {
+  REQUIRE_OSS_GGUF();
+  auto m = make(d + "gguf-mxfp4/model.gguf", compute::MatmulPath::Fast);
+  const int64_t V = m->config().vocab_size;
+  auto ids = read_json(d + "mlx-deq-mxfp4/greedy.json")["cases"][4]["prompt_ids"].get<std::vector<int32_t>>();
+  const int64_t n = static_cast<int64_t>(ids.size());
+  ASSERT_GT(n, 8);
+  std::vector<float> all(n * V), one(n * V);
+  auto a = m->new_state(n);
+  m->forward(ids.data(), n, *a, all.data(), true);
+  auto b = m->new_state(n);
+  for (int64_t t = 0; t < n; ++t) m->forward(&ids[t], 1, *b, one.data() + t * V);
+  for (int64_t t = 0; t < n; ++t)
+    ASSERT_TRUE(std::equal(all.begin() + t * V, all.begin() + (t + 1) * V, one.begin() + t * V)) << "token " << t;
 }
 
 TEST(GptOssGguf, MalformedFilesAreRefusedWithPathAndReason) {

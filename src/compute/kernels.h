@@ -74,6 +74,10 @@ struct Kernels {
   using Mxfp4Dot = void (*)(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t x_stride, int64_t nb,
                             int nt, float* out);
   Mxfp4Dot dot_mxfp4;
+  // GGML's MXFP4 rows (tensor::BlockMXFP4, read in place from a GGUF) against the same nibble-order
+  // activations: each block's codes are put in MXFP4's order first, so that every integer lane and
+  // float operation is dot_mxfp4's and a row gives bitwise dot_mxfp4's result on its repacked copy.
+  QDot dot_mxfp4_ggml;
   // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
   // packed by pack_act_lanes, a layout for kernels that work 8 blocks at a time: the int→float
   // conversion and the scaling then happen once per 8 blocks instead of once per block.

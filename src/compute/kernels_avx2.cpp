@@ -5,7 +5,7 @@
 
 #include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
-#include "tensor/mxfp4.h"
+#include "compute/mxfp4_rows.h"
 
 namespace rapid::compute {
 namespace {
@@ -361,34 +361,15 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const t
   }
 }
 
-// MXFP4 (see Kernels::Mxfp4Dot): one pshufb maps each nibble to 2·E2M1 as int8, then the Q8_0
-// sign trick (|w| as u8, w's sign moved onto x) feeds maddubs; |2·E2M1| <= 12 cannot saturate.
-template <int NT>
-void mxfp4_nt(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, float* out) {
-  const __m128i lut128 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::mxfp4::kTwiceE2M1));
-  const __m256i lut = _mm256_set_m128i(lut128, lut128);
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i q = _mm256_shuffle_epi8(lut, nibbles(w + b * tensor::mxfp4::kBlockBytes));
-    const __m256i aq = _mm256_sign_epi8(q, q);
-    const float dw = 0.5f * tensor::mxfp4::e8m0_to_f32(e[b]);
-    for (int t = 0; t < NT; ++t) {
-      const tensor::ActQ8& a = x[t * xs + b];
-      __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs)), q);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_u8s8(aq, xv)), _mm256_set1_ps(dw * a.d), acc[t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
-}
-
+// MXFP4, both layouts (compute/mxfp4_rows.h), with maddubs + madd as the integer dot.
+struct DotU8S8 {
+  __m256i operator()(__m256i u, __m256i s) const { return dot_u8s8(u, s); }
+};
 void mxfp4_dot(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
-  switch (nt) {
-    case 1: mxfp4_nt<1>(w, e, x, xs, nb, out); break;
-    case 2: mxfp4_nt<2>(w, e, x, xs, nb, out); break;
-    case 3: mxfp4_nt<3>(w, e, x, xs, nb, out); break;
-    default: mxfp4_nt<4>(w, e, x, xs, nb, out); break;
-  }
+  mxfp4_rows(Mxfp4Row{w, e}, x, xs, nb, nt, out, DotU8S8{});
+}
+void mxfp4_ggml_dot(const void* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  mxfp4_rows(GgmlMxfp4Row{static_cast<const tensor::BlockMXFP4*>(w)}, x, xs, nb, nt, out, DotU8S8{});
 }
 
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
@@ -433,6 +414,7 @@ void fill_kernels_avx2(Kernels& k) {
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
   k.dot_mxfp4 = mxfp4_dot;
+  k.dot_mxfp4_ggml = mxfp4_ggml_dot;
   fill_lane_kernels_avx2(k);
 }
 

@@ -21,6 +21,7 @@
 #include "compute/avx2_hsum.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
+#include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
 
 namespace rapid::compute {
@@ -337,6 +338,18 @@ void mlx_dot(const uint8_t* w, const float* sc, const float* bi, int gs, const t
     case 3: mlx_nt<3, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
     default: mlx_nt<4, kFour>(w, sc, bi, gs, x, xs, nb, gsum, out); break;
   }
+}
+
+// MXFP4, both layouts (compute/mxfp4_rows.h): vpdpbusd sums the same 4 products per lane as
+// AVX2's maddubs + madd (neither can saturate here), so the results are AVX2's bit for bit.
+struct DotVnni {
+  __m256i operator()(__m256i u, __m256i s) const { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s); }
+};
+void mxfp4_dot(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  mxfp4_rows(Mxfp4Row{w, e}, x, xs, nb, nt, out, DotVnni{});
+}
+void mxfp4_ggml_dot(const void* w, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  mxfp4_rows(GgmlMxfp4Row{static_cast<const tensor::BlockMXFP4*>(w)}, x, xs, nb, nt, out, DotVnni{});
 }
 
 #define RAPID_DISPATCH_NT(fn, B)                                                           \
@@ -778,6 +791,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q5_k = q5_k;
   k.dot_mlx4 = mlx_dot<true>;
   k.dot_mlx8 = mlx_dot<false>;
+  k.dot_mxfp4 = mxfp4_dot;
+  k.dot_mxfp4_ggml = mxfp4_ggml_dot;
   k.dot_q4_0v = q4_0v;
   k.dot_q4_1v = q4_1v;
   k.dot_q8_0v = q8_0v;

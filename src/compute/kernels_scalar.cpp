@@ -212,6 +212,21 @@ void dot_mxfp4(const uint8_t* w, const uint8_t* e, const tensor::ActQ8* x, int64
   }
 }
 
+// Element i of a nibble-order activation block (permute_act_for_mlx4) is at qs[nibble_pos(i)].
+constexpr int nibble_pos(int i) { return (i & 1) * 16 + i / 2; }
+
+// The integer sum is dot_mxfp4's (exact, so its order does not matter), the float step the same.
+void dot_mxfp4_ggml(const void* wv, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt, float* out) {
+  using B = tensor::BlockMXFP4;
+  dot_rows<B>(wv, x, xs, nb, nt, out, [](float& acc, const B& w, const tensor::ActQ8* a) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j)
+      s += tensor::mxfp4::kTwiceE2M1[w.qs[j] & 0x0f] * a->qs[nibble_pos(j)] +
+           tensor::mxfp4::kTwiceE2M1[w.qs[j] >> 4] * a->qs[nibble_pos(j + 16)];
+    acc += 0.5f * tensor::mxfp4::e8m0_to_f32(w.e) * a->d * s;
+  });
+}
+
 }  // namespace
 
 void permute_act_for_mlx4(tensor::ActQ8* blocks, int64_t n) {
@@ -249,6 +264,7 @@ void fill_kernels_scalar(Kernels& k) {
   k.dot_mlx4 = dot_mlx4;
   k.dot_mlx8 = dot_mlx8;
   k.dot_mxfp4 = dot_mxfp4;
+  k.dot_mxfp4_ggml = dot_mxfp4_ggml;
 }
 
 static Kernels build(Isa isa) {

@@ -143,8 +143,9 @@ void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t n, int gs, std::
     }
 }
 
+// Both MXFP4 layouts (separate scales, or GGML's blocks in place): the same activations and results.
 bool mxfp4_fast(const WeightView& w, MatmulPath path) {
-  return path == MatmulPath::Fast && w.dtype == tensor::DType::MXFP4;
+  return path == MatmulPath::Fast && (w.dtype == tensor::DType::MXFP4 || w.dtype == tensor::DType::MXFP4_GGML);
 }
 
 const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
@@ -273,7 +274,9 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        k.dot_mxfp4(base + r * w.row_stride, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
+        const uint8_t* row = base + r * w.row_stride;
+        if (w.dtype == tensor::DType::MXFP4_GGML) k.dot_mxfp4_ggml(row, xq4 + t * nb, nb, nb, nt, tmp);
+        else k.dot_mxfp4(row, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
     return;

@@ -101,7 +101,7 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
     // Float output type: requested, else the source's own float type, else f32 (dequantized).
     tensor::DType fdt = opt.dtype ? *opt.dtype : (is_float(t->dtype) ? t->dtype : tensor::DType::F32);
     bool numeric = is_float(t->dtype) || t->dtype == tensor::DType::MLX_AFFINE || t->dtype == tensor::DType::MXFP4 ||
-                   (t->dtype >= tensor::DType::Q4_0 && t->dtype <= tensor::DType::Q8_K);
+                   tensor::is_ggml_quant(t->dtype);
     if (!numeric) {  // integer tensors pass through
       plan.push_back({name, t->dtype, t->shape, [t] {
                         auto* p = static_cast<const uint8_t*>(t->data);

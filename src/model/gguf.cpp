@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid::model {
@@ -147,44 +146,13 @@ bool ggml_type_to_dtype(uint32_t id, tensor::DType& out) {
     case 24: out = tensor::DType::I8; return true;
     case 26: out = tensor::DType::I32; return true;
     case 30: out = tensor::DType::BF16; return true;
+    case 39: out = tensor::DType::MXFP4_GGML; return true;  // read in place, as every other type
     default: return false;
   }
 }
 
-namespace {
-
-// GGML's MXFP4 (type 39, gpt-oss's expert type): per 32 elements one E8M0 scale byte, then 16
-// bytes holding element j in the low nibble of byte j and element j + 16 in the high one.
-constexpr uint32_t kGgmlMxfp4 = 39;
-constexpr uint64_t kGgmlMxfp4Block = 1 + tensor::mxfp4::kBlockBytes;
-
-// A GGML MXFP4 tensor as DType::MXFP4 (tensor/mxfp4.h: nibbles of elements 2k, 2k + 1 in byte k,
-// scales in their own array), copied into buffers `g` owns: our kernels read that layout only.
-void repack_ggml_mxfp4(tensor::Tensor& t, GgufFile& g) {
-  const size_t blocks = t.nbytes / kGgmlMxfp4Block;
-  auto nib = std::make_shared<std::vector<uint8_t>>(blocks * tensor::mxfp4::kBlockBytes);
-  auto sc = std::make_shared<std::vector<uint8_t>>(blocks);
-  const uint8_t* in = static_cast<const uint8_t*>(t.data);
-  for (size_t b = 0; b < blocks; ++b, in += kGgmlMxfp4Block) {
-    (*sc)[b] = in[0];
-    const uint8_t* q = in + 1;
-    uint8_t* out = nib->data() + b * tensor::mxfp4::kBlockBytes;
-    auto at = [&](int i) { return i < 16 ? q[i] & 0x0F : q[i - 16] >> 4; };
-    for (int k = 0; k < tensor::mxfp4::kBlockBytes; ++k) out[k] = uint8_t(at(2 * k) | at(2 * k + 1) << 4);
-  }
-  t.data = nib->data();
-  t.nbytes = nib->size();
-  t.scales = sc->data();
-  t.bits = 4;
-  t.group_size = tensor::mxfp4::kBlock;
-  g.owned.push_back(std::move(nib));
-  g.owned.push_back(std::move(sc));
-}
-
-}  // namespace
-
 uint32_t dtype_to_ggml_type(tensor::DType t) {
-  for (uint32_t id = 0; id <= 30; ++id) {
+  for (uint32_t id = 0; id <= 39; ++id) {
     tensor::DType d;
     if (ggml_type_to_dtype(id, d) && d == t) return id;
   }
@@ -319,14 +287,12 @@ GgufFile read_gguf(const std::string& path) {
       ne[d] = int64_t(v);
     }
     uint32_t type = c.read<uint32_t>("tensor type");
-    const bool mxfp4 = type == kGgmlMxfp4;
-    if (mxfp4) t.dtype = tensor::DType::MXFP4;
-    else if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + std::to_string(type));
+    if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + std::to_string(type));
     uint64_t off = c.read<uint64_t>("tensor offset");
-    int64_t be = mxfp4 ? tensor::mxfp4::kBlock : tensor::block_elems(t.dtype);
+    int64_t be = tensor::block_elems(t.dtype);
     if (ne[0] % be) throw bad("row of " + std::to_string(ne[0]) + " elements is not a whole number of " + tensor::dtype_name(t.dtype) + " blocks");
     for (int d = int(nd) - 1; d >= 0; --d) t.shape.push_back(ne[d]);
-    uint64_t nbytes = numel / uint64_t(be) * (mxfp4 ? kGgmlMxfp4Block : block_bytes(t.dtype));
+    uint64_t nbytes = numel / uint64_t(be) * block_bytes(t.dtype);
     if (off % g.alignment) throw bad("data offset " + std::to_string(off) + " is not aligned to " + std::to_string(g.alignment));
     for (auto& other : g.tensors)
       if (other.name == t.name) throw bad("duplicate tensor name");
@@ -345,7 +311,6 @@ GgufFile read_gguf(const std::string& path) {
       throw FileError(path, "tensor '" + t.name + "' data [" + std::to_string(infos[i].offset) + ", +" +
                                 std::to_string(infos[i].nbytes) + ") extends past end of file");
     t.data = g.file->data() + g.data_offset + infos[i].offset;
-    if (t.dtype == tensor::DType::MXFP4) repack_ggml_mxfp4(t, g);
   }
   return g;
 }

@@ -30,10 +30,8 @@ struct GgufFile {
     uint64_t count = 0, offset = 0;
   };
   std::vector<std::pair<std::string, ArraySpan>> lazy_arrays;
-  std::vector<tensor::Tensor> tensors;  // GGUF names; shape in row-major order (GGUF's ne reversed)
-  // GGML's MXFP4 tensors (gpt-oss) repacked into tensor::DType::MXFP4's separate nibbles and
-  // scales (see read_gguf): the buffers they point into. Every other tensor is a view of `file`.
-  std::vector<std::shared_ptr<std::vector<uint8_t>>> owned;
+  // Views of `file` (every type, MXFP4 too), GGUF names; shape in row-major order (GGUF's ne reversed).
+  std::vector<tensor::Tensor> tensors;
   uint64_t alignment = 32;
   uint64_t data_offset = 0;     // absolute file offset of the tensor data section
 

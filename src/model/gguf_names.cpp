@@ -225,7 +225,6 @@ void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightSt
 
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
   store.keep_alive(g.file);
-  for (const auto& buf : g.owned) store.keep_alive(buf);
   bool permuted = gguf_arch_permutes_qk(cfg.architecture);
   const bool qwen35 = cfg.architecture == "qwen3_5" || cfg.architecture == "qwen3_5_moe" ||
                       cfg.architecture == "qwen3_next";

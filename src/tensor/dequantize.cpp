@@ -176,6 +176,17 @@ void deq_q8_k(const BlockQ8_K* b, int64_t nb, float* y) {
     for (int j = 0; j < 256; ++j) *y++ = b[i].d * b[i].qs[j];
 }
 
+// The same products as mxfp4::dequantize_row (so the same bits), in GGML's nibble order.
+void deq_mxfp4_ggml(const BlockMXFP4* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const float half_scale = 0.5f * mxfp4::e8m0_to_f32(b[i].e);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = half_scale * mxfp4::kTwiceE2M1[b[i].qs[j] & 0x0f];
+      y[j + 16] = half_scale * mxfp4::kTwiceE2M1[b[i].qs[j] >> 4];
+    }
+  }
+}
+
 // Integers read as floats (index tensors and the like), element by element: rows of any dtype may
 // sit at any byte offset in a safetensors file.
 template <class T>
@@ -247,6 +258,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q5_K: deq_q5_k(static_cast<const BlockQ5_K*>(row), nb, out); return;
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
+    case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");

@@ -10,6 +10,7 @@ namespace rapid::tensor {
 int64_t block_elems(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
+    case DType::MXFP4_GGML:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K:
@@ -37,6 +38,7 @@ size_t block_bytes(DType t) {
     case DType::Q6_K: return sizeof(BlockQ6_K);
     case DType::Q8_K: return sizeof(BlockQ8_K);
     case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
+    case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
     case DType::I32: case DType::U32: return 4;
     case DType::I8: case DType::U8: return 1;
     case DType::MLX_AFFINE: break;

@@ -23,12 +23,15 @@ struct BlockQ4_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; };
 struct BlockQ5_K { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 struct BlockQ6_K { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; };
 struct BlockQ8_K { float d; int8_t qs[256]; int16_t bsums[16]; };
+// MXFP4 (tensor/mxfp4.h) as GGML stores it: the E8M0 scale e, then element j in the low nibble of
+// qs[j] and j + 16 in the high one (Q4_0's order; DType::MXFP4 pairs elements 2j, 2j + 1 instead).
+struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };
 #pragma pack(pop)
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
               sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
-              sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292);
+              sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292 && sizeof(BlockMXFP4) == 17);
 
 // One activation block: 32 values as int8 with scale d (x ≈ d*q) and the integer sum of q,
 // which the kernels need for the weight offsets (Q4_1 min, Q4_0's -8, Q8_0's +128 bias trick).
@@ -77,6 +80,6 @@ int64_t block_elems(DType t);
 size_t block_bytes(DType t);
 // Bytes of one row of `cols` elements; throws Error if cols is not a whole number of blocks.
 size_t row_bytes(DType t, int64_t cols);
-bool is_ggml_quant(DType t);  // GGML block formats (not MXFP4, whose scales are apart)
+bool is_ggml_quant(DType t);  // GGML block formats, MXFP4_GGML included (not MXFP4, whose scales are apart)
 
 }  // namespace rapid::tensor

@@ -20,6 +20,7 @@ const char* dtype_name(DType t) {
     case DType::Q8_K: return "Q8_K";
     case DType::MLX_AFFINE: return "MLX_AFFINE";
     case DType::MXFP4: return "MXFP4";
+    case DType::MXFP4_GGML: return "MXFP4_GGML";
     case DType::I32: return "I32";
     case DType::U32: return "U32";
     case DType::I8: return "I8";

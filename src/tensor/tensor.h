@@ -18,6 +18,10 @@ enum class DType : uint8_t {
   // MXFP4 (tensor/mxfp4.h): 16 bytes of E2M1 nibbles per 32 elements in `data`, one E8M0 byte
   // per 32 elements in `scales` (shape [rows, cols/32]); bits 4, group_size 32, no biases.
   MXFP4,
+  // GGML's MXFP4 (GGUF type 39, the released gpt-oss GGUFs' expert type), read in place from the
+  // file: 17-byte blocks (tensor::BlockMXFP4: the E8M0 byte, then Q4_0's nibble order), no scales
+  // array. The same values as MXFP4, and the same results from every kernel (compute/kernels.h).
+  MXFP4_GGML,
   I32, U32, I8, U8,
 };
 

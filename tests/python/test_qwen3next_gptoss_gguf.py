@@ -10,6 +10,8 @@ converter's transforms):
   a gated shared expert, as the released head), from HF safetensors and from the converter's GGUF
   (its nextn block after the trunk): `--speculative mtp` drafts with it and every client still gets
   mlx-lm's greedy text of the trunk.
+- on gpt-oss's MXFP4 file (experts read in place from the mapping), `run --raw --exact` prints
+  mlx-lm's greedy text on gguf-py's dequantization of the same weights.
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
 without llama-cpp-python."""
@@ -116,3 +118,14 @@ def test_serve_mtp_speculation_on_qwen3_next_keeps_mlx_lm_text(next_dir, tmp_pat
             assert srv.alive()
         finally:
             conftest.stop(srv)
+
+
+# The released gpt-oss GGUFs' expert type, read in place (no repacked copy): the exact path against
+# mlx-lm on gguf-py's dequantization of the same weights (mlx-deq-mxfp4, the same vocabulary).
+def test_run_raw_exact_on_the_mxfp4_file_prints_mlx_lm_greedy_text(next_dir):
+    if next_dir.name != "gpt-oss":
+        pytest.skip("gpt-oss only: its experts are MXFP4")
+    want = mlx_greedy_text(next_dir / "mlx-deq-mxfp4")
+    r = run_raw(next_dir / "gguf-mxfp4" / "model.gguf", "--exact", "--kv-dtype", "f32")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.removesuffix("\n") == want, r.stderr
