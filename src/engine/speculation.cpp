@@ -39,9 +39,9 @@ void StepCostModel::observe(int64_t tokens, double seconds) {
     const size_t n = size_t(tokens);
     if (weight_[n] < kFresh) weight_[n] = mean_[n] = 0;  // not measured lately: start over
     weight_[n] = weight_[n] * 0.9 + 1;                      // about the last ten steps of this size
-    // Down fast, up slowly: a step is only ever slowed by something else (the process's first
-    // forwards faulting the weights in, another program, the snapshot writer), never sped up.
-    mean_[n] += (seconds - mean_[n]) * (seconds < mean_[n] ? std::max(0.5, 1.0 / weight_[n]) : 1.0 / weight_[n]);
+    // A plain mean: biased towards the fast steps, it made the counts seen every step (one token)
+    // look cheaper than those only drafts reach, on a loaded machine most of all.
+    mean_[n] += (seconds - mean_[n]) / weight_[n];
   }
   constexpr double kDecay = 0.995;
   const double x = double(tokens), y = seconds;
