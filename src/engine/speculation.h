@@ -17,10 +17,10 @@
 // early estimate (e.g. a restarted server's first, cold steps) would switch speculation off for
 // good. The rule therefore keeps probing: once probe_gap sequence-steps have passed without a
 // draft, a sequence that has a guess drafts max_draft tokens anyway (unless its shadow drafts say
-// its guesses fail so often that drafting would not pay even at the prior's cheap step cost). The gap doubles after each
-// probe (kProbeFirst .. kProbeMax), so where drafting really does not pay, probing costs at most
-// max_draft extra tokens per kProbeMax sequence-steps. The pacing is model-wide, as the step cost
-// is, and the gap never shrinks back: paced per request, or restarted whenever the rule drafted on
+// its guesses fail so often that drafting would not pay even at the prior's cheap step cost). The
+// gap doubles after each probe (kProbeFirst .. kProbeMax), so where drafting really does not pay,
+// probing costs at most max_draft extra tokens per kProbeMax sequence-steps. The pacing is
+// model-wide, as the step cost is, and the gap never shrinks back: paced per request, or restarted whenever the rule drafted on
 // its own, probes cost short chat requests (96 tokens) 6 % of their time where the first extra row
 // of a step is dear.
 #pragma once
@@ -47,8 +47,9 @@ struct SpeculationOptions {
 constexpr int kProbeFirst = 8, kProbeMax = 128;  // sequence-steps between probes (see above)
 
 // Step time against the step's token count, from decode steps (every row sampled). Where a count
-// was measured lately (within ~14 steps if seen once, for good if seen every few): its decayed mean; between them: the straight line joining them; past
-// them: the nearest one plus the fitted slope (a decayed least-squares line through all steps).
+// was measured lately (within ~14 steps if seen once, for good if seen every few): its decayed
+// mean; between such counts: the straight line joining them; past them: the nearest one plus the
+// fitted slope (a decayed least-squares line through all steps); never more than a larger count's.
 // Why not the line alone: on a CPU the first extra row of a step costs far more than each later one
 // (the step leaves the one-token GEMV kernels, and each drafted row computes its LM head row), so a
 // line through the 1- and 9-token steps that probes produce made one or two drafts look cheap, and
