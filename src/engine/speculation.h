@@ -20,9 +20,9 @@
 // its guesses fail so often that drafting would not pay even at the prior's cheap step cost). The
 // gap doubles after each probe (kProbeFirst .. kProbeMax), so where drafting really does not pay,
 // probing costs at most max_draft extra tokens per kProbeMax sequence-steps. The pacing is
-// model-wide, as the step cost is, and the gap never shrinks back: paced per request, or restarted whenever the rule drafted on
-// its own, probes cost short chat requests (96 tokens) 6 % of their time where the first extra row
-// of a step is dear.
+// model-wide, as the step cost is, and the gap never shrinks back: paced per request, or restarted
+// whenever the rule drafted on its own, probes cost short chat requests (96 tokens) 6 % of their
+// time where the first extra row of a step is dear.
 #pragma once
 #include <cstdint>
 #include <string>
