@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""GLM-4.7-Flash as a GGUF file of llama.cpp's `deepseek2` architecture, written with llama.cpp's
+own gguf-py (scripts/qwen35_gguf.py explains why not with convert_hf_to_gguf.py: it needs
+PyTorch). The transforms and keys are those of that converter's Glm4MoeLiteModel (conversion/glm.py,
+a DeepseekV2Model in conversion/deepseek.py), as with --no-mtp (the tiny model's MTP layer is a
+partial one a reader must ignore):
+  kv_b_proj [heads * (nope + v), kv_lora] split per head into attn_k_b = its key rows transposed
+  [heads, kv_lora, nope] and attn_v_b = its value rows [heads, v, kv_lora]; experts stacked into
+  ffn_{gate,up,down}_exps; e_score_correction_bias as exp_probs_b.bias; shared experts as *_shexp;
+  metadata: head_count_kv 1 and key_length kv_lora + rope / value_length kv_lora (MLA as MQA),
+  key_length_mla / value_length_mla, rope.dimension_count = qk_rope_head_dim, q_lora_rank,
+  kv_lora_rank, leading_dense_block_count = first_k_dense_replace, expert_count / used_count /
+  feed_forward_length / shared_count, expert_weights_scale = routed_scaling_factor,
+  expert_weights_norm = norm_topk_prob, expert_group_count / used_count = n_group / topk_group,
+  expert_gating_func sigmoid (TextModel's scoring_func). Vocabulary: the tiny byte-level BPE as
+  gpt2 with pre "glm4" (the converter's _set_vocab_glm).
+
+From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes under TINY_ROOT/glm/:
+  gguf-f32/model.gguf    every tensor f32
+  gguf-q8_0/model.gguf   the 2-D and 3-D weights in Q8_0 (gguf-py's quantizer); the router, norms
+                         and the bias f32
+  gguf-f32/greedy.json   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json
+
+usage: .venv/bin/python scripts/glm_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/glm-tiny)
+Files already present are kept (delete one to regenerate it).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from moe_gguf import stacked_experts  # noqa: E402
+from qwen35_gguf import import_gguf, llama_goldens, quantized_items, tokenizer_from_json  # noqa: E402
+
+
+def hf_to_gguf_tensors(gguf, cfg, weights):
+    n = cfg["num_hidden_layers"]
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.DEEPSEEK2, n)
+    nh, nope, vd = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    out = []
+    for name, w in stacked_experts(weights, n, cfg["n_routed_experts"]).items():
+        parts = name.split(".")
+        if parts[:2] == ["model", "layers"] and int(parts[2]) >= n:
+            continue  # the MTP layer (--no-mtp)
+        w = np.asarray(w, dtype=np.float32)
+        if name.endswith("e_score_correction_bias"):
+            name = name.replace("e_score_correction_bias", "e_score_correction.bias")
+        if name.endswith("kv_b_proj.weight"):
+            kv = w.reshape(nh, nope + vd, w.shape[-1])
+            k_b, v_b = np.swapaxes(kv[:, :nope], 1, 2), kv[:, nope:]
+            for sub, a in (("k_b_proj", k_b), ("v_b_proj", v_b)):
+                out.append((names.get_name(name.replace("kv_b_proj", sub), try_suffixes=(".weight",)),
+                            np.ascontiguousarray(a)))
+            continue
+        g = names.get_name(name, try_suffixes=(".weight", ".bias"))
+        if g is None:
+            raise SystemExit(f"no GGUF name for {name}")
+        out.append((g, np.ascontiguousarray(w)))
+    return out
+
+
+def quantized(name, a):
+    """The weights llama.cpp's quantizer types: 2-D / 3-D, not the router (ffn_gate_inp)."""
+    return a.ndim >= 2 and ".ffn_gate_inp." not in name
+
+
+def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+    gguf = import_gguf()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    w = gguf.GGUFWriter(str(path) + ".part", "deepseek2")
+    kv, rope = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
+    w.add_name("glm4-moe-lite-random")
+    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_context_length(cfg["max_position_embeddings"])
+    w.add_embedding_length(cfg["hidden_size"])
+    w.add_feed_forward_length(cfg["intermediate_size"])
+    w.add_head_count(cfg["num_attention_heads"])
+    w.add_head_count_kv(1)
+    w.add_rope_freq_base(cfg["rope_theta"])
+    w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    w.add_expert_used_count(cfg["num_experts_per_tok"])
+    w.add_expert_group_count(cfg["n_group"])
+    w.add_expert_group_used_count(cfg["topk_group"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    qt = {"f32": None, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
+    w.add_file_type(gguf.LlamaFileType.ALL_F32 if qt is None else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_leading_dense_block_count(cfg["first_k_dense_replace"])
+    w.add_vocab_size(cfg["vocab_size"])
+    w.add_q_lora_rank(cfg["q_lora_rank"])
+    w.add_kv_lora_rank(kv)
+    w.add_key_length(kv + rope)
+    w.add_value_length(kv)
+    w.add_key_length_mla(cfg["qk_nope_head_dim"] + rope)
+    w.add_value_length_mla(cfg["v_head_dim"])
+    w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
+    w.add_expert_count(cfg["n_routed_experts"])
+    w.add_expert_shared_count(cfg["n_shared_experts"])
+    w.add_expert_weights_scale(cfg["routed_scaling_factor"])
+    if cfg.get("norm_topk_prob"):
+        w.add_expert_weights_norm(True)
+    w.add_rope_dimension_count(rope)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("glm4")
+    w.add_token_list(tok["tokens"])
+    w.add_token_types(tok["types"])
+    w.add_token_merges(tok["merges"])
+    w.add_eos_token_id(tok["eos_token_id"])
+    w.add_add_bos_token(False)
+    for name, a, raw in quantized_items(gguf, tensors, qt, quantized):
+        w.add_tensor(name, a, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    os.replace(str(path) + ".part", path)
+    print("wrote", path, flush=True)
+
+
+def tiny(root):
+    from safetensors.numpy import load_file
+    d, hf = root / "glm", root / "glm" / "hf-f32"
+    if not (hf / "greedy.json").exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_glm.py"), str(root)], check=True)
+    gguf = import_gguf()
+    cfg = json.load(open(hf / "config.json"))
+    tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")))
+    tok = tokenizer_from_json(hf / "tokenizer.json")
+    for q in ("f32", "q8_0"):
+        f = d / f"gguf-{q}" / "model.gguf"
+        if not f.exists():
+            write_gguf(f, cfg, tensors, tok, q)
+    llama_goldens(d / "gguf-f32", hf / "greedy.json")
+
+
+if __name__ == "__main__":
+    cache = os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models"))
+    tiny(Path(sys.argv[1] if len(sys.argv) > 1 else os.path.join(cache, "glm-tiny")))
