@@ -20,6 +20,11 @@ From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes unde
   gguf-q8_0/model.gguf   the 2-D and 3-D weights in Q8_0 (gguf-py's quantizer); the router, norms
                          and the bias f32
   gguf-f32/greedy.json   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json
+  gguf-f32-mtp/model.gguf  gguf-f32 with an MTP block as the converter appends it without --no-mtp
+                         (block_count 4, nextn_predict_layers 1; blk.3 = layer 2's tensors plus
+                         nextn.eh_proj / enorm / hnorm / shared_head_norm from the tiny model's MTP
+                         tensors, complete unlike those), and its greedy.json (llama.cpp skips the
+                         block: the same output)
 
 usage: .venv/bin/python scripts/glm_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/glm-tiny)
 Files already present are kept (delete one to regenerate it).
@@ -69,13 +74,26 @@ def quantized(name, a):
     return a.ndim >= 2 and ".ffn_gate_inp." not in name
 
 
-def write_gguf(path, cfg, tensors, tok, out_type="f32"):
+def mtp_block(cfg, tensors, weights):
+    """The tensors of an appended MTP block at blk.<n> (see the module docstring)."""
+    n = cfg["num_hidden_layers"]
+    src, mtp = f"blk.{n - 1}.", f"model.layers.{n}."
+    out = [(f"blk.{n}." + name[len(src):], a) for name, a in tensors if name.startswith(src)]
+    for part in ("eh_proj", "enorm", "hnorm"):
+        out.append((f"blk.{n}.nextn.{part}.weight", np.asarray(weights[mtp + part + ".weight"], dtype=np.float32)))
+    out.append((f"blk.{n}.nextn.shared_head_norm.weight", np.ones(cfg["hidden_size"], np.float32)))
+    return out
+
+
+def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
     gguf = import_gguf()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path) + ".part", "deepseek2")
     kv, rope = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
     w.add_name("glm4-moe-lite-random")
-    w.add_block_count(cfg["num_hidden_layers"])
+    w.add_block_count(cfg["num_hidden_layers"] + n_mtp)
+    if n_mtp:
+        w.add_nextn_predict_layers(n_mtp)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
@@ -128,12 +146,17 @@ def tiny(root):
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_glm.py"), str(root)], check=True)
     gguf = import_gguf()
     cfg = json.load(open(hf / "config.json"))
-    tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")))
+    weights = load_file(str(hf / "model.safetensors"))
+    tensors = hf_to_gguf_tensors(gguf, cfg, weights)
     tok = tokenizer_from_json(hf / "tokenizer.json")
     for q in ("f32", "q8_0"):
         f = d / f"gguf-{q}" / "model.gguf"
         if not f.exists():
             write_gguf(f, cfg, tensors, tok, q)
+    f = d / "gguf-f32-mtp" / "model.gguf"
+    if not f.exists():
+        write_gguf(f, cfg, tensors + mtp_block(cfg, tensors, weights), tok, n_mtp=1)
+    llama_goldens(d / "gguf-f32-mtp", hf / "greedy.json")
     llama_goldens(d / "gguf-f32", hf / "greedy.json")
 
 

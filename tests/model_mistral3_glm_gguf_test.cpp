@@ -223,7 +223,7 @@ TEST(Mistral3Gguf, MalformedFilesAreRefusedWithPathAndKey) {
 // split per head as attn_k_b / attn_v_b, routed_scaling_factor as expert_weights_scale.
 #define REQUIRE_GLM()                                                                                       \
   std::string why_;                                                                                         \
-  const std::string root = qwen35::model_set("glm-tiny", "/glm/gguf-f32/greedy.json", "glm_gguf.py", &why_); \
+  const std::string root = qwen35::model_set("glm-tiny", "/glm/gguf-f32-mtp/greedy.json", "glm_gguf.py", &why_); \
   if (root.empty()) GTEST_SKIP() << why_;                                                                   \
   const std::string d = root + "/glm/"
 
@@ -273,6 +273,29 @@ TEST(GlmGguf, F32GreedyMatchesMlxLmAndLlamaCpp) {
 TEST(GlmGguf, F32MatchesOurHfRunOfTheSameWeights) {
   REQUIRE_GLM();
   same_as_hf_run(d + "gguf-f32/model.gguf", d + "hf-f32", 0.0, 0.0);
+}
+
+// A file with the MTP block the converter appends by default (block_count 4, nextn_predict_layers
+// 1): the trunk is the same three layers, the block is not loaded, the logits are the same bits as
+// the file without it (and llama.cpp's, which skips the block too).
+TEST(GlmGguf, AppendedMtpBlockIsLeftOut) {
+  REQUIRE_GLM();
+  auto g = load_checkpoint(d + "gguf-f32-mtp/model.gguf");
+  EXPECT_EQ(g->config.num_hidden_layers, 3);
+  EXPECT_EQ(g->config.layer_is_moe, (std::vector<bool>{false, true, true}));
+  auto a = make(d + "gguf-f32-mtp/model.gguf", compute::MatmulPath::Fast);
+  auto b = make(d + "gguf-f32/model.gguf", compute::MatmulPath::Fast);
+  const int64_t V = a->config().vocab_size;
+  for (auto& cs : read_json(d + "hf-f32/greedy.json")["cases"]) {
+    const std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
+    std::vector<float> la(V), lb(V);
+    auto sa = a->new_state(ids.size()), sb = b->new_state(ids.size());
+    a->forward(ids.data(), ids.size(), *sa, la.data());
+    b->forward(ids.data(), ids.size(), *sb, lb.data());
+    ASSERT_EQ(la, lb) << cs["prompt"].get<std::string>();
+  }
+  auto m = make(d + "gguf-f32-mtp/model.gguf", compute::MatmulPath::Exact);
+  exact_greedy(*m, read_json(d + "gguf-f32-mtp/greedy.json"), 1e-4);
 }
 
 TEST(GlmGguf, Q8_0FileRunsConsistently) {
