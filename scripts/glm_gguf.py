@@ -13,7 +13,9 @@ partial one a reader must ignore):
   feed_forward_length / shared_count, expert_weights_scale = routed_scaling_factor,
   expert_weights_norm = norm_topk_prob, expert_group_count / used_count = n_group / topk_group,
   expert_gating_func sigmoid (TextModel's scoring_func). Vocabulary: the tiny byte-level BPE as
-  gpt2 with pre "glm4" (the converter's _set_vocab_glm).
+  gpt2 with pre "glm4" (the converter's _set_vocab_glm), and the GLM-4.6 chat template of the
+  fixtures (the nearest to GLM-4.7-Flash's, as tests/python/test_glm.py uses) as
+  tokenizer.chat_template when the fixture is there.
 
 From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes under TINY_ROOT/glm/:
   gguf-f32/model.gguf    every tensor f32
@@ -38,6 +40,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtures"))
+TEMPLATE = FIX / "chat-templates" / "GLM-4.6.jinja"
 sys.path.insert(0, str(ROOT / "scripts"))
 from moe_gguf import stacked_experts  # noqa: E402
 from qwen35_gguf import import_gguf, llama_goldens, quantized_items, tokenizer_from_json  # noqa: E402
@@ -129,6 +133,8 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
     w.add_token_merges(tok["merges"])
     w.add_eos_token_id(tok["eos_token_id"])
     w.add_add_bos_token(False)
+    if TEMPLATE.exists():
+        w.add_chat_template(TEMPLATE.read_text())
     for name, a, raw in quantized_items(gguf, tensors, qt, quantized):
         w.add_tensor(name, a, raw_dtype=raw)
     w.write_header_to_file()
