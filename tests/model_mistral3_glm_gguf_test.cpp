@@ -23,6 +23,7 @@
 
 #include "common/error.h"
 #include "model/arch.h"
+#include "model/convert.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
 #include "qwen35_models.h"
@@ -191,6 +192,26 @@ TEST(Mistral3Gguf, F32MatchesOurHfRunOfTheSameWeights) {
   REQUIRE_SET();
   for (const std::string c : kConfigs)
     same_as_hf_run(root + "/" + c + "/gguf-f32/model.gguf", root + "/" + c + "/hf-f32", 1e-5, 1e-3);
+}
+
+// `rapid-mlx convert` of the f32 GGUF to HF safetensors keeps what makes it Ministral 3: the
+// converted checkpoint (Q/K back in HF order, YaRN with its attention factor and the query scaling
+// in config.json's rope_scaling) gives mlx-lm's greedy output.
+TEST(Mistral3Gguf, ConvertedToHfKeepsYarnAndQueryScaling) {
+  REQUIRE_SET();
+  for (const std::string c : kConfigs) {
+    const fs::path out = fs::temp_directory_path() / ("rapid-mistral3-convert-" + std::to_string(::getpid()));
+    fs::remove_all(out);
+    convert_checkpoint(root + "/" + c + "/gguf-f32/model.gguf", out.string(), ConvertOptions{});
+    auto h = load_checkpoint(out.string());
+    EXPECT_EQ(h->config.architecture, "ministral3");
+    EXPECT_NEAR(h->config.query_scale_beta, c == "devstral" ? 0.1 : 0.2, 1e-7);
+    EXPECT_EQ(h->config.query_scale_interval, 16);
+    auto m = make(out.string(), compute::MatmulPath::Exact);
+    double w = exact_greedy(*m, read_json(root + "/" + c + "/hf-f32/greedy.json"), 1e-4);
+    std::printf("%s converted from gguf-f32 vs mlx-lm: worst %.3g\n", c.c_str(), w);
+    fs::remove_all(out);
+  }
 }
 
 // The quantized files (Q8_0 by gguf-py; llama.cpp's Q4_K_M, which falls back to Q5_0 / Q8_0 for
