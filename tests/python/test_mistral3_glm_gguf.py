@@ -82,6 +82,30 @@ def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(gguf_dir):
     assert worst < 1e-4, worst
 
 
+# Texts that tell pre-tokenizers apart: contractions, digit runs, punctuation runs, non-Latin
+# letters, marks and symbols, whitespace runs and newlines.
+TEXTS = ["Hello world, it's 2026-12-03: 1234567 tokens!", "  leading\tspaces\n\n\nand   runs  \r\n",
+         "naïve café — déjà vu; ÀÉÎ 東京 Москва 😀👍", "def f(x):\n    return x**2  # it'll do\n",
+         "I'M YOU'RE we'd they'LL 3.14e-10 $5,000.00 ((nested)) <|user|> [INST]"]
+
+
+def test_the_files_vocabulary_tokenizes_as_llamacpp(gguf_dir):
+    """`rapid-mlx tokenize` on the file (its tokenizer.ggml.* keys: gpt2 BPE with the tekken or glm4
+    pre-tokenizer, BOS as the file says) gives llama.cpp's ids for texts that tell pre-tokenizers
+    apart (the tiny vocabulary is small, so most words split: every pre-token boundary shows)."""
+    pytest.importorskip("llama_cpp")
+    if not Path(BIN).exists():
+        pytest.skip(f"{BIN} not built")
+    from qwen35_gguf import llama
+    gguf = gguf_dir / "gguf-f32" / "model.gguf"
+    lm = llama(gguf)
+    for text in TEXTS:
+        r = subprocess.run([BIN, "tokenize", "--tokenizer", str(gguf), "--no-parse-special", text], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert [int(x) for x in r.stdout.split()] == lm.tokenize(text.encode(), add_bos=True, special=False), text
+
+
 def run_raw(gguf, *flags):
     if not Path(BIN).exists():
         pytest.skip(f"{BIN} not built")
