@@ -7,9 +7,11 @@ scripts/glm_gguf.py apply the converter's transforms with gguf-py):
 - `rapid-mlx run --raw` on the f32 file prints llama-cpp-python's greedy text of the same prompt
   (both tokenize with the file's own vocabulary: Mistral's tekken pre-tokenizer with <s> added as
   the file says, GLM's glm4), and on the quantized files runs to the end;
-- `rapid-mlx serve` on the f32 file answers several clients at once with llama.cpp's text, and on
-  devstral (which carries Devstral's chat template in tokenizer.chat_template) picks the Mistral
-  parsers from the file's template and answers a chat as llama.cpp continues the rendered prompt.
+- `rapid-mlx tokenize` on the file gives llama.cpp's ids (tekken / glm4 pre-tokenizers);
+- `rapid-mlx serve` on the f32 file answers several clients at once with llama.cpp's text, on the
+  Q8_0 file with what `run` prints for each prompt alone, and (devstral with Devstral's template,
+  glm with GLM-4.6's, in tokenizer.chat_template) picks the tool parser from the file's template and
+  answers a chat as llama.cpp continues the rendered conversation.
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparisons skip
 without llama-cpp-python."""
@@ -160,6 +162,35 @@ def test_serve_completions_match_llamacpp_with_clients_at_once(served):
     with ThreadPoolExecutor(len(prompts)) as ex:
         got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
     assert got == [llama_text(gguf, p) for p in prompts]
+    assert srv.alive()
+
+
+@pytest.fixture(scope="module", params=sorted(SETS))
+def served_q8(request, tmp_path_factory):
+    if not Path(BIN).exists():
+        pytest.skip(f"{BIN} not built")
+    d = tmp_path_factory.mktemp("gguf-q8-" + request.param)
+    gguf = model_dir(request.param) / "gguf-q8_0" / "model.gguf"
+    srv = serve_f32(gguf, d)
+    yield srv, gguf
+    conftest.stop(srv)
+
+
+def test_serve_q8_0_clients_at_once_match_run_alone(served_q8):
+    """The Q8_0 file on the shipping path: five clients at once (rows batched) get the text that
+    `rapid-mlx run --raw` prints for each prompt alone with the same kernels and f32 KV (no
+    llama.cpp criterion: its Q8_0 arithmetic differs, and this random model's logits are near-tied)."""
+    srv, gguf = served_q8
+    prompts = [PROMPT, "class Tiny:\n", "import json\nimport os\n", "    return model", "def main():\n"]
+    with ThreadPoolExecutor(len(prompts)) as ex:
+        got = list(ex.map(lambda p: complete(srv, p)[0], prompts))
+    want = []
+    for p in prompts:
+        r = subprocess.run([BIN, "run", "--model", str(gguf), "--raw", "--kv-dtype", "f32", "--temperature", "0",
+                            "--max-tokens", str(STEPS), "--threads", "2", p], capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        want.append(r.stdout.decode("utf-8").removesuffix("\n"))
+    assert got == want
     assert srv.alive()
 
 
