@@ -27,6 +27,9 @@ From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes unde
                          nextn.eh_proj / enorm / hnorm / shared_head_norm from the tiny model's MTP
                          tensors, complete unlike those), and its greedy.json (llama.cpp skips the
                          block: the same output)
+  gguf-f32-kvb/model.gguf  gguf-f32 as the converter wrote it before MLA absorption: kv_b_proj whole
+                         as attn_kv_b, no *_mla keys (key_length / value_length the heads' sizes), and
+                         its greedy.json
 
 usage: .venv/bin/python scripts/glm_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/glm-tiny)
 Files already present are kept (delete one to regenerate it).
@@ -47,7 +50,9 @@ from moe_gguf import stacked_experts  # noqa: E402
 from qwen35_gguf import import_gguf, llama_goldens, quantized_items, tokenizer_from_json  # noqa: E402
 
 
-def hf_to_gguf_tensors(gguf, cfg, weights):
+def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
+    """(gguf name, f32 array) per tensor; legacy: kv_b_proj kept whole as attn_kv_b (the converter
+    before MLA absorption, whose files many published DeepSeek GGUFs still are)."""
     n = cfg["num_hidden_layers"]
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.DEEPSEEK2, n)
     nh, nope, vd = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
@@ -59,7 +64,7 @@ def hf_to_gguf_tensors(gguf, cfg, weights):
         w = np.asarray(w, dtype=np.float32)
         if name.endswith("e_score_correction_bias"):
             name = name.replace("e_score_correction_bias", "e_score_correction.bias")
-        if name.endswith("kv_b_proj.weight"):
+        if name.endswith("kv_b_proj.weight") and not legacy:
             kv = w.reshape(nh, nope + vd, w.shape[-1])
             k_b, v_b = np.swapaxes(kv[:, :nope], 1, 2), kv[:, nope:]
             for sub, a in (("k_b_proj", k_b), ("v_b_proj", v_b)):
@@ -89,7 +94,9 @@ def mtp_block(cfg, tensors, weights):
     return out
 
 
-def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
+def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0, legacy=False):
+    """legacy: the metadata of those older files too (no *_mla keys; key_length / value_length
+    the heads' own sizes, head_count_kv the head count)."""
     gguf = import_gguf()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     w = gguf.GGUFWriter(str(path) + ".part", "deepseek2")
@@ -102,7 +109,7 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
     w.add_embedding_length(cfg["hidden_size"])
     w.add_feed_forward_length(cfg["intermediate_size"])
     w.add_head_count(cfg["num_attention_heads"])
-    w.add_head_count_kv(1)
+    w.add_head_count_kv(cfg["num_attention_heads"] if legacy else 1)
     w.add_rope_freq_base(cfg["rope_theta"])
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
     w.add_expert_used_count(cfg["num_experts_per_tok"])
@@ -115,10 +122,14 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0):
     w.add_vocab_size(cfg["vocab_size"])
     w.add_q_lora_rank(cfg["q_lora_rank"])
     w.add_kv_lora_rank(kv)
-    w.add_key_length(kv + rope)
-    w.add_value_length(kv)
-    w.add_key_length_mla(cfg["qk_nope_head_dim"] + rope)
-    w.add_value_length_mla(cfg["v_head_dim"])
+    if legacy:
+        w.add_key_length(cfg["qk_nope_head_dim"] + rope)
+        w.add_value_length(cfg["v_head_dim"])
+    else:
+        w.add_key_length(kv + rope)
+        w.add_value_length(kv)
+        w.add_key_length_mla(cfg["qk_nope_head_dim"] + rope)
+        w.add_value_length_mla(cfg["v_head_dim"])
     w.add_expert_feed_forward_length(cfg["moe_intermediate_size"])
     w.add_expert_count(cfg["n_routed_experts"])
     w.add_expert_shared_count(cfg["n_shared_experts"])
@@ -162,8 +173,12 @@ def tiny(root):
     f = d / "gguf-f32-mtp" / "model.gguf"
     if not f.exists():
         write_gguf(f, cfg, tensors + mtp_block(cfg, tensors, weights), tok, n_mtp=1)
-    llama_goldens(d / "gguf-f32-mtp", hf / "greedy.json")
+    f = d / "gguf-f32-kvb" / "model.gguf"
+    if not f.exists():
+        write_gguf(f, cfg, hf_to_gguf_tensors(gguf, cfg, weights, legacy=True), tok, legacy=True)
     llama_goldens(d / "gguf-f32", hf / "greedy.json")
+    llama_goldens(d / "gguf-f32-mtp", hf / "greedy.json")
+    llama_goldens(d / "gguf-f32-kvb", hf / "greedy.json")  # last: tests take it as the set's marker
 
 
 if __name__ == "__main__":

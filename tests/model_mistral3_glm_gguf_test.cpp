@@ -244,7 +244,7 @@ TEST(Mistral3Gguf, MalformedFilesAreRefusedWithPathAndKey) {
 // split per head as attn_k_b / attn_v_b, routed_scaling_factor as expert_weights_scale.
 #define REQUIRE_GLM()                                                                                       \
   std::string why_;                                                                                         \
-  const std::string root = qwen35::model_set("glm-tiny", "/glm/gguf-f32-mtp/greedy.json", "glm_gguf.py", &why_); \
+  const std::string root = qwen35::model_set("glm-tiny", "/glm/gguf-f32-kvb/greedy.json", "glm_gguf.py", &why_); \
   if (root.empty()) GTEST_SKIP() << why_;                                                                   \
   const std::string d = root + "/glm/"
 
@@ -317,6 +317,23 @@ TEST(GlmGguf, AppendedMtpBlockIsLeftOut) {
   }
   auto m = make(d + "gguf-f32-mtp/model.gguf", compute::MatmulPath::Exact);
   exact_greedy(*m, read_json(d + "gguf-f32-mtp/greedy.json"), 1e-4);
+}
+
+// A file as the converter wrote it before MLA absorption (glm_gguf.py's gguf-f32-kvb): kv_b_proj
+// whole as attn_kv_b, no key_length_mla / value_length_mla (the heads' sizes are key_length /
+// value_length): the same config, llama.cpp's greedy output on it, bitwise our run of the new file.
+TEST(GlmGguf, PreAbsorptionFileWithWholeKvBMatches) {
+  REQUIRE_GLM();
+  const std::string f = d + "gguf-f32-kvb/model.gguf";
+  auto g = load_checkpoint(f);
+  auto h = load_checkpoint(d + "gguf-f32/model.gguf");
+  EXPECT_EQ(g->config.qk_nope_head_dim, h->config.qk_nope_head_dim);
+  EXPECT_EQ(g->config.v_head_dim, h->config.v_head_dim);
+  EXPECT_EQ(g->config.head_dim, h->config.head_dim);
+  EXPECT_TRUE(g->weights.find("model.layers.0.self_attn.kv_b_proj.weight"));
+  auto m = make(f, compute::MatmulPath::Exact);
+  exact_greedy(*m, read_json(d + "gguf-f32-kvb/greedy.json"), 1e-4);
+  same_as_hf_run(f, d + "hf-f32", 0.0, 0.0);
 }
 
 TEST(GlmGguf, Q8_0FileRunsConsistently) {

@@ -210,8 +210,11 @@ void read_deepseek2(const GgufFile& g, ModelConfig& c) {
   c.q_lora_rank = g.get_int(a + "attention.q_lora_rank", 0);
   c.kv_lora_rank = need("attention.kv_lora_rank");
   c.qk_rope_head_dim = need("rope.dimension_count");
-  const int64_t k_mla = need("attention.key_length_mla");
-  c.v_head_dim = need("attention.value_length_mla");
+  // Older files (the converter before MLA absorption, attn_kv_b whole) have no *_mla keys: their
+  // key_length / value_length are the heads' own sizes, as llama.cpp then reads them.
+  const bool mla_keys = g.get(a + "attention.key_length_mla") || g.get(a + "attention.value_length_mla");
+  const int64_t k_mla = need(mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  c.v_head_dim = need(mla_keys ? "attention.value_length_mla" : "attention.value_length");
   if (c.q_lora_rank < 0) throw FileError(g.path, "metadata '" + a + "attention.q_lora_rank' is invalid");
   if (c.qk_rope_head_dim % 2 || k_mla < c.qk_rope_head_dim)
     throw FileError(g.path, "metadata '" + a + "rope.dimension_count' must be even and at most attention.key_length_mla");

@@ -33,13 +33,15 @@ sys.path.insert(0, str(ROOT / "scripts"))  # qwen35_gguf: llama-cpp-python set u
 SETS = {"devstral": ("mistral3-tiny", "mistral3_gguf.py", "devstral"),
         "ministral3": ("mistral3-tiny", "mistral3_gguf.py", "ministral3"),
         "glm": ("glm-tiny", "glm_gguf.py", "glm")}
+# the file each script writes last
+LAST = {"mistral3_gguf.py": "gguf-f32/greedy.json", "glm_gguf.py": "gguf-f32-kvb/greedy.json"}
 
 
 def model_dir(name):
     root_name, script, sub = SETS[name]
     root = Path(CACHE) / root_name
     d = root / sub
-    if not (d / "gguf-f32" / "greedy.json").exists():
+    if not (d / LAST[script]).exists():
         subprocess.run([sys.executable, str(ROOT / "scripts" / script), str(root)], check=True,
                        stdout=subprocess.DEVNULL)
     return d
@@ -117,9 +119,10 @@ def run_raw(gguf, *flags):
 
 
 def test_run_raw_prints_llamacpp_greedy_text(gguf_dir):
-    """Also on GLM's file with the MTP block the converter appends by default (both engines leave it out)."""
+    """Also on GLM's file with the MTP block the converter appends by default (both engines leave it
+    out) and on its file from before MLA absorption (attn_kv_b whole)."""
     pytest.importorskip("llama_cpp")
-    for copy in ("gguf-f32", "gguf-f32-mtp"):
+    for copy in ("gguf-f32", "gguf-f32-mtp", "gguf-f32-kvb"):
         gguf = gguf_dir / copy / "model.gguf"
         if not gguf.exists():
             continue
