@@ -156,6 +156,9 @@ void read_gpt_oss(const GgufFile& g, ModelConfig& c) {
 // attention factor is then get_mscale(factor, 1) / get_mscale(factor, mscale_all_dim).
 void read_mistral3(const GgufFile& g, ModelConfig& c) {
   c.architecture = "ministral3";
+  // llama.cpp's mistral3 graph also has a mixture-of-experts branch no release uses; ours does not.
+  if (g.get_int("mistral3.expert_count", 0) != 0)
+    throw FileError(g.path, "metadata 'mistral3.expert_count': mixture-of-experts mistral3 files are not supported");
   auto& r = c.rope_scaling;
   if (r.type != "default" && r.type != "yarn")
     throw FileError(g.path, "metadata 'mistral3.rope.scaling.type' is '" + r.type + "' (supported: none, yarn)");
