@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "common/error.h"
 #include "model/arch.h"
 #include "model/convert.h"
+#include "model/gguf.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
 #include "qwen35_models.h"
@@ -352,4 +354,44 @@ TEST(GlmGguf, MalformedOrOtherDeepseek2FilesAreRefusedWithPathAndKey) {
   expect_refused(src, "deepseek2.attention.key_length_mla", uint32_t(8), "'deepseek2.rope.dimension_count'");
   expect_refused(src, "deepseek2.expert_feed_forward_length", uint32_t(32),
                  "'blk.1.ffn_gate_exps.weight' has shape [8, 64, 64], expected [8, 32, 64]");
+}
+
+// Corrupted headers of the mistral3 and deepseek2 files (random bytes, bit flips, 0xff runs in the
+// metadata and tensor infos): loading either succeeds or throws a FileError with the path, never
+// another exception, so every new key's bad value is caught by the config reader.
+TEST(Mistral3GlmGguf, CorruptedHeadersAreRefusedWithFileError) {
+  std::string why;
+  const std::string m = qwen35::model_set("mistral3-tiny", "/ministral3/gguf-f32/greedy.json", "mistral3_gguf.py", &why);
+  const std::string g = qwen35::model_set("glm-tiny", "/glm/gguf-f32-kvb/greedy.json", "glm_gguf.py", &why);
+  if (m.empty() || g.empty()) GTEST_SKIP() << why;
+  const fs::path tmp = fs::temp_directory_path() / ("rapid-m3glm-fuzz-" + std::to_string(::getpid()) + ".gguf");
+  for (const std::string src : {m + "/devstral/gguf-f32/model.gguf", g + "/glm/gguf-f32/model.gguf",
+                                g + "/glm/gguf-f32-kvb/model.gguf"}) {
+    const std::string orig = bytes_of(src);
+    const size_t hdr = size_t(read_gguf(src).data_offset);
+    std::mt19937_64 rng(11);
+    int refused = 0;
+    for (int it = 0; it < 300; ++it) {
+      std::string b = orig;
+      for (int k = 0, n = 1 + int(rng() % 4); k < n; ++k) {
+        const size_t pos = 24 + size_t(rng() % (hdr - 24));  // past magic, version and counts
+        switch (rng() % 3) {
+          case 0: b[pos] = char(rng()); break;
+          case 1: b[pos] = char(b[pos] ^ (1 << (rng() % 8))); break;
+          default: b[pos] = char(0xff); break;
+        }
+      }
+      std::ofstream(tmp, std::ios::binary | std::ios::trunc) << b;
+      try {
+        load_checkpoint(tmp.string());
+      } catch (const FileError& e) {
+        EXPECT_EQ(e.path(), tmp.string());
+        ++refused;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << src << " iteration " << it << ": not a FileError: " << e.what();
+      }
+    }
+    std::printf("%s: %d of 300 corrupted headers refused\n", src.c_str(), refused);
+  }
+  fs::remove(tmp);
 }
