@@ -83,10 +83,13 @@ def tokenizer_from_json(p):
     return {"tokens": tokens, "types": [3 if i in special else 1 for i in range(len(tokens))], "merges": merges}
 
 
-def write_gguf(path, tc, tensors, tok, out_type="f32", template=None):
+def write_gguf(path, tc, tensors, tok, out_type="f32", template=None, extra=None):
+    """extra(writer): more metadata (tests write malformed files with it)."""
     gguf = import_gguf()
     rp = tc["rope_parameters"]
     w = start_gguf(gguf, path, "mistral3", "mistral3-random", tc, rp["rope_theta"])
+    if extra:
+        extra(w)
     w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
     w.add_rope_scaling_factor(rp["factor"])
     w.add_rope_scaling_orig_ctx_len(rp["original_max_position_embeddings"])

@@ -110,6 +110,23 @@ def test_the_files_vocabulary_tokenizes_as_llamacpp(gguf_dir):
         assert [int(x) for x in r.stdout.split()] == lm.tokenize(text.encode(), add_bos=True, special=False), text
 
 
+def test_a_mixture_of_experts_mistral3_file_is_refused_by_key(tmp_path):
+    """llama.cpp's mistral3 graph can route experts; ministral3 cannot: such a file is refused
+    naming the key and the file, not later on a missing tensor."""
+    import mistral3_gguf
+    from safetensors.numpy import load_file
+    hf = model_dir("ministral3") / "hf-f32"
+    gguf = mistral3_gguf.import_gguf()
+    tc = json.load(open(hf / "config.json"))
+    tensors = mistral3_gguf.hf_to_gguf_tensors(gguf, tc, load_file(str(hf / "model.safetensors")))
+    path = tmp_path / "moe.gguf"
+    mistral3_gguf.write_gguf(path, tc, tensors, mistral3_gguf.tokenizer_from_json(hf / "tokenizer.json"),
+                             extra=lambda w: w.add_expert_count(4))
+    rc, _, err = run_raw(path)
+    assert rc != 0
+    assert "mistral3.expert_count" in err and str(path) in err, err
+
+
 def run_raw(gguf, *flags):
     if not Path(BIN).exists():
         pytest.skip(f"{BIN} not built")
