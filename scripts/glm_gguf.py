@@ -21,6 +21,9 @@ From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes unde
   gguf-f32/model.gguf    every tensor f32
   gguf-q8_0/model.gguf   the 2-D and 3-D weights in Q8_0 (gguf-py's quantizer); the router, norms
                          and the bias f32
+  gguf-q4_k/model.gguf   llama.cpp's own llama_model_quantize of the f32 file to MOSTLY_Q4_K_M (its
+                         type choices for attn_k_b / attn_v_b and the experts; rows narrower than 256
+                         fall back to Q5_0 / Q8_0 as here)
   gguf-f32/greedy.json   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json
   gguf-f32-mtp/model.gguf  gguf-f32 with an MTP block as the converter appends it without --no-mtp
                          (block_count 4, nextn_predict_layers 1; blk.3 = layer 2's tensors plus
@@ -47,7 +50,7 @@ FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtur
 TEMPLATE = FIX / "chat-templates" / "GLM-4.6.jinja"
 sys.path.insert(0, str(ROOT / "scripts"))
 from moe_gguf import stacked_experts  # noqa: E402
-from qwen35_gguf import import_gguf, llama_goldens, quantized_items, tokenizer_from_json  # noqa: E402
+from qwen35_gguf import import_gguf, llama_goldens, quantize, quantized_items, tokenizer_from_json  # noqa: E402
 
 
 def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
@@ -170,6 +173,15 @@ def tiny(root):
         f = d / f"gguf-{q}" / "model.gguf"
         if not f.exists():
             write_gguf(f, cfg, tensors, tok, q)
+    q4 = d / "gguf-q4_k" / "model.gguf"
+    if not q4.exists():
+        try:
+            import llama_cpp  # noqa: F401
+            q4.parent.mkdir(parents=True, exist_ok=True)
+            quantize(d / "gguf-f32" / "model.gguf", q4, "MOSTLY_Q4_K_M")
+            print("wrote", q4, flush=True)
+        except ImportError:
+            print("llama-cpp-python not installed: no", q4, flush=True)
     f = d / "gguf-f32-mtp" / "model.gguf"
     if not f.exists():
         write_gguf(f, cfg, tensors + mtp_block(cfg, tensors, weights), tok, n_mtp=1)
