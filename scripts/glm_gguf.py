@@ -24,6 +24,9 @@ From scripts/make_tiny_glm.py's set (OUT/glm/hf-f32, mlx-lm goldens) writes unde
   gguf-q4_k/model.gguf   llama.cpp's own llama_model_quantize of the f32 file to MOSTLY_Q4_K_M (its
                          type choices for attn_k_b / attn_v_b and the experts; rows narrower than 256
                          fall back to Q5_0 / Q8_0 as here)
+  hf-deq-{q8_0,q4_k}/    those files' weights dequantized by gguf-py, the converter's transforms
+                         undone, as an HF f32 checkpoint with mlx-lm's goldens (the oracle of our
+                         exact-path run of the quantized files)
   gguf-f32/greedy.json   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json
   gguf-f32-mtp/model.gguf  gguf-f32 with an MTP block as the converter appends it without --no-mtp
                          (block_count 4, nextn_predict_layers 1; blk.3 = layer 2's tensors plus
@@ -49,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtures"))
 TEMPLATE = FIX / "chat-templates" / "GLM-4.6.jinja"
 sys.path.insert(0, str(ROOT / "scripts"))
-from moe_gguf import stacked_experts  # noqa: E402
+from moe_gguf import deq_goldens, stacked_experts  # noqa: E402
 from qwen35_gguf import import_gguf, llama_goldens, quantize, quantized_items, tokenizer_from_json  # noqa: E402
 
 
@@ -78,6 +81,46 @@ def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
         if g is None:
             raise SystemExit(f"no GGUF name for {name}")
         out.append((g, np.ascontiguousarray(w)))
+    return out
+
+
+def read_dequantized(path):
+    """Every tensor of a GGUF as f32 in numpy's (reversed-GGUF) shape, by gguf-py's dequantizer."""
+    gguf = import_gguf()
+    out = {}
+    for t in gguf.GGUFReader(str(path)).tensors:
+        a = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+        out[t.name] = a.reshape(tuple(int(x) for x in reversed(t.shape)))
+    return out
+
+
+def dequantized_hf(gguf, cfg, weights, path):
+    """The HF tensors of `weights` as the GGUF at `path` holds them (dequantized): the converter's
+    transforms undone (attn_k_b transposed back and joined with attn_v_b into kv_b_proj per head,
+    the experts unstacked); the MTP layer, which the file lacks, as it was."""
+    n = cfg["num_hidden_layers"]
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.DEEPSEEK2, n)
+    g = read_dequantized(path)
+    out = {}
+    for name, w in weights.items():
+        parts = name.split(".")
+        if parts[:2] == ["model", "layers"] and int(parts[2]) >= n:
+            out[name] = np.asarray(w, dtype=np.float32)
+            continue
+        if ".mlp.experts." in name:  # model.layers.i.mlp.experts.e.part.weight
+            e = int(parts[5])
+            stacked = ".".join(parts[:5] + parts[6:])
+            out[name] = g[names.get_name(stacked, try_suffixes=(".weight",))][e]
+            continue
+        if name.endswith("kv_b_proj.weight"):
+            k_b = g[names.get_name(name.replace("kv_b_proj", "k_b_proj"), try_suffixes=(".weight",))]
+            v_b = g[names.get_name(name.replace("kv_b_proj", "v_b_proj"), try_suffixes=(".weight",))]
+            kv = np.concatenate([np.swapaxes(k_b, 1, 2), v_b], axis=1)
+            out[name] = np.ascontiguousarray(kv.reshape(-1, kv.shape[-1]))
+            continue
+        gname = name.replace("e_score_correction_bias", "e_score_correction.bias")
+        out[name] = np.ascontiguousarray(g[names.get_name(gname, try_suffixes=(".weight", ".bias"))])
+        assert out[name].shape == tuple(w.shape), (name, out[name].shape, w.shape)
     return out
 
 
@@ -188,6 +231,9 @@ def tiny(root):
     f = d / "gguf-f32-kvb" / "model.gguf"
     if not f.exists():
         write_gguf(f, cfg, hf_to_gguf_tensors(gguf, cfg, weights, legacy=True), tok, legacy=True)
+    for q, seed in (("q8_0", 5001), ("q4_k", 5002)):
+        if (d / f"gguf-{q}" / "model.gguf").exists():
+            deq_goldens(d / f"hf-deq-{q}", hf, dequantized_hf(gguf, cfg, weights, d / f"gguf-{q}" / "model.gguf"), seed)
     llama_goldens(d / "gguf-f32", hf / "greedy.json")
     llama_goldens(d / "gguf-f32-mtp", hf / "greedy.json")
     llama_goldens(d / "gguf-f32-kvb", hf / "greedy.json")  # last: tests take it as the set's marker

@@ -338,6 +338,20 @@ TEST(GlmGguf, PreAbsorptionFileWithWholeKvBMatches) {
   same_as_hf_run(f, d + "hf-f32", 0.0, 0.0);
 }
 
+// The quantized files on the exact path (weights dequantized, f32 arithmetic): mlx-lm's goldens on
+// gguf-py's dequantization of the same file with the converter's transforms undone (attn_k_b /
+// attn_v_b back into kv_b_proj, experts unstacked), 5 prompts × 64 greedy steps within 1e-4 ·
+// max|logit|. A block read from the wrong row of the split or stacked tensors would not match.
+TEST(GlmGguf, QuantizedFilesMatchMlxLmOnTheDequantizedWeights) {
+  REQUIRE_GLM();
+  for (const std::string q : {"q8_0", "q4_k"}) {
+    if (!fs::exists(d + "hf-deq-" + q + "/greedy.json")) continue;
+    auto m = make(d + "gguf-" + q + "/model.gguf", compute::MatmulPath::Exact);
+    double w = exact_greedy(*m, read_json(d + "hf-deq-" + q + "/greedy.json"), 1e-4);
+    std::printf("glm gguf-%s exact vs mlx-lm (dequantized): worst %.3g\n", q.c_str(), w);
+  }
+}
+
 // The Q8_0 file (gguf-py) and llama.cpp's own Q4_K_M quantization of the f32 file, shipping path.
 TEST(GlmGguf, QuantizedFilesRunConsistently) {
   REQUIRE_GLM();
