@@ -21,6 +21,9 @@ TINY_ROOT/<config>/:
   gguf-q8_0/model.gguf   the 2-D weights in Q8_0 by gguf-py's quantizer (norms f32)
   gguf-q4_k/model.gguf   llama.cpp's own llama_model_quantize of the f32 file to MOSTLY_Q4_K_M (it
                          falls back to other types for rows not a multiple of 256, as here)
+  hf-deq-{q8_0,q4_k}/    those files' weights dequantized by gguf-py, Q/K rows back in HF order, as
+                         an HF checkpoint with mlx-lm's goldens (the oracle of our exact-path run of
+                         the quantized files)
   gguf-f32/greedy.json   llama-cpp-python's greedy output on the prompts of hf-f32/greedy.json
 
 usage: .venv/bin/python scripts/mistral3_gguf.py [TINY_ROOT]  (default $RAPID_MODEL_CACHE/mistral3-tiny)
@@ -67,6 +70,49 @@ def hf_to_gguf_tensors(gguf, tc, weights):
             raise SystemExit(f"no GGUF name for {name}")
         out.append((g, np.ascontiguousarray(w)))
     return out
+
+
+def dequantized_hf(gguf, tc, weights, path):
+    """The HF tensors of `weights` as the GGUF at `path` holds them (gguf-py's dequantizer), Q/K
+    rows put back in HF order (a permutation of whole rows: the blocks are unchanged); the vision
+    tower and projector, which the file lacks, as they were."""
+    from glm_gguf import read_dequantized
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MISTRAL3, tc["num_hidden_layers"])
+    g = read_dequantized(path)
+    out = {}
+    for name, w in weights.items():
+        lm = "model." + name[len("model.language_model."):] if name.startswith("model.language_model.") else name
+        gname = names.get_name(lm, try_suffixes=(".weight", ".bias"))
+        if gname is None or gname not in g:
+            out[name] = np.asarray(w, dtype=np.float32)
+            continue
+        a = g[gname]
+        for suffix, heads in (("q_proj.weight", tc["num_attention_heads"]), ("k_proj.weight", tc["num_key_value_heads"])):
+            if name.endswith("self_attn." + suffix):  # inverse of permute: pairs back to halves
+                a = a.reshape(heads, a.shape[0] // heads // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        assert a.shape == tuple(w.shape), (name, a.shape, w.shape)
+        out[name] = np.ascontiguousarray(a)
+    return out
+
+
+def deq_goldens(deq, hf, weights, seed):
+    """deq: the checkpoint hf (config, tokenizer files) with `weights` instead, and mlx-lm's goldens
+    of it (make_tiny_qwen35's format); kept if complete."""
+    import shutil
+    from safetensors.numpy import save_file
+    from make_tiny_qwen35 import goldens
+    if (deq / "greedy.json").exists():
+        return
+    tmp = deq.with_name(deq.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    for f in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(hf / f, tmp / f)
+    goldens(tmp, seed)
+    shutil.rmtree(deq, ignore_errors=True)
+    tmp.rename(deq)
+    print("wrote", deq, flush=True)
 
 
 def tokenizer_from_json(p):
@@ -147,6 +193,11 @@ def tiny(root):
                 print("wrote", q4, flush=True)
             except ImportError:
                 print("llama-cpp-python not installed: no", q4, flush=True)
+        weights = load_file(str(hf / "model.safetensors"))
+        for q, seed in (("q8_0", 6001), ("q4_k", 6002)):
+            if (d / f"gguf-{q}" / "model.gguf").exists():
+                deq_goldens(d / f"hf-deq-{q}", hf, dequantized_hf(gguf, tc, weights, d / f"gguf-{q}" / "model.gguf"),
+                            seed + 10 * CONFIGS.index(c))
         llama_goldens(d / "gguf-f32", hf / "greedy.json")
 
 

@@ -216,6 +216,21 @@ TEST(Mistral3Gguf, ConvertedToHfKeepsYarnAndQueryScaling) {
   }
 }
 
+// The quantized files on the exact path (weights dequantized, f32 arithmetic): mlx-lm's goldens on
+// gguf-py's dequantization of the same file, Q/K rows back in HF order (5 prompts × 64 greedy
+// steps within 1e-4 · max|logit|): the pair-ordered quantized Q/K rows are read right.
+TEST(Mistral3Gguf, QuantizedFilesMatchMlxLmOnTheDequantizedWeights) {
+  REQUIRE_SET();
+  for (const std::string c : kConfigs)
+    for (const std::string q : {"q8_0", "q4_k"}) {
+      const std::string dir = root + "/" + c + "/";
+      if (!fs::exists(dir + "hf-deq-" + q + "/greedy.json")) continue;
+      auto m = make(dir + "gguf-" + q + "/model.gguf", compute::MatmulPath::Exact);
+      double w = exact_greedy(*m, read_json(dir + "hf-deq-" + q + "/greedy.json"), 1e-4);
+      std::printf("%s gguf-%s exact vs mlx-lm (dequantized): worst %.3g\n", c.c_str(), q.c_str(), w);
+    }
+}
+
 // The quantized files (Q8_0 by gguf-py; llama.cpp's Q4_K_M, which falls back to Q5_0 / Q8_0 for
 // these 64- and 128-wide rows) on the shipping path. No greedy-text criterion: quantization moves
 // this random model's near-tied logits (as for the other tiny GGUF sets).
