@@ -148,6 +148,106 @@ void read_gpt_oss(const GgufFile& g, ModelConfig& c) {
   read_moe(g, c, "gpt-oss");
 }
 
+// llama.cpp's mistral3 (Devstral Small 2, Ministral 3: the converter's Ministral3Model, a
+// LlamaModel, so Q/K permuted for interleaved RoPE): YaRN under rope.scaling.*, transformers'
+// mscale_all_dim as yarn_log_multiplier and llama_4_scaling_beta as attention.temperature_scale, whose
+// position interval llama.cpp takes from rope.scaling.original_context_length (the converter writes
+// no key of its own for it). llama.cpp assumes mscale = 1 (as the releases have): the YaRN
+// attention factor is then get_mscale(factor, 1) / get_mscale(factor, mscale_all_dim).
+void read_mistral3(const GgufFile& g, ModelConfig& c) {
+  c.architecture = "ministral3";
+  // llama.cpp's mistral3 graph also has a mixture-of-experts branch no release uses; ours does not.
+  if (g.get_int("mistral3.expert_count", 0) != 0)
+    throw FileError(g.path, "metadata 'mistral3.expert_count': mixture-of-experts mistral3 files are not supported");
+  auto& r = c.rope_scaling;
+  if (r.type != "default" && r.type != "yarn")
+    throw FileError(g.path, "metadata 'mistral3.rope.scaling.type' is '" + r.type + "' (supported: none, yarn)");
+  if (r.type == "yarn") {
+    if (!(r.factor >= 1.0)) throw FileError(g.path, "metadata 'mistral3.rope.scaling.factor' must be at least 1");
+    if (r.original_max_position_embeddings <= 0)
+      throw FileError(g.path, "metadata 'mistral3.rope.scaling.original_context_length' is missing or invalid");
+    if (const double all = g.get_float("mistral3.rope.scaling.yarn_log_multiplier", 0.0); all != 0.0) {
+      auto ms = [&](double k) { return r.factor <= 1 ? 1.0 : 0.1 * k * std::log(r.factor) + 1.0; };
+      r.attention_factor = ms(1.0) / ms(all);
+    }
+  }
+  c.query_scale_beta = g.get_float("mistral3.attention.temperature_scale", 0.0);
+  if (!std::isfinite(c.query_scale_beta))
+    throw FileError(g.path, "metadata 'mistral3.attention.temperature_scale' is not finite");
+  if (c.query_scale_beta != 0.0) {
+    c.query_scale_interval = r.original_max_position_embeddings;
+    if (c.query_scale_interval <= 0)
+      throw FileError(g.path, "metadata 'mistral3.attention.temperature_scale' needs a positive "
+                              "'mistral3.rope.scaling.original_context_length'");
+  }
+}
+
+// llama.cpp's deepseek2, as its converter writes GLM-4.7-Flash (Glm4MoeLiteModel, a
+// DeepseekV2Model): multi-head latent attention stored as MQA (head_count_kv 1, key_length =
+// kv_lora_rank + rope), the real head sizes as key_length_mla / value_length_mla, the rope part
+// as rope.dimension_count; the first leading_dense_block_count layers dense, the rest routed;
+// routed_scaling_factor as expert_weights_scale, norm_topk_prob as expert_weights_norm (written only
+// when true), n_group / topk_group as expert_group_count / expert_group_used_count, the shared
+// experts as expert_shared_count; an MTP block counted in block_count (nextn_predict_layers).
+// Only what glm4_moe_lite computes is accepted: sigmoid scores (expert_gating_func 2; absent, as
+// llama.cpp defaults it: GLM-4.7-Flash's own shape, 47 or 48 layers and 154880 tokens) and no
+// rope scaling (DeepSeek-V2 / V3 files differ there and are refused naming the key).
+void read_deepseek2(const GgufFile& g, ModelConfig& c) {
+  const std::string a = "deepseek2.";
+  auto need = [&](const std::string& key) {
+    int64_t v = g.get_int(a + key, -1);
+    if (v <= 0) throw FileError(g.path, "metadata '" + a + key + "' is missing or invalid");
+    return v;
+  };
+  c.architecture = "glm4_moe_lite";
+  const int64_t nextn = g.get_int(a + "nextn_predict_layers", 0);
+  if (nextn < 0 || nextn >= c.num_hidden_layers) throw FileError(g.path, "metadata '" + a + "nextn_predict_layers' is invalid");
+  c.num_hidden_layers -= nextn;
+  const int64_t gating = g.get_int(a + "expert_gating_func", 0);
+  const bool glm_shape = (c.num_hidden_layers == 47 || c.num_hidden_layers == 48) && c.vocab_size == 154880;
+  if (gating != 2 && !(gating == 0 && glm_shape))
+    throw FileError(g.path, "metadata '" + a + "expert_gating_func' is " + std::to_string(gating) +
+                                ": only sigmoid scores (2, GLM-4.7-Flash) are supported for deepseek2");
+  if (c.rope_scaling.type != "default")
+    throw FileError(g.path, "metadata '" + a + "rope.scaling.type' is '" + c.rope_scaling.type + "': not supported for deepseek2");
+  c.q_lora_rank = g.get_int(a + "attention.q_lora_rank", 0);
+  c.kv_lora_rank = need("attention.kv_lora_rank");
+  c.qk_rope_head_dim = need("rope.dimension_count");
+  // Older files (the converter before MLA absorption, attn_kv_b whole) have no *_mla keys: their
+  // key_length / value_length are the heads' own sizes, as llama.cpp then reads them.
+  const bool mla_keys = g.get(a + "attention.key_length_mla") || g.get(a + "attention.value_length_mla");
+  const int64_t k_mla = need(mla_keys ? "attention.key_length_mla" : "attention.key_length");
+  c.v_head_dim = need(mla_keys ? "attention.value_length_mla" : "attention.value_length");
+  if (c.q_lora_rank < 0) throw FileError(g.path, "metadata '" + a + "attention.q_lora_rank' is invalid");
+  if (c.qk_rope_head_dim % 2 || k_mla < c.qk_rope_head_dim)
+    throw FileError(g.path, "metadata '" + a + "rope.dimension_count' must be even and at most attention.key_length_mla");
+  c.qk_nope_head_dim = k_mla - c.qk_rope_head_dim;
+  c.head_dim = k_mla;
+  c.num_key_value_heads = c.num_attention_heads;  // MLA expands the latent to every head
+  read_moe(g, c, "deepseek2");
+  const nlohmann::json* norm = g.get(a + "expert_weights_norm");
+  if (norm && !norm->is_boolean()) throw FileError(g.path, "metadata '" + a + "expert_weights_norm' is not a bool");
+  c.norm_topk_prob = norm && norm->get<bool>();
+  c.routed_scaling_factor = g.get_float(a + "expert_weights_scale", 1.0);
+  if (!(c.routed_scaling_factor > 0) || !std::isfinite(c.routed_scaling_factor))
+    throw FileError(g.path, "metadata '" + a + "expert_weights_scale' must be positive");
+  c.n_group = g.get_int(a + "expert_group_count", 1);
+  c.topk_group = g.get_int(a + "expert_group_used_count", 1);
+  if (c.n_group <= 0 || c.num_experts % c.n_group || c.topk_group <= 0 || c.topk_group > c.n_group)
+    throw FileError(g.path, "metadata '" + a + "expert_group_count' / 'expert_group_used_count' (" +
+                                std::to_string(c.n_group) + " / " + std::to_string(c.topk_group) +
+                                ") do not split the experts into groups");
+  const int64_t shared = g.get_int(a + "expert_shared_count", 0);
+  if (shared < 0) throw FileError(g.path, "metadata '" + a + "expert_shared_count' is invalid");
+  c.shared_expert_intermediate_size = c.moe_intermediate_size * shared;
+  const int64_t dense = g.get_int(a + "leading_dense_block_count", 0);
+  if (dense < 0 || dense > c.num_hidden_layers)
+    throw FileError(g.path, "metadata '" + a + "leading_dense_block_count' is invalid");
+  if (dense > 0 && c.intermediate_size <= 0)
+    throw FileError(g.path, "metadata '" + a + "feed_forward_length' is missing (dense leading layers)");
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_moe[size_t(i)] = i >= dense;
+}
+
 }  // namespace
 
 ModelConfig config_from_gguf(const GgufFile& g) {
@@ -201,6 +301,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     read_sliding_pattern(g, c, arch, 6);
   }
   if (arch == "gpt-oss") read_gpt_oss(g, c);
+  if (arch == "mistral3") read_mistral3(g, c);
+  if (arch == "deepseek2") read_deepseek2(g, c);
   auto tok_id = [&](const char* key) -> std::optional<int32_t> {
     auto* v = g.get(key);
     if (v && v->is_number_integer()) return v->get<int32_t>();

@@ -312,7 +312,7 @@ nlohmann::ordered_json config_to_hf_json(const ModelConfig& c) {
   nlohmann::ordered_json j;
   static const std::pair<const char*, const char*> classes[] = {
       {"llama", "LlamaForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"},
-      {"gemma3", "Gemma3ForCausalLM"}, {"mistral", "MistralForCausalLM"}};
+      {"gemma3", "Gemma3ForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"ministral3", "Ministral3ForCausalLM"}};
   for (auto& [a, cls] : classes)
     if (c.architecture == a) j["architectures"] = {cls};
   j["model_type"] = c.architecture == "gemma3" ? "gemma3_text" : c.architecture;
@@ -339,7 +339,17 @@ nlohmann::ordered_json config_to_hf_json(const ModelConfig& c) {
       rs["beta_slow"] = r.beta_slow;
       if (r.attention_factor) rs["attention_factor"] = *r.attention_factor;
     }
+    // Ministral 3's query scaling lives beside its YaRN parameters (read_query_scale), its interval
+    // being their original_max_position_embeddings.
+    if (c.query_scale_beta != 0) {
+      if (c.query_scale_interval != r.original_max_position_embeddings)
+        throw Error("config: the query scaling interval (" + std::to_string(c.query_scale_interval) +
+                    ") differs from rope_scaling's original_max_position_embeddings; config.json cannot say so");
+      rs["llama_4_scaling_beta"] = c.query_scale_beta;
+    }
     j["rope_scaling"] = rs;
+  } else if (c.query_scale_beta != 0) {
+    throw Error("config: query scaling without rope scaling cannot be written to config.json");
   }
   j["tie_word_embeddings"] = c.tie_word_embeddings;
   if (c.architecture != "qwen2") j["attention_bias"] = c.attention_bias;

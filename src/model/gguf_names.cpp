@@ -44,7 +44,7 @@ const char* nextn_part(const std::string& part) {
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
-  bool gemma = arch == "gemma3", oss = arch == "gpt_oss";
+  bool gemma = arch == "gemma3", oss = arch == "gpt_oss", glm = arch == "glm4_moe_lite";
   bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
@@ -68,6 +68,23 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
     // gpt-oss (the converter's GptOssModel): the sinks gained a ".weight"; the router and the
     // stacked experts (with biases) take the names of mlx-lm's gpt_oss, which MoeBlock reads.
     if (oss && part == "attn_sinks" && suffix == ".weight") return prefix + "self_attn.sinks";
+    // glm4_moe_lite from llama.cpp's deepseek2 (multi-head latent attention): attn_k_b / attn_v_b
+    // are kv_b_proj split per head as mlx-lm's sanitize splits it (k_b [heads, kv_lora, nope],
+    // v_b [heads, v, kv_lora]), which MlaAttention reads as embed_q / unembed_out; older files keep
+    // kv_b_proj whole as attn_kv_b. The expert choice bias is exp_probs_b; the shared experts are
+    // GLM's shared_experts (plural).
+    if (glm) {
+      static const std::pair<const char*, const char*> mla[] = {
+          {"attn_q_a", "self_attn.q_a_proj"},          {"attn_q_a_norm", "self_attn.q_a_layernorm"},
+          {"attn_q_b", "self_attn.q_b_proj"},          {"attn_kv_a_mqa", "self_attn.kv_a_proj_with_mqa"},
+          {"attn_kv_a_norm", "self_attn.kv_a_layernorm"}, {"attn_kv_b", "self_attn.kv_b_proj"},
+          {"attn_k_b", "self_attn.embed_q"},           {"attn_v_b", "self_attn.unembed_out"},
+          {"ffn_gate_shexp", "mlp.shared_experts.gate_proj"}, {"ffn_up_shexp", "mlp.shared_experts.up_proj"},
+          {"ffn_down_shexp", "mlp.shared_experts.down_proj"}};
+      for (auto& [g, h] : mla)
+        if (part == g) return prefix + h + suffix;
+      if (part == "exp_probs_b" && suffix == ".bias") return prefix + "mlp.gate.e_score_correction_bias";
+    }
     const char* hf = nullptr;
     if (oss && part == "ffn_gate_inp") hf = "mlp.router";
     else if (oss && part == "ffn_gate_exps") hf = "mlp.experts.gate_proj";
@@ -107,7 +124,10 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
   return n;
 }
 
-bool gguf_arch_permutes_qk(const std::string& arch) { return arch == "llama" || arch == "mistral"; }
+// ministral3: llama.cpp's mistral3 files (the converter's Ministral3Model is a LlamaModel).
+bool gguf_arch_permutes_qk(const std::string& arch) {
+  return arch == "llama" || arch == "mistral" || arch == "ministral3";
+}
 
 namespace {
 
