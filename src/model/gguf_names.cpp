@@ -39,12 +39,42 @@ const char* nextn_part(const std::string& part) {
   return nullptr;
 }
 
+// llama.cpp's gemma4 names that Gemma 3's do not cover, as full "model.layers.<i>." suffixes
+// (some HF names have no ".weight": the layer scalar, the router's scales, the fused experts), or
+// nullptr. The per-expert scale is stored as ffn_down_exps.scale (it scales each expert's output);
+// the unfused experts take mlx-lm's switch_glu names, which MoeBlock also reads.
+const char* gemma4_part(const std::string& part, const std::string& suffix, std::string& out) {
+  static const std::pair<const char*, const char*> weights[] = {
+      {"pre_ffw_norm_2", "pre_feedforward_layernorm_2"}, {"post_ffw_norm_1", "post_feedforward_layernorm_1"},
+      {"post_ffw_norm_2", "post_feedforward_layernorm_2"}, {"inp_gate", "per_layer_input_gate"},
+      {"proj", "per_layer_projection"},                  {"post_norm", "post_per_layer_input_norm"},
+      {"ffn_gate_inp", "router.proj"},                    {"ffn_gate_exps", "experts.switch_glu.gate_proj"},
+      {"ffn_up_exps", "experts.switch_glu.up_proj"}};
+  if (suffix == ".weight") {
+    for (auto& [g, hf] : weights)
+      if (part == g) return (out = std::string(hf) + suffix).c_str();
+    if (part == "layer_output_scale") return (out = "layer_scalar").c_str();
+    if (part == "ffn_gate_up_exps") return (out = "experts.gate_up_proj").c_str();
+    if (part == "ffn_down_exps") return (out = "experts.down_proj").c_str();
+  } else if (suffix == ".scale") {
+    if (part == "ffn_gate_inp") return (out = "router.scale").c_str();
+    if (part == "ffn_down_exps") return (out = "router.per_expert_scale").c_str();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
-  bool gemma = arch == "gemma3", oss = arch == "gpt_oss";
+  // Gemma 3n / 4's per-layer token embeddings and their projection (global tensors).
+  static const std::pair<const char*, const char*> per_layer_globals[] = {
+      {"per_layer_token_embd", "model.embed_tokens_per_layer"},
+      {"per_layer_model_proj", "model.per_layer_model_projection"},
+      {"per_layer_proj_norm", "model.per_layer_projection_norm"}};
+  const bool gemma4 = arch == "gemma4";
+  bool gemma = arch == "gemma3" || gemma4, oss = arch == "gpt_oss";
   bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
@@ -65,6 +95,8 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
     }
     std::string q35;
     if (qwen35 && qwen35_part(part, suffix, q35)) return prefix + q35;
+    std::string g4;
+    if (gemma4 && gemma4_part(part, suffix, g4)) return prefix + g4;
     // gpt-oss (the converter's GptOssModel): the sinks gained a ".weight"; the router and the
     // stacked experts (with biases) take the names of mlx-lm's gpt_oss, which MoeBlock reads.
     if (oss && part == "attn_sinks" && suffix == ".weight") return prefix + "self_attn.sinks";
@@ -104,6 +136,9 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
   std::string base = n.substr(0, dl);
   for (auto& [g, hf] : globals)
     if (base == g) return hf + n.substr(dl);
+  if (gemma4)
+    for (auto& [g, hf] : per_layer_globals)
+      if (base == g) return hf + n.substr(dl);
   return n;
 }
 
