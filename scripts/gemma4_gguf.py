@@ -26,6 +26,8 @@ Gemma 4's own SentencePiece-style vocabulary as tokenizer "gemma4"; the tiny mod
 
 For each tiny model of scripts/make_tiny_gemma4.py (TINY_ROOT/<e2b|kv|moe>/hf-f32) writes
   gguf-f32/model.gguf    every tensor f32
+  gguf-f32-qkv/model.gguf  the f32 file with the converter's --fuse-qkv (attn_qkv where a layer has
+                         all of q / k / v), and its greedy.json by llama-cpp-python
   gguf-q8_0/model.gguf   every 2-D / 3-D weight in Q8_0 (gguf-py's quantizer) but the router; norms,
                          scalars, scales and rope_freqs f32
   mlx-deq-q8_0/          mlx-f32 with the weights the Q8_0 file holds (dequantized by gguf-py), and
@@ -99,6 +101,22 @@ def hf_to_gguf_tensors(gguf, cfg, weights, n_vocab):
     hd = tc["global_head_dim"]
     n_rot = int(hd * full["partial_rotary_factor"] / 2)
     out.append(("rope_freqs.weight", np.array([1.0] * n_rot + [1e30] * (hd // 2 - n_rot), dtype=np.float32)))
+    return out
+
+
+def fused_qkv(tensors):
+    """The converter's --fuse-qkv: in every layer with all of attn_q / attn_k / attn_v (not the
+    full layers whose keys are values), their rows concatenated as blk.N.attn_qkv.weight."""
+    by = dict(tensors)
+    out = []
+    for name, a in tensors:
+        part = name.split(".")[2] if name.startswith("blk.") else ""
+        b = name[:name.index(part)] if part else ""
+        if part in ("attn_q", "attn_k", "attn_v") and all(f"{b}attn_{x}.weight" in by for x in "qkv"):
+            if part == "attn_q":
+                out.append((b + "attn_qkv.weight", np.concatenate([by[f"{b}attn_{x}.weight"] for x in "qkv"], axis=0)))
+            continue
+        out.append((name, a))
     return out
 
 
@@ -188,11 +206,16 @@ def tiny(root):
         tok = tokenizer_from_json(hf / "tokenizer.json")
         tensors = hf_to_gguf_tensors(gguf, cfg, load_file(str(hf / "model.safetensors")), n_vocab)
         gguf_copies(d, lambda f, q: write_gguf(f, cfg, tensors, tok, out_type=q))
+        fused = d / "gguf-f32-qkv" / "model.gguf"
+        if not fused.exists():
+            write_gguf(fused, cfg, fused_qkv(tensors), tok)
+            print("wrote", fused, flush=True)
         mlx = d / "mlx-f32"
         if not (d / "mlx-deq-q8_0" / "greedy.json").exists():
             w = dequantized_mlx(gguf, load_file(str(mlx / "model.safetensors")), gguf.GGMLQuantizationType.Q8_0)
             deq_goldens(d / "mlx-deq-q8_0", mlx, w, 7000 + SEED_INDEX[c])
         llama_goldens(d / "gguf-f32", hf / "greedy.json")
+        llama_goldens(d / "gguf-f32-qkv", hf / "greedy.json")
 
 
 if __name__ == "__main__":

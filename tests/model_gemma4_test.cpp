@@ -21,6 +21,7 @@
 
 #include "cache/block_pool.h"
 #include "common/error.h"
+#include "model/gguf.h"
 #include "model/gguf_names.h"
 #include "model/paged_kv.h"
 #include "model/weights.h"
@@ -112,7 +113,7 @@ const std::string& gguf_models(std::string* why) {
   if (!done) {
     done = true;
     root = gemma4_tiny::tiny_models(&reason);
-    if (!root.empty()) root = qwen35::ensure_set(root, "/moe/mlx-deq-q8_0/greedy.json", "gemma4_gguf.py", reason);
+    if (!root.empty()) root = qwen35::ensure_set(root, "/moe/gguf-f32-qkv/model.gguf", "gemma4_gguf.py", reason);
   }
   if (why) *why = reason;
   return root;
@@ -222,14 +223,16 @@ json capped_goldens(json g) {
 }
 
 // f32 GGUF, exact path: mlx-lm's goldens of the same weights (tokens, logits within 1e-4 ·
-// max|logit|; kv's file has llama.cpp's default softcap, applied to mlx-lm's logits here). Q8_0:
-// mlx-lm's goldens of gguf-py's dequantization of the same blocks.
+// max|logit|; kv's file has llama.cpp's default softcap, applied to mlx-lm's logits here), also
+// with the converter's fused attn_qkv. Q8_0: mlx-lm's goldens of gguf-py's dequantization.
 TEST(Gemma4Gguf, GreedyMatchesMlxLmOnTheSameWeights) {
   REQUIRE_GEMMA4_GGUF();
   for (const std::string c : {"e2b", "kv", "moe"})
-    for (const std::string q : {"f32", "q8_0"}) {
-      auto m = qwen35::make(root + "/" + c + "/gguf-" + q + "/model.gguf", compute::MatmulPath::Exact, tensor::DType::F32);
-      json g = read_json(root + "/" + c + (q == "f32" ? "/hf-f32" : "/mlx-deq-q8_0") + "/greedy.json");
+    for (const std::string q : {"f32", "f32-qkv", "q8_0"}) {
+      const std::string file = root + "/" + c + "/gguf-" + q + "/model.gguf";
+      if (q == "f32-qkv") ASSERT_NE(read_gguf(file).find("blk.0.attn_qkv.weight"), nullptr) << file;
+      auto m = qwen35::make(file, compute::MatmulPath::Exact, tensor::DType::F32);
+      json g = read_json(root + "/" + c + (q == "q8_0" ? "/mlx-deq-q8_0" : "/hf-f32") + "/greedy.json");
       if (c == "kv") g = capped_goldens(std::move(g));
       std::printf("%s %s: worst |dlogit| / max|logit| = %.3g\n", c.c_str(), q.c_str(), exact_greedy(*m, g, 1e-4));
     }

@@ -194,8 +194,9 @@ void read_gemma4(const GgufFile& g, ModelConfig& c) {
   for (int64_t i = 0; i < first_shared; ++i) {
     if (c.layer_is_sliding[size_t(i)]) continue;
     const std::string b = "blk." + std::to_string(i) + ".";
-    if (!g.find(b + "attn_k.weight")) throw FileError(g.path, "tensor '" + b + "attn_k.weight' is missing");
-    const int v = g.find(b + "attn_v.weight") ? 0 : 1;
+    const bool fused = g.find(b + "attn_qkv.weight") != nullptr;  // the converter's --fuse-qkv: v included
+    if (!fused && !g.find(b + "attn_k.weight")) throw FileError(g.path, "tensor '" + b + "attn_k.weight' is missing");
+    const int v = fused || g.find(b + "attn_v.weight") ? 0 : 1;
     if (k_eq_v >= 0 && v != k_eq_v)
       throw FileError(g.path, "tensor '" + b + "attn_v.weight': full-attention layers differ in having one");
     k_eq_v = v;

@@ -223,6 +223,36 @@ void split_ba(const tensor::Tensor& src, const std::string& hf_name, const Model
   }
 }
 
+// llama.cpp's gemma4 with the converter's --fuse-qkv: attn_qkv holds the q, k and v rows of a layer
+// whose three projections all exist (not where keys are values), at that layer's own head size and
+// KV head count. Split into row views of the file (no copy; any row-wise GGUF type).
+void split_gemma4_qkv(const tensor::Tensor& src, const ModelConfig& cfg, const std::string& path, WeightStore& store) {
+  const size_t d1 = src.name.find('.', 4);
+  const std::string layer = src.name.substr(4, d1 - 4);
+  const int64_t i = std::stoll(layer);
+  const bool sliding = i < int64_t(cfg.layer_is_sliding.size()) && cfg.layer_is_sliding[size_t(i)];
+  const int64_t hd = sliding ? cfg.head_dim : cfg.global_head_dim;
+  const int64_t nkv = !sliding && cfg.attention_k_eq_v && cfg.num_global_key_value_heads > 0
+                          ? cfg.num_global_key_value_heads : cfg.num_key_value_heads;
+  const int64_t rows[3] = {cfg.num_attention_heads * hd, nkv * hd, nkv * hd};
+  if (src.shape.size() != 2 || src.shape[0] != rows[0] + rows[1] + rows[2])
+    throw FileError(path, "tensor '" + src.name + "': expected " + std::to_string(rows[0] + rows[1] + rows[2]) +
+                              " rows (q, k and v of the layer's heads)");
+  const size_t row = src.nbytes / size_t(src.shape[0]);
+  const char* names[3] = {"q_proj", "k_proj", "v_proj"};
+  int64_t r0 = 0;
+  for (int k = 0; k < 3; ++k) {
+    tensor::Tensor t = src;
+    t.name = "model.layers." + layer + ".self_attn." + names[k] + ".weight";
+    if (store.find(t.name)) throw FileError(path, "tensor '" + src.name + "' and a separate " + names[k] + " in one layer");
+    t.shape = {rows[k], src.shape[1]};
+    t.data = static_cast<const uint8_t*>(src.data) + size_t(r0) * row;
+    t.nbytes = size_t(rows[k]) * row;
+    r0 += rows[k];
+    store.add(std::move(t));
+  }
+}
+
 bool ends_with(const std::string& s, const char* suf) {
   size_t n = std::strlen(suf);
   return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
@@ -272,6 +302,10 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     if (qwen35 && ends_with(t.name, "linear_attn.in_proj_ba.weight") &&
         !g.find(src.name.substr(0, src.name.size() - std::strlen("ssm_ba.weight")) + "ssm_in.weight")) {
       split_ba(src, t.name, cfg, g.path, store);
+      continue;
+    }
+    if (cfg.architecture == "gemma4" && ends_with(src.name, ".attn_qkv.weight")) {
+      split_gemma4_qkv(src, cfg, g.path, store);
       continue;
     }
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))

@@ -3,7 +3,8 @@ scripts/make_tiny_gemma4.py, e2b / kv / moe, with llama.cpp's gguf-py and the co
 - the GGUF is right: llama-cpp-python running the f32 file gives mlx-lm's greedy tokens and logits
   on the Hugging Face copy of the same weights (a wrong per-layer input, kv sharing, head count,
   keys-as-values layout, rope_freqs, norm offset, expert layout or scale name would not);
-- `rapid-mlx run --raw --exact --kv-dtype f32` on the f32 file prints mlx-lm's greedy text of the
+- `rapid-mlx run --raw --exact --kv-dtype f32` on the f32 file (also with the converter's
+  --fuse-qkv) prints mlx-lm's greedy text of the
   same prompt (the file's own byte-level vocabulary tokenizes as tokenizer.json does), and on
   the Q8_0 file mlx-lm's greedy text on gguf-py's dequantization of the same weights;
 - `serve` from the f32 file answers several clients at once with mlx-lm's text.
@@ -28,7 +29,7 @@ LLAMA_DEFAULT_SOFTCAP = 30.0
 
 @pytest.fixture(scope="module")
 def tiny():
-    if not all((TINY / c / "mlx-deq-q8_0" / "greedy.json").exists() for c in CONFIGS):
+    if not all((TINY / c / "gguf-f32-qkv" / "model.gguf").exists() for c in CONFIGS):
         if not (TINY / "moe" / "hf-f32" / "greedy.json").exists():
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_gemma4.py"), str(TINY)], check=True,
                            stdout=subprocess.DEVNULL)
@@ -42,12 +43,13 @@ def capped(logits, cap):
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config):
+@pytest.mark.parametrize("copy", ["gguf-f32", "gguf-f32-qkv"])
+def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config, copy):
     pytest.importorskip("llama_cpp")
-    if not (tiny / config / "gguf-f32" / "greedy.json").exists():
+    if not (tiny / config / copy / "greedy.json").exists():
         pytest.skip("llama.cpp goldens not written (llama-cpp-python missing when the set was made)")
     mlx = json.load(open(tiny / config / "hf-f32" / "greedy.json"))
-    lc = json.load(open(tiny / config / "gguf-f32" / "greedy.json"))
+    lc = json.load(open(tiny / config / copy / "greedy.json"))
     cfg = json.load(open(tiny / config / "hf-f32" / "config.json"))
     cap = None if cfg.get("text_config", cfg).get("final_logit_softcapping") else LLAMA_DEFAULT_SOFTCAP
     assert lc["probe_ids"] == mlx["probe_ids"]
@@ -74,8 +76,10 @@ def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config):
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-def test_run_raw_on_the_f32_gguf_prints_mlx_lm_greedy_text(tiny, config):
-    assert run_raw(tiny / config / "gguf-f32" / "model.gguf") == mlx_greedy_text(tiny / config / "mlx-f32")
+@pytest.mark.parametrize("copy", ["gguf-f32", "gguf-f32-qkv"])
+def test_run_raw_on_the_f32_gguf_prints_mlx_lm_greedy_text(tiny, config, copy):
+    """Also with the converter's --fuse-qkv (attn_qkv split into row views of the file)."""
+    assert run_raw(tiny / config / copy / "model.gguf") == mlx_greedy_text(tiny / config / "mlx-f32")
 
 
 @pytest.mark.parametrize("config", CONFIGS)
