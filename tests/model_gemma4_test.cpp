@@ -259,7 +259,11 @@ TEST(Gemma4Gguf, BadMetadataIsRefusedNamingTheKey) {
                         Case{"e2b", "gemma4.rope.dimension_count_swa", 8, "gemma4.rope.dimension_count_swa"},
                         Case{"kv", "gemma4.attention.value_length_swa", 32, "gemma4.attention.value_length_swa"},
                         Case{"moe", "gemma4.expert_feed_forward_length", -1, "'gemma4.expert_feed_forward_length' is missing"},
-                        Case{"moe", "gemma4.expert_used_count", 9, "gemma4.expert_used_count"}}) {
+                        Case{"moe", "gemma4.expert_used_count", 9, "gemma4.expert_used_count"},
+                        Case{"moe", "gemma4.expert_count", 16,
+                             "'blk.0.ffn_gate_inp.weight' has shape [8, 64], expected [16, 64]"},
+                        Case{"moe", "gemma4.expert_feed_forward_length", 32,
+                             "'blk.0.ffn_down_exps.weight' has shape [8, 64, 64], expected [8, 64, 32]"}}) {
     std::string b = bytes_of(root + "/" + c.config + "/gguf-f32/model.gguf");
     // The key as stored: its length (uint64) then its bytes, so key_length does not match key_length_swa.
     std::string stored(8, '\0');

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -286,6 +287,40 @@ void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightSt
   }
 }
 
+// Gemma 4's experts (every layer with enable_moe_block): router, its scales and the stacked experts
+// (fused gate_up or separate gate / up) at the shapes the metadata promises, refused with the file's
+// path and GGUF name otherwise (MoeBlock would only name the HF tensor).
+void check_gemma4_moe(const GgufFile& g, const ModelConfig& cfg, const WeightStore& store) {
+  if (cfg.architecture != "gemma4" || !cfg.enable_moe_block) return;
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t d : v) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return "[" + s + "]";
+  };
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i) + ".", p = "model.layers." + std::to_string(i) + ".";
+    const bool fused = store.find(p + "experts.gate_up_proj") != nullptr;
+    std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> want = {
+        {"ffn_gate_inp.weight", "router.proj.weight", {E, H}},
+        {"ffn_gate_inp.scale", "router.scale", {H}},
+        {"ffn_down_exps.scale", "router.per_expert_scale", {E}},
+        {"ffn_down_exps.weight", "experts.down_proj", {E, H, I}}};
+    if (fused) want.push_back({"ffn_gate_up_exps.weight", "experts.gate_up_proj", {E, 2 * I, H}});
+    else {
+      want.push_back({"ffn_gate_exps.weight", "experts.switch_glu.gate_proj.weight", {E, I, H}});
+      want.push_back({"ffn_up_exps.weight", "experts.switch_glu.up_proj.weight", {E, I, H}});
+    }
+    for (const auto& [gname, hf, shape] : want) {
+      const tensor::Tensor* t = store.find(p + hf);
+      if (!t) throw FileError(g.path, "tensor '" + blk + gname + "' is missing (expert_count = " + std::to_string(E) + ")");
+      if (t->shape != shape)
+        throw FileError(g.path, "tensor '" + blk + gname + "' has shape " + dims(t->shape) + ", expected " + dims(shape) +
+                                    " from expert_count, embedding_length and expert_feed_forward_length");
+    }
+  }
+}
+
 }  // namespace
 
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
@@ -325,6 +360,7 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     store.add(std::move(t));
   }
   check_moe_tensors(g, cfg, store);
+  check_gemma4_moe(g, cfg, store);
 }
 
 }  // namespace rapid::model
