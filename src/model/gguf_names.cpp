@@ -69,14 +69,17 @@ const char* gemma4_part(const std::string& part, const std::string& suffix, std:
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
   static const std::pair<const char*, const char*> globals[] = {
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
-  // Gemma 3n / 4's per-layer token embeddings and their projection (global tensors).
+  bool gemma = arch == "gemma3", oss = arch == "gpt_oss";
+  bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
+
+  // Gemma 4 names its shared parts as Gemma 3; its per-layer token embeddings and their
+  // projection are global tensors of its own.
+  const bool gemma4 = arch == "gemma4";
+  gemma |= gemma4;
   static const std::pair<const char*, const char*> per_layer_globals[] = {
       {"per_layer_token_embd", "model.embed_tokens_per_layer"},
       {"per_layer_model_proj", "model.per_layer_model_projection"},
       {"per_layer_proj_norm", "model.per_layer_projection_norm"}};
-  const bool gemma4 = arch == "gemma4";
-  bool gemma = arch == "gemma3" || gemma4, oss = arch == "gpt_oss";
-  bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
     size_t d1 = n.find('.', 4);
