@@ -136,18 +136,6 @@ void read_sliding_pattern(const GgufFile& g, ModelConfig& c, const std::string& 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
 }
 
-// llama.cpp's gpt-oss (the converter's GptOssModel): the window as attention.sliding_window, every
-// other layer sliding from the first (llama.cpp's default pattern 2, transformers' layer_types of
-// the releases), the experts intermediate_size wide, routed in every layer. Its SwiGLU clamp
-// (alpha 1.702, limit 7) is fixed in llama.cpp, as ModelConfig's defaults are.
-void read_gpt_oss(const GgufFile& g, ModelConfig& c) {
-  c.architecture = "gpt_oss";
-  c.sliding_window = g.get_int("gpt-oss.attention.sliding_window", 0);
-  if (c.sliding_window <= 0) throw FileError(g.path, "metadata 'gpt-oss.attention.sliding_window' is missing or invalid");
-  read_sliding_pattern(g, c, "gpt-oss", 2);
-  read_moe(g, c, "gpt-oss");
-}
-
 // llama.cpp's gemma4 (the converter's Gemma4Model). Head sizes: key_length is the full layers'
 // (global_head_dim), key_length_swa the sliding layers'; value lengths must equal them (llama.cpp
 // refuses otherwise). head_count_kv and feed_forward_length may be one entry per layer: the full
@@ -273,6 +261,18 @@ void read_gemma4(const GgufFile& g, ModelConfig& c) {
   }
 }
 
+// llama.cpp's gpt-oss (the converter's GptOssModel): the window as attention.sliding_window, every
+// other layer sliding from the first (llama.cpp's default pattern 2, transformers' layer_types of
+// the releases), the experts intermediate_size wide, routed in every layer. Its SwiGLU clamp
+// (alpha 1.702, limit 7) is fixed in llama.cpp, as ModelConfig's defaults are.
+void read_gpt_oss(const GgufFile& g, ModelConfig& c) {
+  c.architecture = "gpt_oss";
+  c.sliding_window = g.get_int("gpt-oss.attention.sliding_window", 0);
+  if (c.sliding_window <= 0) throw FileError(g.path, "metadata 'gpt-oss.attention.sliding_window' is missing or invalid");
+  read_sliding_pattern(g, c, "gpt-oss", 2);
+  read_moe(g, c, "gpt-oss");
+}
+
 }  // namespace
 
 ModelConfig config_from_gguf(const GgufFile& g) {
@@ -330,8 +330,8 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.attn_logit_softcapping = g.get_float(k("attn_logit_softcapping"), 0.0);
     read_sliding_pattern(g, c, arch, 6);
   }
-  if (arch == "gpt-oss") read_gpt_oss(g, c);
   if (arch == "gemma4") read_gemma4(g, c);
+  if (arch == "gpt-oss") read_gpt_oss(g, c);
   auto tok_id = [&](const char* key) -> std::optional<int32_t> {
     auto* v = g.get(key);
     if (v && v->is_number_integer()) return v->get<int32_t>();
