@@ -136,6 +136,131 @@ void read_sliding_pattern(const GgufFile& g, ModelConfig& c, const std::string& 
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) c.layer_is_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
 }
 
+// llama.cpp's gemma4 (the converter's Gemma4Model). Head sizes: key_length is the full layers'
+// (global_head_dim), key_length_swa the sliding layers'; value lengths must equal them (llama.cpp
+// refuses otherwise). head_count_kv and feed_forward_length may be one entry per layer: the full
+// layers' own KV head count (only with keys doubling as values, as in transformers) and the
+// kv-shared layers' double-wide MLPs. Keys as values: full layers with attn_k but no attn_v.
+// Proportional RoPE on full layers is rope_freqs: 1 for the turning frequencies, a huge divisor
+// for the rest. The softcap defaults to llama.cpp's 30 when the key is absent (the converter
+// writes none for a model without one, and llama.cpp then caps at 30).
+void read_gemma4(const GgufFile& g, ModelConfig& c) {
+  const std::string a = "gemma4.";
+  auto need = [&](const std::string& key) {
+    int64_t v = g.get_int(a + key, -1);
+    if (v <= 0) throw FileError(g.path, "metadata '" + a + key + "' is missing or invalid");
+    return v;
+  };
+  c.hidden_act = "gelu_pytorch_tanh";
+  c.global_head_dim = need("attention.key_length");
+  c.head_dim = need("attention.key_length_swa");
+  if (g.get_int(a + "attention.value_length", c.global_head_dim) != c.global_head_dim)
+    throw FileError(g.path, "metadata '" + a + "attention.value_length' differs from key_length (not supported)");
+  if (g.get_int(a + "attention.value_length_swa", c.head_dim) != c.head_dim)
+    throw FileError(g.path, "metadata '" + a + "attention.value_length_swa' differs from key_length_swa (not supported)");
+  c.sliding_window = need("attention.sliding_window");
+  if (!g.get(a + "attention.sliding_window_pattern"))
+    throw FileError(g.path, "metadata '" + a + "attention.sliding_window_pattern' is missing");
+  read_sliding_pattern(g, c, "gemma4", 0);
+  if (int64_t(c.layer_is_sliding.size()) != c.num_hidden_layers)
+    throw FileError(g.path, "metadata '" + a + "attention.sliding_window_pattern' has the wrong length");
+  c.num_kv_shared_layers = g.get_int(a + "attention.shared_kv_layers", 0);
+  if (c.num_kv_shared_layers < 0 || c.num_kv_shared_layers >= c.num_hidden_layers)
+    throw FileError(g.path, "metadata '" + a + "attention.shared_kv_layers' must be in [0, block_count)");
+  const int64_t first_shared = c.num_hidden_layers - c.num_kv_shared_layers;
+  const auto* pl = g.get(a + "embedding_length_per_layer_input");
+  if (!pl || !pl->is_number_integer() || pl->get<int64_t>() < 0)
+    throw FileError(g.path, "metadata '" + a + "embedding_length_per_layer_input' is missing or invalid");
+  c.hidden_size_per_layer_input = pl->get<int64_t>();
+  c.vocab_size_per_layer_input = c.vocab_size;
+  c.rope_local_base_freq = g.get_float(a + "rope.freq_base_swa", 10000.0);
+  c.final_logit_softcapping = g.get_float(a + "final_logit_softcapping", 30.0);
+  if (g.get_int(a + "rope.dimension_count_swa", c.head_dim) != c.head_dim)
+    throw FileError(g.path, "metadata '" + a + "rope.dimension_count_swa' differs from key_length_swa (not supported)");
+  // Keys as values: decided by the first kv-owning full layer, the same in every other.
+  int k_eq_v = -1;
+  for (int64_t i = 0; i < first_shared; ++i) {
+    if (c.layer_is_sliding[size_t(i)]) continue;
+    const std::string b = "blk." + std::to_string(i) + ".";
+    const bool fused = g.find(b + "attn_qkv.weight") != nullptr;  // the converter's --fuse-qkv: v included
+    if (!fused && !g.find(b + "attn_k.weight")) throw FileError(g.path, "tensor '" + b + "attn_k.weight' is missing");
+    const int v = fused || g.find(b + "attn_v.weight") ? 0 : 1;
+    if (k_eq_v >= 0 && v != k_eq_v)
+      throw FileError(g.path, "tensor '" + b + "attn_v.weight': full-attention layers differ in having one");
+    k_eq_v = v;
+  }
+  c.attention_k_eq_v = k_eq_v == 1;
+  // Per-layer KV head counts: one for the sliding layers, one for the full layers.
+  if (const auto* kv = g.get(a + "attention.head_count_kv"); kv && kv->is_array()) {
+    if (int64_t(kv->size()) != c.num_hidden_layers)
+      throw FileError(g.path, "metadata '" + a + "attention.head_count_kv' has the wrong length");
+    int64_t n[2] = {0, 0};  // [sliding]
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const auto& v = (*kv)[size_t(i)];
+      const int64_t x = v.is_number_integer() ? v.get<int64_t>() : -1;
+      int64_t& want = n[c.layer_is_sliding[size_t(i)] ? 1 : 0];
+      if (x <= 0 || (want && x != want))
+        throw FileError(g.path, "metadata '" + a + "attention.head_count_kv' must be positive and the same in layers of one type");
+      want = x;
+    }
+    c.num_key_value_heads = n[1] ? n[1] : n[0];
+    if (n[0] && n[0] != c.num_key_value_heads) {
+      if (!c.attention_k_eq_v)
+        throw FileError(g.path, "metadata '" + a + "attention.head_count_kv' differs between full and sliding layers "
+                                "whose keys are not their values (not supported)");
+      c.num_global_key_value_heads = n[0];
+    }
+  }
+  // One MLP width per layer: intermediate_size, or twice it in the kv-shared layers.
+  if (const auto* ff = g.get(a + "feed_forward_length"); ff && ff->is_array()) {
+    if (int64_t(ff->size()) != c.num_hidden_layers)
+      throw FileError(g.path, "metadata '" + a + "feed_forward_length' has the wrong length");
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+      const auto& v = (*ff)[size_t(i)];
+      const int64_t x = v.is_number_integer() ? v.get<int64_t>() : -1;
+      if (i == 0) c.intermediate_size = x;
+      const bool ok = x == c.intermediate_size || (i >= first_shared && x == 2 * c.intermediate_size);
+      if (x <= 0 || !ok)
+        throw FileError(g.path, "metadata '" + a + "feed_forward_length' entry " + std::to_string(i) +
+                                    " is neither the first layer's width nor (in a kv-shared layer) twice it");
+      c.use_double_wide_mlp |= x != c.intermediate_size;
+    }
+  }
+  if (c.intermediate_size <= 0) throw FileError(g.path, "metadata '" + a + "feed_forward_length' is missing or invalid");
+  // Proportional RoPE: how many of the full head's frequencies turn.
+  const int64_t rot = g.get_int(a + "rope.dimension_count", c.global_head_dim);
+  const tensor::Tensor* rf = g.find("rope_freqs.weight");
+  if (rot != c.global_head_dim)
+    throw FileError(g.path, "metadata '" + a + "rope.dimension_count' differs from key_length (not supported)");
+  c.global_partial_rotary_factor = 1.0;
+  if (rf) {
+    if (rf->dtype != tensor::DType::F32 || rf->numel() != c.global_head_dim / 2)
+      throw FileError(g.path, "tensor 'rope_freqs.weight' must be f32 with key_length / 2 entries");
+    std::vector<float> v(size_t(rf->numel()));
+    std::memcpy(v.data(), rf->data, v.size() * 4);
+    size_t turning = 0;
+    while (turning < v.size() && v[turning] == 1.0f) ++turning;
+    for (size_t i = turning; i < v.size(); ++i)
+      if (!(v[i] >= 1e20f))
+        throw FileError(g.path, "tensor 'rope_freqs.weight': expected 1 for the turning frequencies, then huge divisors "
+                                "(llama.cpp's proportional RoPE); other scalings are not supported");
+    if (turning == 0) throw FileError(g.path, "tensor 'rope_freqs.weight': no frequency turns");
+    c.global_partial_rotary_factor = double(2 * turning) / double(c.global_head_dim);
+  }
+  // Experts beside the dense MLP where the router is (llama.cpp decides per layer; ours is all or none).
+  c.enable_moe_block = g.find("blk.0.ffn_gate_inp.weight") != nullptr;
+  for (int64_t i = 1; i < c.num_hidden_layers; ++i)
+    if ((g.find("blk." + std::to_string(i) + ".ffn_gate_inp.weight") != nullptr) != c.enable_moe_block)
+      throw FileError(g.path, "tensor 'blk." + std::to_string(i) + ".ffn_gate_inp.weight': experts in some layers only (not supported)");
+  if (c.enable_moe_block) {
+    c.num_experts = need("expert_count");
+    c.num_experts_per_tok = need("expert_used_count");
+    c.moe_intermediate_size = need("expert_feed_forward_length");
+    if (c.num_experts_per_tok > c.num_experts)
+      throw FileError(g.path, "metadata '" + a + "expert_used_count' exceeds expert_count");
+  }
+}
+
 // llama.cpp's gpt-oss (the converter's GptOssModel): the window as attention.sliding_window, every
 // other layer sliding from the first (llama.cpp's default pattern 2, transformers' layer_types of
 // the releases), the experts intermediate_size wide, routed in every layer. Its SwiGLU clamp
@@ -261,11 +386,16 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     if (v <= 0) throw FileError(g.path, "metadata '" + k(suffix) + "' is missing or invalid");
     return v;
   };
+  // Keys some architectures (gemma4) store one per layer: the fallback here, their reader decides.
+  auto scalar_int = [&](const std::string& key, int64_t fallback) {
+    const nlohmann::json* v = g.get(key);
+    return v && v->is_array() ? fallback : g.get_int(key, fallback);
+  };
   c.num_hidden_layers = need("block_count");
   c.hidden_size = need("embedding_length");
-  c.intermediate_size = g.get_int(k("feed_forward_length"), 0);
+  c.intermediate_size = scalar_int(k("feed_forward_length"), 0);
   c.num_attention_heads = need("attention.head_count");
-  c.num_key_value_heads = g.get_int(k("attention.head_count_kv"), c.num_attention_heads);
+  c.num_key_value_heads = scalar_int(k("attention.head_count_kv"), c.num_attention_heads);
   c.head_dim = g.get_int(k("attention.key_length"), c.hidden_size / c.num_attention_heads);
   c.max_position_embeddings = g.get_int(k("context_length"), 0);
   c.rms_norm_eps = g.get_float(k("attention.layer_norm_rms_epsilon"), c.rms_norm_eps);
@@ -300,6 +430,7 @@ ModelConfig config_from_gguf(const GgufFile& g) {
     c.attn_logit_softcapping = g.get_float(k("attn_logit_softcapping"), 0.0);
     read_sliding_pattern(g, c, arch, 6);
   }
+  if (arch == "gemma4") read_gemma4(g, c);
   if (arch == "gpt-oss") read_gpt_oss(g, c);
   if (arch == "mistral3") read_mistral3(g, c);
   if (arch == "deepseek2") read_deepseek2(g, c);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,30 @@ const char* nextn_part(const std::string& part) {
   return nullptr;
 }
 
+// llama.cpp's gemma4 names that Gemma 3's do not cover, as full "model.layers.<i>." suffixes
+// (some HF names have no ".weight": the layer scalar, the router's scales, the fused experts), or
+// nullptr. The per-expert scale is stored as ffn_down_exps.scale (it scales each expert's output);
+// the unfused experts take mlx-lm's switch_glu names, which MoeBlock also reads.
+const char* gemma4_part(const std::string& part, const std::string& suffix, std::string& out) {
+  static const std::pair<const char*, const char*> weights[] = {
+      {"pre_ffw_norm_2", "pre_feedforward_layernorm_2"}, {"post_ffw_norm_1", "post_feedforward_layernorm_1"},
+      {"post_ffw_norm_2", "post_feedforward_layernorm_2"}, {"inp_gate", "per_layer_input_gate"},
+      {"proj", "per_layer_projection"},                  {"post_norm", "post_per_layer_input_norm"},
+      {"ffn_gate_inp", "router.proj"},                    {"ffn_gate_exps", "experts.switch_glu.gate_proj"},
+      {"ffn_up_exps", "experts.switch_glu.up_proj"}};
+  if (suffix == ".weight") {
+    for (auto& [g, hf] : weights)
+      if (part == g) return (out = std::string(hf) + suffix).c_str();
+    if (part == "layer_output_scale") return (out = "layer_scalar").c_str();
+    if (part == "ffn_gate_up_exps") return (out = "experts.gate_up_proj").c_str();
+    if (part == "ffn_down_exps") return (out = "experts.down_proj").c_str();
+  } else if (suffix == ".scale") {
+    if (part == "ffn_gate_inp") return (out = "router.scale").c_str();
+    if (part == "ffn_down_exps") return (out = "router.per_expert_scale").c_str();
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64_t trunk_layers) {
@@ -46,6 +71,15 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
       {"token_embd", "model.embed_tokens"}, {"output_norm", "model.norm"}, {"output", "lm_head"}};
   bool gemma = arch == "gemma3", oss = arch == "gpt_oss", glm = arch == "glm4_moe_lite";
   bool qwen35 = arch == "qwen3_5" || arch == "qwen3_5_moe" || arch == "qwen3_next";
+
+  // Gemma 4 names its shared parts as Gemma 3; its per-layer token embeddings and their
+  // projection are global tensors of its own.
+  const bool gemma4 = arch == "gemma4";
+  gemma |= gemma4;
+  static const std::pair<const char*, const char*> per_layer_globals[] = {
+      {"per_layer_token_embd", "model.embed_tokens_per_layer"},
+      {"per_layer_model_proj", "model.per_layer_model_projection"},
+      {"per_layer_proj_norm", "model.per_layer_projection_norm"}};
   // Per-layer names: blk.<i>.<part>.<weight|bias>
   if (n.rfind("blk.", 0) == 0) {
     size_t d1 = n.find('.', 4);
@@ -65,6 +99,8 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
     }
     std::string q35;
     if (qwen35 && qwen35_part(part, suffix, q35)) return prefix + q35;
+    std::string g4;
+    if (gemma4 && gemma4_part(part, suffix, g4)) return prefix + g4;
     // gpt-oss (the converter's GptOssModel): the sinks gained a ".weight"; the router and the
     // stacked experts (with biases) take the names of mlx-lm's gpt_oss, which MoeBlock reads.
     if (oss && part == "attn_sinks" && suffix == ".weight") return prefix + "self_attn.sinks";
@@ -121,6 +157,9 @@ std::string gguf_to_hf_name(const std::string& n, const std::string& arch, int64
   std::string base = n.substr(0, dl);
   for (auto& [g, hf] : globals)
     if (base == g) return hf + n.substr(dl);
+  if (gemma4)
+    for (auto& [g, hf] : per_layer_globals)
+      if (base == g) return hf + n.substr(dl);
   return n;
 }
 
@@ -208,6 +247,36 @@ void split_ba(const tensor::Tensor& src, const std::string& hf_name, const Model
   }
 }
 
+// llama.cpp's gemma4 with the converter's --fuse-qkv: attn_qkv holds the q, k and v rows of a layer
+// whose three projections all exist (not where keys are values), at that layer's own head size and
+// KV head count. Split into row views of the file (no copy; any row-wise GGUF type).
+void split_gemma4_qkv(const tensor::Tensor& src, const ModelConfig& cfg, const std::string& path, WeightStore& store) {
+  const size_t d1 = src.name.find('.', 4);
+  const std::string layer = src.name.substr(4, d1 - 4);
+  const int64_t i = std::stoll(layer);
+  const bool sliding = i < int64_t(cfg.layer_is_sliding.size()) && cfg.layer_is_sliding[size_t(i)];
+  const int64_t hd = sliding ? cfg.head_dim : cfg.global_head_dim;
+  const int64_t nkv = !sliding && cfg.attention_k_eq_v && cfg.num_global_key_value_heads > 0
+                          ? cfg.num_global_key_value_heads : cfg.num_key_value_heads;
+  const int64_t rows[3] = {cfg.num_attention_heads * hd, nkv * hd, nkv * hd};
+  if (src.shape.size() != 2 || src.shape[0] != rows[0] + rows[1] + rows[2])
+    throw FileError(path, "tensor '" + src.name + "': expected " + std::to_string(rows[0] + rows[1] + rows[2]) +
+                              " rows (q, k and v of the layer's heads)");
+  const size_t row = src.nbytes / size_t(src.shape[0]);
+  const char* names[3] = {"q_proj", "k_proj", "v_proj"};
+  int64_t r0 = 0;
+  for (int k = 0; k < 3; ++k) {
+    tensor::Tensor t = src;
+    t.name = "model.layers." + layer + ".self_attn." + names[k] + ".weight";
+    if (store.find(t.name)) throw FileError(path, "tensor '" + src.name + "' and a separate " + names[k] + " in one layer");
+    t.shape = {rows[k], src.shape[1]};
+    t.data = static_cast<const uint8_t*>(src.data) + size_t(r0) * row;
+    t.nbytes = size_t(rows[k]) * row;
+    r0 += rows[k];
+    store.add(std::move(t));
+  }
+}
+
 bool ends_with(const std::string& s, const char* suf) {
   size_t n = std::strlen(suf);
   return s.size() >= n && s.compare(s.size() - n, n, suf) == 0;
@@ -241,6 +310,40 @@ void check_moe_tensors(const GgufFile& g, const ModelConfig& cfg, const WeightSt
   }
 }
 
+// Gemma 4's experts (every layer with enable_moe_block): router, its scales and the stacked experts
+// (fused gate_up or separate gate / up) at the shapes the metadata promises, refused with the file's
+// path and GGUF name otherwise (MoeBlock would only name the HF tensor).
+void check_gemma4_moe(const GgufFile& g, const ModelConfig& cfg, const WeightStore& store) {
+  if (cfg.architecture != "gemma4" || !cfg.enable_moe_block) return;
+  const int64_t E = cfg.num_experts, H = cfg.hidden_size, I = cfg.moe_intermediate_size;
+  auto dims = [](const std::vector<int64_t>& v) {
+    std::string s;
+    for (int64_t d : v) s += (s.empty() ? "" : ", ") + std::to_string(d);
+    return "[" + s + "]";
+  };
+  for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
+    const std::string blk = "blk." + std::to_string(i) + ".", p = "model.layers." + std::to_string(i) + ".";
+    const bool fused = store.find(p + "experts.gate_up_proj") != nullptr;
+    std::vector<std::tuple<std::string, std::string, std::vector<int64_t>>> want = {
+        {"ffn_gate_inp.weight", "router.proj.weight", {E, H}},
+        {"ffn_gate_inp.scale", "router.scale", {H}},
+        {"ffn_down_exps.scale", "router.per_expert_scale", {E}},
+        {"ffn_down_exps.weight", "experts.down_proj", {E, H, I}}};
+    if (fused) want.push_back({"ffn_gate_up_exps.weight", "experts.gate_up_proj", {E, 2 * I, H}});
+    else {
+      want.push_back({"ffn_gate_exps.weight", "experts.switch_glu.gate_proj.weight", {E, I, H}});
+      want.push_back({"ffn_up_exps.weight", "experts.switch_glu.up_proj.weight", {E, I, H}});
+    }
+    for (const auto& [gname, hf, shape] : want) {
+      const tensor::Tensor* t = store.find(p + hf);
+      if (!t) throw FileError(g.path, "tensor '" + blk + gname + "' is missing (expert_count = " + std::to_string(E) + ")");
+      if (t->shape != shape)
+        throw FileError(g.path, "tensor '" + blk + gname + "' has shape " + dims(t->shape) + ", expected " + dims(shape) +
+                                    " from expert_count, embedding_length and expert_feed_forward_length");
+    }
+  }
+}
+
 }  // namespace
 
 void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& store) {
@@ -257,6 +360,10 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     if (qwen35 && ends_with(t.name, "linear_attn.in_proj_ba.weight") &&
         !g.find(src.name.substr(0, src.name.size() - std::strlen("ssm_ba.weight")) + "ssm_in.weight")) {
       split_ba(src, t.name, cfg, g.path, store);
+      continue;
+    }
+    if (cfg.architecture == "gemma4" && ends_with(src.name, ".attn_qkv.weight")) {
+      split_gemma4_qkv(src, cfg, g.path, store);
       continue;
     }
     if (permuted && (ends_with(t.name, "self_attn.q_proj.weight") || ends_with(t.name, "self_attn.q_proj.bias")))
@@ -276,6 +383,7 @@ void add_gguf_tensors(const GgufFile& g, const ModelConfig& cfg, WeightStore& st
     store.add(std::move(t));
   }
   check_moe_tensors(g, cfg, store);
+  check_gemma4_moe(g, cfg, store);
 }
 
 }  // namespace rapid::model

@@ -197,7 +197,9 @@ MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& 
   const std::string sw = p + (sh_.gemma4 ? "experts.switch_glu." : "switch_mlp.");
   if (const tensor::Tensor* g = ws.find(sw + "gate_proj.weight")) {
     const tensor::Tensor& u = ws.get(sw + "up_proj.weight");
-    const tensor::Tensor& d = ws.get(sw + "down_proj.weight");
+    // Gemma 4 GGUF files with unfused experts keep down_proj under its transformers name.
+    const tensor::Tensor* dp = sh_.gemma4 && !ws.find(sw + "down_proj.weight") ? ws.find(p + "experts.down_proj") : nullptr;
+    const tensor::Tensor& d = dp ? *dp : ws.get(sw + "down_proj.weight");
     for (int64_t e = 0; e < E; ++e)
       experts_[e] = {slice_linear(*g, e, 0, I, H), slice_linear(u, e, 0, I, H), slice_linear(d, e, 0, H, I)};
   } else if (const tensor::Tensor* gu = ws.find(p + "experts.gate_up_proj")) {
