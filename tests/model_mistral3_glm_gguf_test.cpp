@@ -97,28 +97,7 @@ void same_as_hf_run(const std::string& gguf, const std::string& hf, double tol_e
     auto a = make(gguf, mp);
     auto b = make(hf, mp);
     const double tol = mp == compute::MatmulPath::Exact ? tol_exact : tol_fast;
-    const int64_t V = a->config().vocab_size;
-    std::vector<float> la(V), lb(V);
-    double worst = 0;
-    for (auto& cs : g["cases"]) {
-      std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
-      auto sa = a->new_state(ids.size() + 64), sb = b->new_state(ids.size() + 64);
-      a->forward(ids.data(), ids.size(), *sa, la.data());
-      b->forward(ids.data(), ids.size(), *sb, lb.data());
-      for (int step = 0; step < 64; ++step) {
-        float mx = 0, d = 0;
-        for (int64_t i = 0; i < V; ++i) {
-          mx = std::max(mx, std::fabs(lb[i]));
-          d = std::max(d, std::fabs(la[i] - lb[i]));
-        }
-        worst = std::max(worst, double(d / mx));
-        ASSERT_LE(d, tol * mx) << gguf << " step " << step;
-        const int32_t t = argmax(la.data(), V);
-        ASSERT_EQ(t, argmax(lb.data(), V)) << gguf << " step " << step;
-        a->forward(&t, 1, *sa, la.data());
-        b->forward(&t, 1, *sb, lb.data());
-      }
-    }
+    const double worst = lockstep_greedy(*a, *b, g, tol, gguf + " vs our HF run");
     std::printf("%s (%s) vs our HF run: worst %.3g\n", gguf.c_str(), mp == compute::MatmulPath::Exact ? "exact" : "fast",
                 worst);
   }
@@ -396,7 +375,7 @@ TEST(Mistral3GlmGguf, CorruptedHeadersAreRefusedWithFileError) {
   const std::string g = qwen35::model_set("glm-tiny", "/glm/gguf-f32-kvb/greedy.json", "glm_gguf.py", &why);
   if (m.empty() || g.empty()) GTEST_SKIP() << why;
   const fs::path tmp = fs::temp_directory_path() / ("rapid-m3glm-fuzz-" + std::to_string(::getpid()) + ".gguf");
-  for (const std::string src : {m + "/devstral/gguf-f32/model.gguf", g + "/glm/gguf-f32/model.gguf",
+  for (const std::string& src : {m + "/devstral/gguf-f32/model.gguf", g + "/glm/gguf-f32/model.gguf",
                                 g + "/glm/gguf-f32-kvb/model.gguf"}) {
     const std::string orig = bytes_of(src);
     const size_t hdr = size_t(read_gguf(src).data_offset);

@@ -163,28 +163,7 @@ void same_run(const std::function<std::shared_ptr<Checkpoint>(bool)>& load, cons
     };
     auto a = with(false);
     auto b = with(true);
-    const int64_t V = a->config().vocab_size;
-    std::vector<float> la(V), lb(V);
-    double worst = 0;
-    for (auto& c : g["cases"]) {
-      std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
-      auto sa = a->new_state(ids.size() + 64), sb = b->new_state(ids.size() + 64);
-      a->forward(ids.data(), ids.size(), *sa, la.data());
-      b->forward(ids.data(), ids.size(), *sb, lb.data());
-      for (int step = 0; step < 64; ++step) {
-        float mx = 0, d = 0;
-        for (int64_t i = 0; i < V; ++i) {
-          mx = std::max(mx, std::fabs(lb[i]));
-          d = std::max(d, std::fabs(la[i] - lb[i]));
-        }
-        worst = std::max(worst, double(d / mx));
-        ASSERT_LE(d, tol * mx) << gguf << " step " << step << " of " << c["prompt"].get<std::string>();
-        const int32_t t = argmax(la.data(), V);
-        ASSERT_EQ(t, argmax(lb.data(), V)) << gguf << " step " << step;
-        a->forward(&t, 1, *sa, la.data());
-        b->forward(&t, 1, *sb, lb.data());
-      }
-    }
+    const double worst = lockstep_greedy(*a, *b, g, tol, gguf + " vs " + what);
     std::printf("%s (%s) vs %s: worst |dlogit| / max|logit| = %.3g\n", gguf.c_str(),
                 mp == compute::MatmulPath::Exact ? "exact" : "fast", what.c_str(), worst);
   }

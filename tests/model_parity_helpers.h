@@ -30,6 +30,36 @@ inline json read_json(const std::string& p) {
 
 inline int argmax(const float* x, int64_t n) { return static_cast<int>(std::max_element(x, x + n) - x); }
 
+// Two models in lockstep over the prompts of a golden file (`g`'s cases): each prompt, then 64
+// greedy steps fed a's token: the same argmax every step and every logit within tol · max|b's
+// logit| (0: bit-identical). `what` names the pair in failures. Returns the worst relative error.
+inline double lockstep_greedy(model::Model& a, model::Model& b, const json& g, double tol, const std::string& what) {
+  const int64_t V = a.config().vocab_size;
+  std::vector<float> la(V), lb(V);
+  double worst = 0;
+  for (auto& c : g["cases"]) {
+    std::vector<int32_t> ids = c["prompt_ids"].get<std::vector<int32_t>>();
+    auto sa = a.new_state(ids.size() + 64), sb = b.new_state(ids.size() + 64);
+    a.forward(ids.data(), ids.size(), *sa, la.data());
+    b.forward(ids.data(), ids.size(), *sb, lb.data());
+    for (int step = 0; step < 64; ++step) {
+      float mx = 0, d = 0;
+      for (int64_t i = 0; i < V; ++i) {
+        mx = std::max(mx, std::fabs(lb[i]));
+        d = std::max(d, std::fabs(la[i] - lb[i]));
+      }
+      worst = std::max(worst, double(d / mx));
+      EXPECT_LE(d, tol * mx) << what << " step " << step << " of prompt " << c.value("prompt", std::string());
+      const int32_t t = argmax(la.data(), V);
+      EXPECT_EQ(t, argmax(lb.data(), V)) << what << " step " << step;
+      if (d > tol * mx || t != argmax(lb.data(), V)) return worst;
+      a.forward(&t, 1, *sa, la.data());
+      b.forward(&t, 1, *sb, lb.data());
+    }
+  }
+  return worst;
+}
+
 // Free-running greedy decoding on the exact (dequantized f32) path: the same tokens as the
 // reference for every step, and every stored logit (top 8 + 64 fixed probes per step) within
 // tol · max|logit|. Returns the worst relative logit error.
