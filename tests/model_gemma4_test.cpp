@@ -26,10 +26,13 @@
 #include "model/paged_kv.h"
 #include "model/weights.h"
 #include "gemma4_tiny.h"
+#include "gguf_file_helpers.h"
 #include "model_parity_helpers.h"
 
 namespace fs = std::filesystem;
 using namespace rapid;
+using gguf_test::bytes_of;
+using gguf_test::expect_refused;
 using namespace rapid::model;
 using namespace rapid::parity;
 
@@ -124,22 +127,6 @@ const std::string& gguf_models(std::string* why) {
   const std::string root = gguf_models(&why_); \
   if (root.empty()) GTEST_SKIP() << why_
 
-std::string bytes_of(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// `make` of `file` (a patched GGUF) must fail with a FileError naming the file and `why`.
-void expect_refused(const fs::path& file, const std::string& why) {
-  try {
-    qwen35::make(file.string(), compute::MatmulPath::Fast, tensor::DType::F16);
-    ADD_FAILURE() << "accepted; expected: " << why;
-  } catch (const FileError& e) {
-    EXPECT_EQ(e.path(), file.string());
-    EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
-  }
-}
-
 }  // namespace
 
 // Every gemma4 name of llama.cpp's tensor map that Gemma 3's does not have, to the HF name the
@@ -230,7 +217,9 @@ TEST(Gemma4Gguf, GreedyMatchesMlxLmOnTheSameWeights) {
   for (const std::string c : {"e2b", "kv", "moe"})
     for (const std::string q : {"f32", "f32-qkv", "q8_0"}) {
       const std::string file = root + "/" + c + "/gguf-" + q + "/model.gguf";
-      if (q == "f32-qkv") ASSERT_NE(read_gguf(file).find("blk.0.attn_qkv.weight"), nullptr) << file;
+      if (q == "f32-qkv") {
+        ASSERT_NE(read_gguf(file).find("blk.0.attn_qkv.weight"), nullptr) << file;
+      }
       auto m = qwen35::make(file, compute::MatmulPath::Exact, tensor::DType::F32);
       json g = read_json(root + "/" + c + (q == "q8_0" ? "/mlx-deq-q8_0" : "/hf-f32") + "/greedy.json");
       if (c == "kv") g = capped_goldens(std::move(g));
