@@ -53,7 +53,8 @@ FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtur
 TEMPLATE = FIX / "chat-templates" / "GLM-4.6.jinja"
 sys.path.insert(0, str(ROOT / "scripts"))
 from moe_gguf import deq_goldens, stacked_experts  # noqa: E402
-from qwen35_gguf import import_gguf, llama_goldens, quantize, quantized_items, tokenizer_from_json  # noqa: E402
+from qwen35_gguf import (import_gguf, llama_goldens, quantize, quantized_items, tokenizer_from_json,  # noqa: E402
+                         write_file)
 
 
 def hf_to_gguf_tensors(gguf, cfg, weights, legacy=False):
@@ -192,13 +193,7 @@ def write_gguf(path, cfg, tensors, tok, out_type="f32", n_mtp=0, legacy=False):
     w.add_add_bos_token(False)
     if TEMPLATE.exists():
         w.add_chat_template(TEMPLATE.read_text())
-    for name, a, raw in quantized_items(gguf, tensors, qt, quantized):
-        w.add_tensor(name, a, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(str(path) + ".part", path)
+    write_file(w, path, quantized_items(gguf, tensors, qt, quantized))
     print("wrote", path, flush=True)
 
 

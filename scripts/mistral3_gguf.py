@@ -39,7 +39,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from qwen35_gguf import import_gguf, llama_goldens, quantize, quantized_items, start_gguf  # noqa: E402
+from qwen35_gguf import import_gguf, llama_goldens, quantize, quantized_items, start_gguf, write_file  # noqa: E402
 
 CONFIGS = ["devstral", "ministral3"]
 FIX = Path(os.environ.get("RAPID_FIXTURES_DIR", ROOT / ".." / "shared" / "fixtures"))
@@ -158,13 +158,7 @@ def write_gguf(path, tc, tensors, tok, out_type="f32", template=None, extra=None
     w.add_add_bos_token(True)
     if template:
         w.add_chat_template(template)
-    for name, a, raw in quantized_items(gguf, tensors, qt, lambda n, a: a.ndim >= 2):
-        w.add_tensor(name, a, raw_dtype=raw)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file(progress=False)
-    w.close()
-    os.replace(str(path) + ".part", path)
+    write_file(w, path, quantized_items(gguf, tensors, qt, lambda n, a: a.ndim >= 2))
     print("wrote", path, flush=True)
 
 

@@ -335,6 +335,12 @@ def finish_gguf(w, path, tok, pre, items):
     w.add_token_merges(tok["merges"])
     w.add_eos_token_id(tok["eos_token_id"])
     w.add_add_bos_token(False)
+    write_file(w, path, items)
+
+
+def write_file(w, path, items):
+    """The (name, data, raw type) items, then the file at `path` (written as path.part, renamed when
+    complete)."""
     for name, a, raw in items:
         w.add_tensor(name, a, raw_dtype=raw)
     w.write_header_to_file()
