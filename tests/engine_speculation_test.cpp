@@ -157,11 +157,12 @@ TEST(SpeculationController, ProbesBackOffWhereDraftingDoesNotPay) {
   EXPECT_LE(double(drafted) / steps, 0.1);   // under 0.1 wasted token per step
   EXPECT_EQ(s.summary.probe_steps, probes);
   EXPECT_EQ(s.summary.decode_steps, steps);
-  // Named modes never probe: their depth is fixed.
+  // Named modes never probe: their depth is fixed, however long nothing drafted.
   o.mode = SpecMode::Ngram;
+  SpeculationController named(o);
   SpecState fresh;
-  fresh.idle = 1000;
-  EXPECT_FALSE(SpeculationController(o).choose(fresh, 1, 1).probe);
+  for (int i = 0; i < 1000; ++i) named.observe(fresh, 0, 0);
+  EXPECT_FALSE(named.choose(fresh, 1, 1).probe);
 }
 
 // A proposer whose guesses are always wrong (random MTP heads), serving many short requests (an

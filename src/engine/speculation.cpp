@@ -114,7 +114,7 @@ int SpeculationController::depth(const SpecState& s, int64_t batch, int64_t toke
 SpecChoice SpeculationController::choose(const SpecState& s, int64_t batch, int64_t tokens) const {
   const int k = depth(s, batch, tokens);
   if (k > 0 || o_.mode != SpecMode::Auto || !enabled()) return {k, false};
-  if (shared_.idle + 1 < shared_.probe_gap) return {};
+  if (idle_ + 1 < probe_gap_) return {};
   // One draft pays when a > B·c1 / (c0 + c1·N); with the prior's cheap c1 that is the least
   // acceptance at which a probe could find drafting worthwhile.
   const double hopeless = double(batch) * kPriorC1 / (kPriorC0 + kPriorC1 * double(std::max<int64_t>(tokens, 1)));
@@ -139,22 +139,16 @@ void count(SpecEstimate& s, int d, int a) {
   s.rejected = s.rejected * kDecay + (a < d ? 1 : 0);
 }
 
-// One sequence-step's outcome for the probe pacing.
-void pace(SpecEstimate& s, int d, bool probe) {
-  if (d <= 0) {
-    ++s.idle;
-    return;
-  }
-  s.idle = 0;
-  if (probe) s.probe_gap = std::min(2 * s.probe_gap, kProbeMax);
-}
-
 }  // namespace
 
 void SpeculationController::observe(SpecState& s, int d, int a, bool probe) {
   ++s.summary.decode_steps;
-  pace(shared_, d, probe);
-  if (d <= 0) return;
+  if (d <= 0) {
+    ++idle_;
+    return;
+  }
+  idle_ = 0;
+  if (probe) probe_gap_ = std::min(2 * probe_gap_, kProbeMax);
   count(s, d, a);
   count(shared_, d, a);
   ++s.summary.draft_steps;

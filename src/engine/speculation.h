@@ -78,8 +78,6 @@ class StepCostModel {
 // with random MTP heads, auto decoded 64-token requests at 0.80x of off.
 struct SpecEstimate {
   double accepted = 1.0, rejected = 1.0;  // decayed counts (Beta(1,1) prior)
-  int idle = 0;                           // decode steps since it last drafted
-  int probe_gap = kProbeFirst;
   double rate() const { return accepted / (accepted + rejected); }
 };
 
@@ -130,7 +128,10 @@ class SpeculationController {
   SpeculationOptions o_;
   StepCostModel cost_;
   double draft_step_s_ = 0;  // decayed mean of a draft model forward, 0 = none seen
-  SpecEstimate shared_;  // model-wide acceptance (the new-sequence prior) and probe pacing
+  SpecEstimate shared_;  // model-wide acceptance: the new-sequence prior
+  // Probe pacing, model-wide: sequence-steps since any sequence drafted, and the current gap.
+  int idle_ = 0;
+  int probe_gap_ = kProbeFirst;
 };
 
 }  // namespace rapid::engine
