@@ -373,6 +373,10 @@ BENCHMARK(BM_SmolLM2Turn)->Args({170, 2000})->Unit(benchmark::kMillisecond)->Use
 BENCHMARK_CAPTURE(BM_AttentionLayers, decode1_ctx2000, 1, 2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_AttentionLayers, decode8_ctx150, 8, 150)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Attention, prefill170_ctx2000_2t, 1, 170, 2000, 2)->UseRealTime();
+// One thread: the kernel alone (the 2-thread rows also time the pool, and a loaded machine's waits).
+BENCHMARK_CAPTURE(BM_Attention, prefill170_ctx2000_1t, 1, 170, 2000, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, decode1_ctx2000_1t, 1, 1, 2000, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attention, decode8_ctx200_1t, 8, 1, 200, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, prefill512_ctx0_2t, 1, 512, 0, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, decode1_ctx2000_2t, 1, 1, 2000, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, decode8_ctx200_2t, 8, 1, 200, 2)->UseRealTime();
