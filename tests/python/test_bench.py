@@ -155,6 +155,8 @@ def test_engine_ratios_quick_run_is_well_formed(tmp_path):
               res["speculative"]["code_edit_ratio"], res["speculative"]["chat_ratio"]):
         assert 0 < v < 1000
     assert len(res["agent"]["turns"]) == 2  # turns 2..3 of the quick loop
+    for t in res["agent"]["turns"]:  # a warm turn reuses the earlier turns' prompt: only its tail is new
+        assert 0 < t["new_tokens"] < t["prompt_tokens"] / 2 and t["new_share"] == t["new_tokens"] / t["prompt_tokens"]
     assert res["restart"]["cached_tokens"] > 0  # the prefix came back from disk after the restart
     assert res["speculative"]["off"]["speculative"]["drafted_tokens"] == 0
     # The code edit after a restart (issue 22): its prompt came back from the disk snapshot.
