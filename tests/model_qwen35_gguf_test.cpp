@@ -10,12 +10,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/error.h"
 #include "model/arch.h"
+#include "model/convert.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
 
@@ -118,6 +120,28 @@ static void exact_vs(const std::string& dir, const std::string& goldens) {
 
 // mlx-lm's goldens of the same weights in the HF layout: the loader undoes every transform of the
 // converter (a wrong norm offset, A sign or value-head order changes the output).
+// `rapid-mlx convert` cannot yet write a Qwen3.5 config.json from GGUF metadata (the DeltaNet
+// geometry, llama.cpp's tiled value heads): it refuses, naming the file and the architecture,
+// instead of writing a checkpoint that does not load (it did, found converting the bench shape).
+TEST(Qwen35Gguf, ConvertToHfIsRefusedWithTheReason) {
+  REQUIRE_GGUF();
+  const fs::path out = fs::temp_directory_path() / ("rapid-qwen35-convert-" + std::to_string(::getpid()));
+  const std::string from = root + "/" + kConfigs[0] + "/gguf-f32/model.gguf";
+  for (auto bits : {std::optional<int>{}, std::optional<int>{4}}) {
+    ConvertOptions opt;
+    opt.quantize_bits = bits;
+    try {
+      convert_checkpoint(from, out.string(), opt);
+      ADD_FAILURE() << "convert of " << from << " did not refuse";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("qwen3_5"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out / "config.json"));
+  }
+  fs::remove_all(out);
+}
+
 TEST(Qwen35Gguf, F32GreedyMatchesMlxLmOnTheSameWeights) {
   REQUIRE_GGUF();
   for (const char* c : kConfigs)

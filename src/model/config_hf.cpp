@@ -315,6 +315,12 @@ nlohmann::ordered_json config_to_hf_json(const ModelConfig& c) {
       {"gemma3", "Gemma3ForCausalLM"}, {"mistral", "MistralForCausalLM"}, {"ministral3", "Ministral3ForCausalLM"}};
   for (auto& [a, cls] : classes)
     if (c.architecture == a) j["architectures"] = {cls};
+  // Only these architectures' fields are written below. Another one's config.json would lack its
+  // own geometry (Gated DeltaNet heads, experts, latent attention, ...) and not load, or load as
+  // a different model: refuse rather than write it.
+  if (!j.contains("architectures") || !c.layer_is_linear.empty() || c.num_experts > 0)
+    throw Error("config: cannot write a config.json for a '" + c.architecture +
+                "' model yet (its own fields are not written); serve the GGUF file itself");
   j["model_type"] = c.architecture == "gemma3" ? "gemma3_text" : c.architecture;
   j["vocab_size"] = c.vocab_size;
   j["hidden_size"] = c.hidden_size;

@@ -86,6 +86,19 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   if (ck->config.num_experts > 0)
     throw Error(from + ": convert does not handle mixture-of-experts models (" + ck->config.architecture + ") yet");
   if (fs::absolute(to) == fs::absolute(from)) throw Error("--to must differ from --from");
+  // config.json: the source's own (HF), or one built from GGUF metadata; first, so a source whose
+  // config cannot be written is refused before any tensor is.
+  json cfg;
+  fs::path src_cfg = fs::path(ck->path) / "config.json";
+  if (fs::is_directory(ck->path) && fs::exists(src_cfg)) {
+    cfg = json::parse(read_file(src_cfg.string()));
+  } else {
+    try {
+      cfg = config_to_hf_json(ck->config);
+    } catch (const Error& e) {
+      throw Error(from + ": " + e.what());
+    }
+  }
   fs::create_directories(to);
 
   // Plan every output tensor, then stream them to disk one at a time (peak memory: one tensor).
@@ -168,11 +181,7 @@ ConvertReport convert_checkpoint(const std::string& from, const std::string& to,
   rep.bytes = write_safetensors_streamed((fs::path(to) / "model.safetensors").string(), std::move(plan),
                                          {{"format", opt.quantize_bits ? "mlx" : "pt"}});
 
-  // config.json: the source's own (HF) with quantization updated, or one built from GGUF metadata.
-  json cfg;
-  fs::path src_cfg = fs::path(ck->path) / "config.json";
-  if (fs::is_directory(ck->path) && fs::exists(src_cfg)) cfg = json::parse(read_file(src_cfg.string()));
-  else cfg = config_to_hf_json(ck->config);
+  // config.json (the source's own, or built from GGUF metadata above) with quantization updated.
   cfg.erase("quantization");
   cfg.erase("quantization_config");
   if (opt.quantize_bits) {
