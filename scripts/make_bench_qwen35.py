@@ -6,8 +6,11 @@ checkpoints: bench/harness/engine_ratios.py --only agent). Written by mlx-lm its
 affine 4-bit, group 64), with the tiny byte-level tokenizer of scripts/make_tiny_qwen35.py (so the
 vocabulary stays 512 and the embeddings small) and the real Qwen3.5 chat template.
 
-usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--template Qwen3.5-4B.jinja]
-(--layers: 24 is the real depth; fewer keep a run on 2 cores short, every 4th is full attention)"""
+usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--vocab V] [--template Qwen3.5-4B.jinja]
+(--layers: 24 is the real depth; fewer keep a run on 2 cores short, every 4th is full attention;
+--vocab 248320: the real vocabulary size, so the tied embedding / LM head has the released shape and
+decode streams the released bytes: the byte-level tokenizer's 512 tokens are padded with
+vocabulary entries "<|pad_N|>" that no text encodes to, up to V; a random model may generate them)"""
 import argparse
 import json
 import os
@@ -26,23 +29,37 @@ SHAPE = {"hidden_size": 1024, "intermediate_size": 3584, "num_attention_heads": 
          "tie_word_embeddings": True, "max_position_embeddings": 32768}
 
 
+def pad_tokenizer(path, vocab):
+    """Extends a tokenizer.json to `vocab` ids with vocabulary entries no merge produces (as a real
+    248k-entry vocabulary is, not 248k added tokens: those cost tokenizers a pattern each)."""
+    tj = json.loads(path.read_text())
+    v = tj["model"]["vocab"]
+    n = len(v) + sum(1 for t in tj["added_tokens"] if t["content"] not in v)
+    for i in range(n, vocab):
+        v[f"<|pad_{i}|>"] = i
+    path.write_text(json.dumps(tj))
+
+
 def main():
     root = Path(__file__).resolve().parents[1]
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--template", default=str(root / ".." / "shared" / "fixtures" / "chat-templates" /
                                               "Qwen3.5-4B.jinja"))
     a = ap.parse_args()
     mx.set_default_device(mx.cpu)
-    tc = dict(tiny.BASE, **SHAPE, num_hidden_layers=a.layers)
+    tc = dict(tiny.BASE, **SHAPE, num_hidden_layers=a.layers, vocab_size=a.vocab)
     tc["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(a.layers)]
     model = tiny.build(7, tc)
     qmodel, qcfg = quantize_model(model, tiny.full_config(tc), 64, 4)
     out = Path(a.out)
     save_model(out, qmodel)
     save_config(qcfg, out / "config.json")
-    tiny.write_tokenizer(out, tc["vocab_size"])
+    tiny.write_tokenizer(out, min(512, a.vocab))
+    if a.vocab > 512:
+        pad_tokenizer(out / "tokenizer.json", a.vocab)
     (out / "tokenizer_config.json").write_text(json.dumps({"chat_template": Path(a.template).read_text()}))
     print("wrote", out)
 

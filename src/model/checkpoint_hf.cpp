@@ -129,6 +129,20 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
   }
 }
 
+// The copies replace those bytes of the mapping, which nothing reads again: drop its pages, or a
+// checkpoint written by MLX (all of it misaligned) stays resident twice, in the mapping and in the
+// copies (a Qwen3.5-0.8B-shaped MLX 4-bit model: 969 MB against 472 MB of weights). Each copied
+// tensor's inner pages go as it is copied; here, once all are, adjacent ranges are merged so the
+// pages tensors share at their ends go too (the mapping stays valid: a later read faults them in).
+void drop_copied_pages(const MappedFile& f, std::vector<std::pair<size_t, size_t>>& ranges) {
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 0; i < ranges.size();) {
+    size_t lo = ranges[i].first, hi = lo + ranges[i].second;
+    for (++i; i < ranges.size() && ranges[i].first <= hi; ++i) hi = std::max(hi, ranges[i].first + ranges[i].second);
+    f.drop_pages(lo, hi - lo);
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
@@ -163,6 +177,7 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
   for (auto& file : shard_files(dir, weight_map)) {
     SafetensorsFile sf = read_safetensors(file);
     std::string fname = fs::path(file).filename().string();
+    std::vector<std::pair<size_t, size_t>> copied;  // file byte ranges now held by aligned copies
     for (auto& t : sf.tensors) {
       if (!weight_map.empty()) {
         auto it = weight_map.find(t.name);
@@ -179,12 +194,15 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0 && !stacked_experts(n.name, n.shape.size())) {
         auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
                                                           static_cast<const uint8_t*>(n.data) + n.nbytes);
+        copied.emplace_back(static_cast<const uint8_t*>(n.data) - sf.file->data(), n.nbytes);
+        sf.file->drop_pages(copied.back().first, n.nbytes);  // now, so the peak holds one copy
         n.data = buf->data();
         ck->weights.keep_alive(buf);
       }
       if (raw.find(n.name)) throw FileError(file, "tensor '" + n.name + "' appears twice");
       raw.add(std::move(n));
     }
+    drop_copied_pages(*sf.file, copied);
     ck->weights.keep_alive(sf.file);
   }
   for (auto& [name, f] : weight_map) {
