@@ -31,14 +31,36 @@ def test_run_peak_rss_within_weights_plus_kv_plus_10_percent(tmp_path, capsys):
     assert rc == 0, table
 
 
-def test_kv_bytes_per_token_from_gguf_and_config(tmp_path):
+def test_cache_geometry_from_gguf_and_config(tmp_path):
     if os.path.exists(MODEL):
-        # SmolLM2-135M: 30 layers x (K + V) x 3 kv heads x 64 dims x 2 bytes.
-        assert memory.kv_bytes_per_token(MODEL) == 30 * 2 * 3 * 64 * 2
+        # SmolLM2-135M: 30 layers x (K + V) x 3 kv heads x 64 dims x 2 bytes, no recurrent state.
+        assert memory.cache_geometry(MODEL) == (30 * 2 * 3 * 64 * 2, 0)
     d = tmp_path / "hf"
     d.mkdir()
     (d / "config.json").write_text('{"num_hidden_layers": 24, "num_attention_heads": 14, '
                                    '"num_key_value_heads": 2, "hidden_size": 896}')
     (d / "model.safetensors").write_bytes(b"x" * 1000)
-    assert memory.kv_bytes_per_token(str(d)) == 24 * 2 * 2 * 64 * 2
+    assert memory.cache_geometry(str(d)) == (24 * 2 * 2 * 64 * 2, 0)
     assert memory.weights_bytes(str(d)) == 1000
+    # A Qwen3.5-0.8B-shaped hybrid: KV only in the 6 full-attention layers; each of the 18 Gated
+    # DeltaNet layers holds an f32 128 x 128 state per value head (16) and the conv's last 3 inputs
+    # of q, k (16 heads x 128 each) and v (16 x 128).
+    (d / "config.json").write_text('{"text_config": {"num_hidden_layers": 24, "num_attention_heads": 8, '
+                                   '"num_key_value_heads": 2, "head_dim": 256, "hidden_size": 1024, '
+                                   '"linear_num_key_heads": 16, "linear_num_value_heads": 16, '
+                                   '"linear_key_head_dim": 128, "linear_value_head_dim": 128, '
+                                   '"linear_conv_kernel_dim": 4, "full_attention_interval": 4}}')
+    assert memory.cache_geometry(str(d)) == (6 * 2 * 2 * 256 * 2, 18 * 4 * (16 * 128 * 128 + 3 * 3 * 16 * 128))
+
+
+def test_cache_geometry_of_a_hybrid_gguf_equals_its_hf_config():
+    """llama.cpp's qwen35 metadata (ssm.*, recurrent layers) gives the geometry config.json does."""
+    root = os.path.join(CACHE, "qwen35-tiny")
+    pairs = [(os.path.join(root, c, "gguf-f32", "model.gguf"), os.path.join(root, c, "hf-f32"))
+             for c in ("dense-tied", "vheads-untied")]
+    pairs = [p for p in pairs if os.path.exists(p[0]) and os.path.exists(p[1])]
+    if not pairs:
+        pytest.skip(f"no tiny Qwen3.5 GGUF under {root}")
+    for gguf, hf in pairs:
+        kv, state = memory.cache_geometry(gguf)
+        assert (kv, state) == memory.cache_geometry(hf) and kv > 0 and state > 0, gguf
