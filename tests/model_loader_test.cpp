@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include "model/weights.h"
 #include "tensor/dequantize.h"
 #include "tensor/mlx_affine.h"
+#include "resident_bytes.h"
 #include <unistd.h>
 #include <filesystem>
 
@@ -252,21 +252,6 @@ TEST(MlxCheckpoint, LoadsMlxLmConvertOutput) {
   EXPECT_EQ(ck->weights.all().size(), orig->weights.all().size());
 }
 
-// Resident bytes of this process's mappings of `path` (/proc/self/smaps).
-static size_t resident_bytes_of(const std::string& path) {
-  std::ifstream in("/proc/self/smaps");
-  std::string line;
-  bool ours = false;
-  size_t kb = 0;
-  while (std::getline(in, line)) {
-    if (line.find('-') < line.find(' ') && line.find(' ') != std::string::npos && std::isxdigit(line[0]))
-      ours = line.size() >= path.size() && line.compare(line.size() - path.size(), path.size(), path) == 0;
-    else if (ours && line.rfind("Rss:", 0) == 0)
-      kb += std::stoul(line.substr(4));
-  }
-  return kb * 1024;
-}
-
 // mlx_lm's safetensors leave the tensor data misaligned, so the loader copies it; the copied bytes
 // must then leave the file mapping's resident set, or an MLX checkpoint is resident twice (it was:
 // a Qwen3.5-0.8B-shaped MLX 4-bit model peaked at 950 MB over 472 MB of weights). Only the header's
@@ -279,7 +264,7 @@ TEST(MlxCheckpoint, MisalignedTensorsAreNotResidentTwice) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   ASSERT_GT(fs::file_size(file), 8 * page);  // else the check below could not tell
   for (auto& [name, t] : ck->weights.all()) ASSERT_EQ(reinterpret_cast<uintptr_t>(t.data) % 4, 0u) << name;
-  EXPECT_LE(resident_bytes_of(file), (8 + header + page - 1) / page * page + page);
+  EXPECT_LE(test_mem::resident_bytes_of(file), (8 + header + page - 1) / page * page + page);
 }
 
 // ----------------------------------------------------------------------- HF configs and weights

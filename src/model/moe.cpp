@@ -61,11 +61,15 @@ bool aligned(const compute::WeightView& w) {
   }
 }
 
-// Points w at an aligned copy of its rows (kept alive in `keep`).
-void copy_aligned(compute::WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep) {
+// Points w at an aligned copy of its rows (kept alive in `keep`). The copied bytes' pages leave
+// the file mapping they came from (nothing reads them there again), or each expert a misaligned
+// MLX checkpoint routes to would stay resident twice.
+void copy_aligned(compute::WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep,
+                  const WeightStore& ws) {
   auto dup = [&](const void*& p, size_t bytes) {
     auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
                                                       static_cast<const uint8_t*>(p) + bytes);
+    if (const MappedFile* f = ws.mapping_of(p)) f->drop_pages(static_cast<const uint8_t*>(p) - f->data(), bytes);
     p = buf->data();
     keep.push_back(std::move(buf));
   };
@@ -168,7 +172,7 @@ void MoeBlock::set_interleaved_biases(Expert& ex, const tensor::Tensor& gate_up,
   ex.down.bias = expert_row(down, e, sh_.hidden);
 }
 
-MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& shape) : sh_(shape) {
+MoeBlock::MoeBlock(const WeightStore& ws, const std::string& p, const MoeShape& shape) : sh_(shape), ws_(&ws) {
   const int64_t E = sh_.experts, H = sh_.hidden, I = sh_.expert_inter;
   if (E <= 0 || sh_.top_k <= 0 || sh_.top_k > E || I <= 0 || H <= 0)
     throw Error(p + ": bad mixture-of-experts geometry");
@@ -263,7 +267,7 @@ const MoeBlock::Expert& MoeBlock::expert(int64_t e) const {
   Expert& ex = experts_[static_cast<size_t>(e)];
   if (!aligned_[static_cast<size_t>(e)]) {
     for (Linear* l : {&ex.gate, &ex.up, &ex.down})
-      if (!aligned(l->w)) copy_aligned(l->w, copies_);
+      if (!aligned(l->w)) copy_aligned(l->w, copies_, *ws_);
     aligned_[static_cast<size_t>(e)] = 1;
   }
   return ex;

@@ -92,6 +92,7 @@ class MoeBlock {
   mutable std::vector<Expert> experts_;
   mutable std::vector<uint8_t> aligned_;  // per expert: its views are safe to read as typed arrays
   mutable std::vector<std::shared_ptr<std::vector<uint8_t>>> copies_;
+  const WeightStore* ws_;  // the experts' views point into its mappings, so it outlives them anyway
   Expert shared_;
   Linear shared_gate_;
   std::vector<float> router_norm_, expert_scale_;  // Gemma 4's router RMSNorm weight and per-expert scale

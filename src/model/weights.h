@@ -26,6 +26,12 @@ class WeightStore {
   void add(tensor::Tensor t) { tensors_[t.name] = std::move(t); }
   void keep_alive(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
   void keep_alive(std::shared_ptr<std::vector<uint8_t>> buf) { buffers_.push_back(std::move(buf)); }
+  // The kept-alive file mapping holding p, or nullptr (heap buffers, tensors of tests).
+  const MappedFile* mapping_of(const void* p) const {
+    for (auto& f : files_)
+      if (p >= f->data() && p < f->data() + f->size()) return f.get();
+    return nullptr;
+  }
 
  private:
   std::map<std::string, tensor::Tensor> tensors_;
