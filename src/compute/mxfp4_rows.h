@@ -4,8 +4,11 @@
 // as int8, the Q8_0 sign trick (|w| as u8, w's sign moved onto x) feeds an exact u8·s8 dot into 8
 // int32 lanes (|2·E2M1| <= 12 cannot saturate maddubs), then acc += lanes·(2^(e-128)·dx) and one
 // hsum256 per token. The two layouts put the same elements in the same lanes (GgmlMxfp4Row), so a
-// row's result does not depend on which one it was stored in. Include only from TUs built with
-// -mavx2 or above (internal linkage: each keeps its own copy, compiled with its own flags).
+// row's result does not depend on which one it was stored in. matmul's fast path takes the lane
+// kernels instead on AVX2 and AVX-512 (their shared helpers are at the end); these per-block ones
+// remain the Kernels table's QDot entries and the lane tests' per-block reference.
+// Include only from TUs built with -mavx2 or above (internal linkage: each keeps its own copy,
+// compiled with its own flags).
 #pragma once
 #include <immintrin.h>
 
