@@ -359,6 +359,9 @@ BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRe
 BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gptoss_gateup_1t, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t_n4, 5760, 2880, 1, 4)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gptoss_gateup_1t_n4, 5760, 2880, 1, 4)->UseRealTime();
+// A 16-token lane tile (prefill, batched decode) on the same shape.
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_gptoss_gateup_1t_n16, 5760, 2880, 1, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_gptoss_gateup_1t_n16, 5760, 2880, 1, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g32_gptoss_gateup_1t, 4, 32, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gptoss_gateup_1t, 4, 64, 5760, 2880, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_ffn_1t_n8, 1536, 576, 1, 8)->UseRealTime();

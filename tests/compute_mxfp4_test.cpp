@@ -5,8 +5,12 @@
 // GGML's MXFP4 blocks read in place (DType::MXFP4_GGML): the same cases as GGUF stores them
 // (tests/golden/compute/mxfp4_ggml.json, checked against gguf-py's dequantization by
 // make_mxfp4_goldens.py --ggml) against the same references, and bitwise the MXFP4 layout's results.
+// The lane kernels (Kernels::dot_mxfp4v / dot_mxfp4_ggmlv, which the fast path takes at every n on
+// AVX2 and AVX-512) on gpt-oss's row length: against the format's definition in double, bitwise
+// between the layouts and whatever the tile, and batch invariant through matmul up to 17 tokens.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -21,6 +25,7 @@
 #include "compute/thread_pool.h"
 #include "matmul_invariance.h"
 #include "tensor/dequantize.h"
+#include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 #include "tensor/tensor.h"
 
@@ -289,6 +294,128 @@ TEST(Mxfp4Ggml, KernelEqualsDotMxfp4OnTheRepackedRow) {
       k.dot_mxfp4(nib.data(), sc.data(), xq.data(), kNb, kNb, nt, b);
       for (int t = 0; t < nt; ++t)
         ASSERT_EQ(std::memcmp(&a[t], &b[t], 4), 0) << isa_name(isa) << " nt " << nt << " t " << t;
+    }
+  });
+}
+
+namespace {
+
+// gpt-oss-20b's row length (90 blocks: 11 whole lane groups and a partial one) with random codes,
+// E8M0 scales (the subnormal 0 and 1, then the golden's range) and activations, in both layouts.
+struct GptOssRows {
+  static constexpr int64_t kCols = 2880, kNb = kCols / 32;
+  int64_t rows;
+  std::vector<uint8_t> blocks, nib, sc;  // GGML blocks; the same values repacked (MXFP4)
+  GptOssRows(int64_t rows_, std::mt19937& rng) : rows(rows_), blocks(17 * kNb * rows_) {
+    for (auto& b : blocks) b = static_cast<uint8_t>(rng());
+    for (int64_t b = 0; b < kNb * rows; ++b) blocks[17 * b] = b < 2 ? static_cast<uint8_t>(b) : static_cast<uint8_t>(100 + rng() % 51);
+    repack(blocks.data(), kNb * rows, nib, sc);
+  }
+  tensor::Tensor ggml() const {
+    tensor::Tensor t;
+    t.name = "gptoss_ggml";
+    t.dtype = tensor::DType::MXFP4_GGML;
+    t.shape = {rows, kCols};
+    t.data = blocks.data();
+    t.nbytes = blocks.size();
+    return t;
+  }
+  tensor::Tensor mxfp4() const {
+    tensor::Tensor t;
+    t.name = "gptoss_mxfp4";
+    t.dtype = tensor::DType::MXFP4;
+    t.shape = {rows, kCols};
+    t.data = nib.data();
+    t.nbytes = nib.size();
+    t.scales = sc.data();
+    return t;
+  }
+};
+
+// n tokens' activation blocks packed by pack_act_lanes, in their plain order or in nibble order.
+struct Packed {
+  std::vector<int32_t> q, sum;
+  std::vector<float> d, ds;
+  int64_t n;
+  Packed(std::vector<tensor::ActQ8> x, int64_t nb, int64_t n_, bool nibble_order) : n(n_) {
+    if (nibble_order) permute_act_for_mlx4(x.data(), static_cast<int64_t>(x.size()));
+    const int64_t g = (nb + 7) / 8 * n;
+    q.resize(g * 64), sum.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
+    pack_act_lanes(x.data(), nb, n, q.data(), d.data(), ds.data(), sum.data());
+  }
+  ActLanes at(int64_t t) const { return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n}; }
+};
+
+}  // namespace
+
+// For every tile (nt = 1..16 at every start): dot_mxfp4_ggmlv on the blocks and dot_mxfp4v on the
+// repacked row give bitwise the same result, the same as the token computed alone, and within
+// float rounding of the blocks' definition (2^(e-127)·E2M1 against the int8 activations) in double.
+TEST(Mxfp4Ggml, LaneKernelsMatchTheDefinitionAndEachOtherWhateverTheTile) {
+  constexpr int64_t kNb = GptOssRows::kNb, kTokens = Kernels::kQDotVMaxNT + 1;
+  std::mt19937 rng(21);
+  const GptOssRows w(1, rng);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(kTokens * GptOssRows::kCols);
+  for (auto& v : x) v = nd(rng);
+  bool ran = false;
+  testing_util::for_each_isa([&](Isa isa) {
+    const Kernels& k = kernels();
+    if (!k.dot_mxfp4v || !k.dot_mxfp4_ggmlv) return;  // per block only (scalar)
+    ran = true;
+    std::vector<tensor::ActQ8> xq(kTokens * kNb);
+    for (int64_t t = 0; t < kTokens; ++t) k.quantize_act(x.data() + t * GptOssRows::kCols, GptOssRows::kCols, xq.data() + t * kNb);
+    const Packed plain(xq, kNb, kTokens, false), nibble(xq, kNb, kTokens, true);
+    std::vector<float> one(kTokens);
+    for (int64_t t = 0; t < kTokens; ++t) {
+      k.dot_mxfp4_ggmlv(w.blocks.data(), plain.at(t), kNb, 1, &one[t]);
+      double ref = 0, mag = 0;
+      for (int64_t b = 0; b < kNb; ++b) {
+        const uint8_t* blk = w.blocks.data() + 17 * b;
+        const tensor::ActQ8& a = xq[t * kNb + b];
+        long s = 0;
+        for (int j = 0; j < 16; ++j)
+          s += tensor::mxfp4::kTwiceE2M1[blk[1 + j] & 0x0f] * a.qs[j] + tensor::mxfp4::kTwiceE2M1[blk[1 + j] >> 4] * a.qs[j + 16];
+        const double v = std::ldexp(0.5 * static_cast<double>(s), blk[0] - 127) * a.d;
+        ref += v;
+        mag += std::fabs(v);
+      }
+      ASSERT_NEAR(one[t], ref, 1e-5 * mag + 1e-30) << isa_name(isa) << " t " << t;
+    }
+    for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt)
+      for (int64_t t0 = 0; t0 + nt <= kTokens; ++t0) {
+        float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
+        k.dot_mxfp4_ggmlv(w.blocks.data(), plain.at(t0), kNb, nt, a);
+        k.dot_mxfp4v(w.nib.data(), w.sc.data(), nibble.at(t0), kNb, nt, b);
+        for (int i = 0; i < nt; ++i) {
+          ASSERT_EQ(std::memcmp(&a[i], &one[t0 + i], 4), 0) << isa_name(isa) << " ggml nt " << nt << " t " << t0 + i;
+          ASSERT_EQ(std::memcmp(&b[i], &one[t0 + i], 4), 0) << isa_name(isa) << " mxfp4 nt " << nt << " t " << t0 + i;
+        }
+      }
+  });
+  if (!ran) GTEST_SKIP() << "no lane kernels on this CPU";
+}
+
+// Through matmul on gpt-oss's row length: decode, 4- and 16-token batches and a 17-token one (two
+// lane tiles, 9 + 8) give every row bitwise the same result, in both layouts alike, on every ISA.
+TEST(Mxfp4Ggml, LanesAreBatchInvariantAndLayoutIndependentThroughMatmul) {
+  constexpr int64_t kRows = 37, kTokens = 17;
+  std::mt19937 rng(22);
+  const GptOssRows w(kRows, rng);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(kTokens * GptOssRows::kCols);
+  for (auto& v : x) v = nd(rng);
+  ThreadPool pool(2);
+  testing_util::for_each_isa([&](Isa isa) {
+    const WeightView a = WeightView::of(w.ggml()), b = WeightView::of(w.mxfp4());
+    testing_util::expect_batch_and_thread_invariant(a, x.data(), kTokens, std::string("ggml ") + isa_name(isa));
+    testing_util::expect_batch_and_thread_invariant(b, x.data(), kTokens, std::string("mxfp4 ") + isa_name(isa));
+    for (int64_t n : {int64_t{1}, int64_t{16}, kTokens}) {
+      MatmulScratch s;
+      std::vector<float> ya(n * kRows), yb(n * kRows);
+      matmul(a, x.data(), n, ya.data(), pool, s, MatmulPath::Fast);
+      matmul(b, x.data(), n, yb.data(), pool, s, MatmulPath::Fast);
+      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * sizeof(float)), 0) << isa_name(isa) << " n " << n;
     }
   });
 }

@@ -650,28 +650,44 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
 
 namespace {
 
-// A weight row for a lane kernel test: a GGUF format (gs = 0) or MLX affine 4-bit of group gs, with
-// its f32 scales / biases (MLX; 8 finite entries past the last group, as Kernels::MlxDotV reads).
+// A weight row for a lane kernel test: a GGUF format (gs = 0; MXFP4_GGML among them) or MLX affine
+// 4-bit of group gs, with its f32 scales / biases (MLX; 8 finite entries past the last group, as
+// Kernels::MlxDotV reads), or MXFP4 with its E8M0 bytes e.
 struct LaneRow {
   tensor::DType t;
   int gs;
   std::vector<uint8_t> w;
   std::vector<float> sc, bi;
+  std::vector<uint8_t> e;
   std::string name() const { return gs ? "mlx4 g" + std::to_string(gs) : tensor::dtype_name(t); }
   int64_t act_per_block() const { return gs ? 1 : tensor::block_elems(t) / 32; }
+  bool nibble_order() const { return gs != 0 || t == tensor::DType::MXFP4; }  // activations permute_act_for_mlx4'd
 };
+// E8M0 scale bytes: the subnormal scales 0 and 1 first, then 2^-9 .. 2^-2 (weights of the other
+// formats' size, for the per-block comparison's tolerance).
+uint8_t mxfp4_scale(int64_t b, std::mt19937& rng) { return static_cast<uint8_t>(b < 2 ? b : 118 + rng() % 8); }
 std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
   std::vector<LaneRow> rows;
   for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1,
                           tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q6_K})
-    if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}});
+    if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
   for (int gs : {32, 64, 128}) {
     if (nb % (gs / 32)) continue;
     LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 16), random_vec(nb * 32 / gs + 8, rng, 0.02f),
-              random_vec(nb * 32 / gs + 8, rng, 0.1f)};
+              random_vec(nb * 32 / gs + 8, rng, 0.1f), {}};
     for (auto& b : r.w) b = static_cast<uint8_t>(rng());
     rows.push_back(std::move(r));
   }
+  LaneRow fp4{tensor::DType::MXFP4, 0, std::vector<uint8_t>(nb * 16), {}, {}, std::vector<uint8_t>(nb)};
+  for (auto& b : fp4.w) b = static_cast<uint8_t>(rng());
+  for (int64_t b = 0; b < nb; ++b) fp4.e[b] = mxfp4_scale(b, rng);
+  rows.push_back(std::move(fp4));
+  LaneRow ggml{tensor::DType::MXFP4_GGML, 0, std::vector<uint8_t>(nb * 17), {}, {}, {}};
+  for (int64_t b = 0; b < nb; ++b) {
+    ggml.w[17 * b] = mxfp4_scale(b, rng);
+    for (int j = 1; j < 17; ++j) ggml.w[17 * b + j] = static_cast<uint8_t>(rng());
+  }
+  rows.push_back(std::move(ggml));
   return rows;
 }
 // The lane kernel of k for r (false if k has none) over nt tokens of packed activations.
@@ -682,14 +698,33 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
     return true;
   }
   using D = tensor::DType;
+  if (r.t == D::MXFP4) {
+    if (k.dot_mxfp4v) k.dot_mxfp4v(r.w.data(), r.e.data(), a, nb, nt, out);
+    return k.dot_mxfp4v != nullptr;
+  }
+  if (r.t == D::MXFP4_GGML) {
+    if (k.dot_mxfp4_ggmlv) k.dot_mxfp4_ggmlv(r.w.data(), a, nb, nt, out);
+    return k.dot_mxfp4_ggmlv != nullptr;
+  }
   auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
           : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
   if (qv) qv(r.w.data(), a, nb / r.act_per_block(), nt, out);
   return qv != nullptr;
 }
-// k's per-block kernel for r on one token's nb blocks (in nibble order for MLX).
+// k's per-block kernel for r on one token's nb blocks (in nibble order for MLX and MXFP4; in plain
+// order for MXFP4_GGML, whose per-block kernel wants them in nibble order, permuted here).
 float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, int64_t nb) {
   float out;
+  if (r.t == tensor::DType::MXFP4) {
+    k.dot_mxfp4(r.w.data(), r.e.data(), x, nb, nb, 1, &out);
+    return out;
+  }
+  if (r.t == tensor::DType::MXFP4_GGML) {
+    std::vector<tensor::ActQ8> xn(x, x + nb);
+    permute_act_for_mlx4(xn.data(), nb);
+    k.dot_mxfp4_ggml(r.w.data(), xn.data(), nb, nb, 1, &out);
+    return out;
+  }
   if (r.gs) {
     const int bpg = r.gs / 32;
     std::vector<float> gsum(nb / bpg, 0.0f);
@@ -735,7 +770,7 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
     for (int64_t nb : kLaneNbs)
       for (const LaneRow& r : lane_rows(nb, rng)) {
         const int64_t n = Kernels::kQDotVMaxNT + 3;
-        const LaneActs x = random_acts(nb, n, r.gs != 0, rng);
+        const LaneActs x = random_acts(nb, n, r.nibble_order(), rng);
         std::vector<float> one(n);
         if (!run_lanes(k, r, x.at(0), nb, 1, &one[0])) continue;
         const std::string what = r.name() + " " + isa_name(isa) + " nb " + std::to_string(nb);
@@ -755,7 +790,7 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   }
 }
 
-// AVX-512 has a lane kernel for every format that AVX2 has (and Q8_0), with the AVX2 kernel's float operations
+// AVX-512 has a lane kernel for every format that AVX2 has (and Q8_0; MXFP4's two layouts too), with the AVX2 kernel's float operations
 // (only the exact integer part differs), so a token gets the same bits on either machine.
 TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
   if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 here";
@@ -764,7 +799,7 @@ TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
   for (int64_t nb : kLaneNbs)
     for (const LaneRow& r : lane_rows(nb, rng)) {
       const int64_t n = Kernels::kQDotVMaxNT;
-      const LaneActs x = random_acts(nb, n, r.gs != 0, rng);
+      const LaneActs x = random_acts(nb, n, r.nibble_order(), rng);
       float a2[Kernels::kQDotVMaxNT], a5[Kernels::kQDotVMaxNT];
       if (!run_lanes(k2, r, x.at(0), nb, n, a2)) continue;  // Q8_0: per block on AVX2
       ASSERT_TRUE(run_lanes(k5, r, x.at(0), nb, n, a5)) << r.name();

@@ -1,6 +1,6 @@
 // Checks shared by the quantized-format matmul tests (MLX affine, MXFP4): against a reference
-// output, and decode (n = 1), 4-token tiles and the whole ragged batch giving every row bitwise the
-// same result, with 1 or 2 threads; each on every ISA this CPU has.
+// output, and decode (n = 1), 4-token and (for n >= 16) 16-token batches and the whole ragged batch
+// giving every row bitwise the same result, with 1 or 2 threads; each on every ISA this CPU has.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -49,7 +49,7 @@ inline void expect_batch_and_thread_invariant(const compute::WeightView& w, cons
   compute::matmul(w, x, n, all.data(), p2, s, compute::MatmulPath::Fast);
   compute::matmul(w, x, n, all1.data(), p1, s, compute::MatmulPath::Fast);
   EXPECT_EQ(all, all1) << what << ": thread count changed the result";
-  for (int64_t m : {int64_t{1}, int64_t{4}})
+  for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{16}})
     for (int64_t t0 = 0; t0 + m <= n; t0 += m) {
       std::vector<float> part(m * w.rows);
       compute::matmul(w, x + t0 * w.cols, m, part.data(), p2, s, compute::MatmulPath::Fast);

@@ -91,6 +91,13 @@ struct Kernels {
   using MlxDotV = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
                            const ActLanes& x, int64_t nb, int nt, float* out);
   MlxDotV dot_mlx4v;
+  // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's (w, e as dot_mxfp4's) against
+  // activations in nibble order, dot_mxfp4_ggmlv's (tensor::BlockMXFP4 rows, nb blocks) against
+  // activations in their plain order (GGML's byte j holds elements j and j + 16, Q4_0's order). The
+  // integer block dots are exact, so both layouts give a row's values bitwise the same result.
+  using Mxfp4DotV = void (*)(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out);
+  Mxfp4DotV dot_mxfp4v;
+  QDotV dot_mxfp4_ggmlv;
   // Optional (AMX-INT8, panel_amx.cpp): a panel of up to 16 weight rows against all the
   // activation rows of x, y[t*ldy + r]. Each (row, token) is bitwise the result of the format's lane kernel
   // (QDotV / MlxDotV), so matmul may switch to it at any n without changing a result.

@@ -1,7 +1,8 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K and MLX affine 4-bit: eight blocks at
-// a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built with
-// -mavx2 -mfma -mf16c). Q8_0 stays per block: measured here, its lane form (signed weights need a
-// 32-bit widening per vector) gained 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV, Mxfp4DotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K,
+// MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
+// over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
+// block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
+// 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
 //
 // Why: the per-block kernels (kernels_avx2.cpp) pay an int→float conversion, a scale product, a
 // broadcast and an FMA for every block and token; on AVX2 that, not DRAM, bounds a Q4 decode step
@@ -20,6 +21,7 @@
 #include "compute/avx2_hsum.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
+#include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
 
 namespace rapid::compute {
@@ -351,6 +353,37 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
   mlx4_lanes(sc, bi, gs, nb, nt, out, group);
 }
 
+// MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per
+// vector to 2·E2M1 + 16, then Q5_0's dots (values ≤ 28 take its 4-vector runs in 16 bits).
+template <int NT>
+[[gnu::always_inline]] inline void mxfp4v_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+  const __m128i lut128 = mxfp4_biased_lut();
+  const __m256i lut = _mm256_set_m128i(lut128, lut128);
+  for (int d = 0; d < 8; ++d) W[d] = _mm256_shuffle_epi8(lut, W[d]);
+  offset_dots<NT, 4, 5>(W, dw, x, g, acc);
+}
+// DType::MXFP4: 16 nibble bytes per block (MLX 4-bit's packing, nibble-order activations), the
+// E8M0 bytes in their own array.
+void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    __m256i W[8];
+    unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
+    mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
+  };
+  group_lanes(nb, nt, out, group);
+}
+// GGML's 17-byte blocks in place: Q4_0's nibble order, so plain-order activations.
+void mxfp4_ggmlv(const void* wv, const ActLanes& x, int64_t nb, int nt, float* out) {
+  const auto* w = static_cast<const tensor::BlockMXFP4*>(wv);
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    __m256i W[8];
+    unpack_q4<tensor::BlockMXFP4, kFull>(w + 8 * g, m, W);
+    const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g) + offsetof(tensor::BlockMXFP4, e);
+    mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(tensor::BlockMXFP4), kFull>(p, m)), x, g, acc);
+  };
+  group_lanes(nb, nt, out, group);
+}
+
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
@@ -368,6 +401,8 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;
+  k.dot_mxfp4v = mxfp4v;
+  k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }
 
 }  // namespace rapid::compute

@@ -3,8 +3,9 @@
 // bias removed with the activation block's integer sum; the Q6_K lane kernel's signed values go
 // as |w| with the sign moved onto the activation.
 //
-// Lane kernels (Kernels::QDotV / MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K and MLX 4-bit: the
-// AVX2 lane kernels' scheme (kernels_avx2_lanes.cpp) with 512-bit dpbusd pairs. Their float
+// Lane kernels (Kernels::QDotV / MlxDotV / Mxfp4DotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K,
+// MLX 4-bit and MXFP4 (the MXFP4 ones not measured on an AVX-512 machine yet): the AVX2 lane
+// kernels' scheme (kernels_avx2_lanes.cpp) with 512-bit dpbusd pairs. Their float
 // operations are the AVX2 kernels' exactly (per token and 8-block group: one conversion, the same
 // fma / mul sequence, hsum256 at the end; only the exact integer part differs), so a token's result
 // is bitwise the same on AVX2 and AVX-512 machines and for every tile size (compute_test checks
@@ -736,6 +737,44 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
   mlx4_lanes(sc, bi, gs, nb, nt, out, group);
 }
 
+// MXFP4, both layouts (mxfp4_rows.h's lane scheme): nibbles as Q4_0 / MLX 4-bit, one pshufb per
+// pair to 2·E2M1 + 16, then Q5_0's dots; the same lane scales and float operations as AVX2's.
+template <int NT>
+[[gnu::always_inline]] inline void mxfp4v_dots(__m512i* W2, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+  const __m512i lut = _mm512_broadcast_i32x4(mxfp4_biased_lut());
+  for (int j = 0; j < 4; ++j) W2[j] = _mm512_shuffle_epi8(lut, W2[j]);
+  offset_dots<NT, 4>(W2, dw, x, g, acc);
+}
+// DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
+void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const uint8_t* p = w + g * 8 * 16;
+    __m512i half[2], W2[4];
+    if (kFull) {
+      half[0] = _mm512_loadu_si512(p);
+      half[1] = _mm512_loadu_si512(p + 64);
+    } else {  // the first m blocks' bytes only
+      const int n = 16 * m;
+      half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+      half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+    }
+    nibble_pairs(half, W2);
+    mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
+  };
+  group_lanes(nb, nt, out, group);
+}
+// GGML's 17-byte blocks in place (Q4_0's nibble order, plain-order activations).
+void mxfp4_ggmlv(const void* wv, const ActLanes& x, int64_t nb, int nt, float* out) {
+  using B = tensor::BlockMXFP4;
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const uint8_t* p = static_cast<const uint8_t*>(wv) + g * 8 * sizeof(B);
+    __m512i W2[4];
+    unpack_q4<B, kFull>(p, m, W2);
+    mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(B), kFull>(p + offsetof(B, e), m)), x, g, acc);
+  };
+  group_lanes(nb, nt, out, group);
+}
+
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
@@ -801,6 +840,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;
+  k.dot_mxfp4v = mxfp4v;
+  k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }
 
 }  // namespace rapid::compute

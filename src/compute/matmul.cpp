@@ -147,6 +147,13 @@ void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t n, int gs, std::
 bool mxfp4_fast(const WeightView& w, MatmulPath path) {
   return path == MatmulPath::Fast && (w.dtype == tensor::DType::MXFP4 || w.dtype == tensor::DType::MXFP4_GGML);
 }
+// MXFP4 weights that take a lane kernel (Mxfp4DotV, or QDotV on GGML's blocks): for every n, like
+// QDotV, so that a row's result never depends on the batch (the per-block kernels give other bits).
+// GGML's blocks read the plain-order lanes (xl), the MXFP4 layout the nibble-order ones (xl4).
+bool mxfp4_lanes(const WeightView& w, MatmulPath path, const Kernels& k) {
+  if (!mxfp4_fast(w, path)) return false;
+  return w.dtype == tensor::DType::MXFP4_GGML ? k.dot_mxfp4_ggmlv != nullptr : k.dot_mxfp4v != nullptr;
+}
 
 const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
   for (auto& [g, v] : s.mlx_gsum)
@@ -267,7 +274,23 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     }
     return;
   }
-  if (mxfp4_fast(w, path)) {
+  if (mxfp4_lanes(w, path, k)) {
+    const int64_t nb = cols / tensor::kQK, tile = lane_tile(n);
+    const auto* sc = static_cast<const uint8_t*>(w.scales);
+    const bool ggml = w.dtype == tensor::DType::MXFP4_GGML;
+    float tmp[Kernels::kQDotVMaxNT];
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* row = base + r * w.row_stride;
+      for (int64_t t = 0; t < n; t += tile) {
+        int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
+        if (ggml) k.dot_mxfp4_ggmlv(row, lanes_at(in.xl, t), nb, nt, tmp);
+        else k.dot_mxfp4v(row, sc + r * w.scale_stride, lanes_at(in.xl4, t), nb, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      }
+    }
+    return;
+  }
+  if (mxfp4_fast(w, path)) {  // per block (no lane kernel at this ISA)
     const int64_t nb = cols / tensor::kQK;
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     float tmp[4];
@@ -452,9 +475,12 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     p.panels |= pan;
     need_v |= p.qv[i] != nullptr && !pan;
     need_v4 |= mlx4_lanes(*outs[i].w, path, k) && !pan;
-    const bool fp4 = mxfp4_fast(*outs[i].w, path);
+    const bool fp4 = mxfp4_fast(*outs[i].w, path), fp4_lanes = mxfp4_lanes(*outs[i].w, path, k);
+    const bool ggml = outs[i].w->dtype == tensor::DType::MXFP4_GGML;
+    need_v |= fp4_lanes && ggml;
+    need_v4 |= fp4_lanes && !ggml;
     need_q |= p.qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
-    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || fp4;
+    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
   }
   MatmulInputs& in = p.in;
   in = MatmulInputs{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};

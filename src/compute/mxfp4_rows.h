@@ -4,8 +4,11 @@
 // as int8, the Q8_0 sign trick (|w| as u8, w's sign moved onto x) feeds an exact u8·s8 dot into 8
 // int32 lanes (|2·E2M1| <= 12 cannot saturate maddubs), then acc += lanes·(2^(e-128)·dx) and one
 // hsum256 per token. The two layouts put the same elements in the same lanes (GgmlMxfp4Row), so a
-// row's result does not depend on which one it was stored in. Include only from TUs built with
-// -mavx2 or above (internal linkage: each keeps its own copy, compiled with its own flags).
+// row's result does not depend on which one it was stored in. matmul's fast path takes the lane
+// kernels instead on AVX2 and AVX-512 (their shared helpers are at the end); these per-block ones
+// remain the Kernels table's QDot entries and the lane tests' per-block reference.
+// Include only from TUs built with -mavx2 or above (internal linkage: each keeps its own copy,
+// compiled with its own flags).
 #pragma once
 #include <immintrin.h>
 
@@ -74,6 +77,39 @@ void mxfp4_rows(Row row, const tensor::ActQ8* x, int64_t xs, int64_t nb, int nt,
     case 3: mxfp4_nt<3>(row, x, xs, nb, out, dot); break;
     default: mxfp4_nt<4>(row, x, xs, nb, out, dot); break;
   }
+}
+
+// ---- Lane kernels (Kernels::dot_mxfp4v, dot_mxfp4_ggmlv in kernels_avx2_lanes.cpp and
+// kernels_avx512.cpp): eight blocks per group, block k in 32-bit lane k. Each code becomes
+// 2·E2M1 + 16 (4..28: unsigned, as maddubs / vpdpbusd want its weight operand), and the bias leaves
+// exactly in int32 with 16·Σx, Q5_0's form d·(q − 16) with d = 2^(e−128) per lane. Both ISAs take
+// their lane scales from mxfp4_lane_scales, so these are the same floats bit for bit.
+
+// The pshufb table code → 2·E2M1 + 16.
+inline __m128i mxfp4_biased_lut() {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::mxfp4::kTwiceE2M1));
+  return _mm_add_epi8(t, _mm_set1_epi8(16));
+}
+
+// The E8M0 bytes of a group's first m blocks (block k's at p + k·kStride) in lane k, zero past m.
+template <size_t kStride, bool kFull>
+inline __m256i mxfp4_scale_bytes(const uint8_t* p, int m) {
+  if constexpr (kStride == 1) {
+    uint64_t v = 0;
+    __builtin_memcpy(&v, p, kFull ? 8 : static_cast<size_t>(m));
+    return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(v)));
+  } else {
+    auto at = [&](int k) { return kFull || k < m ? static_cast<int>(p[k * kStride]) : 0; };
+    return _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+  }
+}
+
+// Lane k: 0.5·e8m0_to_f32(e_k) = 2^(e_k − 128), the factor of the biased 2·E2M1 integers; exact
+// (a power of two; e = 0 the subnormal 2^-128), bitwise the per-block kernels' dw.
+inline __m256 mxfp4_lane_scales(__m256i e) {
+  const __m256i bits = _mm256_blendv_epi8(_mm256_slli_epi32(e, 23), _mm256_set1_epi32(0x00400000),
+                                          _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+  return _mm256_mul_ps(_mm256_castsi256_ps(bits), _mm256_set1_ps(0.5f));
 }
 
 }  // namespace

@@ -66,6 +66,22 @@ void mlx4_lanes(const float* sc, const float* bi, int gs, int64_t nb, int nt, fl
   with_nt(nt, [&]<int NT>() { mlx4_rows<NT>(sc, bi, gs / 32, nb, out, group); });
 }
 
+// Rows of nb 32-element blocks in 8-block groups (MXFP4's two layouts):
+// group.template operator()<NT, kFull>(g, m, acc) adds blocks [8g, 8g+m) for NT tokens.
+template <int NT, class Group>
+[[gnu::noinline]] void group_rows(int64_t nb, float* out, Group group) {
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  const int64_t full = nb / 8;
+  for (int64_t g = 0; g < full; ++g) group.template operator()<NT, true>(g, 8, acc);
+  if (8 * full < nb) group.template operator()<NT, false>(full, static_cast<int>(nb - 8 * full), acc);
+  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+}
+template <class Group>
+void group_lanes(int64_t nb, int nt, float* out, Group group) {
+  with_nt(nt, [&]<int NT>() { group_rows<NT>(nb, out, group); });
+}
+
 }  // namespace
 }  // namespace rapid::compute
 
