@@ -4,17 +4,20 @@
 // n <= 8) occurred — in the prompt or in the text
 // generated so far — and proposing what followed there. Agents editing code ask for text that is
 // mostly already in the prompt, so these guesses are often long and right.
-// One hash table per n maps the hash of an n-gram to the latest position it ended at; each new
-// token updates them in O(max_n), and a proposal is O(max_n + k).
+// One hash table per n maps the hash of an n-gram to the latest two positions it ended at; each
+// new token updates them in O(max_n), and a proposal is O(max_n + k).
 //
 // How far to guess: where the matched n-gram occurred twice before, the guess stops where what
 // followed those two occurrences stops agreeing. A model that rewrites a file with a counter in it
 // (function 12, 13, ...) follows each function with the next one, equal up to the counter's digits;
 // the last two copies disagree exactly there, so the guess ends where the model will leave it, and
 // the draft rows past it, which cost a verified row each and cannot be accepted, are not spent.
-// Replaying SmolLM2's code-edit answer (600 tokens, bench/README.md, issue 18), depth 8, at
-// 0.24 of a one-token step per drafted row: 2.43x fewer step-costs -> 2.57x. A context seen once
-// (a file copied verbatim) is guessed as far as asked.
+// Replaying SmolLM2's code-edit answer (600 tokens, bench/README.md, issue 18) through the
+// controller, depth <= 8, a drafted row at 0.24 of a one-token step: 2.27x -> 2.55x of off. Where
+// the two continuations disagree at once, there is no guess (a coin flip between them does not
+// pay for its row). A context seen once (a file copied verbatim) is guessed as far as asked.
+// Tried and not kept (same replay): the continuation most occurrences take (SuffixDecoding's
+// vote) and staying on the last step's source gave the latest occurrence's steps exactly.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
