@@ -17,7 +17,7 @@
 // the two continuations disagree at once, there is no guess (a coin flip between them does not
 // pay for its row). A context seen once (a file copied verbatim) is guessed as far as asked.
 // Tried and not kept (same replay): the continuation most occurrences take (SuffixDecoding's
-// vote) and staying on the last step's source gave the latest occurrence's steps exactly.
+// vote) and staying on the last step's source gave the latest occurrence's steps (within 3).
 #pragma once
 #include <cstdint>
 #include <unordered_map>
