@@ -3,6 +3,7 @@
 // distribution (chi-square against the softmax computed here independently).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <numeric>
@@ -18,18 +19,89 @@ using namespace rapid::engine;
 
 TEST(NgramProposer, ProposesWhatFollowedTheLatestMatch) {
   NgramProposer p(2, 4);
-  std::vector<int32_t> t = {5, 6, 7, 8, 9, 1, 2, 6, 7, 8, 3, 4, 0, 6, 7, 8};
+  std::vector<int32_t> t = {5, 6, 7, 8, 3, 4, 0, 1, 2, 6, 7, 8};
   p.update(t);
-  // Suffix "6 7 8": latest earlier occurrence is at 7..9, followed by 3 4 0 6 ...
+  // Suffix "6 7 8": its one earlier occurrence ends at 4, followed by 3 4 0 1 2 6 7 8.
   EXPECT_EQ(p.propose(t, 3), (std::vector<int32_t>{3, 4, 0}));
-  EXPECT_EQ(p.propose(t, 10), (std::vector<int32_t>{3, 4, 0, 6, 7, 8}));
-  t.push_back(3);  // suffix "7 8 3"
+  EXPECT_EQ(p.propose(t, 10), (std::vector<int32_t>{3, 4, 0, 1, 2, 6, 7, 8}));
+  t.push_back(3);  // suffix "6 7 8 3", seen once (ending at 5)
   p.update(t);
   EXPECT_EQ(p.propose(t, 2), (std::vector<int32_t>{4, 0}));
   t.push_back(42);  // nothing like "3 42" before
   p.update(t);
   EXPECT_TRUE(p.propose(t, 4).empty());
   EXPECT_TRUE(p.propose(t, 0).empty());
+}
+
+// A counter in a repeated block (SmolLM2 rewriting compute_total_12, _13, ...): the guess stops
+// where the last two blocks differ, the counter, which the model then writes itself.
+TEST(NgramProposer, StopsWhereTheTwoLatestMatchesDisagree) {
+  NgramProposer p(2, 4);
+  // Blocks "10 11 <counter> 12 13" for counters 1..4.
+  std::vector<int32_t> t = {10, 11, 1, 12, 13, 10, 11, 2, 12, 13, 10, 11, 3, 12, 13, 10, 11, 4, 12, 13};
+  p.update(t);
+  // "12 13" last ended at 15 (then 10 11 4 12 13) and before that at 10 (then 10 11 3): they agree
+  // for two tokens. Without the cut: 10 11 4 12 13.
+  EXPECT_EQ(p.propose(t, 8), (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(p.propose(t, 1), (std::vector<int32_t>{10}));
+  t.insert(t.end(), {10, 11});  // suffix "13 10 11": ended at 7, 12, 17, followed by 2 / 3 / 4
+  p.update(t);
+  EXPECT_TRUE(p.propose(t, 8).empty());
+  // Two earlier occurrences that agree a long way: a text copied twice, now a third time.
+  NgramProposer q(2, 4);
+  std::vector<int32_t> u = {1, 2, 3, 4, 5, 6, 9, 1, 2, 3, 4, 5, 6, 8, 1, 2};
+  q.update(u);
+  // "1 2" ended at 2 (then 3 4 5 6 9) and at 9 (then 3 4 5 6 8): four tokens agree.
+  EXPECT_EQ(q.propose(u, 8), (std::vector<int32_t>{3, 4, 5, 6}));
+  EXPECT_EQ(q.propose(u, 3), (std::vector<int32_t>{3, 4, 5}));
+}
+
+namespace {
+
+// The rule read plainly, O(L^2): the longest n in [min_n, max_n] whose suffix n-gram occurred
+// earlier; its latest earlier end e, and the end before that; tokens from e, as many as asked and
+// known, cut where the two continuations differ.
+std::vector<int32_t> brute_propose(const std::vector<int32_t>& t, int k, int min_n, int max_n) {
+  const int64_t L = int64_t(t.size());
+  for (int n = max_n; n >= min_n; --n) {
+    if (n > L - 1) continue;
+    std::vector<int64_t> ends;  // ends e < L of earlier occurrences, latest first
+    for (int64_t e = L - 1; e >= n; --e)
+      if (std::equal(t.begin() + (e - n), t.begin() + e, t.begin() + (L - n))) ends.push_back(e);
+    if (ends.empty()) continue;
+    std::vector<int32_t> out;
+    for (int64_t i = 0; i < k && ends[0] + i < L; ++i) {
+      if (ends.size() > 1 && t[size_t(ends[1] + i)] != t[size_t(ends[0] + i)]) break;
+      out.push_back(t[size_t(ends[0] + i)]);
+    }
+    return out;
+  }
+  return {};
+}
+
+}  // namespace
+
+TEST(NgramProposer, MatchesAPlainReadingOfTheRule) {
+  uint64_t rng = 12345;
+  auto next = [&](int m) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return int32_t((rng >> 33) % uint64_t(m));
+  };
+  for (int alphabet : {3, 6, 20}) {
+    NgramProposer p(2, 5);
+    std::vector<int32_t> t;
+    for (int i = 0; i < 300; ++i) {
+      // Now and then copy an earlier stretch, so long matches and agreeing repeats occur.
+      if (t.size() > 10 && next(10) == 0) {
+        const size_t from = size_t(next(int(t.size()) - 8)), len = size_t(2 + next(12));
+        for (size_t j = 0; j < len && from + j < t.size(); ++j) t.push_back(t[from + j]);
+      } else {
+        t.push_back(next(alphabet));
+      }
+      p.update(t);
+      for (int k : {1, 4, 16}) ASSERT_EQ(p.propose(t, k), brute_propose(t, k, 2, 5)) << alphabet << " " << i << " " << k;
+    }
+  }
 }
 
 TEST(NgramProposer, NeverMatchesTheSuffixItself) {

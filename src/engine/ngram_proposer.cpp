@@ -23,7 +23,10 @@ void NgramProposer::update(const std::vector<int32_t>& tokens) {
   // tables_ hold n-grams [e-n, e) for e < L, i.e. those followed by a token. The one ending at L
   // is the current suffix: it is only looked up, never found as its own match.
   for (int64_t e = std::max<int64_t>(indexed_, 1); e < L; ++e)
-    for (int n = min_n_; n <= max_n_ && n <= e; ++n) tables_[n][hash(tokens.data() + e - n, n)] = e;
+    for (int n = min_n_; n <= max_n_ && n <= e; ++n) {
+      auto [it, fresh] = tables_[n].try_emplace(hash(tokens.data() + e - n, n), Ends{e, -1});
+      if (!fresh) it->second = Ends{e, it->second.latest};
+    }
   indexed_ = std::max<int64_t>(indexed_, L);
 }
 
@@ -31,12 +34,22 @@ std::vector<int32_t> NgramProposer::propose(const std::vector<int32_t>& tokens, 
   std::vector<int32_t> out;
   const int64_t L = int64_t(tokens.size());
   if (k <= 0) return out;
+  auto same = [&](int64_t a, int64_t b, int n) {  // tokens[a-n, a) == tokens[b-n, b) (hashes collide)
+    return std::equal(tokens.begin() + (a - n), tokens.begin() + a, tokens.begin() + (b - n));
+  };
   for (int n = std::min<int64_t>(max_n_, L - 1); n >= min_n_; --n) {
     auto it = tables_[n].find(hash(tokens.data() + L - n, n));
     if (it == tables_[n].end()) continue;
-    const int64_t e = it->second;  // the match is tokens[e-n, e); propose tokens[e, e+k)
-    if (e >= L || !std::equal(tokens.begin() + (e - n), tokens.begin() + e, tokens.begin() + (L - n))) continue;
-    const int64_t m = std::min<int64_t>(k, L - e);
+    const int64_t e = it->second.latest;  // the match is tokens[e-n, e); propose tokens[e, e+k)
+    if (e >= L || !same(e, L, n)) continue;
+    int64_t m = std::min<int64_t>(k, L - e);
+    // Seen twice before: the guess goes only as far as those two continuations agree.
+    const int64_t p = it->second.before;
+    if (p >= n && same(p, L, n)) {
+      int64_t g = 0;
+      while (g < m && tokens[size_t(p + g)] == tokens[size_t(e + g)]) ++g;
+      m = g;
+    }
     out.assign(tokens.begin() + e, tokens.begin() + e + m);
     return out;
   }
