@@ -333,6 +333,19 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_1t, tensor::DType::Q4_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_2t, tensor::DType::Q4_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
+// Every other decode format at that DRAM-resident shape (the weight-row prefetch's before / after;
+// the *_big_1t and *_vocab_1t rows above are the L3-resident ones).
+BENCHMARK_CAPTURE(BM_Gemv, q4_k_qwen35_vocab_1t, tensor::DType::Q4_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_vocab_1t, tensor::DType::Q5_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_qwen35_vocab_1t, tensor::DType::Q6_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_qwen35_vocab_2t, tensor::DType::Q6_K, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_qwen35_vocab_1t, tensor::DType::Q5_0, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_qwen35_vocab_1t, tensor::DType::Q5_1, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_qwen35_vocab_1t, 8, 64, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n8, tensor::DType::Q4_0, 3584, 1024, 1, 8)->UseRealTime();
 // Prefill shapes (a 512-token chunk and smaller batches): AMX panels from 32 tokens where the CPU
 // has them; RAPID_AMX=0 runs the lane kernels on the same machine for the before/after ratio.
