@@ -237,12 +237,13 @@ void set_row_prefetch(bool on) { g_row_prefetch.store(on, std::memory_order_rela
 // layouts; dense float rows do not), and every stream of a row: the packed values and, where they
 // are arrays of their own, the row's MLX scales and biases or MXFP4 scales (the same rows ahead, so
 // a few bytes ahead each); only the row's own bytes, not its stride (gpt-oss's interleaved gate / up
-// views skip a row). On the AMD EPYC (AVX2, 2 shared cores, load 6-8; bench/README.md: "Weight-row
+// views skip a row). On the AMD EPYC (AVX2, 2 shared cores, load 3-9; bench/README.md: "Weight-row
 // prefetch for every decode format") it is neutral for every format, Q4_0 / Q8_0 included:
 // compute_bench's prefetch_* rows (off and on in alternate calls of one process) give off / on
-// CPU-time ratios 0.95-1.02 at the DRAM-resident 248320 x 1024 LM head and 0.99-1.02 L3-resident;
-// so nothing is slower there, and the other formats stream their rows as Q4_0 / Q8_0 do where it
-// was measured faster. RAPID_ROW_PREFETCH=0 turns it off to check a machine end to end.
+// CPU-time ratios 0.94-1.06 (medians 0.95-1.02) over three passes at the DRAM-resident
+// 248320 x 1024 LM head, 0.99-1.02 L3-resident. So nothing is slower there, and the other formats
+// stream their rows as Q4_0 / Q8_0 do where it was measured faster (their gain on Sapphire Rapids
+// is not measured yet). RAPID_ROW_PREFETCH=0 turns it off to check a machine end to end.
 RowPrefetch row_prefetch(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
   RowPrefetch p;
