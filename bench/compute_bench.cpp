@@ -5,7 +5,10 @@
 //   build-core/compute_bench --benchmark_filter=SmolLM2
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <random>
 
@@ -28,10 +31,57 @@ std::vector<uint8_t> random_weights(tensor::DType t, int64_t rows, int64_t cols)
   return buf;
 }
 
+// n for one token with the weight-row prefetch off and on in alternate calls (time_prefetch_ab).
+constexpr int64_t kPrefetchAB = -1;
+
+double thread_cpu_ms() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+// One-token calls with compute::set_row_prefetch off and on alternately (which goes first
+// alternating too), so both see the same load on a shared machine: counters are the minimum and
+// median ms per call of each (wall, and the calling thread's CPU time, which is the whole call at
+// 1 thread) and off / on of the minima and medians (> 1: the prefetch is faster).
+void time_prefetch_ab(benchmark::State& st, const compute::WeightView& v, int threads) {
+  std::vector<float> x(v.cols, 0.5f), y(v.rows);
+  compute::ThreadPool pool(threads);
+  compute::MatmulScratch s;
+  std::vector<double> wall[2], cpu[2];
+  int64_t i = 0;
+  for (auto _ : st) {
+    for (int k = 0; k < 2; ++k) {
+      const int on = (k + i) % 2;
+      compute::set_row_prefetch(on);
+      const double c0 = thread_cpu_ms();
+      const auto t0 = std::chrono::steady_clock::now();
+      compute::matmul(v, x.data(), 1, y.data(), pool, s);
+      wall[on].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      cpu[on].push_back(thread_cpu_ms() - c0);
+      benchmark::DoNotOptimize(y.data());
+    }
+    ++i;
+  }
+  compute::set_row_prefetch(true);
+  auto min_med = [](std::vector<double>& a) {
+    std::sort(a.begin(), a.end());
+    return std::pair{a.front(), a[a.size() / 2]};
+  };
+  auto [woff, woffm] = min_med(wall[0]);
+  auto [won, wonm] = min_med(wall[1]);
+  auto [coff, coffm] = min_med(cpu[0]);
+  auto [con, conm] = min_med(cpu[1]);
+  st.counters["off_ms"] = woff, st.counters["on_ms"] = won, st.counters["off/on"] = woff / won;
+  st.counters["off/on_med"] = woffm / wonm;
+  st.counters["cpu_off/on"] = coff / con, st.counters["cpu_off/on_med"] = coffm / conm;
+}
+
 // n activation rows through v: bytes/s counts `bytes` (the weight's packed size) per call, items/s
 // tokens through this matrix.
 void time_matmul(benchmark::State& st, const compute::WeightView& v, int threads, int64_t n, size_t bytes,
                  compute::MatmulPath path = compute::MatmulPath::Fast) {
+  if (n == kPrefetchAB) return time_prefetch_ab(st, v, threads);
   std::vector<float> x(n * v.cols, 0.5f), y(n * v.rows);
   compute::ThreadPool pool(threads);
   compute::MatmulScratch s;
@@ -333,6 +383,39 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_1t, tensor::DType::Q4_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_2t, tensor::DType::Q4_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
+// Every other decode format at that DRAM-resident shape (the weight-row prefetch's before / after;
+// the *_big_1t and *_vocab_1t rows above are the L3-resident ones).
+BENCHMARK_CAPTURE(BM_Gemv, q4_k_qwen35_vocab_1t, tensor::DType::Q4_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_vocab_1t, tensor::DType::Q5_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_qwen35_vocab_1t, tensor::DType::Q6_K, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_qwen35_vocab_2t, tensor::DType::Q6_K, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_0_qwen35_vocab_1t, tensor::DType::Q5_0, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q5_1_qwen35_vocab_1t, tensor::DType::Q5_1, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_qwen35_vocab_1t, 8, 64, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();
+// The same with the prefetch off / on in alternate calls of one process (time_prefetch_ab).
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q4_0_qwen35_vocab_1t, tensor::DType::Q4_0, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q4_k_qwen35_vocab_1t, tensor::DType::Q4_K, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q5_k_qwen35_vocab_1t, tensor::DType::Q5_K, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q6_k_qwen35_vocab_1t, tensor::DType::Q6_K, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q5_0_qwen35_vocab_1t, tensor::DType::Q5_0, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q5_1_qwen35_vocab_1t, tensor::DType::Q5_1, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, prefetch_mlx4_g64_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, prefetch_mlx8_g64_qwen35_vocab_1t, 8, 64, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4, prefetch_mxfp4_qwen35_vocab_1t, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, prefetch_mxfp4_ggml_qwen35_vocab_1t, 248320, 1024, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q6_k_qwen35_vocab_2t, tensor::DType::Q6_K, 248320, 1024, 2, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, prefetch_mlx4_g64_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, kPrefetchAB)->UseRealTime();
+// L3-resident (the prefetch must not cost there): SmolLM2's MLX LM head, 4096 x 4096 K-quants.
+BENCHMARK_CAPTURE(BM_GemvMlx, prefetch_mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, prefetch_mlx8_g64_vocab_1t, 8, 64, 49152, 576, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q4_k_big_1t, tensor::DType::Q4_K, 4096, 4096, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, prefetch_q6_k_big_1t, tensor::DType::Q6_K, 4096, 4096, 1, kPrefetchAB)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, prefetch_mxfp4_ggml_gptoss_gateup_1t, 5760, 2880, 1, kPrefetchAB)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t_n8, tensor::DType::Q4_0, 3584, 1024, 1, 8)->UseRealTime();
 // Prefill shapes (a 512-token chunk and smaller batches): AMX panels from 32 tokens where the CPU
 // has them; RAPID_AMX=0 runs the lane kernels on the same machine for the before/after ratio.

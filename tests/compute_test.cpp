@@ -393,6 +393,58 @@ TEST(Matmul, RejectsMalformedWeights) {
   EXPECT_THROW(WeightView::of(t), std::exception);
 }
 
+// Row sizes from the formats' block layouts (GGML: 18-byte Q4_0 / 210-byte Q6_K / 34-byte Q8_0 blocks;
+// MXFP4: 16 nibble bytes + 1 E8M0 scale per 32; MLX: bits / 8 per value, a bf16 scale and bias per group).
+TEST(Matmul, RowPrefetchAsksForEveryStreamOfTheRowAhead) {
+  static uint8_t buf[3][64];
+  WeightView w;
+  w.data = buf[0];
+  w.dtype = tensor::DType::Q6_K, w.cols = 1024, w.row_stride = 4 * 210;
+  RowPrefetch p = row_prefetch(w);
+  EXPECT_EQ(p.streams, 1);
+  EXPECT_EQ(p.bytes[0], 840u);
+  EXPECT_EQ(p.ahead, 4);  // 4096 / 840
+  w.dtype = tensor::DType::Q8_0, w.cols = 8192, w.row_stride = 256 * 34;
+  EXPECT_EQ(row_prefetch(w).ahead, 1);  // a row wider than the distance: the next one
+  w.dtype = tensor::DType::Q4_0, w.cols = 1024, w.row_stride = 32 * 18;
+  EXPECT_EQ(row_prefetch(w).ahead, 7);
+  w.dtype = tensor::DType::F16, w.row_stride = 2048;
+  EXPECT_EQ(row_prefetch(w).ahead, 0);
+
+  // MLX 4-bit, group 64, bf16 scales and biases: the packed row and both group arrays.
+  w.dtype = tensor::DType::MLX_AFFINE, w.bits = 4, w.group_size = 64, w.group_dtype = tensor::DType::BF16;
+  w.cols = 1024, w.row_stride = 512, w.scales = buf[1], w.biases = buf[2];
+  p = row_prefetch(w);
+  ASSERT_EQ(p.streams, 3);
+  EXPECT_EQ(p.ahead, 8);
+  EXPECT_EQ(p.base[0], buf[0]);
+  EXPECT_EQ(p.base[1], buf[1]);
+  EXPECT_EQ(p.base[2], buf[2]);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(p.stride[i], 32u);
+    EXPECT_EQ(p.bytes[i], 32u);
+  }
+  w.group_dtype = tensor::DType::F32;
+  EXPECT_EQ(row_prefetch(w).bytes[1], 64u);
+
+  // gpt-oss's interleaved gate view (every other row): strides doubled, one row's bytes asked for.
+  w = WeightView{};
+  w.dtype = tensor::DType::MXFP4, w.data = buf[0], w.scales = buf[1], w.cols = 2880;
+  w.row_stride = 2 * 1440, w.scale_stride = 2 * 90;
+  p = row_prefetch(w);
+  ASSERT_EQ(p.streams, 2);
+  EXPECT_EQ(p.ahead, 2);  // 4096 / 1440
+  EXPECT_EQ(p.stride[0], 2880u);
+  EXPECT_EQ(p.bytes[0], 1440u);
+  EXPECT_EQ(p.stride[1], 180u);
+  EXPECT_EQ(p.bytes[1], 90u);
+  // GGML's blocks hold their scales in place: one stream.
+  w.dtype = tensor::DType::MXFP4_GGML, w.scales = nullptr, w.row_stride = 90 * 17;
+  p = row_prefetch(w);
+  EXPECT_EQ(p.streams, 1);
+  EXPECT_EQ(p.bytes[0], 1530u);
+}
+
 TEST(Rope, FrequenciesMatchTransformers) {
   std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/model/rope_cases.json");
   auto j = nlohmann::json::parse(f);

@@ -1,6 +1,8 @@
 #include "compute/matmul.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -217,6 +219,18 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
   }
 }
 
+}  // namespace
+
+namespace {
+// Whether row_prefetch asks for anything (set_row_prefetch, RAPID_ROW_PREFETCH=0).
+std::atomic<bool> g_row_prefetch{[] {
+  const char* e = std::getenv("RAPID_ROW_PREFETCH");
+  return !(e && !std::strcmp(e, "0"));
+}()};
+}  // namespace
+
+void set_row_prefetch(bool on) { g_row_prefetch.store(on, std::memory_order_relaxed); }
+
 // Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
 // than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:
 // Qwen3.5 decode breakdown): Q4_0 LM head best of 5 +12-15% bytes/s (medians within noise);
@@ -226,15 +240,46 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
 // there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
 // 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
 // 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
-// 0: no prefetch.
-int64_t prefetch_rows(const WeightView& w) {
+// Every format a decode row loop streams takes it (the K-quants, Q5_0 / Q5_1, MLX affine, both MXFP4
+// layouts; dense float rows do not), and every stream of a row: the packed values and, where they
+// are arrays of their own, the row's MLX scales and biases or MXFP4 scales (the same rows ahead, so
+// a few bytes ahead each); only the row's own bytes, not its stride (gpt-oss's interleaved gate / up
+// views skip a row). On the AMD EPYC (AVX2, 2 shared cores, load 3-9; bench/README.md: "Weight-row
+// prefetch for every decode format") it is neutral for every format, Q4_0 / Q8_0 included:
+// compute_bench's prefetch_* rows (off and on in alternate calls of one process) give off / on
+// CPU-time ratios 0.94-1.06 (medians 0.95-1.02) over three passes at the DRAM-resident
+// 248320 x 1024 LM head, 0.99-1.02 L3-resident. So nothing is slower there, and the other formats
+// stream their rows as Q4_0 / Q8_0 do where it was measured faster (their gain on Sapphire Rapids
+// is not measured yet). RAPID_ROW_PREFETCH=0 turns it off to check a machine end to end.
+RowPrefetch row_prefetch(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
-  if (w.dtype != tensor::DType::Q4_0 && w.dtype != tensor::DType::Q4_1 && w.dtype != tensor::DType::Q8_0) return 0;
-  return static_cast<int64_t>(std::max<size_t>(1, kAheadBytes / w.row_stride));
+  RowPrefetch p;
+  if (!g_row_prefetch.load(std::memory_order_relaxed)) return p;
+  switch (w.dtype) {
+    case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0:
+    case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
+    case tensor::DType::Q5_0: case tensor::DType::Q5_1:
+    case tensor::DType::MLX_AFFINE: case tensor::DType::MXFP4: case tensor::DType::MXFP4_GGML: break;
+    default: return p;
+  }
+  auto add = [&](const void* b, size_t stride, size_t bytes) {
+    p.base[p.streams] = static_cast<const uint8_t*>(b), p.stride[p.streams] = stride, p.bytes[p.streams++] = bytes;
+  };
+  const bool mlx = w.dtype == tensor::DType::MLX_AFFINE;
+  const size_t bytes = mlx ? w.row_stride : tensor::row_bytes(w.dtype, w.cols);
+  add(w.data, w.row_stride, bytes);
+  if (mlx) {
+    const size_t gbytes = static_cast<size_t>(w.cols / w.group_size) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
+    add(w.scales, gbytes, gbytes);
+    add(w.biases, gbytes, gbytes);
+  } else if (w.dtype == tensor::DType::MXFP4) {
+    add(w.scales, w.scale_stride, static_cast<size_t>(w.cols / tensor::mxfp4::kBlock));
+  }
+  p.ahead = static_cast<int64_t>(std::max<size_t>(1, kAheadBytes / bytes));
+  return p;
 }
-void prefetch_row(const uint8_t* p, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
+
+namespace {
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
               Kernels::QDotV qv, const float* gsum, const Kernels& k, MatmulPath path) {
@@ -253,7 +298,9 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const bool lanes = mlx4_lanes(w, path, k);
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
+    const RowPrefetch prefetch = row_prefetch(w);
     for (int64_t r = r0; r < r1; ++r) {
+      prefetch(r, r1);
       groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data());
       groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + groups);
       if (lanes) {
@@ -294,7 +341,9 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const int64_t nb = cols / tensor::kQK;
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     float tmp[4];
-    for (int64_t r = r0; r < r1; ++r)
+    const RowPrefetch prefetch = row_prefetch(w);
+    for (int64_t r = r0; r < r1; ++r) {
+      prefetch(r, r1);
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
         const uint8_t* row = base + r * w.row_stride;
@@ -302,6 +351,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
         else k.dot_mxfp4(row, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
         for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
       }
+    }
     return;
   }
   if (qv) {
@@ -309,10 +359,10 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     float tmp[Kernels::kQDotVMaxNT];
     // As below, rows outer. A tile's tokens share each unpacked weight group.
     const int64_t tile = lane_tile(n);
-    const int64_t ahead = prefetch_rows(w);
+    const RowPrefetch prefetch = row_prefetch(w);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = base + r * w.row_stride;
-      if (ahead && r + ahead < r1) prefetch_row(row + ahead * w.row_stride, w.row_stride);
+      prefetch(r, r1);
       for (int64_t t = 0; t < n; t += tile) {
         int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
         qv(row, lanes_at(in.xl, t), nbw, nt, tmp);
@@ -328,8 +378,10 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     // Rows outer: a weight row (a few hundred bytes) stays in L1 while every token tile uses it,
     // so the weights stream from memory once per call whatever n is (batched decode and prefill
     // are weight-bandwidth bound on small models); the activations stay in L2.
+    const RowPrefetch prefetch = row_prefetch(w);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = base + r * w.row_stride;
+      prefetch(r, r1);
       for (int64_t t = 0; t < n; t += 4) {
         int nt = static_cast<int>(std::min<int64_t>(4, n - t));
         qdot(row, xq + t * nb, nb, nbw, nt, tmp);

@@ -100,6 +100,29 @@ struct MatmulGroup {
 void matmul_groups(const MatmulGroup* groups, int count, ThreadPool& pool, MatmulScratch* scratch,
                    const std::function<void(int, int64_t, int64_t)>& combine, MatmulPath path = MatmulPath::Fast);
 
+// The software prefetch of a decode row loop (matmul.cpp's row_prefetch says which formats and
+// why): each stream a row of the weight reads (packed values; MLX scales and biases; MXFP4 scales),
+// its row stride and the bytes of one row, and how many rows ahead to ask for. Public for its test.
+struct RowPrefetch {
+  int64_t ahead = 0;  // rows ahead; 0: no prefetch
+  int streams = 0;
+  const uint8_t* base[3] = {};
+  size_t stride[3] = {}, bytes[3] = {};
+  // Asks for row r + ahead of every stream while that row is before `end` (a hint: no arithmetic).
+  void operator()(int64_t r, int64_t end) const {
+    if (!ahead || r + ahead >= end) return;
+    for (int i = 0; i < streams; ++i) {
+      const uint8_t* p = base[i] + (r + ahead) * stride[i];
+      for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 3);
+    }
+  }
+};
+RowPrefetch row_prefetch(const WeightView& w);
+// Turns that prefetch off (or back on) for every later matmul: for paired before / after
+// measurements in one process (compute_bench's GemvPrefetch rows). RAPID_ROW_PREFETCH=0 starts
+// a process with it off, to compare the same binary end to end.
+void set_row_prefetch(bool on);
+
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);
 
