@@ -326,7 +326,9 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     const bool ggml = w.dtype == tensor::DType::MXFP4_GGML;
     float tmp[Kernels::kQDotVMaxNT];
+    const RowPrefetch prefetch = row_prefetch(w);
     for (int64_t r = r0; r < r1; ++r) {
+      prefetch(r, r1);
       const uint8_t* row = base + r * w.row_stride;
       for (int64_t t = 0; t < n; t += tile) {
         int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
