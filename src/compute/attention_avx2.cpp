@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "compute/attention_impl.h"
 #include "compute/avx2_hsum.h"
@@ -54,11 +53,18 @@ inline void transpose8(__m256* r) {
   }
 }
 
-// kt: the chunk's keys jlo..jhi as f32, key-minor (kt[d * kChunk + j]); other slots zero.
-void load_keys(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp, float* kt) {
+void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
+          float* kt, float* vf) {
   const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
-  if (jlo == 0 && jhi == kChunk - 1 && hd % 8 == 0) {
-    // Keys 8 at a time: 8 x 8 blocks transposed in registers.
+  const bool whole = jlo == 0 && jhi == kChunk - 1;
+  if (!whole) std::memset(kt, 0, sizeof(float) * hd * kChunk);
+  for (int j = jlo; j <= jhi; ++j) {
+    const uint8_t* v = kv.value_at(c0 + j, h);
+    float* vr = vf + j * hdp;
+    for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(vr + d, load8(kv.dtype, v + d * es, std::min<int64_t>(8, hd - d)));
+  }
+  if (whole && hd % 8 == 0) {
+    // Keys 8 at a time: 8 x 8 blocks transposed in registers into kt's key-minor layout.
     for (int j0 = 0; j0 < kChunk; j0 += 8) {
       const uint8_t* k[8];
       for (int i = 0; i < 8; ++i) k[i] = kv.key_at(c0 + j0 + i, h);
@@ -71,7 +77,6 @@ void load_keys(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_
     }
     return;
   }
-  std::memset(kt, 0, sizeof(float) * hd * kChunk);
   alignas(32) float row[8];
   for (int j = jlo; j <= jhi; ++j) {
     const uint8_t* k = kv.key_at(c0 + j, h);
@@ -82,31 +87,6 @@ void load_keys(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_
     }
   }
 }
-
-void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
-          float* kt, float* vf) {
-  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
-  for (int j = jlo; j <= jhi; ++j) {
-    const uint8_t* v = kv.value_at(c0 + j, h);
-    float* vr = vf + j * hdp;
-    for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(vr + d, load8(kv.dtype, v + d * es, std::min<int64_t>(8, hd - d)));
-  }
-  load_keys(kv, h, c0, jlo, jhi, hd, hdp, kt);
-}
-
-// Where a step reads V row j's 8 values from e on: the converted chunk (load), or the page itself
-// (step_paged). The values are the same f32 either way.
-struct ConvertedV {
-  const float* vf;
-  int64_t hdp;
-  __m256 operator()(int j, int64_t e) const { return _mm256_loadu_ps(vf + j * hdp + e); }
-};
-struct PagedV {
-  const uint8_t* row[kChunk];
-  tensor::DType dt;
-  int64_t es, hd;
-  __m256 operator()(int j, int64_t e) const { return load8(dt, row[j] + e * es, std::min<int64_t>(8, hd - e)); }
-};
 
 // e^x for x <= 0: 2^n * P(r), n = round(x/ln2), P degree-7 Taylor on |r| <= ln2/2 (~1 ulp). x is
 // clamped at -87 so 2^n stays a normal float (exp(-87) ~ 1.6e-38 is 0 for the softmax's sums).
@@ -205,14 +185,16 @@ inline void softmax_update(Row& w, int64_t hdp, float softcap, float* s) {
 
 // acc += sum_j p_j V_j over slots jlo..jhi (the same for all R rows), in j order per element. NV
 // vectors of each row's accumulator stay in registers across the chunk's keys.
-template <int R, int NV, class V>
-inline void accumulate_block(const V& vrow, int64_t e, int jlo, int jhi, Row* const* w, float (*s)[kChunk]) {
+template <int R, int NV>
+inline void accumulate_block(const float* vf, int64_t hdp, int64_t e, int jlo, int jhi, Row* const* w,
+                             float (*s)[kChunk]) {
   __m256 c[R][NV];
   for (int r = 0; r < R; ++r)
     for (int i = 0; i < NV; ++i) c[r][i] = _mm256_loadu_ps(w[r]->acc + e + 8 * i);
   for (int j = jlo; j <= jhi; ++j) {
+    const float* v = vf + j * hdp + e;
     for (int i = 0; i < NV; ++i) {
-      const __m256 vv = vrow(j, e + 8 * i);
+      const __m256 vv = _mm256_loadu_ps(v + 8 * i);
       for (int r = 0; r < R; ++r) c[r][i] = _mm256_fmadd_ps(_mm256_set1_ps(s[r][j]), vv, c[r][i]);
     }
   }
@@ -220,29 +202,28 @@ inline void accumulate_block(const V& vrow, int64_t e, int jlo, int jhi, Row* co
     for (int i = 0; i < NV; ++i) _mm256_storeu_ps(w[r]->acc + e + 8 * i, c[r][i]);
 }
 
-template <int R, class V>
-inline void accumulate(const V& vrow, int64_t hdp, int jlo, int jhi, Row* const* w, float (*s)[kChunk]) {
+template <int R>
+inline void accumulate(const float* vf, int64_t hdp, int jlo, int jhi, Row* const* w, float (*s)[kChunk]) {
   constexpr int kV = R == 3 ? 3 : 4;  // registers: R·kV accumulators + a V load + a p
   int64_t e = 0;
-  for (; e + 8 * kV <= hdp; e += 8 * kV) accumulate_block<R, kV>(vrow, e, jlo, jhi, w, s);
-  for (; e < hdp; e += 8) accumulate_block<R, 1>(vrow, e, jlo, jhi, w, s);
+  for (; e + 8 * kV <= hdp; e += 8 * kV) accumulate_block<R, kV>(vf, hdp, e, jlo, jhi, w, s);
+  for (; e < hdp; e += 8) accumulate_block<R, 1>(vf, hdp, e, jlo, jhi, w, s);
 }
 
-template <int R, class V>
-void step_rows(const float* kt, const V& vrow, int64_t hd, int64_t hdp, float scale, float softcap, Row* const* w) {
+template <int R>
+void step_rows(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale, float softcap, Row* const* w) {
   alignas(32) float s[R][kChunk];
   scores<R>(kt, hd, scale, w, s);
   for (int r = 0; r < R; ++r) softmax_update(*w[r], hdp, softcap, s[r]);
-  accumulate<R>(vrow, hdp, w[0]->jlo, w[0]->jhi, w, s);
+  accumulate<R>(vf, hdp, w[0]->jlo, w[0]->jhi, w, s);
 }
 
 // Runs of live rows that see the same slots (a query token's heads: a GQA group in decode; in
 // prefill, every row of the tile on a chunk all of them see) go in blocks of three; a run's last
 // four rows as two pairs (four rows' 16 score accumulators would not fit the registers, and a
 // lone row would run at a third of the speed).
-template <class V>
-void step_blocks(const float* kt, const V& vrow, int64_t hd, int64_t hdp, float scale, float softcap, Row* rows,
-                 int nrows) {
+void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale, float softcap,
+          Row* rows, int nrows) {
   Row* blk[3];
   int rr = 0;
   while (rr < nrows) {
@@ -255,40 +236,16 @@ void step_blocks(const float* kt, const V& vrow, int64_t hd, int64_t hdp, float 
     for (int left = len; left > 0;) {
       const int take = left == 4 ? 2 : std::min(left, 3);
       for (int i = 0; i < take; ++i) blk[i] = &rows[rr++];
-      if (take == 3) step_rows<3>(kt, vrow, hd, hdp, scale, softcap, blk);
-      else if (take == 2) step_rows<2>(kt, vrow, hd, hdp, scale, softcap, blk);
-      else step_rows<1>(kt, vrow, hd, hdp, scale, softcap, blk);
+      if (take == 3) step_rows<3>(kt, vf, hd, hdp, scale, softcap, blk);
+      else if (take == 2) step_rows<2>(kt, vf, hd, hdp, scale, softcap, blk);
+      else step_rows<1>(kt, vf, hd, hdp, scale, softcap, blk);
       left -= take;
     }
   }
 }
 
-void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale, float softcap, Row* rows,
-          int nrows) {
-  step_blocks(kt, ConvertedV{vf, hdp}, hd, hdp, scale, softcap, rows, nrows);
-}
-
-// A decode step's few rows (one token's GQA group): only the keys are converted (the scores need
-// them key-minor); V is read from the pages as it is accumulated, converted once per block of rows
-// instead of converted, stored and read back.
-void step_paged(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp, float scale,
-                float softcap, Row* rows, int nrows) {
-  alignas(32) thread_local float kt[512 * kChunk];
-  if (hdp > 512) {  // wider than any model's heads: the converting path
-    thread_local std::vector<float> kt2, vf;
-    kt2.resize(static_cast<size_t>(hdp * kChunk));
-    vf.resize(static_cast<size_t>(hdp * kChunk));
-    load(kv, h, c0, jlo, jhi, hd, hdp, kt2.data(), vf.data());
-    return step(kt2.data(), vf.data(), hd, hdp, scale, softcap, rows, nrows);
-  }
-  load_keys(kv, h, c0, jlo, jhi, hd, hdp, kt);
-  PagedV v{{}, kv.dtype, kv.dtype == tensor::DType::F32 ? 4 : 2, hd};
-  for (int j = jlo; j <= jhi; ++j) v.row[j] = kv.value_at(c0 + j, h);
-  step_blocks(kt, v, hd, hdp, scale, softcap, rows, nrows);
-}
-
 }  // namespace
 
-Fns fns_avx2() { return Fns{load, step, 8, kChunk, step_paged}; }
+Fns fns_avx2() { return Fns{load, step, 8, kChunk, nullptr}; }
 
 }  // namespace rapid::compute::attn
