@@ -29,7 +29,7 @@ import time
 import urllib.request
 
 from . import client, prompts
-from .servers import Server
+from .servers import Server, add_model_and_bin_args
 from .workloads import decode_rate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -275,10 +275,7 @@ def spec_lines(sp):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=os.path.join(
-        os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models")),
-        "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "rapid-mlx"))
+    add_model_and_bin_args(ap)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help="tiny sizes: checks the harness, asserts nothing")
     ap.add_argument("--only", choices=("all", "code_edit", "agent", "batching", "chat"), default="all",

@@ -10,15 +10,12 @@ and, with hindsight, the best of all earlier occurrences of any suffix length (a
 The answer's ids are its text through `rapid-mlx tokenize` (600 ids for SmolLM2's 600 tokens)."""
 import argparse
 import json
-import os
 import subprocess
 import sys
 import urllib.request
 
 from . import prompts
-from .servers import Server
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .servers import Server, add_model_and_bin_args
 
 
 def answer(a):
@@ -89,10 +86,7 @@ def replay(P, O, cap, policy, c):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=os.path.join(
-        os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models")),
-        "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "rapid-mlx"))
+    add_model_and_bin_args(ap)
     ap.add_argument("--row-cost", type=float, default=0.24, help="a drafted row's cost over a one-token step")
     a = ap.parse_args()
     P, O = answer(a)

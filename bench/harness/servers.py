@@ -109,3 +109,13 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def add_model_and_bin_args(ap):
+    """--model (default: SmolLM2-135M Q4_1 in the model cache) and --bin (this checkout's build),
+    the rapid-mlx-only harness tools' common arguments."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap.add_argument("--model", default=os.path.join(
+        os.environ.get("RAPID_MODEL_CACHE", os.path.expanduser("~/.cache/rapid-mlx/models")),
+        "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--bin", default=os.path.join(root, "build", "rapid-mlx"))

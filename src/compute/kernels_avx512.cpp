@@ -715,22 +715,28 @@ template <int NT>
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
+// A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
+// group) the first m blocks' bytes only.
+template <bool kFull>
+[[gnu::always_inline]] inline void load_nibble_group(const uint8_t* p, int m, __m512i* half) {
+  if (kFull) {
+    half[0] = _mm512_loadu_si512(p);
+    half[1] = _mm512_loadu_si512(p + 64);
+  } else {
+    const int n = 16 * m;
+    half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+    half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+  }
+}
+
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, so a lane group's 128 bytes are
 // two zmm; the row's f32 scales and biases per group (qdotv_dispatch.h's mlx4_lanes).
 void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
            float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
-    const uint8_t* p = w + g * 8 * 16;
     __m512i half[2], W2[4];
-    if (kFull) {
-      half[0] = _mm512_loadu_si512(p);
-      half[1] = _mm512_loadu_si512(p + 64);
-    } else {  // the first m blocks' bytes only
-      const int n = 16 * m;
-      half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
-      half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
-    }
+    load_nibble_group<kFull>(w + g * 8 * 16, m, half);
     nibble_pairs(half, W2);
     scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
   };
@@ -748,16 +754,8 @@ template <int NT>
 // DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
 void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
-    const uint8_t* p = w + g * 8 * 16;
     __m512i half[2], W2[4];
-    if (kFull) {
-      half[0] = _mm512_loadu_si512(p);
-      half[1] = _mm512_loadu_si512(p + 64);
-    } else {  // the first m blocks' bytes only
-      const int n = 16 * m;
-      half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
-      half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
-    }
+    load_nibble_group<kFull>(w + g * 8 * 16, m, half);
     nibble_pairs(half, W2);
     mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
