@@ -129,11 +129,10 @@ void fold_mlx_quantized(WeightStore& raw, const std::optional<mlx::QuantConfig>&
   }
 }
 
-// The copies replace those bytes of the mapping, which nothing reads again: drop its pages, or a
-// checkpoint written by MLX (all of it misaligned) stays resident twice, in the mapping and in the
-// copies (a Qwen3.5-0.8B-shaped MLX 4-bit model: 969 MB against 472 MB of weights). Each copied
-// tensor's inner pages go as it is copied; here, once all are, adjacent ranges are merged so the
-// pages tensors share at their ends go too (the mapping stays valid: a later read faults them in).
+// aligned_copy drops each copied tensor's inner pages from the mapping (a Qwen3.5-0.8B-shaped MLX
+// 4-bit model ran at 969 MB against 472 MB of weights before); once all are copied, adjacent ranges
+// are merged here so the pages tensors share at their ends go too (the mapping stays valid: a later
+// read faults them in).
 void drop_copied_pages(const MappedFile& f, std::vector<std::pair<size_t, size_t>>& ranges) {
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 0; i < ranges.size();) {
@@ -192,10 +191,8 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       // Stacked experts stay in the mapping: MoeBlock copies an expert when it is first used.
       size_t align = block_bytes(n.dtype);
       if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0 && !stacked_experts(n.name, n.shape.size())) {
-        auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(n.data),
-                                                          static_cast<const uint8_t*>(n.data) + n.nbytes);
         copied.emplace_back(static_cast<const uint8_t*>(n.data) - sf.file->data(), n.nbytes);
-        sf.file->drop_pages(copied.back().first, n.nbytes);  // now, so the peak holds one copy
+        auto buf = aligned_copy(n.data, n.nbytes, sf.file.get());  // drops its pages now: the peak holds one copy
         n.data = buf->data();
         ck->weights.keep_alive(buf);
       }

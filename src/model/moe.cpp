@@ -61,15 +61,12 @@ bool aligned(const compute::WeightView& w) {
   }
 }
 
-// Points w at an aligned copy of its rows (kept alive in `keep`). The copied bytes' pages leave
-// the file mapping they came from (nothing reads them there again), or each expert a misaligned
-// MLX checkpoint routes to would stay resident twice.
+// Points w at an aligned copy of its rows (kept alive in `keep`), whose pages leave the file
+// mapping they came from (aligned_copy), or each expert in use would stay resident twice.
 void copy_aligned(compute::WeightView& w, std::vector<std::shared_ptr<std::vector<uint8_t>>>& keep,
                   const WeightStore& ws) {
   auto dup = [&](const void*& p, size_t bytes) {
-    auto buf = std::make_shared<std::vector<uint8_t>>(static_cast<const uint8_t*>(p),
-                                                      static_cast<const uint8_t*>(p) + bytes);
-    if (const MappedFile* f = ws.mapping_of(p)) f->drop_pages(static_cast<const uint8_t*>(p) - f->data(), bytes);
+    auto buf = aligned_copy(p, bytes, ws.mapping_of(p));
     p = buf->data();
     keep.push_back(std::move(buf));
   };

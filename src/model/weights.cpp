@@ -25,6 +25,13 @@ const tensor::Tensor& WeightStore::get(const std::string& name) const {
   return *t;
 }
 
+std::shared_ptr<std::vector<uint8_t>> aligned_copy(const void* p, size_t n, const MappedFile* from) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  auto buf = std::make_shared<std::vector<uint8_t>>(b, b + n);
+  if (from) from->drop_pages(static_cast<size_t>(b - from->data()), n);
+  return buf;
+}
+
 namespace {
 
 bool ends_with(const std::string& s, const char* suf) {
