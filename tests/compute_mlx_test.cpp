@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -104,4 +106,39 @@ TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
       testing_util::expect_batch_and_thread_invariant(WeightView::of(t), g.x.data(), g.n, t.name + " " + isa_name(isa));
     }
   });
+}
+
+// Prefill-sized calls walk rows in blocks, converting a block's scales and biases at its start
+// (row_tiles): with 600 rows of 1024 columns the call spans several blocks, and each token of a
+// 40-token call must get the bits it gets alone or in a tile of 4 or 16, with 1 or 2 threads, for
+// 4- and 8-bit weights with f32 and bf16 scales, on every ISA.
+TEST(MlxMatmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
+  std::mt19937 rng(29);
+  const int64_t rows = 600, cols = 1024, n = 40;
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(n * cols);
+  for (float& v : x) v = u(rng);
+  for (int bits : {4, 8})
+    for (std::string dtype : {"f32", "bf16"}) {
+      Case c;
+      c.bits = bits, c.group_size = 64, c.dtype = dtype;
+      c.weight.resize(static_cast<size_t>(rows * cols * bits / 32));
+      for (uint32_t& w : c.weight) w = static_cast<uint32_t>(rng());
+      const size_t groups = static_cast<size_t>(rows * cols / 64);
+      for (size_t i = 0; i < groups; ++i) {
+        const float s = 0.01f * (1.0f + u(rng)), b = 0.1f * u(rng);
+        uint32_t sb, bb;
+        std::memcpy(&sb, &s, 4);
+        std::memcpy(&bb, &b, 4);
+        if (dtype == "f32") {
+          c.s32.push_back(sb), c.b32.push_back(bb);
+        } else {
+          c.s16.push_back(static_cast<uint16_t>(sb >> 16)), c.b16.push_back(static_cast<uint16_t>(bb >> 16));
+        }
+      }
+      tensor::Tensor t = c.tensor(rows, cols);
+      testing_util::for_each_isa([&](Isa isa) {
+        testing_util::expect_batch_and_thread_invariant(WeightView::of(t), x.data(), n, t.name + " " + isa_name(isa));
+      });
+    }
 }

@@ -21,6 +21,7 @@
 #include "compute/ops.h"
 #include "compute/rope.h"
 #include "compute/thread_pool.h"
+#include "matmul_invariance.h"
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
 #include "tensor/tensor.h"
@@ -262,6 +263,37 @@ TEST(Matmul, EveryFormatMatchesDequantizedReference) {
     }
   }
   set_active_isa(best_isa());
+}
+
+// Prefill-sized calls walk rows in blocks and each block through every token tile (row_tiles);
+// the matrices here span several blocks (700 rows of 1024 columns), so every token of a 40-token
+// call (3 tiles; AMX panels where present) must still get the bits it gets alone, in a tile of 4
+// or of 16, with 1 or 2 threads, for every GGUF block format and MXFP4's GGML blocks, on every ISA.
+TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
+  std::mt19937 rng(23);
+  const int64_t rows = 700, cols = 1024, n = 40;
+  std::vector<tensor::DType> types(std::begin(kAllGgml), std::end(kAllGgml));
+  types.push_back(tensor::DType::MXFP4_GGML);
+  const auto x = random_vec(n * cols, rng);
+  for (tensor::DType t : types) {
+    std::vector<uint8_t> buf;
+    if (t == tensor::DType::MXFP4_GGML) {  // E8M0 bytes near 127 (scales near 1), random nibbles
+      buf.resize(static_cast<size_t>(rows * cols / 32 * 17));
+      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i % 17 == 0 ? 124 + rng() % 6 : rng());
+    } else {
+      buf = random_rows(t, rows, cols, rng);
+    }
+    tensor::Tensor tt;
+    tt.name = "w";
+    tt.dtype = t;
+    tt.shape = {rows, cols};
+    tt.data = buf.data();
+    tt.nbytes = buf.size();
+    testing_util::for_each_isa([&](Isa isa) {
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(tt), x.data(), n,
+                                                      std::string(tensor::dtype_name(t)) + " " + isa_name(isa));
+    });
+  }
 }
 
 // matmul_groups (a mixture-of-experts layer's experts in one region): every group's rows are

@@ -281,6 +281,33 @@ RowPrefetch row_prefetch(const WeightView& w) {
 
 namespace {
 
+// Rows [r0, r1) × n tokens in token tiles of `tile`: f(r, t, nt) computes row r for tokens
+// [t, t + nt); block(b, e) runs before rows [b, e) start. With one tile (decode, small batches) the
+// rows simply run in order. With several (prefill, long verifications) the rows go in blocks of
+// about kRowBlockBytes, and each block meets every token tile in turn: the block's weights stay in
+// L2 after the first tile has read them from memory, and a tile's activations (tens of KB) in L1 /
+// L2 across the block. Rows outermost would stream all n tokens' activations once per row, hundreds
+// of KB at n = 512, from L3 (bench/README.md: "Prefill in row blocks"). The kernel calls and their
+// arguments are the same in either order, so are the bits.
+template <class Block, class Row>
+void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
+               Block&& block, Row&& f) {
+  constexpr size_t kRowBlockBytes = 128 * 1024;
+  const int64_t rb = n <= tile ? r1 - r0 : std::max<int64_t>(1, static_cast<int64_t>(kRowBlockBytes / row_bytes));
+  for (int64_t b = r0; b < r1; b += rb) {
+    const int64_t e = std::min(r1, b + rb);
+    block(b, e);
+    for (int64_t t = 0; t < n; t += tile) {
+      const int nt = static_cast<int>(std::min(tile, n - t));
+      for (int64_t r = b; r < e; ++r) {
+        if (t == 0) prefetch(r, r1);
+        f(r, t, nt);
+      }
+    }
+  }
+}
+constexpr auto kNoBlockSetup = [](int64_t, int64_t) {};
+
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
               Kernels::QDotV qv, const float* gsum, const Kernels& k, MatmulPath path) {
   if (use_panels(w, in.n, path, k)) return run_panels(w, r0, r1, in, y, k);
@@ -290,35 +317,29 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
   const auto* base = static_cast<const uint8_t*>(w.data);
   if (mlx_fast(w, path)) {
     const int64_t nb = cols / tensor::kQK, groups = cols / w.group_size;
-    thread_local std::vector<float> sb;
-    // +8 zeros: the lane kernel reads up to 8 entries past the biases (see Kernels::MlxDotV).
-    sb.assign(static_cast<size_t>(2 * groups + 8), 0.0f);
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     const bool lanes = mlx4_lanes(w, path, k);
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
-    const RowPrefetch prefetch = row_prefetch(w);
-    for (int64_t r = r0; r < r1; ++r) {
-      prefetch(r, r1);
-      groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data());
-      groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + groups);
-      if (lanes) {
-        for (int64_t t = 0; t < n; t += tile) {
-          int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
-          k.dot_mlx4v(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, lanes_at(in.xl4, t), nb,
-                      nt, tmp);
-          for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-        }
-        continue;
+    // A block's rows' scales and biases as f32, 2·groups per row, + 8 zeros: the lane kernel reads
+    // up to 8 entries past a row's biases (see Kernels::MlxDotV).
+    thread_local std::vector<float> sb;
+    int64_t b0 = r0;
+    auto block = [&](int64_t b, int64_t e) {
+      b0 = b;
+      sb.assign(static_cast<size_t>(2 * groups * (e - b) + 8), 0.0f);
+      for (int64_t r = b; r < e; ++r) {
+        groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b));
+        groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b) + groups);
       }
-      for (int64_t t = 0; t < n; t += 4) {
-        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        fn(base + r * w.row_stride, sb.data(), sb.data() + groups, w.group_size, xa + t * nb, nb, nb, nt,
-           gsum + t * groups, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      }
-    }
+    };
+    row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), block, [&](int64_t r, int64_t t, int nt) {
+      const float* s = sb.data() + 2 * groups * (r - b0);
+      if (lanes) k.dot_mlx4v(base + r * w.row_stride, s, s + groups, w.group_size, lanes_at(in.xl4, t), nb, nt, tmp);
+      else fn(base + r * w.row_stride, s, s + groups, w.group_size, xa + t * nb, nb, nb, nt, gsum + t * groups, tmp);
+      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+    });
     return;
   }
   if (mxfp4_lanes(w, path, k)) {
@@ -326,70 +347,45 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     const bool ggml = w.dtype == tensor::DType::MXFP4_GGML;
     float tmp[Kernels::kQDotVMaxNT];
-    const RowPrefetch prefetch = row_prefetch(w);
-    for (int64_t r = r0; r < r1; ++r) {
-      prefetch(r, r1);
+    row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
       const uint8_t* row = base + r * w.row_stride;
-      for (int64_t t = 0; t < n; t += tile) {
-        int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
-        if (ggml) k.dot_mxfp4_ggmlv(row, lanes_at(in.xl, t), nb, nt, tmp);
-        else k.dot_mxfp4v(row, sc + r * w.scale_stride, lanes_at(in.xl4, t), nb, nt, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      }
-    }
+      if (ggml) k.dot_mxfp4_ggmlv(row, lanes_at(in.xl, t), nb, nt, tmp);
+      else k.dot_mxfp4v(row, sc + r * w.scale_stride, lanes_at(in.xl4, t), nb, nt, tmp);
+      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+    });
     return;
   }
   if (mxfp4_fast(w, path)) {  // per block (no lane kernel at this ISA)
     const int64_t nb = cols / tensor::kQK;
     const auto* sc = static_cast<const uint8_t*>(w.scales);
     float tmp[4];
-    const RowPrefetch prefetch = row_prefetch(w);
-    for (int64_t r = r0; r < r1; ++r) {
-      prefetch(r, r1);
-      for (int64_t t = 0; t < n; t += 4) {
-        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        const uint8_t* row = base + r * w.row_stride;
-        if (w.dtype == tensor::DType::MXFP4_GGML) k.dot_mxfp4_ggml(row, xq4 + t * nb, nb, nb, nt, tmp);
-        else k.dot_mxfp4(row, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      }
-    }
+    row_tiles(r0, r1, n, 4, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
+      const uint8_t* row = base + r * w.row_stride;
+      if (w.dtype == tensor::DType::MXFP4_GGML) k.dot_mxfp4_ggml(row, xq4 + t * nb, nb, nb, nt, tmp);
+      else k.dot_mxfp4(row, sc + r * w.scale_stride, xq4 + t * nb, nb, nb, nt, tmp);
+      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+    });
     return;
   }
   if (qv) {
     const int64_t nbw = cols / tensor::block_elems(w.dtype);
     float tmp[Kernels::kQDotVMaxNT];
-    // As below, rows outer. A tile's tokens share each unpacked weight group.
-    const int64_t tile = lane_tile(n);
-    const RowPrefetch prefetch = row_prefetch(w);
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = base + r * w.row_stride;
-      prefetch(r, r1);
-      for (int64_t t = 0; t < n; t += tile) {
-        int nt = static_cast<int>(std::min<int64_t>(tile, n - t));
-        qv(row, lanes_at(in.xl, t), nbw, nt, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      }
-    }
+    // A tile's tokens share each unpacked weight group.
+    row_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
+      qv(base + r * w.row_stride, lanes_at(in.xl, t), nbw, nt, tmp);
+      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+    });
     return;
   }
   if (qdot) {
     const int64_t nb = cols / tensor::kQK;                    // activation blocks per row
     const int64_t nbw = cols / tensor::block_elems(w.dtype);  // weight blocks per row
     float tmp[4];
-    // Rows outer: a weight row (a few hundred bytes) stays in L1 while every token tile uses it,
-    // so the weights stream from memory once per call whatever n is (batched decode and prefill
-    // are weight-bandwidth bound on small models); the activations stay in L2.
-    const RowPrefetch prefetch = row_prefetch(w);
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* row = base + r * w.row_stride;
-      prefetch(r, r1);
-      for (int64_t t = 0; t < n; t += 4) {
-        int nt = static_cast<int>(std::min<int64_t>(4, n - t));
-        qdot(row, xq + t * nb, nb, nbw, nt, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      }
-    }
+    // The weights stream from memory once per call whatever n is (row_tiles keeps a block in L2).
+    row_tiles(r0, r1, n, 4, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
+      qdot(base + r * w.row_stride, xq + t * nb, nb, nbw, nt, tmp);
+      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+    });
     return;
   }
   if (w.dtype == tensor::DType::F32 || w.dtype == tensor::DType::F16 || w.dtype == tensor::DType::BF16) {
