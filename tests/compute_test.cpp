@@ -691,6 +691,74 @@ TEST(Attention, DecodeBatchesMatchSoloBitwise) {
   }
 }
 
+// Past 512 keys a row folds per-segment softmax states, and the decode of one sequence on 2 threads
+// runs the segments as tasks of their own. Each query must match a naive reference, and get bitwise
+// the result it gets inside the whole prefill (tiles of 32 queries, 1 or 2 threads), decoded alone
+// on 1 thread (one task folding in turn) or on 2 (split), or in a batch of decodes (not split):
+// with and without a window that leaves a row's first segments empty, sinks and softcap.
+TEST(Attention, LongContextKeySegmentsGiveTheSameBitsInAnySplit) {
+  std::mt19937 rng(31);
+  ThreadPool p1(1), p2(2);
+  const int64_t nh = 6, nkv = 3, hd = 64, qs = nh * hd, T = 1400;
+  auto K = random_vec(T * nkv * hd, rng), Vv = random_vec(T * nkv * hd, rng), Q = random_vec(T * qs, rng);
+  const auto sinks = random_vec(nh, rng);
+  TestPages pg(tensor::DType::F16, T, nkv, hd, 4);
+  kv_store(pg.view, 0, T, nkv, hd, K.data(), Vv.data());
+  auto f16 = [](float v) { return tensor::f16_to_f32(tensor::f32_to_f16(v)); };
+  for (int64_t window : {0, 700})
+    for (bool with_sinks : {false, true}) {
+      const AttentionParams p{.n_heads = nh, .n_kv_heads = nkv, .head_dim = hd, .scale = 0.125f, .window = window,
+                              .softcap = with_sinks ? 0.0f : 20.0f, .sinks = with_sinks ? sinks.data() : nullptr};
+      const std::string what = "window " + std::to_string(window) + (with_sinks ? " sinks" : " softcap");
+      std::vector<float> pre(T * qs), pre2(T * qs);
+      attention(Q.data(), T, 0, pg.view, p, pre.data(), p1);
+      attention(Q.data(), T, 0, pg.view, p, pre2.data(), p2);
+      ASSERT_EQ(0, std::memcmp(pre.data(), pre2.data(), pre.size() * 4)) << what << ": prefill, 1 vs 2 threads";
+      for (int64_t pos : {int64_t{T - 1}, int64_t{1024}, int64_t{1023}, int64_t{600}, int64_t{100}}) {
+        for (ThreadPool* pool : {&p1, &p2}) {
+          std::vector<float> d(qs);
+          attention(Q.data() + pos * qs, 1, pos, pg.view, p, d.data(), *pool);
+          ASSERT_EQ(0, std::memcmp(d.data(), pre.data() + pos * qs, qs * 4))
+              << what << ": decode at " << pos << " on " << pool->size() << " threads vs the prefill";
+        }
+        const int64_t first = window ? std::max<int64_t>(0, pos - window + 1) : 0;
+        for (int64_t h = 0; h < nh; ++h) {
+          const int64_t kvh = h / (nh / nkv);
+          std::vector<double> sc;
+          double mx = with_sinks ? sinks[h] : -1e300;
+          for (int64_t j = first; j <= pos; ++j) {
+            double s = 0;
+            for (int64_t d = 0; d < hd; ++d) s += (double)Q[pos * qs + h * hd + d] * f16(K[(j * nkv + kvh) * hd + d]);
+            s *= p.scale;
+            if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+            sc.push_back(s);
+            mx = std::max(mx, s);
+          }
+          double z = with_sinks ? std::exp(sinks[h] - mx) : 0;
+          for (auto& s : sc) z += s = std::exp(s - mx);
+          for (int64_t d = 0; d < hd; ++d) {
+            double o = 0;
+            for (size_t j = 0; j < sc.size(); ++j) o += sc[j] / z * f16(Vv[((first + j) * nkv + kvh) * hd + d]);
+            ASSERT_NEAR(pre[pos * qs + h * hd + d], o, 1e-4) << what << " pos " << pos << " head " << h;
+          }
+        }
+      }
+      // Eight decodes in one call (enough tasks: not split) get their prefill bits too.
+      std::vector<AttentionSegment> segs(8);
+      std::vector<float> out(8 * qs);
+      for (int i = 0; i < 8; ++i) {
+        segs[i].q = Q.data() + (T - 1 - i) * qs;
+        segs[i].n = 1;
+        segs[i].pos0 = T - 1 - i;
+        segs[i].kv = pg.view;
+        segs[i].out = out.data() + i * qs;
+      }
+      attention_batch(segs.data(), segs.size(), p, p2);
+      for (int i = 0; i < 8; ++i)
+        ASSERT_EQ(0, std::memcmp(out.data() + i * qs, pre.data() + (T - 1 - i) * qs, qs * 4)) << what << " batch row " << i;
+    }
+}
+
 TEST(Ops, RmsNormSoftmaxActivations) {
   std::mt19937 rng(9);
   auto x = random_vec(96, rng), w = random_vec(96, rng);

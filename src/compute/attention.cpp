@@ -73,78 +73,171 @@ inline void prefetch_slots(const KvView& kv, int64_t h, int64_t pos, int64_t n) 
 // Up to this many live rows per chunk read the pages directly instead of converting them first.
 constexpr int64_t kPagedRows = 3;
 
-// Queries t0..t1-1 of segment sg against kv heads kv0..kv1-1, with hs query heads each (the first
-// hs heads of each kv head's group starting at head offset hoff). Rows are ordered kv head, token,
-// head, so each kv head's rows are one run for the inner loops. The keys are walked in
-// f.chunk-position chunks from the tile's first visible key; per chunk and kv head the K/V are
-// converted to f32 once and shared by that kv head's rows (or read in place for a few rows). A row
-// only ever takes part in the chunks that hold its own visible keys, with its own slot range, so
-// its result is the same in any tile. Taking the kv heads in turn per chunk, a decode task that
-// covers all of a sequence's kv heads walks each block's K (then V) plane in address order.
-void attend_tile(const AttentionSegment& sg, int64_t kv0, int64_t kv1, int64_t hoff, int64_t hs, int64_t t0,
-                 int64_t t1, const AttentionParams& p, const attn::Fns& f) {
+// Keys also go in segments of kSegment positions (absolute, like chunks; a multiple of every ISA's
+// chunk). A row runs each segment's chunks from a fresh online-softmax state and folds the
+// segments' states in order (fold_state), so a row whose keys fit one segment (any context up to
+// kSegment) gets exactly the one-pass result. Because the segments are fixed by position, a
+// long-context decode can run them as separate tasks and fold their states afterwards with the
+// same bits as one task folding them in turn: one sequence's 2-3 kv heads no longer leave a
+// thread idle (bench/README.md: "Long-context decode").
+constexpr int64_t kSegment = 512;
+
+// Folds a segment's state (m, l, acc) into the running one (tm, tl, tacc); the segment's keys come
+// after the running state's. A segment that held none of the row's keys (m = -inf) leaves it.
+// Out of line: one copy of the arithmetic for both callers.
+[[gnu::noinline]] void fold_state(float& tm, float& tl, float* tacc, float m, float l, const float* acc,
+                                  int64_t hdp) {
+  if (m == -INFINITY) return;
+  if (tm == -INFINITY) {
+    tm = m, tl = l;
+    std::memcpy(tacc, acc, sizeof(float) * hdp);
+    return;
+  }
+  const float mx = std::max(tm, m), a = std::exp(tm - mx), b = std::exp(m - mx);
+  tl = tl * a + l * b;
+  for (int64_t d = 0; d < hdp; ++d) tacc[d] = tacc[d] * a + acc[d] * b;
+  tm = mx;
+}
+
+// Queries t0..t1-1 of a segment against kv heads kv0..kv1-1, with hs query heads each (the first hs
+// heads of each kv head's group starting at head offset hoff). Rows are ordered kv head, token,
+// head, so each kv head's rows are one run for the inner loops.
+struct TileRows {
+  const AttentionSegment* sg;
+  int64_t kv0, kv1, hoff, hs, t0, t1;
+  int64_t per_kv() const { return (t1 - t0) * hs; }
+  int64_t count() const { return per_kv() * (kv1 - kv0); }
+  // Row i's token and query head.
+  void at(int64_t i, int64_t group, int64_t& t, int64_t& h) const {
+    const int64_t kvh = kv0 + i / per_kv();
+    t = t0 + i % per_kv() / hs;
+    h = kvh * group + hoff + i % hs;
+  }
+};
+
+// A row's output from its folded state: the sink (if any) joins the softmax, then the gate.
+void write_row(const AttentionSegment& sg, const AttentionParams& p, int64_t t, int64_t h, float m, float l,
+               const float* acc) {
+  const int64_t hd = p.head_dim;
+  float* o = sg.out + t * p.n_heads * hd + h * hd;
+  if (p.sinks) {
+    // The sink joins the softmax after all keys, in every ISA's path alike: against the larger of
+    // the running max and the sink logit, so neither exponential overflows.
+    const float s = p.sinks[h], mx = std::max(m, s), a = std::exp(m - mx);
+    const float den = l * a + std::exp(s - mx);
+    for (int64_t d = 0; d < hd; ++d) o[d] = acc[d] * a / den;
+  } else {
+    for (int64_t d = 0; d < hd; ++d) o[d] = acc[d] / l;
+  }
+  if (sg.gate) {
+    const float* gt = sg.gate + t * sg.gate_ld + h * sg.gate_hs;
+    for (int64_t d = 0; d < hd; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gt[d]));
+  }
+}
+
+// The tile's rows over key segment `seg` only, each row's state (m, l, then hdp acc values) written
+// to `partial`; or (seg < 0) over all its keys, folding segment by segment, and written out. The
+// keys are walked in f.chunk-position chunks from the tile's first visible key; per chunk and kv
+// head the K/V are converted to f32 once and shared by that kv head's rows (or read in place for a
+// few rows). A row only ever takes part in the chunks that hold its own visible keys, with its own
+// slot range, so its result is the same in any tile. Taking the kv heads in turn per chunk, a decode
+// task that covers all of a sequence's kv heads walks each block's K (then V) plane in address order.
+void attend_tile(const TileRows& tr, const AttentionParams& p, const attn::Fns& f, int64_t seg, float* partial) {
+  const AttentionSegment& sg = *tr.sg;
   const int64_t C = f.chunk, group = p.n_heads / p.n_kv_heads;
   const int64_t hd = p.head_dim, hdp = (hd + f.lanes - 1) / f.lanes * f.lanes;
-  const int64_t q_stride = p.n_heads * hd, per_kv = (t1 - t0) * hs, nrows = per_kv * (kv1 - kv0);
-  thread_local std::vector<float> kt, vf, acc;
+  const int64_t q_stride = p.n_heads * hd, per_kv = tr.per_kv(), nrows = tr.count();
+  const bool fold = seg < 0;
+  thread_local std::vector<float> kt, vf, acc, tacc, tm, tl;
   thread_local std::vector<attn::Row> rows;
   kt.resize(static_cast<size_t>(hdp * C));
   vf.resize(static_cast<size_t>(hdp * C));
-  acc.assign(static_cast<size_t>(nrows * hdp), 0.0f);
+  acc.resize(static_cast<size_t>(nrows * hdp));
   rows.resize(static_cast<size_t>(nrows));
-  for (int64_t i = 0; i < nrows; ++i) {
-    const int64_t kvh = kv0 + i / per_kv, t = t0 + i % per_kv / hs, h = kvh * group + hoff + i % hs;
-    attn::Row& r = rows[static_cast<size_t>(i)];
-    r.q = sg.q + t * q_stride + h * hd;
-    r.acc = acc.data() + i * hdp;
-    r.m = -INFINITY;
-    r.l = 0.0f;
+  if (fold) {
+    tacc.resize(static_cast<size_t>(nrows * hdp));
+    tm.assign(static_cast<size_t>(nrows), -INFINITY);
+    tl.assign(static_cast<size_t>(nrows), 0.0f);
   }
-  const int64_t lo = first_key(sg.pos0 + t0, p.window), hi = sg.pos0 + t1 - 1;
-  for (int64_t c0 = lo / C * C; c0 <= hi; c0 += C) {
-    // Queries are in position order, so the tile's visible slots of this chunk are one run.
-    const int jlo = static_cast<int>(std::max(lo, c0) - c0), jhi = static_cast<int>(std::min(hi, c0 + C - 1) - c0);
-    int live = 0;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t pos = sg.pos0 + t, a = std::max(first_key(pos, p.window), c0), b = std::min(pos, c0 + C - 1);
-      for (int64_t k = 0; k < kv1 - kv0; ++k)
-        for (int64_t h = 0; h < hs; ++h) {
-          attn::Row& r = rows[static_cast<size_t>(k * per_kv + (t - t0) * hs + h)];
-          r.jlo = static_cast<int>(a - c0);
-          r.jhi = static_cast<int>(b - c0);
+  for (int64_t i = 0; i < nrows; ++i) {
+    int64_t t, h;
+    tr.at(i, group, t, h);
+    rows[static_cast<size_t>(i)].q = sg.q + t * q_stride + h * hd;
+    rows[static_cast<size_t>(i)].acc = acc.data() + i * hdp;
+  }
+  const int64_t lo = first_key(sg.pos0 + tr.t0, p.window), hi = sg.pos0 + tr.t1 - 1;
+  for (int64_t s = fold ? lo / kSegment : seg, s_end = fold ? hi / kSegment : seg; s <= s_end; ++s) {
+    for (attn::Row& r : rows) r.m = -INFINITY, r.l = 0.0f;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    const int64_t klo = std::max(lo, s * kSegment), khi = std::min(hi, (s + 1) * kSegment - 1);
+    // Prefetch past the segment only when this task goes on to the next one.
+    const int64_t pf_hi = fold ? hi : khi;
+    for (int64_t c0 = klo / C * C; c0 <= khi; c0 += C) {
+      // Queries are in position order, so the tile's visible slots of this chunk are one run.
+      const int jlo = static_cast<int>(std::max(lo, c0) - c0), jhi = static_cast<int>(std::min(hi, c0 + C - 1) - c0);
+      int live = 0;
+      for (int64_t t = tr.t0; t < tr.t1; ++t) {
+        const int64_t pos = sg.pos0 + t, a = std::max(first_key(pos, p.window), c0), b = std::min(pos, c0 + C - 1);
+        for (int64_t k = 0; k < tr.kv1 - tr.kv0; ++k)
+          for (int64_t h = 0; h < tr.hs; ++h) {
+            attn::Row& r = rows[static_cast<size_t>(k * per_kv + (t - tr.t0) * tr.hs + h)];
+            r.jlo = static_cast<int>(a - c0);
+            r.jhi = static_cast<int>(b - c0);
+          }
+        live += a <= b;
+      }
+      if (live == 0) continue;  // a window gap: no query of the tile sees this chunk
+      const int64_t next = std::min(pf_hi, c0 + 2 * C - 1) - (c0 + C) + 1;  // slots of the next chunk
+      for (int64_t kvh = tr.kv0; kvh < tr.kv1; ++kvh) {
+        if (next > 0) prefetch_slots(sg.kv, kvh, c0 + C, next);
+        attn::Row* kr = rows.data() + (kvh - tr.kv0) * per_kv;
+        if (f.step_paged && live * tr.hs <= kPagedRows) {
+          f.step_paged(sg.kv, kvh, c0, jlo, jhi, hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
+        } else {
+          f.load(sg.kv, kvh, c0, jlo, jhi, hd, hdp, kt.data(), vf.data());
+          f.step(kt.data(), vf.data(), hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
         }
-      live += a <= b;
+      }
     }
-    if (live == 0) continue;  // a window gap: no query of the tile sees this chunk
-    const int64_t next = std::min(hi, c0 + 2 * C - 1) - (c0 + C) + 1;  // slots of the next chunk
-    for (int64_t kvh = kv0; kvh < kv1; ++kvh) {
-      if (next > 0) prefetch_slots(sg.kv, kvh, c0 + C, next);
-      attn::Row* kr = rows.data() + (kvh - kv0) * per_kv;
-      if (f.step_paged && live * hs <= kPagedRows) {
-        f.step_paged(sg.kv, kvh, c0, jlo, jhi, hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
+    for (int64_t i = 0; i < nrows; ++i) {
+      const attn::Row& r = rows[static_cast<size_t>(i)];
+      if (!fold) {
+        float* st = partial + i * (hdp + 2);
+        st[0] = r.m, st[1] = r.l;
+        std::memcpy(st + 2, r.acc, sizeof(float) * hdp);
       } else {
-        f.load(sg.kv, kvh, c0, jlo, jhi, hd, hdp, kt.data(), vf.data());
-        f.step(kt.data(), vf.data(), hd, hdp, p.scale, p.softcap, kr, static_cast<int>(per_kv));
+        fold_state(tm[i], tl[i], tacc.data() + i * hdp, r.m, r.l, r.acc, hdp);
       }
     }
   }
+  if (!fold) return;
   for (int64_t i = 0; i < nrows; ++i) {
-    const int64_t kvh = kv0 + i / per_kv, t = t0 + i % per_kv / hs, h = kvh * group + hoff + i % hs;
-    const attn::Row& r = rows[static_cast<size_t>(i)];
-    float* o = sg.out + t * q_stride + h * hd;
-    if (p.sinks) {
-      // The sink joins the softmax after all keys, in every ISA's path alike: against the larger of
-      // the running max and the sink logit, so neither exponential overflows.
-      const float s = p.sinks[h], m = std::max(r.m, s), a = std::exp(r.m - m);
-      const float l = r.l * a + std::exp(s - m);
-      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] * a / l;
-    } else {
-      for (int64_t d = 0; d < hd; ++d) o[d] = r.acc[d] / r.l;
+    int64_t t, h;
+    tr.at(i, group, t, h);
+    write_row(sg, p, t, h, tm[i], tl[i], tacc.data() + i * hdp);
+  }
+}
+
+// A tile whose key segments ran as tasks of their own: states [segment][row][2 + hdp] from `part`.
+struct SplitTile {
+  TileRows rows;
+  int64_t s0, s1;
+  size_t part;
+};
+
+void fold_split(const SplitTile& u, const float* parts, const AttentionParams& p, int64_t hdp) {
+  const int64_t nrows = u.rows.count(), group = p.n_heads / p.n_kv_heads, stride = nrows * (hdp + 2);
+  thread_local std::vector<float> tacc;
+  tacc.resize(static_cast<size_t>(hdp));
+  for (int64_t i = 0; i < nrows; ++i) {
+    float tm = -INFINITY, tl = 0.0f;
+    for (int64_t s = u.s0; s <= u.s1; ++s) {
+      const float* st = parts + u.part + (s - u.s0) * stride + i * (hdp + 2);
+      fold_state(tm, tl, tacc.data(), st[0], st[1], st + 2, hdp);
     }
-    if (sg.gate) {
-      const float* gt = sg.gate + t * sg.gate_ld + h * sg.gate_hs;
-      for (int64_t d = 0; d < hd; ++d) o[d] *= 1.0f / (1.0f + std::exp(-gt[d]));
-    }
+    int64_t t, h;
+    u.rows.at(i, group, t, h);
+    write_row(*u.rows.sg, p, t, h, tm, tl, tacc.data());
   }
 }
 
@@ -158,37 +251,66 @@ void attention_batch(const AttentionSegment* segs, size_t count, const Attention
   // that leaves fewer tasks than threads (one short sequence), the group's heads are split into
   // separate tasks as well; either way every (query, head) result is computed the same way.
   constexpr int64_t kTile = 32;
-  const int64_t group = p.n_heads / p.n_kv_heads;
-  int64_t tiles_total = 0, max_n = 0;
+  const int64_t group = p.n_heads / p.n_kv_heads, hdp = (p.head_dim + f.lanes - 1) / f.lanes * f.lanes;
+  int64_t tiles_total = 0, max_n = 0, max_keys = 0;
   for (size_t i = 0; i < count; ++i) {
     if (segs[i].kv.dtype != tensor::DType::F32 && segs[i].kv.dtype != tensor::DType::F16 && segs[i].kv.dtype != tensor::DType::BF16)
       throw Error("attention: KV dtype must be f32, f16 or bf16");
     tiles_total += (segs[i].n + kTile - 1) / kTile;
     max_n = std::max(max_n, segs[i].n);
+    max_keys = std::max(max_keys, segs[i].pos0 + segs[i].n);
   }
   const int64_t threads = pool.size();
+  // Key segments as tasks of their own when (tile, kv head) tasks alone would be too few to share
+  // evenly (the decode of one or two sequences) and the keys span several segments.
+  const bool split = threads > 1 && tiles_total * p.n_kv_heads < 4 * threads && max_keys > kSegment;
   // Query heads per task: a whole group whenever that leaves a task per thread, since the group's
   // rows then share every K/V read (a long-context decode is bound by those reads).
-  const int64_t hs = tiles_total * p.n_kv_heads >= threads ? group : 1;
+  const int64_t hs = split || tiles_total * p.n_kv_heads >= threads ? group : 1;
   // Decode-sized tiles with enough sequences to go round: one task per tile over all kv heads.
-  const int64_t kvt = max_n <= kPagedRows && tiles_total >= 2 * threads ? p.n_kv_heads : 1;
+  const int64_t kvt = !split && max_n <= kPagedRows && tiles_total >= 2 * threads ? p.n_kv_heads : 1;
   const int64_t per_tile = p.n_kv_heads / kvt * (group / hs);
-  // Task ranges per segment: tasks [start[i], start[i+1]) are segment i's (tile, kv heads, heads).
-  thread_local std::vector<int64_t> start;
-  start.assign(count + 1, 0);
-  for (size_t i = 0; i < count; ++i) start[i + 1] = start[i] + (segs[i].n + kTile - 1) / kTile * per_tile;
-  const int64_t* st = start.data();
-  pool.parallel_for(start[count], 1, [&](int64_t b, int64_t e) {
-    size_t s = static_cast<size_t>(std::upper_bound(st, st + count + 1, b) - st) - 1;
-    for (int64_t task = b; task < e; ++task) {
-      while (task >= st[s + 1]) ++s;
-      const AttentionSegment& sg = segs[s];
-      const int64_t local = task - st[s], ntiles = (sg.n + kTile - 1) / kTile;
-      // Last tiles first: they see the most keys, so they should not be the ones left over.
-      const int64_t tile = ntiles - 1 - local / per_tile, sub = local % per_tile;
-      const int64_t kv0 = sub / (group / hs) * kvt, hoff = sub % (group / hs) * hs;
-      attend_tile(sg, kv0, kv0 + kvt, hoff, hs, tile * kTile, std::min(sg.n, (tile + 1) * kTile), p, f);
-    }
+  struct Task {
+    TileRows rows;
+    int64_t seg;  // -1: all of the tile's keys
+    size_t part;
+  };
+  thread_local std::vector<Task> tasks;
+  thread_local std::vector<SplitTile> splits;
+  thread_local std::vector<float> parts;
+  tasks.clear();
+  splits.clear();
+  size_t part_floats = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const AttentionSegment& sg = segs[i];
+    // Last tiles first: they see the most keys, so they should not be the ones left over.
+    for (int64_t tile = (sg.n + kTile - 1) / kTile - 1; tile >= 0; --tile)
+      for (int64_t sub = 0; sub < per_tile; ++sub) {
+        const int64_t kv0 = sub / (group / hs) * kvt, hoff = sub % (group / hs) * hs;
+        const TileRows tr{&sg, kv0, kv0 + kvt, hoff, hs, tile * kTile, std::min(sg.n, (tile + 1) * kTile)};
+        const int64_t s0 = first_key(sg.pos0 + tr.t0, p.window) / kSegment, s1 = (sg.pos0 + tr.t1 - 1) / kSegment;
+        if (!split || s0 == s1) {
+          tasks.push_back({tr, -1, 0});
+          continue;
+        }
+        splits.push_back({tr, s0, s1, part_floats});
+        for (int64_t s = s0; s <= s1; ++s) {
+          tasks.push_back({tr, s, part_floats});
+          part_floats += static_cast<size_t>(tr.count() * (hdp + 2));
+        }
+      }
+  }
+  parts.resize(part_floats);
+  // The workers see their own thread_locals: hand them this thread's buffers.
+  const Task* tk = tasks.data();
+  const SplitTile* sp = splits.data();
+  float* pt = parts.data();
+  pool.parallel_for(static_cast<int64_t>(tasks.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) attend_tile(tk[i].rows, p, f, tk[i].seg, tk[i].seg < 0 ? nullptr : pt + tk[i].part);
+  });
+  if (splits.empty()) return;
+  pool.parallel_for(static_cast<int64_t>(splits.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fold_split(sp[i], pt, p, hdp);
   });
 }
 

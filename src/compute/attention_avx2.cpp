@@ -58,10 +58,19 @@ void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd,
   const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
   const bool whole = jlo == 0 && jhi == kChunk - 1;
   if (!whole) std::memset(kt, 0, sizeof(float) * hd * kChunk);
-  for (int j = jlo; j <= jhi; ++j) {
-    const uint8_t* v = kv.value_at(c0 + j, h);
-    float* vr = vf + j * hdp;
-    for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(vr + d, load8(kv.dtype, v + d * es, std::min<int64_t>(8, hd - d)));
+  if (kv.dtype == tensor::DType::F16 && hd % 8 == 0) {
+    for (int j = jlo; j <= jhi; ++j) {
+      const uint8_t* v = kv.value_at(c0 + j, h);
+      float* vr = vf + j * hdp;
+      for (int64_t d = 0; d < hd; d += 8)
+        _mm256_storeu_ps(vr + d, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 2 * d))));
+    }
+  } else {
+    for (int j = jlo; j <= jhi; ++j) {
+      const uint8_t* v = kv.value_at(c0 + j, h);
+      float* vr = vf + j * hdp;
+      for (int64_t d = 0; d < hdp; d += 8) _mm256_storeu_ps(vr + d, load8(kv.dtype, v + d * es, std::min<int64_t>(8, hd - d)));
+    }
   }
   if (whole && hd % 8 == 0) {
     // Keys 8 at a time: 8 x 8 blocks transposed in registers into kt's key-minor layout.

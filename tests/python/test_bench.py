@@ -168,3 +168,19 @@ def test_engine_ratios_quick_run_is_well_formed(tmp_path):
     md = (out / "engine_ratios.md").read_text()
     for target in (">= 4", "<= 2 |", "<= 0.10", "<= 0.15", ">= 2", ">= 0.97"):
         assert target in md
+
+
+@needs_server
+def test_long_context_quick_run_is_well_formed():
+    """bench/long_context.py --quick: one row, its prompt as long as asked (about 256 tokens), the
+    KV per token SmolLM2's (30 layers x 3 kv heads x 64 x K and V x f16), and real rates."""
+    proc = subprocess.run([sys.executable, os.path.join(BENCH, "long_context.py"), "--quick", "--bin", BIN, MODEL],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"KV {30 * 3 * 64 * 2 * 2 / 1024:.1f} KiB a token" in proc.stdout
+    rows = [l for l in proc.stdout.splitlines() if re.match(r"\| \d+ \|", l)]
+    assert len(rows) == 1, proc.stdout
+    cells = [c.strip() for c in rows[0].strip("|").split("|")]
+    assert 128 <= int(cells[0]) <= 512
+    assert float(cells[1]) > 0 and float(cells[4]) > 0 and 0 < float(cells[8]) < 10
+    assert cells[2] == "–"  # --quick runs no llama.cpp
