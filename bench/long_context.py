@@ -8,7 +8,7 @@ context (approximate: the prompt is core_table.py's text repeated), rapid-mlx `r
 of the same token count. The decode bound column is the DRAM read bandwidth (stream_probe) over
 what one decode step must read: the GGUF file plus the KV of the context.
 
-usage: python3 bench/long_context.py [--oracle .venv/bin/python] [--contexts 1024,3072,8192] [GGUF]
+usage: python3 bench/long_context.py [--oracle .venv/bin/python] [--contexts 1024,3072,7680] [GGUF]
 """
 import argparse
 import json
@@ -52,7 +52,7 @@ def main(argv=None):
     ap.add_argument("model", nargs="?", default=DEFAULT_MODEL)
     ap.add_argument("--bin", default=os.environ.get("RAPID_MLX_BIN", os.path.join(ROOT, "build", "rapid-mlx")))
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--contexts", default="1024,3072,8192", help="approximate prompt tokens (comma-separated)")
+    ap.add_argument("--contexts", default="1024,3072,7680", help="approximate prompt tokens (comma-separated; prompt + --max-tokens must fit the model)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2, help="rapid-mlx runs per context, best kept (llama.cpp: 3 inside)")
     ap.add_argument("--oracle", default=os.path.join(ROOT, ".venv", "bin", "python"),
@@ -77,7 +77,7 @@ def main(argv=None):
     load = os.getloadavg()[0]
     rows = []
     for ctx in contexts:
-        r = rapid(a.bin, a.model, a.threads, max(1, round(ctx / per_rep)), a.max_tokens, a.reps)
+        r = rapid(a.bin, a.model, a.threads, max(1, ctx // per_rep), a.max_tokens, a.reps)
         n = r["prompt"]
         l = llama(oracle, a.model, a.threads, n)
         bound = gbps * 1e9 / (size + kv_token * (n + a.max_tokens // 2))
