@@ -71,6 +71,17 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) 
   return v;
 }
 
+// A [rows, cols] weight of type t over buf's bytes.
+tensor::Tensor weight_tensor(tensor::DType t, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
+  tensor::Tensor tt;
+  tt.name = "w";
+  tt.dtype = t;
+  tt.shape = {rows, cols};
+  tt.data = buf.data();
+  tt.nbytes = buf.size();
+  return tt;
+}
+
 const tensor::DType kAllGgml[] = {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1, tensor::DType::Q8_0,
                           tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K, tensor::DType::Q6_K};
 
@@ -225,12 +236,7 @@ TEST(Matmul, EveryFormatMatchesDequantizedReference) {
   for (tensor::DType t : types) {
     set_active_isa(isa);
     auto buf = random_rows(t, rows, cols, rng);
-    tensor::Tensor tt;
-    tt.name = "w";
-    tt.dtype = t;
-    tt.shape = {rows, cols};
-    tt.data = buf.data();
-    tt.nbytes = buf.size();
+    const tensor::Tensor tt = weight_tensor(t, rows, cols, buf);
     WeightView w = WeightView::of(tt);
     std::vector<float> wf(rows * cols);
     for (int64_t r = 0; r < rows; ++r) dequantize_row(tt, r, wf.data() + r * cols);
@@ -283,12 +289,7 @@ TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
     } else {
       buf = random_rows(t, rows, cols, rng);
     }
-    tensor::Tensor tt;
-    tt.name = "w";
-    tt.dtype = t;
-    tt.shape = {rows, cols};
-    tt.data = buf.data();
-    tt.nbytes = buf.size();
+    const tensor::Tensor tt = weight_tensor(t, rows, cols, buf);
     testing_util::for_each_isa([&](Isa isa) {
       testing_util::expect_batch_and_thread_invariant(WeightView::of(tt), x.data(), n,
                                                       std::string(tensor::dtype_name(t)) + " " + isa_name(isa));
@@ -309,13 +310,7 @@ TEST(Matmul, GroupsAreBitwiseTheirOwnMatmuls) {
   auto weight = [&](tensor::DType t, int64_t rows) {
     auto ww = std::make_unique<W>();
     ww->buf = random_rows(t, rows, cols, rng);
-    tensor::Tensor tt;
-    tt.name = "w";
-    tt.dtype = t;
-    tt.shape = {rows, cols};
-    tt.data = ww->buf.data();
-    tt.nbytes = ww->buf.size();
-    ww->w = WeightView::of(tt);
+    ww->w = WeightView::of(weight_tensor(t, rows, cols, ww->buf));
     return ww;
   };
   // (gate, up) pairs and lone weights of several formats and sizes; n = 40 takes AMX panels where present.
