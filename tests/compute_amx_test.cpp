@@ -34,8 +34,8 @@ uint16_t f16(std::mt19937& rng, float lo, float hi) {
 }
 
 Weight random_weight(tensor::DType t, int gs, int64_t rows, int64_t cols, std::mt19937& rng) {
-  Weight w{t, gs};
-  const int64_t nb = cols / 32;
+  Weight w;
+  w.dtype = t, w.group_size = gs;
   if (t == tensor::DType::MLX_AFFINE) {
     w.data.resize(rows * cols / 2);
     for (auto& b : w.data) b = static_cast<uint8_t>(rng());

@@ -51,6 +51,9 @@ struct Kernels {
   // Index of the first largest element, exactly std::max_element's (NaNs never win unless x[0] is
   // one): greedy sampling over a vocabulary of logits. n >= 1.
   int64_t (*argmax_f32)(const float* x, int64_t n);
+  // out[i] = silu(gate[i]) · up[i] = gate[i] / (1 + e^-gate[i]) · up[i] (the gated MLP's activation;
+  // out may alias gate). Vector ISAs use a polynomial e^x within a few ulp of std::exp.
+  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
   // x (n a multiple of 32) → n/32 int8 blocks, round-to-nearest-even of x/d, d = max|x|/127.
   void (*quantize_act)(const float* x, int64_t n, tensor::ActQ8* out);
   // One weight row of `nb` blocks against `nt` (1..4) activation rows; activation row t starts at

@@ -1,8 +1,10 @@
 // AVX2 + FMA + F16C kernels (built with -mavx2 -mfma -mf16c; only called when the CPU has them).
 #include <immintrin.h>
 
+#include <cstring>
 #include <type_traits>
 
+#include "compute/avx2_exp.h"
 #include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
 #include "compute/mxfp4_rows.h"
@@ -392,9 +394,31 @@ RAPID_DISPATCH_NT(q4_k, tensor::BlockQ4_K)
 RAPID_DISPATCH_NT(q6_k, tensor::BlockQ6_K)
 #undef RAPID_DISPATCH_NT
 
+// exp8 holds up to 88: beyond it (g < -88) silu(g) is ±0 like std::exp's (g / (1 + inf)). The tail
+// goes through the same vector operations (padded), so an element's value never depends on where a
+// row range starts or ends.
+inline __m256 silu_mul8(__m256 g, __m256 u) {
+  const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), g), hi = _mm256_set1_ps(88.0f);
+  const __m256 e = exp8(_mm256_min_ps(neg, hi));
+  const __m256 s = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  const __m256 out = _mm256_blendv_ps(s, _mm256_mul_ps(g, _mm256_setzero_ps()), _mm256_cmp_ps(neg, hi, _CMP_GT_OQ));
+  return _mm256_mul_ps(out, u);
+}
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  if (i == n) return;
+  alignas(32) float g[8] = {}, u[8] = {};
+  std::memcpy(g, gate + i, (n - i) * sizeof(float));
+  std::memcpy(u, up + i, (n - i) * sizeof(float));
+  _mm256_store_ps(g, silu_mul8(_mm256_load_ps(g), _mm256_load_ps(u)));
+  std::memcpy(out + i, g, (n - i) * sizeof(float));
+}
+
 }  // namespace
 
 void fill_kernels_avx2(Kernels& k) {
+  k.silu_mul = silu_mul;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;

@@ -242,8 +242,13 @@ void permute_act_for_mlx4(tensor::ActQ8* blocks, int64_t n) {
 
 static int64_t argmax_f32(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
 
+static void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 void fill_kernels_scalar(Kernels& k) {
   k.argmax_f32 = argmax_f32;
+  k.silu_mul = silu_mul;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compute/kernels.h"
+
 namespace rapid::compute {
 
 void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out) {
@@ -47,12 +49,7 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
-}
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) { kernels().silu_mul(gate, up, n, out); }
 
 void swiglu_oai_mul(const float* gate, const float* up, int64_t n, float alpha, float limit, float* out) {
   for (int64_t i = 0; i < n; ++i) {
