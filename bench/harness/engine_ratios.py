@@ -124,7 +124,13 @@ def agent(srv, P):
     cache_call(srv, "DELETE")
     turns = []
     for i, (name, args, result) in enumerate(prompts.agent_turns(P["turns"])):
-        warm = ask(srv, msgs, P["agent_gen"], tools=prompts.TOOLS)
+        # TTFT is the first token the engine computes, warm as cold (max_tokens 1: the reply ends
+        # with it, so its time is the response's). The first *streamed* text can come much later: a
+        # reply that opens like a tool call ("[", "{", "<tool_call>") is held by the tool parser,
+        # which put 15 decode steps into some warm turns on the random-weight Qwen3.5 (its padded
+        # vocabulary's "[PAD…]" tokens). Then the turn itself, whose reply the server caches.
+        warm = ask(srv, msgs, 1, tools=prompts.TOOLS)
+        ask(srv, msgs, P["agent_gen"], tools=prompts.TOOLS)
         if i > 0:
             # The same prompt cold: purge memory and disk, resend, then continue warm.
             cache_call(srv, "DELETE")
