@@ -54,16 +54,36 @@ void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, cons
                         int64_t n, float* out, int64_t c0, int64_t c1) {
   const int64_t keep = K - 1, m = c1 - c0;
   const gdn::Silu act = silu_fn();
+  // The taps by j, contiguous over the channels (w is [C, K]: a stride of K would keep the channel
+  // loop scalar, 6 % of a Qwen3.5 prefill). The same products and sums in the same order.
+  thread_local std::vector<float> taps;
+  taps.resize(static_cast<size_t>(K * m));
+  for (int64_t j = 0; j < K; ++j)
+    for (int64_t c = 0; c < m; ++c) taps[j * m + c] = w[(c0 + c) * K + j];
   // window = [state (K-1 rows); x (n rows)]; token t reads rows t .. t+K-1.
   auto in = [&](int64_t r) { return r < keep ? state + r * C : x + (r - keep) * C; };
   for (int64_t t = 0; t < n; ++t) {
-    float* o = out + t * C;
-    for (int64_t c = c0; c < c1; ++c) o[c] = 0;
-    for (int64_t j = 0; j < K; ++j) {
-      const float* r = in(t + j);
-      for (int64_t c = c0; c < c1; ++c) o[c] += w[c * K + j] * r[c];
+    float* o = out + t * C + c0;
+    if (K == 4) {  // every released hybrid: the sum in registers, one pass over the channels
+      const float *r0 = in(t) + c0, *r1 = in(t + 1) + c0, *r2 = in(t + 2) + c0, *r3 = in(t + 3) + c0;
+      const float *w0 = taps.data(), *w1 = w0 + m, *w2 = w1 + m, *w3 = w2 + m;
+      for (int64_t c = 0; c < m; ++c) {
+        float acc = 0;
+        acc += w0[c] * r0[c];
+        acc += w1[c] * r1[c];
+        acc += w2[c] * r2[c];
+        acc += w3[c] * r3[c];
+        o[c] = acc;
+      }
+    } else {
+      for (int64_t c = 0; c < m; ++c) o[c] = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const float* r = in(t + j) + c0;
+        const float* wj = taps.data() + j * m;
+        for (int64_t c = 0; c < m; ++c) o[c] += wj[c] * r[c];
+      }
     }
-    act(o + c0, m);
+    act(o, m);
   }
   // New state: the last K-1 rows of the window. Row r takes window row n + r > r, so in ascending
   // r a state row is always read before it is overwritten.
