@@ -389,15 +389,18 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     return;
   }
   if (w.dtype == tensor::DType::F32 || w.dtype == tensor::DType::F16 || w.dtype == tensor::DType::BF16) {
-    for (int64_t r = r0; r < r1; ++r) {
+    // In row blocks and token tiles (row_tiles): rows outermost read every token's f32 activations
+    // once per row, 4 MB per row for a 512-token prefill at 2048 columns, from L3 (an MoE router
+    // spent 5 % of a Qwen3-30B-A3B-shape prefill so). The same dots, so the same bits.
+    row_tiles(r0, r1, n, 16, w.row_stride, RowPrefetch{}, kNoBlockSetup, [&](int64_t r, int64_t t0, int nt) {
       const void* row = base + r * w.row_stride;
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t t = t0; t < t0 + nt; ++t) {
         const float* xt = x + t * cols;
         y[t * rows + r] = w.dtype == tensor::DType::F32 ? k.dot_f32(xt, static_cast<const float*>(row), cols)
                         : w.dtype == tensor::DType::F16 ? k.dot_f16(xt, static_cast<const uint16_t*>(row), cols)
                                                 : k.dot_bf16(xt, static_cast<const uint16_t*>(row), cols);
       }
-    }
+    });
     return;
   }
   // Generic: dequantize each weight row once, then f32 dots against every activation row.
