@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "compute/cpu_features.h"
+#include "compute/ops.h"
 
 namespace rapid::compute {
 namespace {
@@ -92,8 +93,7 @@ void causal_conv1d_silu(const float* w, int64_t C, int64_t K, float* state, cons
 }
 
 void l2norm_scaled(float* x, int64_t n, float scale, float eps) {
-  float ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float ss = static_cast<float>(sum_squares(x, n));
   const float f = scale / std::sqrt(ss + eps);
   for (int64_t i = 0; i < n; ++i) x[i] *= f;
 }
@@ -145,8 +145,7 @@ void gated_delta_recurrent(const GatedDeltaShape& s, const float* qkv, int64_t l
 }
 
 void gated_rms_norm(const float* x, const float* z, const float* w, int64_t n, float eps, float* out) {
-  float ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float ss = static_cast<float>(sum_squares(x, n));
   const float r = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
   thread_local std::vector<float> sz;  // silu(z): out may alias x, not a scratch row
   sz.assign(z, z + n);

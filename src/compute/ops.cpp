@@ -3,14 +3,31 @@
 #include <algorithm>
 #include <cmath>
 
+#include <emmintrin.h>
+
 #include "compute/kernels.h"
 
 namespace rapid::compute {
 
+// Σ x² in double over eight independent chains (SSE2, in every x86-64): one chain waited on each
+// add's latency (the norms were 6 % of a Qwen3.5 prefill). Every f32 square is exact in double.
+double sum_squares(const float* x, int64_t n) {
+  __m128d a[4] = {_mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd(), _mm_setzero_pd()};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 4; ++j) {
+      const __m128d v = _mm_cvtps_pd(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x + i + 2 * j))));
+      a[j] = _mm_add_pd(a[j], _mm_mul_pd(v, v));
+    }
+  alignas(16) double s[8];
+  for (int j = 0; j < 4; ++j) _mm_store_pd(s + 2 * j, a[j]);
+  for (; i < n; ++i) s[0] += static_cast<double>(x[i]) * x[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
 void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one, float* out) {
   // Sum of squares in double: cheap at these sizes and keeps parity with f32 references tight.
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const double ss = sum_squares(x, n);
   float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
   if (!w) {
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;

@@ -11,6 +11,8 @@ void layer_norm(const float* x, const float* w, const float* b, int64_t n, float
 // In-place softmax over n values (max-subtracted, f32).
 void softmax(float* x, int64_t n);
 // out[i] = act(gate[i]) * up[i]
+// Σ x[i]² in double (the norms' reduction; eight chains, a fixed order).
+double sum_squares(const float* x, int64_t n);
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, ±limit),
