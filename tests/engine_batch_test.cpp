@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "engine/batch_engine.h"
 #include "engine/generator.h"
+#include "engine/model_identity.h"
 #include "model/arch.h"
 #include "tokenizer/tokenizer.h"
 #include "smollm2_fixture.h"
@@ -356,6 +357,20 @@ TEST(BatchEngine, CancelEndsTheRequestAndFreesItsBlocks) {
 }
 
 // Snapshots survive a restart; a corrupted file is detected, skipped and never served.
+// The disk cache's directory key names the build's arithmetic (cmake/numerics_id.cmake) beside
+// the weights, tokenizer, KV dtype and block size: KV written by a build whose kernels round
+// differently is never continued from (a pip-installed server once answered differently from the
+// build tree's for a prefix an older build had persisted).
+TEST(BatchEngine, SnapshotKeyNamesTheBuildsArithmetic) {
+  NEED_SMOLLM2();
+  const model::Checkpoint& ck = *fixtures::smollm2().ckpt;
+  const std::string key = kv_snapshot_key(ck, cache::KvDType::F16, 16);
+  EXPECT_EQ(key, kv_snapshot_key(ck, cache::KvDType::F16, 16));
+  EXPECT_NE(key, kv_snapshot_key(ck, cache::KvDType::F16, 32));
+  EXPECT_NE(key, kv_snapshot_key(ck, cache::KvDType::BF16, 16));
+  EXPECT_NE(key, kv_snapshot_key(ck, cache::KvDType::F16, 16, "another build"));
+}
+
 TEST(BatchEngine, SnapshotsRestoreAfterRestartAndCorruptionIsSkipped) {
   NEED_SMOLLM2();
   const std::string dir = scratch_dir("snap");

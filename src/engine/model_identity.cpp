@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/snapshot_store.h"
+#include "numerics_id.h"  // generated (cmake/numerics_id.cmake)
 
 namespace rapid::engine {
 
@@ -84,9 +85,13 @@ std::string tokenizer_fingerprint(const model::Checkpoint& ckpt) {
   return hex(hash_files(ckpt.tokenizer_path, is_tokenizer_file, true));
 }
 
-std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size) {
-  // The block size is part of the page layout, so it is part of the identity too.
-  return cache::model_identity_key(weights_fingerprint(ckpt) + "-b" + std::to_string(block_size),
+std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size,
+                            const std::string& numerics_id) {
+  // The block size is part of the page layout, so it is part of the identity too; and the build's
+  // arithmetic: another build's KV differs in the last bits, and continuing from it would change
+  // this build's greedy output (a prefix is recomputed instead).
+  const std::string build = numerics_id.empty() ? std::string(RAPID_NUMERICS_ID) : numerics_id;
+  return cache::model_identity_key(weights_fingerprint(ckpt) + "-b" + std::to_string(block_size) + "-n" + build,
                                    tokenizer_fingerprint(ckpt), kv_dtype);
 }
 

@@ -12,7 +12,10 @@ namespace rapid::engine {
 
 std::string weights_fingerprint(const model::Checkpoint& ckpt);    // 16 hex digits
 std::string tokenizer_fingerprint(const model::Checkpoint& ckpt);  // 16 hex digits
-// The directory key for this model's snapshots (cache::model_identity_key).
-std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size);
+// The directory key for this model's snapshots (cache::model_identity_key). numerics_id: the
+// build's arithmetic (empty: this build's, cmake/numerics_id.cmake): KV from a build that rounds
+// differently would change this one's output, so it lives under another key.
+std::string kv_snapshot_key(const model::Checkpoint& ckpt, cache::KvDType kv_dtype, int32_t block_size,
+                            const std::string& numerics_id = "");
 
 }  // namespace rapid::engine
