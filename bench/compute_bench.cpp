@@ -18,6 +18,7 @@
 #include "model/arch.h"
 #include "model/weights.h"
 #include "tensor/fp16.h"
+#include "tensor/lane_layout.h"
 #include "tensor/quant_formats.h"
 
 using namespace rapid;
@@ -97,7 +98,13 @@ void time_matmul(benchmark::State& st, const compute::WeightView& v, int threads
 
 void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, int threads, int64_t n,
              compute::MatmulPath path = compute::MatmulPath::Fast) {
-  auto w = random_weights(t, rows, cols);
+  auto w = random_weights(t == tensor::DType::Q8_0_LANES ? tensor::DType::Q8_0 : t, rows, cols);
+  if (t == tensor::DType::Q8_0_LANES) {  // the load-time repack (model/lane_repack.h) of the same rows
+    const size_t rb = tensor::row_bytes(t, cols);
+    std::vector<uint8_t> src = w;
+    for (int64_t r = 0; r < rows; ++r)
+      tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data() + r * rb), cols / 32, w.data() + r * rb);
+  }
   tensor::Tensor tt;
   tt.name = "w";
   tt.dtype = t;
@@ -359,6 +366,7 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t, tensor::DType::Q4_0, 768, 2048, 1, 1)
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t_n32, tensor::DType::Q4_0, 768, 2048, 1, 32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_2t, tensor::DType::Q4_1, 4096, 4096, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_big_1t, tensor::DType::Q8_0, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_big_1t, tensor::DType::Q8_0_LANES, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, f16_big_1t, tensor::DType::F16, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_big_1t, tensor::DType::Q4_K, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q6_k_big_1t, tensor::DType::Q6_K, 4096, 4096, 1, 1)->UseRealTime();
@@ -383,6 +391,8 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_1t, tensor::DType::Q4_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_vocab_2t, tensor::DType::Q4_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_1t, tensor::DType::Q8_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_2t, tensor::DType::Q8_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
 // Every other decode format at that DRAM-resident shape (the weight-row prefetch's before / after;
 // the *_big_1t and *_vocab_1t rows above are the L3-resident ones).
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_qwen35_vocab_1t, tensor::DType::Q4_K, 248320, 1024, 1, 1)->UseRealTime();

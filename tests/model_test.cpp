@@ -11,9 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "compute/kernels.h"
 #include "model/arch.h"
+#include "model/lane_repack.h"
 #include "model/paged_kv.h"
 #include "model/weights.h"
+#include "tensor/dequantize.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -458,4 +461,82 @@ TEST(Mtp, HeadMatchesNumpyReference) {
   EXPECT_THROW(plain->mtp_block_shape(16), Error);
   MtpEntry bad{&toks[1], hidden.data(), 1, ms2.get(), out.data(), nullptr, 3};
   EXPECT_THROW(m->forward_mtp(&bad, 1), Error);
+}
+
+// ---- Load-time repacking (model/lane_repack.h) ----
+
+namespace {
+std::string smollm2_q8_0_path() {
+  const char* c = std::getenv("RAPID_MODEL_CACHE");
+  const char* h = std::getenv("HOME");
+  return (c && *c ? std::string(c) : std::string(h ? h : "/root") + "/.cache/rapid-mlx/models") +
+         "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q8_0.gguf";
+}
+tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
+  tensor::Tensor t;
+  t.name = name, t.dtype = tensor::DType::Q8_0, t.shape = {rows, cols}, t.data = buf.data(), t.nbytes = buf.size();
+  return t;
+}
+}  // namespace
+
+// Q8_0 rows of whole 8-block groups become Q8_0_LANES with the same values; two names over the
+// same bytes (tied embeddings) share one copy; other rows and formats stay as they are.
+TEST(LaneRepack, RepacksWholeGroupsOnceAndLeavesTheRest) {
+  if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "Q8_0 is not repacked on this ISA";
+  std::vector<uint8_t> a(4 * 8 * 34), c(4 * 9 * 34);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 7);  // d ≈ 0.06
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 5);
+  WeightStore ws;
+  ws.add(q8_tensor("a", 4, 256, a));
+  ws.add(q8_tensor("tied", 4, 256, a));
+  ws.add(q8_tensor("c", 4, 288, c));  // 9 blocks: not whole groups
+  const RepackReport rep = repack_for_lane_kernels(ws);
+  EXPECT_EQ(rep.tensors, 2);
+  EXPECT_EQ(rep.bytes, a.size());
+  const tensor::Tensor &pa = ws.get("a"), &pt = ws.get("tied"), &pc = ws.get("c");
+  EXPECT_EQ(pa.dtype, tensor::DType::Q8_0_LANES);
+  EXPECT_EQ(pa.data, pt.data);
+  EXPECT_NE(pa.data, static_cast<const void*>(a.data()));
+  EXPECT_EQ(pc.dtype, tensor::DType::Q8_0);
+  EXPECT_EQ(pc.data, static_cast<const void*>(c.data()));
+  const tensor::Tensor orig = q8_tensor("a", 4, 256, a);
+  for (int64_t r = 0; r < 4; ++r) {
+    std::vector<float> x(256), y(256);
+    tensor::dequantize_row(orig, r, x.data());
+    tensor::dequantize_row(pa, r, y.data());
+    ASSERT_EQ(x, y) << "row " << r;
+  }
+  EXPECT_EQ(repack_for_lane_kernels(ws).tensors, 0);  // nothing left to repack
+}
+
+// End to end on the real SmolLM2 Q8_0 (its 1536-column down projections repack): a prefill long
+// enough for AMX panels, then greedy decode steps, give bitwise the logits of the GGUF layout.
+TEST(LaneRepack, SmolLM2Q8_0LogitsAreBitwiseTheGgufLayouts) {
+  const std::string path = smollm2_q8_0_path();
+  if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/derive_models.sh derives it)";
+  if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "Q8_0 is not repacked on this ISA";
+  ModelOptions o;
+  o.num_threads = 2;
+  setenv("RAPID_REPACK", "0", 1);
+  std::shared_ptr<Checkpoint> plain_ck = load_checkpoint(path);
+  auto plain = create_model(plain_ck, o);
+  unsetenv("RAPID_REPACK");
+  std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
+  auto packed = create_model(ck, o);
+  EXPECT_EQ(plain_ck->weights.get("model.layers.0.mlp.down_proj.weight").dtype, tensor::DType::Q8_0);
+  EXPECT_EQ(ck->weights.get("model.layers.0.mlp.down_proj.weight").dtype, tensor::DType::Q8_0_LANES);
+  EXPECT_EQ(ck->weights.get("model.layers.0.mlp.up_proj.weight").dtype, tensor::DType::Q8_0);  // 576 columns
+  const int64_t V = plain->config().vocab_size;
+  auto sa = plain->new_state(128), sb = packed->new_state(128);
+  std::vector<int32_t> toks(40);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>(100 + 37 * i);
+  std::vector<float> la(V), lb(V);
+  plain->forward(toks.data(), 40, *sa, la.data());
+  packed->forward(toks.data(), 40, *sb, lb.data());
+  for (int step = 0; step < 8; ++step) {
+    ASSERT_EQ(std::memcmp(la.data(), lb.data(), V * 4), 0) << "step " << step;
+    const int32_t next = static_cast<int32_t>(std::max_element(la.begin(), la.end()) - la.begin());
+    plain->forward(&next, 1, *sa, la.data());
+    packed->forward(&next, 1, *sb, lb.data());
+  }
 }

@@ -716,6 +716,19 @@ template <int NT>
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
+// Q8_0_LANES (tensor/lane_layout.h): a group's 256 quant bytes are already W2's four pairs, biased,
+// and its 8 scales one 16-byte load; then q8_0v_group's offset_dots, so the same bits.
+void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  const auto* sc = static_cast<const uint8_t*>(w) + 32 * nb;
+  kv_lanes<uint8_t>(w, x, nb / 8, nt, out, [sc]<int NT>(const uint8_t* p, const ActLanes& xl, int64_t g, __m256* acc)
+                                                __attribute__((always_inline)) {
+    __m512i W2[4];
+    for (int j = 0; j < 4; ++j) W2[j] = _mm512_loadu_si512(p + 256 * g + 64 * j);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * g)));
+    offset_dots<NT, 7>(W2, dw, xl, g, acc);
+  });
+}
+
 // A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
 // group) the first m blocks' bytes only.
 template <bool kFull>
@@ -851,6 +864,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q5_1v = q5_1v;
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
+  k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;

@@ -96,6 +96,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q5_1: return k.dot_q5_1v;
     case tensor::DType::Q4_K: return k.dot_q4_kv;
     case tensor::DType::Q6_K: return k.dot_q6_kv;
+    case tensor::DType::Q8_0_LANES: return k.dot_q8_0_lanes;
     default: return nullptr;
   }
 }
@@ -258,7 +259,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
   switch (w.dtype) {
     case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0:
     case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
-    case tensor::DType::Q5_0: case tensor::DType::Q5_1:
+    case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MXFP4: case tensor::DType::MXFP4_GGML: break;
     default: return p;
   }
@@ -532,7 +533,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     const bool ggml = outs[i].w->dtype == tensor::DType::MXFP4_GGML;
     need_v |= fp4_lanes && ggml;
     need_v4 |= fp4_lanes && !ggml;
-    need_q |= p.qd[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
+    need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
   }
   MatmulInputs& in = p.in;

@@ -113,8 +113,17 @@ inline __m256i interleave_nibbles(const uint8_t* qs) {
 }
 
 // Block blk of row `row` (panel row r): its 32 values as s8 in element order, its scale and offset.
-inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, float& d, float& m) {
+inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, int64_t nb, float& d,
+                            float& m) {
   switch (p.dtype) {
+    case tensor::DType::Q8_0_LANES: {  // dword j of the block is 32·j bytes after its first
+      const auto* g = row + 256 * (blk / 8) + 4 * (blk % 8);
+      uint16_t h;
+      std::memcpy(&h, row + 32 * nb + 2 * blk, 2);
+      d = tensor::f16_to_f32(h);
+      const __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(g), _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), 4);
+      return _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+    }
     case tensor::DType::Q8_0: {
       const auto* q = reinterpret_cast<const tensor::BlockQ8_0*>(row) + blk;
       d = tensor::f16_to_f32(q->d);
@@ -163,7 +172,7 @@ void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
   for (int64_t blk = 0; blk < nb; ++blk) {
     for (int r = 0; r < kRows; ++r) {
       float d = 0, m = 0;
-      R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, d, m) : _mm256_setzero_si256();
+      R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, nb, d, m) : _mm256_setzero_si256();
       u.dw[blk * kRows + r] = d;
       u.mw[blk * kRows + r] = m;
     }
@@ -252,7 +261,7 @@ void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   unpack(p, x.nb, u);
   configure_tiles();
   const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q5_0 &&
-                      p.dtype != tensor::DType::Q8_0;  // w = d·q + m
+                      p.dtype != tensor::DType::Q8_0 && p.dtype != tensor::DType::Q8_0_LANES;  // w = d·q + m
   for (int64_t i = 0; kTok * i < x.n; i += 2) {
     const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));
     if (offset) tile_pair<true>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);

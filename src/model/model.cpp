@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "model/arch.h"
+#include "model/lane_repack.h"
 
 namespace rapid::model {
 
@@ -28,6 +29,8 @@ static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt
 // makes the refusal actionable.
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   if (!ckpt) throw Error("create_model: no checkpoint");
+  // The exact path reads f32 copies; every other path reads the repacked rows.
+  if (opts.matmul == compute::MatmulPath::Fast) repack_for_lane_kernels(ckpt->weights);
   try {
     return create_arch_model(ckpt, opts);
   } catch (const FileError&) {

@@ -26,6 +26,7 @@ class WeightStore {
   void add(tensor::Tensor t) { tensors_[t.name] = std::move(t); }
   void keep_alive(std::shared_ptr<MappedFile> f) { files_.push_back(std::move(f)); }
   void keep_alive(std::shared_ptr<std::vector<uint8_t>> buf) { buffers_.push_back(std::move(buf)); }
+  void keep_alive(std::shared_ptr<const uint8_t[]> buf) { arrays_.push_back(std::move(buf)); }
   // The kept-alive file mapping holding p, or nullptr (heap buffers, tensors of tests).
   const MappedFile* mapping_of(const void* p) const {
     for (auto& f : files_)
@@ -37,6 +38,7 @@ class WeightStore {
   std::map<std::string, tensor::Tensor> tensors_;
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> buffers_;
+  std::vector<std::shared_ptr<const uint8_t[]>> arrays_;  // uninitialised at allocation (repacked weights)
 };
 
 // A heap copy of the n bytes at p, for a reader that needs them aligned. When p lies in the file

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "tensor/fp16.h"
+#include "tensor/lane_layout.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
@@ -64,6 +65,13 @@ void deq_q8_0(const BlockQ8_0* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i, y += 32) {
     float d = h2f(b[i].d);
     for (int j = 0; j < 32; ++j) y[j] = b[i].qs[j] * d;
+  }
+}
+
+void deq_q8_0_lanes(const uint8_t* row, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const BlockQ8_0 b = q8_0_lanes_block(row, nb, i);
+    deq_q8_0(&b, 1, y);
   }
 }
 
@@ -259,6 +267,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
     case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
+    case DType::Q8_0_LANES: deq_q8_0_lanes(p, nb, out); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");

@@ -10,7 +10,7 @@ namespace rapid::tensor {
 int64_t block_elems(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-    case DType::MXFP4_GGML:
+    case DType::MXFP4_GGML: case DType::Q8_0_LANES:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K:
@@ -30,7 +30,7 @@ size_t block_bytes(DType t) {
     case DType::Q4_1: return sizeof(BlockQ4_1);
     case DType::Q5_0: return sizeof(BlockQ5_0);
     case DType::Q5_1: return sizeof(BlockQ5_1);
-    case DType::Q8_0: return sizeof(BlockQ8_0);
+    case DType::Q8_0: case DType::Q8_0_LANES: return sizeof(BlockQ8_0);
     case DType::Q2_K: return sizeof(BlockQ2_K);
     case DType::Q3_K: return sizeof(BlockQ3_K);
     case DType::Q4_K: return sizeof(BlockQ4_K);
