@@ -72,6 +72,26 @@ std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) 
   return v;
 }
 
+// The load-time lane layouts (tensor/lane_layout.h) and their kernels, per GGUF format.
+struct LaneFormat {
+  tensor::DType from, to;
+  Kernels::QDotV Kernels::*gathering, Kernels::*lanes;
+  void repack(const std::vector<uint8_t>& src, int64_t rows, int64_t nb, std::vector<uint8_t>& dst) const {
+    const size_t rb = tensor::row_bytes(from, nb * 32);
+    dst.resize(src.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      if (from == tensor::DType::Q8_0)
+        tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data() + r * rb), nb, dst.data() + r * rb);
+      else
+        tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(src.data() + r * rb), nb, dst.data() + r * rb);
+    }
+  }
+};
+const LaneFormat kLaneFormats[] = {
+    {tensor::DType::Q8_0, tensor::DType::Q8_0_LANES, &Kernels::dot_q8_0v, &Kernels::dot_q8_0_lanes},
+    {tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, &Kernels::dot_q4_0v, &Kernels::dot_q4_0_lanes},
+};
+
 // A [rows, cols] weight of type t over buf's bytes.
 tensor::Tensor weight_tensor(tensor::DType t, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
   tensor::Tensor tt;
@@ -331,29 +351,31 @@ TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
   }
 }
 
-// matmul over a repacked Q8_0 weight: every token's bits are the GGUF layout's, for decode, lane
-// tiles and (on AMX machines) panels, and batch- and thread-invariant like every other format.
-TEST(Matmul, RepackedQ8_0GivesTheGgufLayoutsBits) {
-  if (!kernels().dot_q8_0_lanes) GTEST_SKIP() << "Q8_0 is not repacked on this ISA";
+// matmul over a repacked weight: every token's bits are the GGUF layout's, for decode, lane tiles
+// and (on AMX machines) panels, and batch- and thread-invariant like every other format.
+TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   std::mt19937 rng(33);
   const int64_t rows = 70, cols = 512, n = 70;
-  const auto buf = random_rows(tensor::DType::Q8_0, rows, cols, rng);
-  std::vector<uint8_t> packed(buf.size());
-  const size_t rb = tensor::row_bytes(tensor::DType::Q8_0, cols);
-  for (int64_t r = 0; r < rows; ++r)
-    tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(buf.data() + r * rb), cols / 32, packed.data() + r * rb);
-  const tensor::Tensor a = weight_tensor(tensor::DType::Q8_0, rows, cols, buf);
-  const tensor::Tensor b = weight_tensor(tensor::DType::Q8_0_LANES, rows, cols, packed);
   const auto x = random_vec(n * cols, rng);
   ThreadPool pool(2);
   MatmulScratch s;
-  for (int64_t m : {1, 3, 17, 40, 70}) {
-    std::vector<float> ya(m * rows), yb(m * rows);
-    matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, MatmulPath::Fast);
-    matmul(WeightView::of(b), x.data(), m, yb.data(), pool, s, MatmulPath::Fast);
-    ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << "n " << m;
+  bool ran = false;
+  for (const LaneFormat& f : kLaneFormats) {
+    if (!(kernels().*f.lanes)) continue;
+    ran = true;
+    const auto buf = random_rows(f.from, rows, cols, rng);
+    std::vector<uint8_t> packed;
+    f.repack(buf, rows, cols / 32, packed);
+    const tensor::Tensor a = weight_tensor(f.from, rows, cols, buf), b = weight_tensor(f.to, rows, cols, packed);
+    for (int64_t m : {1, 3, 17, 40, 70}) {
+      std::vector<float> ya(m * rows), yb(m * rows);
+      matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, MatmulPath::Fast);
+      matmul(WeightView::of(b), x.data(), m, yb.data(), pool, s, MatmulPath::Fast);
+      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << tensor::dtype_name(f.to) << " n " << m;
+    }
+    testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n, tensor::dtype_name(f.to));
   }
-  testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n, "Q8_0_LANES");
+  if (!ran) GTEST_SKIP() << "nothing is repacked on this ISA";
 }
 
 // matmul_groups (a mixture-of-experts layer's experts in one region): every group's rows are
@@ -1025,57 +1047,69 @@ TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
     }
 }
 
-// Q8_0_LANES (tensor/lane_layout.h) holds a Q8_0 row's values: dequantized bitwise the same, each
-// block given back byte for byte, and only rows of whole 8-block groups fit.
-TEST(LaneLayout, Q8_0LanesHoldsTheRowsValues) {
+// A lane layout holds its GGUF row's values: dequantized bitwise the same, each block given back
+// byte for byte, the same row size; only rows of whole 8-block groups fit.
+TEST(LaneLayout, HoldsTheRowsValues) {
   std::mt19937 rng(31);
-  EXPECT_TRUE(tensor::q8_0_lanes_fit(256));
-  EXPECT_TRUE(tensor::q8_0_lanes_fit(3584));
-  EXPECT_FALSE(tensor::q8_0_lanes_fit(576));  // SmolLM2's hidden size: 18 blocks
-  EXPECT_FALSE(tensor::q8_0_lanes_fit(32));
-  for (int64_t nb : {8, 16, 112}) {
-    const auto src = random_rows(tensor::DType::Q8_0, 3, nb * 32, rng);
-    std::vector<uint8_t> dst(src.size());
-    const size_t rb = tensor::row_bytes(tensor::DType::Q8_0, nb * 32);
-    ASSERT_EQ(tensor::row_bytes(tensor::DType::Q8_0_LANES, nb * 32), rb);
-    for (int r = 0; r < 3; ++r) {
-      tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data() + r * rb), nb, dst.data() + r * rb);
-      std::vector<float> a(nb * 32), b(nb * 32);
-      tensor::dequantize_row_raw(tensor::DType::Q8_0, src.data() + r * rb, nb * 32, a.data());
-      tensor::dequantize_row_raw(tensor::DType::Q8_0_LANES, dst.data() + r * rb, nb * 32, b.data());
-      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "nb " << nb << " row " << r;
-      for (int64_t blk = 0; blk < nb; ++blk) {
-        const tensor::BlockQ8_0 back = tensor::q8_0_lanes_block(dst.data() + r * rb, nb, blk);
-        ASSERT_EQ(std::memcmp(&back, src.data() + r * rb + 34 * blk, 34), 0) << "nb " << nb << " block " << blk;
+  EXPECT_TRUE(tensor::lanes_fit(256));
+  EXPECT_TRUE(tensor::lanes_fit(3584));
+  EXPECT_FALSE(tensor::lanes_fit(576));  // SmolLM2's hidden size: 18 blocks
+  EXPECT_FALSE(tensor::lanes_fit(32));
+  for (const LaneFormat& f : kLaneFormats)
+    for (int64_t nb : {8, 16, 112}) {
+      const auto src = random_rows(f.from, 3, nb * 32, rng);
+      std::vector<uint8_t> dst;
+      f.repack(src, 3, nb, dst);
+      const size_t rb = tensor::row_bytes(f.from, nb * 32), bb = tensor::block_bytes(f.from);
+      ASSERT_EQ(tensor::row_bytes(f.to, nb * 32), rb);
+      const std::string what = std::string(tensor::dtype_name(f.to)) + " nb " + std::to_string(nb);
+      for (int r = 0; r < 3; ++r) {
+        std::vector<float> a(nb * 32), b(nb * 32);
+        tensor::dequantize_row_raw(f.from, src.data() + r * rb, nb * 32, a.data());
+        tensor::dequantize_row_raw(f.to, dst.data() + r * rb, nb * 32, b.data());
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " row " << r;
+        for (int64_t blk = 0; blk < nb; ++blk) {
+          uint8_t back[34];
+          if (f.from == tensor::DType::Q8_0) {
+            const tensor::BlockQ8_0 q = tensor::q8_0_lanes_block(dst.data() + r * rb, nb, blk);
+            std::memcpy(back, &q, sizeof q);
+          } else {
+            const tensor::BlockQ4_0 q = tensor::q4_0_lanes_block(dst.data() + r * rb, nb, blk);
+            std::memcpy(back, &q, sizeof q);
+          }
+          ASSERT_EQ(std::memcmp(back, src.data() + r * rb + bb * blk, bb), 0) << what << " block " << blk;
+        }
       }
     }
-  }
 }
 
-// The lane kernel on a repacked row is bitwise dot_q8_0v on the row as GGUF stores it, for every
-// tile size (so a token's result is the same with or without the load-time repack, in any batch).
-TEST(Kernels, Q8_0LanesKernelIsBitwiseTheGatheringOne) {
+// A lane layout's kernel is bitwise the gathering lane kernel on the row as GGUF stores it, for
+// every tile size (so a token's result is the same with or without the load-time repack, in any batch).
+TEST(Kernels, LaneLayoutKernelsAreBitwiseTheGatheringOnes) {
   std::mt19937 rng(32);
   bool ran = false;
   for (Isa isa : isas()) {
     const Kernels& k = kernels_for(isa);
-    if (!k.dot_q8_0_lanes) continue;
-    ran = true;
-    for (int64_t nb : {8, 16, 48, 112}) {
-      const auto src = random_rows(tensor::DType::Q8_0, 1, nb * 32, rng);
-      std::vector<uint8_t> dst(src.size());
-      tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data()), nb, dst.data());
-      const LaneActs x = random_acts(nb, Kernels::kQDotVMaxNT, false, rng);
-      for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt) {
-        float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
-        k.dot_q8_0v(src.data(), x.at(0), nb, nt, a);
-        k.dot_q8_0_lanes(dst.data(), x.at(0), nb, nt, b);
-        for (int i = 0; i < nt; ++i)
-          ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0) << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << i;
+    for (const LaneFormat& f : kLaneFormats) {
+      if (!(k.*f.lanes)) continue;
+      ran = true;
+      for (int64_t nb : {8, 16, 48, 112}) {
+        const auto src = random_rows(f.from, 1, nb * 32, rng);
+        std::vector<uint8_t> dst;
+        f.repack(src, 1, nb, dst);
+        const LaneActs x = random_acts(nb, Kernels::kQDotVMaxNT, false, rng);
+        for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt) {
+          float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
+          (k.*f.gathering)(src.data(), x.at(0), nb, nt, a);
+          (k.*f.lanes)(dst.data(), x.at(0), nb, nt, b);
+          for (int i = 0; i < nt; ++i)
+            ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
+                << tensor::dtype_name(f.to) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << i;
+        }
       }
     }
   }
-  if (!ran) GTEST_SKIP() << "no ISA here has the Q8_0_LANES kernel (AVX-512 VNNI)";
+  if (!ran) GTEST_SKIP() << "no ISA here has the lane layout kernels (AVX-512 VNNI)";
 }
 
 // Every ISA's chunked attention: near a naive softmax reference, and bitwise the same result for a

@@ -479,33 +479,41 @@ tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, co
 }
 }  // namespace
 
-// Q8_0 rows of whole 8-block groups become Q8_0_LANES with the same values; two names over the
-// same bytes (tied embeddings) share one copy; other rows and formats stay as they are.
+// Q8_0 / Q4_0 rows of whole 8-block groups become Q8_0_LANES / Q4_0_LANES with the same values;
+// two names over the same bytes (tied embeddings) share one copy; other rows and formats stay.
 TEST(LaneRepack, RepacksWholeGroupsOnceAndLeavesTheRest) {
-  if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "Q8_0 is not repacked on this ISA";
-  std::vector<uint8_t> a(4 * 8 * 34), c(4 * 9 * 34);
+  if (!compute::kernels().dot_q8_0_lanes || !compute::kernels().dot_q4_0_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
+  std::vector<uint8_t> a(4 * 8 * 34), c(4 * 9 * 34), q4(4 * 8 * 18), q1(4 * 8 * 20);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 7);  // d ≈ 0.06
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 5);
+  for (size_t i = 0; i < q4.size(); ++i) q4[i] = static_cast<uint8_t>(i % 18 == 1 ? 0x2c : i * 3);
   WeightStore ws;
   ws.add(q8_tensor("a", 4, 256, a));
   ws.add(q8_tensor("tied", 4, 256, a));
   ws.add(q8_tensor("c", 4, 288, c));  // 9 blocks: not whole groups
+  tensor::Tensor t4 = q8_tensor("q4", 4, 256, q4), t1 = q8_tensor("q4_1", 4, 256, q1);
+  t4.dtype = tensor::DType::Q4_0, t1.dtype = tensor::DType::Q4_1;  // Q4_1: no lane layout
+  ws.add(t4);
+  ws.add(t1);
   const RepackReport rep = repack_for_lane_kernels(ws);
-  EXPECT_EQ(rep.tensors, 2);
-  EXPECT_EQ(rep.bytes, a.size());
+  EXPECT_EQ(rep.tensors, 3);
+  EXPECT_EQ(rep.bytes, a.size() + q4.size());
+  EXPECT_EQ(ws.get("q4").dtype, tensor::DType::Q4_0_LANES);
+  EXPECT_EQ(ws.get("q4_1").dtype, tensor::DType::Q4_1);
+  EXPECT_EQ(ws.get("q4_1").data, static_cast<const void*>(q1.data()));
   const tensor::Tensor &pa = ws.get("a"), &pt = ws.get("tied"), &pc = ws.get("c");
   EXPECT_EQ(pa.dtype, tensor::DType::Q8_0_LANES);
   EXPECT_EQ(pa.data, pt.data);
   EXPECT_NE(pa.data, static_cast<const void*>(a.data()));
   EXPECT_EQ(pc.dtype, tensor::DType::Q8_0);
   EXPECT_EQ(pc.data, static_cast<const void*>(c.data()));
-  const tensor::Tensor orig = q8_tensor("a", 4, 256, a);
-  for (int64_t r = 0; r < 4; ++r) {
-    std::vector<float> x(256), y(256);
-    tensor::dequantize_row(orig, r, x.data());
-    tensor::dequantize_row(pa, r, y.data());
-    ASSERT_EQ(x, y) << "row " << r;
-  }
+  for (const auto& [orig, name] : {std::pair{t4, "q4"}, std::pair{q8_tensor("a", 4, 256, a), "a"}})
+    for (int64_t r = 0; r < 4; ++r) {
+      std::vector<float> x(256), y(256);
+      tensor::dequantize_row(orig, r, x.data());
+      tensor::dequantize_row(ws.get(name), r, y.data());
+      ASSERT_EQ(x, y) << name << " row " << r;
+    }
   EXPECT_EQ(repack_for_lane_kernels(ws).tensors, 0);  // nothing left to repack
 }
 

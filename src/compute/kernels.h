@@ -91,6 +91,7 @@ struct Kernels {
   // DType::Q8_0_LANES rows (tensor/lane_layout.h; nb % 8 == 0): dot_q8_0v's integer dots and float
   // operations, so bitwise its result on the row before repacking, without the gathers.
   QDotV dot_q8_0_lanes;
+  QDotV dot_q4_0_lanes;  // DType::Q4_0_LANES, the same for dot_q4_0v
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as f32, readable
   // up to 8 entries past the last group (finite values). Optional like QDotV.

@@ -728,6 +728,23 @@ void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out
     offset_dots<NT, 7>(W2, dw, xl, g, acc);
   });
 }
+// Q4_0_LANES: a group's two dword pairs are two loads; then nibble_pairs' masks and shifts and
+// q4_0v_group's offset_dots.
+void q4_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  const auto* sc = static_cast<const uint8_t*>(w) + 16 * nb;
+  kv_lanes<uint8_t>(w, x, nb / 8, nt, out, [sc]<int NT>(const uint8_t* p, const ActLanes& xl, int64_t g, __m256* acc)
+                                                __attribute__((always_inline)) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i W2[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_loadu_si512(p + 128 * g + 64 * h);
+      W2[h] = _mm512_and_si512(v, m4);
+      W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * g)));
+    offset_dots<NT, 3>(W2, dw, xl, g, acc);
+  });
+}
 
 // A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
 // group) the first m blocks' bytes only.
@@ -865,6 +882,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_kv = q4_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_q8_0_lanes = q8_0_lanes;
+  k.dot_q4_0_lanes = q4_0_lanes;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;

@@ -25,6 +25,7 @@
 
 #include "compute/kernels.h"
 #include "tensor/fp16.h"
+#include "tensor/lane_layout.h"
 
 namespace rapid::compute {
 namespace {
@@ -128,6 +129,11 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       const auto* q = reinterpret_cast<const tensor::BlockQ8_0*>(row) + blk;
       d = tensor::f16_to_f32(q->d);
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q->qs));
+    }
+    case tensor::DType::Q4_0_LANES: {
+      const tensor::BlockQ4_0 q = tensor::q4_0_lanes_block(row, nb, blk);
+      d = tensor::f16_to_f32(q.d);
+      return split_nibbles(q.qs, 8);
     }
     case tensor::DType::Q4_0: {
       const auto* q = reinterpret_cast<const tensor::BlockQ4_0*>(row) + blk;
@@ -260,7 +266,7 @@ void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   thread_local Unpacked u;
   unpack(p, x.nb, u);
   configure_tiles();
-  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q5_0 &&
+  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q4_0_LANES && p.dtype != tensor::DType::Q5_0 &&
                       p.dtype != tensor::DType::Q8_0 && p.dtype != tensor::DType::Q8_0_LANES;  // w = d·q + m
   for (int64_t i = 0; kTok * i < x.n; i += 2) {
     const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));

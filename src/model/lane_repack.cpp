@@ -17,9 +17,27 @@ namespace rapid::model {
 
 namespace {
 
-bool repack_enabled() {
+// A GGUF format, its lane layout, and how one row of nb blocks goes from one to the other.
+struct Repack {
+  tensor::DType from, to;
+  void (*row)(const uint8_t* src, int64_t nb, uint8_t* dst);
+};
+
+// The repacks whose kernels the active ISA has (none with RAPID_REPACK=0).
+std::vector<Repack> active_repacks() {
   const char* e = std::getenv("RAPID_REPACK");
-  return !(e && !std::strcmp(e, "0")) && compute::kernels().dot_q8_0_lanes != nullptr;
+  if (e && !std::strcmp(e, "0")) return {};
+  const compute::Kernels& k = compute::kernels();
+  std::vector<Repack> r;
+  if (k.dot_q8_0_lanes)
+    r.push_back({tensor::DType::Q8_0, tensor::DType::Q8_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
+                   tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(s), nb, d);
+                 }});
+  if (k.dot_q4_0_lanes)
+    r.push_back({tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
+                   tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, d);
+                 }});
+  return r;
 }
 
 // f(r0, r1) over [0, rows) split across the machine's cores (a load-time copy of the weights:
@@ -37,13 +55,19 @@ void parallel_rows(int64_t rows, F&& f) {
 
 RepackReport repack_for_lane_kernels(WeightStore& ws) {
   RepackReport rep;
-  if (!repack_enabled()) return rep;
+  const std::vector<Repack> repacks = active_repacks();
+  auto repack_of = [&](const tensor::Tensor& t) -> const Repack* {
+    for (const Repack& r : repacks)
+      if (t.dtype == r.from && t.data && tensor::lanes_fit(t.cols())) return &r;
+    return nullptr;
+  };
   std::vector<std::string> names;
   for (auto& [name, t] : ws.all())
-    if (t.dtype == tensor::DType::Q8_0 && t.data && tensor::q8_0_lanes_fit(t.cols())) names.push_back(name);
+    if (repack_of(t)) names.push_back(name);
   std::map<const void*, const void*> done;  // source bytes -> their copy
   for (const std::string& name : names) {
     tensor::Tensor t = ws.get(name);
+    const Repack& rp = *repack_of(t);
     const size_t row = tensor::row_bytes(t.dtype, t.cols()), bytes = row * static_cast<size_t>(t.rows());
     auto it = done.find(t.data);
     if (it == done.end()) {
@@ -52,15 +76,14 @@ RepackReport repack_for_lane_kernels(WeightStore& ws) {
       const auto* src = static_cast<const uint8_t*>(t.data);
       const int64_t nb = t.cols() / tensor::kQK;
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-          tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src + r * row), nb, buf.get() + r * row);
+        for (int64_t r = r0; r < r1; ++r) rp.row(src + r * row, nb, buf.get() + r * row);
       });
       if (const MappedFile* f = ws.mapping_of(src)) f->drop_pages(static_cast<size_t>(src - f->data()), bytes);
       it = done.emplace(t.data, buf.get()).first;
       ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
       rep.bytes += bytes;
     }
-    t.dtype = tensor::DType::Q8_0_LANES;
+    t.dtype = rp.to;
     t.data = it->second;
     t.nbytes = bytes;
     ws.add(std::move(t));
