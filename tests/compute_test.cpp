@@ -80,16 +80,17 @@ struct LaneFormat {
     const size_t rb = tensor::row_bytes(from, nb * 32);
     dst.resize(src.size());
     for (int64_t r = 0; r < rows; ++r) {
-      if (from == tensor::DType::Q8_0)
-        tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data() + r * rb), nb, dst.data() + r * rb);
-      else
-        tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(src.data() + r * rb), nb, dst.data() + r * rb);
+      const uint8_t* s = src.data() + r * rb;
+      if (from == tensor::DType::Q8_0) tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(s), nb, dst.data() + r * rb);
+      else if (from == tensor::DType::Q4_0) tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, dst.data() + r * rb);
+      else tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, dst.data() + r * rb);
     }
   }
 };
 const LaneFormat kLaneFormats[] = {
     {tensor::DType::Q8_0, tensor::DType::Q8_0_LANES, &Kernels::dot_q8_0v, &Kernels::dot_q8_0_lanes},
     {tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, &Kernels::dot_q4_0v, &Kernels::dot_q4_0_lanes},
+    {tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, &Kernels::dot_q4_1v, &Kernels::dot_q4_1_lanes},
 };
 
 // A [rows, cols] weight of type t over buf's bytes.
@@ -355,7 +356,7 @@ TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
 // and (on AMX machines) panels, and batch- and thread-invariant like every other format.
 TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   std::mt19937 rng(33);
-  const int64_t rows = 70, cols = 512, n = 70;
+  const int64_t rows = 70, cols = 576, n = 70;  // 18 blocks: two groups and a tail
   const auto x = random_vec(n * cols, rng);
   ThreadPool pool(2);
   MatmulScratch s;
@@ -1052,11 +1053,11 @@ TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
 TEST(LaneLayout, HoldsTheRowsValues) {
   std::mt19937 rng(31);
   EXPECT_TRUE(tensor::lanes_fit(256));
-  EXPECT_TRUE(tensor::lanes_fit(3584));
-  EXPECT_FALSE(tensor::lanes_fit(576));  // SmolLM2's hidden size: 18 blocks
-  EXPECT_FALSE(tensor::lanes_fit(32));
+  EXPECT_TRUE(tensor::lanes_fit(576));  // SmolLM2's hidden size: 2 groups and 2 tail blocks
+  EXPECT_FALSE(tensor::lanes_fit(224));  // 7 blocks: no whole group
+  EXPECT_FALSE(tensor::lanes_fit(100));
   for (const LaneFormat& f : kLaneFormats)
-    for (int64_t nb : {8, 16, 112}) {
+    for (int64_t nb : {8, 16, 18, 20, 50, 112}) {
       const auto src = random_rows(f.from, 3, nb * 32, rng);
       std::vector<uint8_t> dst;
       f.repack(src, 3, nb, dst);
@@ -1070,11 +1071,15 @@ TEST(LaneLayout, HoldsTheRowsValues) {
         ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << " row " << r;
         for (int64_t blk = 0; blk < nb; ++blk) {
           uint8_t back[34];
+          const uint8_t* row = dst.data() + r * rb;
           if (f.from == tensor::DType::Q8_0) {
-            const tensor::BlockQ8_0 q = tensor::q8_0_lanes_block(dst.data() + r * rb, nb, blk);
+            const tensor::BlockQ8_0 q = tensor::q8_0_lanes_block(row, nb, blk);
+            std::memcpy(back, &q, sizeof q);
+          } else if (f.from == tensor::DType::Q4_0) {
+            const tensor::BlockQ4_0 q = tensor::q4_0_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
           } else {
-            const tensor::BlockQ4_0 q = tensor::q4_0_lanes_block(dst.data() + r * rb, nb, blk);
+            const tensor::BlockQ4_1 q = tensor::q4_1_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
           }
           ASSERT_EQ(std::memcmp(back, src.data() + r * rb + bb * blk, bb), 0) << what << " block " << blk;
@@ -1093,7 +1098,7 @@ TEST(Kernels, LaneLayoutKernelsAreBitwiseTheGatheringOnes) {
     for (const LaneFormat& f : kLaneFormats) {
       if (!(k.*f.lanes)) continue;
       ran = true;
-      for (int64_t nb : {8, 16, 48, 112}) {
+      for (int64_t nb : {8, 16, 18, 20, 48, 50, 112}) {
         const auto src = random_rows(f.from, 1, nb * 32, rng);
         std::vector<uint8_t> dst;
         f.repack(src, 1, nb, dst);

@@ -466,11 +466,11 @@ TEST(Mtp, HeadMatchesNumpyReference) {
 // ---- Load-time repacking (model/lane_repack.h) ----
 
 namespace {
-std::string smollm2_q8_0_path() {
+std::string smollm2_path(const std::string& quant) {
   const char* c = std::getenv("RAPID_MODEL_CACHE");
   const char* h = std::getenv("HOME");
   return (c && *c ? std::string(c) : std::string(h ? h : "/root") + "/.cache/rapid-mlx/models") +
-         "/smollm2-135m-instruct/SmolLM2-135M-Instruct.Q8_0.gguf";
+         "/smollm2-135m-instruct/SmolLM2-135M-Instruct." + quant + ".gguf";
 }
 tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
   tensor::Tensor t;
@@ -479,37 +479,38 @@ tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, co
 }
 }  // namespace
 
-// Q8_0 / Q4_0 rows of whole 8-block groups become Q8_0_LANES / Q4_0_LANES with the same values;
-// two names over the same bytes (tied embeddings) share one copy; other rows and formats stay.
-TEST(LaneRepack, RepacksWholeGroupsOnceAndLeavesTheRest) {
-  if (!compute::kernels().dot_q8_0_lanes || !compute::kernels().dot_q4_0_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
-  std::vector<uint8_t> a(4 * 8 * 34), c(4 * 9 * 34), q4(4 * 8 * 18), q1(4 * 8 * 20);
+// Q8_0 / Q4_0 / Q4_1 rows holding an 8-block group become *_LANES with the same values; two names
+// over the same bytes (tied embeddings) share one copy; shorter rows and other formats stay.
+TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
+  const compute::Kernels& k = compute::kernels();
+  if (!k.dot_q8_0_lanes || !k.dot_q4_0_lanes || !k.dot_q4_1_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
+  std::vector<uint8_t> a(4 * 9 * 34), c(4 * 7 * 34), q4(4 * 8 * 18), q5(4 * 8 * 24);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 7);  // d ≈ 0.06
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 5);
   for (size_t i = 0; i < q4.size(); ++i) q4[i] = static_cast<uint8_t>(i % 18 == 1 ? 0x2c : i * 3);
   WeightStore ws;
-  ws.add(q8_tensor("a", 4, 256, a));
-  ws.add(q8_tensor("tied", 4, 256, a));
-  ws.add(q8_tensor("c", 4, 288, c));  // 9 blocks: not whole groups
-  tensor::Tensor t4 = q8_tensor("q4", 4, 256, q4), t1 = q8_tensor("q4_1", 4, 256, q1);
-  t4.dtype = tensor::DType::Q4_0, t1.dtype = tensor::DType::Q4_1;  // Q4_1: no lane layout
+  ws.add(q8_tensor("a", 4, 288, a));  // a group and a tail block
+  ws.add(q8_tensor("tied", 4, 288, a));
+  ws.add(q8_tensor("c", 4, 224, c));  // 7 blocks: no group
+  tensor::Tensor t4 = q8_tensor("q4", 4, 256, q4), t5 = q8_tensor("q5_1", 4, 256, q5);
+  t4.dtype = tensor::DType::Q4_0, t5.dtype = tensor::DType::Q5_1;  // Q5_1: no lane layout
   ws.add(t4);
-  ws.add(t1);
+  ws.add(t5);
   const RepackReport rep = repack_for_lane_kernels(ws);
   EXPECT_EQ(rep.tensors, 3);
   EXPECT_EQ(rep.bytes, a.size() + q4.size());
   EXPECT_EQ(ws.get("q4").dtype, tensor::DType::Q4_0_LANES);
-  EXPECT_EQ(ws.get("q4_1").dtype, tensor::DType::Q4_1);
-  EXPECT_EQ(ws.get("q4_1").data, static_cast<const void*>(q1.data()));
+  EXPECT_EQ(ws.get("q5_1").dtype, tensor::DType::Q5_1);
+  EXPECT_EQ(ws.get("q5_1").data, static_cast<const void*>(q5.data()));
   const tensor::Tensor &pa = ws.get("a"), &pt = ws.get("tied"), &pc = ws.get("c");
   EXPECT_EQ(pa.dtype, tensor::DType::Q8_0_LANES);
   EXPECT_EQ(pa.data, pt.data);
   EXPECT_NE(pa.data, static_cast<const void*>(a.data()));
   EXPECT_EQ(pc.dtype, tensor::DType::Q8_0);
   EXPECT_EQ(pc.data, static_cast<const void*>(c.data()));
-  for (const auto& [orig, name] : {std::pair{t4, "q4"}, std::pair{q8_tensor("a", 4, 256, a), "a"}})
+  for (const auto& [orig, name] : {std::pair{t4, "q4"}, std::pair{q8_tensor("a", 4, 288, a), "a"}})
     for (int64_t r = 0; r < 4; ++r) {
-      std::vector<float> x(256), y(256);
+      std::vector<float> x(orig.cols()), y(orig.cols());
       tensor::dequantize_row(orig, r, x.data());
       tensor::dequantize_row(ws.get(name), r, y.data());
       ASSERT_EQ(x, y) << name << " row " << r;
@@ -517,12 +518,15 @@ TEST(LaneRepack, RepacksWholeGroupsOnceAndLeavesTheRest) {
   EXPECT_EQ(repack_for_lane_kernels(ws).tensors, 0);  // nothing left to repack
 }
 
-// End to end on the real SmolLM2 Q8_0 (its 1536-column down projections repack): a prefill long
+// End to end on the real SmolLM2 (Q4_1, the default model, and its Q8_0 copy): a prefill long
 // enough for AMX panels, then greedy decode steps, give bitwise the logits of the GGUF layout.
-TEST(LaneRepack, SmolLM2Q8_0LogitsAreBitwiseTheGgufLayouts) {
-  const std::string path = smollm2_q8_0_path();
-  if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/derive_models.sh derives it)";
-  if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "Q8_0 is not repacked on this ISA";
+class LaneRepackSmolLM2 : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Quants, LaneRepackSmolLM2, ::testing::Values("Q4_1", "Q8_0"));
+TEST_P(LaneRepackSmolLM2, LogitsAreBitwiseTheGgufLayouts) {
+  const std::string path = smollm2_path(GetParam());
+  if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_models.sh / derive_models.sh)";
+  if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
+  const tensor::DType lanes = GetParam() == "Q8_0" ? tensor::DType::Q8_0_LANES : tensor::DType::Q4_1_LANES;
   ModelOptions o;
   o.num_threads = 2;
   setenv("RAPID_REPACK", "0", 1);
@@ -531,9 +535,11 @@ TEST(LaneRepack, SmolLM2Q8_0LogitsAreBitwiseTheGgufLayouts) {
   unsetenv("RAPID_REPACK");
   std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
   auto packed = create_model(ck, o);
-  EXPECT_EQ(plain_ck->weights.get("model.layers.0.mlp.down_proj.weight").dtype, tensor::DType::Q8_0);
-  EXPECT_EQ(ck->weights.get("model.layers.0.mlp.down_proj.weight").dtype, tensor::DType::Q8_0_LANES);
-  EXPECT_EQ(ck->weights.get("model.layers.0.mlp.up_proj.weight").dtype, tensor::DType::Q8_0);  // 576 columns
+  for (const char* name : {"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.up_proj.weight",
+                           "model.layers.3.self_attn.q_proj.weight"}) {
+    EXPECT_NE(plain_ck->weights.get(name).dtype, lanes) << name;
+    EXPECT_EQ(ck->weights.get(name).dtype, lanes) << name;
+  }
   const int64_t V = plain->config().vocab_size;
   auto sa = plain->new_state(128), sb = packed->new_state(128);
   std::vector<int32_t> toks(40);

@@ -538,22 +538,29 @@ inline void unpack_q4(const uint8_t* p, int m, __m512i* W2) {
 }
 
 // Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
+// p: the group's first block (the *_at forms also read the tail blocks of a lane layout's row).
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+[[gnu::always_inline]] inline void q4_1v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_1, kFull>(p, m, W2);
   const __m256i dm = q4_1_heads<kFull>(p, m);
   scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  q4_1v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
+}
 
 // Q4_0: w = d·(q − 8).
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+[[gnu::always_inline]] inline void q4_0v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_0, kFull>(p, m, W2);
   offset_dots<NT, 3>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
+}
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  q4_0v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
 }
 
 // 64 bytes at p + off, masked to the group's first n bytes (never reading or faulting past them).
@@ -630,8 +637,7 @@ template <int NT, bool kFull>
 
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+[[gnu::always_inline]] inline void q8_0v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
   // Lanes past m become 0x80 here; harmless, their activation bytes and Σx are zero.
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i W2[4], half[2];
@@ -640,6 +646,10 @@ template <int NT, bool kFull>
     for (int h = 0; h < 2; ++h) W2[2 * i + h] = _mm512_xor_si512(dword_pair(half, h), bias);
   }
   offset_dots<NT, 7>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
+}
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  q8_0v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
 }
 
 // Q4_K: a super-block is one lane group, sub-block k (nibble half k & 1 of the 32 bytes at
@@ -716,33 +726,63 @@ template <int NT>
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
-// Q8_0_LANES (tensor/lane_layout.h): a group's 256 quant bytes are already W2's four pairs, biased,
-// and its 8 scales one 16-byte load; then q8_0v_group's offset_dots, so the same bits.
+// The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
+// biased) or the two dword pairs nibble_pairs would gather, its scales (Q4_1: (d, m) dwords) one
+// load; then the gathering kernel's own dots, so the same bits. A row's tail group (under 8 blocks)
+// is stored as GGUF blocks and goes through the gathering kernel itself.
+template <class B>
+struct LaneRow {
+  const uint8_t *groups, *tail, *heads;  // full groups' quants, tail blocks, full groups' scales
+  LaneRow(const void* w, int64_t nb, size_t group_bytes)
+      : groups(static_cast<const uint8_t*>(w)),
+        tail(groups + group_bytes * (nb / 8)),
+        heads(tail + sizeof(B) * (nb % 8)) {}
+};
+inline void nibble_halves(const uint8_t* p, __m512i* W2) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = _mm512_loadu_si512(p + 64 * h);
+    W2[h] = _mm512_and_si512(v, m4);
+    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+}
+inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
 void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const auto* sc = static_cast<const uint8_t*>(w) + 32 * nb;
-  kv_lanes<uint8_t>(w, x, nb / 8, nt, out, [sc]<int NT>(const uint8_t* p, const ActLanes& xl, int64_t g, __m256* acc)
-                                                __attribute__((always_inline)) {
-    __m512i W2[4];
-    for (int j = 0; j < 4; ++j) W2[j] = _mm512_loadu_si512(p + 256 * g + 64 * j);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * g)));
-    offset_dots<NT, 7>(W2, dw, xl, g, acc);
+  const LaneRow<tensor::BlockQ8_0> r(w, nb, 256);
+  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    if constexpr (kFull) {
+      __m512i W2[4];
+      for (int j = 0; j < 4; ++j) W2[j] = _mm512_loadu_si512(r.groups + 256 * g + 64 * j);
+      offset_dots<NT, 7>(W2, f16x8(r.heads + 16 * g), x, g, acc);
+    } else {
+      q8_0v_at<NT, false>(r.tail, x, g, m, acc);
+    }
   });
 }
-// Q4_0_LANES: a group's two dword pairs are two loads; then nibble_pairs' masks and shifts and
-// q4_0v_group's offset_dots.
 void q4_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const auto* sc = static_cast<const uint8_t*>(w) + 16 * nb;
-  kv_lanes<uint8_t>(w, x, nb / 8, nt, out, [sc]<int NT>(const uint8_t* p, const ActLanes& xl, int64_t g, __m256* acc)
-                                                __attribute__((always_inline)) {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    __m512i W2[4];
-    for (int h = 0; h < 2; ++h) {
-      const __m512i v = _mm512_loadu_si512(p + 128 * g + 64 * h);
-      W2[h] = _mm512_and_si512(v, m4);
-      W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
+  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    if constexpr (kFull) {
+      __m512i W2[4];
+      nibble_halves(r.groups + 128 * g, W2);
+      offset_dots<NT, 3>(W2, f16x8(r.heads + 16 * g), x, g, acc);
+    } else {
+      q4_0v_at<NT, false>(r.tail, x, g, m, acc);
     }
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 16 * g)));
-    offset_dots<NT, 3>(W2, dw, xl, g, acc);
+  });
+}
+void q4_1_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
+  const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
+  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    if constexpr (kFull) {
+      __m512i W2[4];
+      nibble_halves(r.groups + 128 * g, W2);
+      const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
+      scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+    } else {
+      q4_1v_at<NT, false>(r.tail, x, g, m, acc);
+    }
   });
 }
 
@@ -883,6 +923,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q6_kv = q6_kv;
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = q4_0_lanes;
+  k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;

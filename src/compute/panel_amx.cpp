@@ -117,13 +117,16 @@ inline __m256i interleave_nibbles(const uint8_t* qs) {
 inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, int64_t nb, float& d,
                             float& m) {
   switch (p.dtype) {
-    case tensor::DType::Q8_0_LANES: {  // dword j of the block is 32·j bytes after its first
-      const auto* g = row + 256 * (blk / 8) + 4 * (blk % 8);
-      uint16_t h;
-      std::memcpy(&h, row + 32 * nb + 2 * blk, 2);
-      d = tensor::f16_to_f32(h);
-      const __m256i v = _mm256_i32gather_epi32(reinterpret_cast<const int*>(g), _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56), 4);
-      return _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+    // The lane layouts: the block back in GGUF's form (once per panel and block, for 32+ tokens).
+    case tensor::DType::Q8_0_LANES: {
+      const tensor::BlockQ8_0 q = tensor::q8_0_lanes_block(row, nb, blk);
+      d = tensor::f16_to_f32(q.d);
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.qs));
+    }
+    case tensor::DType::Q4_1_LANES: {
+      const tensor::BlockQ4_1 q = tensor::q4_1_lanes_block(row, nb, blk);
+      d = tensor::f16_to_f32(q.d), m = tensor::f16_to_f32(q.m);
+      return split_nibbles(q.qs, 0);
     }
     case tensor::DType::Q8_0: {
       const auto* q = reinterpret_cast<const tensor::BlockQ8_0*>(row) + blk;

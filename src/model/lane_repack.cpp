@@ -37,6 +37,10 @@ std::vector<Repack> active_repacks() {
     r.push_back({tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
                    tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, d);
                  }});
+  if (k.dot_q4_1_lanes)
+    r.push_back({tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
+                   tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, d);
+                 }});
   return r;
 }
 

@@ -12,8 +12,8 @@ struct RepackReport {
   size_t bytes = 0;
 };
 
-// Rewrites every Q8_0 / Q4_0 tensor of whole 8-block-group rows as Q8_0_LANES / Q4_0_LANES when
-// the active kernels have dot_q8_0_lanes / dot_q4_0_lanes (AVX-512 VNNI). The copies live in `ws`; the source pages leave this
+// Rewrites every Q8_0 / Q4_0 / Q4_1 tensor whose rows hold at least one 8-block group as
+// Q8_0_LANES / Q4_0_LANES / Q4_1_LANES when the active kernels read that layout (AVX-512 VNNI). The copies live in `ws`; the source pages leave this
 // process's resident set (drop_pages), so resident memory does not grow. Tensors sharing bytes
 // share one copy. RAPID_REPACK=0 in the environment turns it off (A/B measurements).
 RepackReport repack_for_lane_kernels(WeightStore& ws);

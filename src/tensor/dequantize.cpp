@@ -82,6 +82,13 @@ void deq_q4_0_lanes(const uint8_t* row, int64_t nb, float* y) {
   }
 }
 
+void deq_q4_1_lanes(const uint8_t* row, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const BlockQ4_1 b = q4_1_lanes_block(row, nb, i);
+    deq_q4_1(&b, 1, y);
+  }
+}
+
 void deq_q2_k(const BlockQ2_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = h2f(b[i].d), mn = h2f(b[i].dmin);
@@ -276,6 +283,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
     case DType::Q8_0_LANES: deq_q8_0_lanes(p, nb, out); return;
     case DType::Q4_0_LANES: deq_q4_0_lanes(p, nb, out); return;
+    case DType::Q4_1_LANES: deq_q4_1_lanes(p, nb, out); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");

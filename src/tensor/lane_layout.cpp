@@ -4,48 +4,94 @@
 
 namespace rapid::tensor {
 
-bool lanes_fit(int64_t cols) { return cols > 0 && cols % (kQK * kLaneGroupBlocks) == 0; }
+namespace {
 
-void repack_q8_0_lanes(const BlockQ8_0* src, int64_t nb, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) {
-    uint8_t* g = dst + 256 * (b / kLaneGroupBlocks) + 4 * (b % kLaneGroupBlocks);
-    for (int m = 0; m < 8; ++m) {  // dword m of the block, each byte + 128
+// A format's lane layout: group size in bytes, qs dwords per block, head bytes (the block's first
+// bytes: d, or d and m), the byte mask xored into every quant, and where dword d of lane k goes.
+template <class B>
+struct Lanes;
+template <>
+struct Lanes<BlockQ8_0> {
+  static constexpr int kGroup = 256, kDwords = 8, kHead = 2;
+  static constexpr uint32_t kXor = 0x80808080u;
+  static size_t at(int k, int d) { return 32 * d + 4 * k; }
+};
+struct NibbleLanes {
+  static constexpr int kGroup = 128, kDwords = 4;
+  static constexpr uint32_t kXor = 0;
+  static size_t at(int k, int d) { return 64 * (d / 2) + 4 * (8 * (d % 2) + k); }
+};
+template <>
+struct Lanes<BlockQ4_0> : NibbleLanes {
+  static constexpr int kHead = 2;
+};
+template <>
+struct Lanes<BlockQ4_1> : NibbleLanes {
+  static constexpr int kHead = 4;
+};
+
+// The three regions of a row (lane_layout.h).
+template <class B>
+struct Regions {
+  uint8_t *groups, *tail, *heads;
+  Regions(uint8_t* row, int64_t nb)
+      : groups(row), tail(row + Lanes<B>::kGroup * (nb / kLaneGroupBlocks)),
+        heads(tail + sizeof(B) * (nb % kLaneGroupBlocks)) {}
+};
+
+template <class B>
+void repack(const B* src, int64_t nb, uint8_t* dst) {
+  using L = Lanes<B>;
+  const Regions<B> r(dst, nb);
+  const int64_t full = nb / kLaneGroupBlocks * kLaneGroupBlocks;
+  for (int64_t b = 0; b < full; ++b) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(&src[b]);
+    uint8_t* g = r.groups + L::kGroup * (b / kLaneGroupBlocks);
+    for (int d = 0; d < L::kDwords; ++d) {
       uint32_t v;
-      std::memcpy(&v, src[b].qs + 4 * m, 4);
-      v ^= 0x80808080u;
-      std::memcpy(g + 32 * m, &v, 4);
+      std::memcpy(&v, blk + L::kHead + 4 * d, 4);
+      v ^= L::kXor;
+      std::memcpy(g + L::at(static_cast<int>(b % kLaneGroupBlocks), d), &v, 4);
     }
-    std::memcpy(dst + 32 * nb + 2 * b, &src[b].d, 2);
+    std::memcpy(r.heads + L::kHead * b, blk, L::kHead);
   }
+  std::memcpy(r.tail, src + full, sizeof(B) * (nb - full));
 }
 
-BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) {
-  BlockQ8_0 out;
-  const uint8_t* g = row + 256 * (b / kLaneGroupBlocks) + 4 * (b % kLaneGroupBlocks);
-  for (int m = 0; m < 8; ++m)
-    for (int i = 0; i < 4; ++i) out.qs[4 * m + i] = static_cast<int8_t>(g[32 * m + i] ^ 0x80);
-  std::memcpy(&out.d, row + 32 * nb + 2 * b, 2);
+template <class B>
+B block_of(const uint8_t* row, int64_t nb, int64_t b) {
+  using L = Lanes<B>;
+  const Regions<B> r(const_cast<uint8_t*>(row), nb);
+  B out;
+  auto* o = reinterpret_cast<uint8_t*>(&out);
+  const int64_t full = nb / kLaneGroupBlocks * kLaneGroupBlocks;
+  if (b >= full) {
+    std::memcpy(o, r.tail + sizeof(B) * (b - full), sizeof(B));
+    return out;
+  }
+  const uint8_t* g = r.groups + L::kGroup * (b / kLaneGroupBlocks);
+  for (int d = 0; d < L::kDwords; ++d) {
+    uint32_t v;
+    std::memcpy(&v, g + L::at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
+    v ^= L::kXor;
+    std::memcpy(o + L::kHead + 4 * d, &v, 4);
+  }
+  std::memcpy(o, r.heads + L::kHead * b, L::kHead);
   return out;
 }
 
-// Byte offset of qs dword d (0..3) of block b inside its Q4_0_LANES group.
-inline size_t q4_0_dword_at(int64_t b, int d) {
-  const int k = static_cast<int>(b % kLaneGroupBlocks), h = d / 2, e = d % 2;
-  return 128 * static_cast<size_t>(b / kLaneGroupBlocks) + 64 * h + 4 * (8 * e + k);
-}
+static_assert(offsetof(BlockQ8_0, qs) == 2 && offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, qs) == 4,
+              "the heads are the blocks' first bytes");
 
-void repack_q4_0_lanes(const BlockQ4_0* src, int64_t nb, uint8_t* dst) {
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int d = 0; d < 4; ++d) std::memcpy(dst + q4_0_dword_at(b, d), src[b].qs + 4 * d, 4);
-    std::memcpy(dst + 16 * nb + 2 * b, &src[b].d, 2);
-  }
-}
+}  // namespace
 
-BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) {
-  BlockQ4_0 out;
-  for (int d = 0; d < 4; ++d) std::memcpy(out.qs + 4 * d, row + q4_0_dword_at(b, d), 4);
-  std::memcpy(&out.d, row + 16 * nb + 2 * b, 2);
-  return out;
-}
+bool lanes_fit(int64_t cols) { return cols > 0 && cols % kQK == 0 && cols / kQK >= kLaneGroupBlocks; }
+
+void repack_q8_0_lanes(const BlockQ8_0* src, int64_t nb, uint8_t* dst) { repack(src, nb, dst); }
+void repack_q4_0_lanes(const BlockQ4_0* src, int64_t nb, uint8_t* dst) { repack(src, nb, dst); }
+void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst) { repack(src, nb, dst); }
+BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ8_0>(row, nb, b); }
+BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ4_0>(row, nb, b); }
+BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ4_1>(row, nb, b); }
 
 }  // namespace rapid::tensor

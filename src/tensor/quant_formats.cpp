@@ -10,7 +10,7 @@ namespace rapid::tensor {
 int64_t block_elems(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-    case DType::MXFP4_GGML: case DType::Q8_0_LANES: case DType::Q4_0_LANES:
+    case DType::MXFP4_GGML: case DType::Q8_0_LANES: case DType::Q4_0_LANES: case DType::Q4_1_LANES:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K:
@@ -27,7 +27,7 @@ size_t block_bytes(DType t) {
     case DType::F32: return 4;
     case DType::F16: case DType::BF16: return 2;
     case DType::Q4_0: case DType::Q4_0_LANES: return sizeof(BlockQ4_0);
-    case DType::Q4_1: return sizeof(BlockQ4_1);
+    case DType::Q4_1: case DType::Q4_1_LANES: return sizeof(BlockQ4_1);
     case DType::Q5_0: return sizeof(BlockQ5_0);
     case DType::Q5_1: return sizeof(BlockQ5_1);
     case DType::Q8_0: case DType::Q8_0_LANES: return sizeof(BlockQ8_0);
