@@ -496,12 +496,21 @@ TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
   t4.dtype = tensor::DType::Q4_0, t5.dtype = tensor::DType::Q5_1;  // Q5_1: no lane layout
   ws.add(t4);
   ws.add(t5);
+  tensor::Tensor ex = q8_tensor("experts", 2, 256, q4);  // stacked experts stay mapped
+  ex.dtype = tensor::DType::Q4_0, ex.shape = {2, 2, 256};
+  ws.add(ex);
+  // Copies over 60 % of the available memory: nothing is repacked.
+  const RepackReport none = repack_for_lane_kernels(ws, (a.size() + q4.size()) * 3 / 2);
+  EXPECT_EQ(none.tensors, 0);
+  EXPECT_EQ(none.skipped_bytes, a.size() + q4.size());
+  EXPECT_EQ(ws.get("a").dtype, tensor::DType::Q8_0);
   const RepackReport rep = repack_for_lane_kernels(ws);
   EXPECT_EQ(rep.tensors, 3);
   EXPECT_EQ(rep.bytes, a.size() + q4.size());
   EXPECT_EQ(ws.get("q4").dtype, tensor::DType::Q4_0_LANES);
   EXPECT_EQ(ws.get("q5_1").dtype, tensor::DType::Q5_1);
   EXPECT_EQ(ws.get("q5_1").data, static_cast<const void*>(q5.data()));
+  EXPECT_EQ(ws.get("experts").dtype, tensor::DType::Q4_0);
   const tensor::Tensor &pa = ws.get("a"), &pt = ws.get("tied"), &pc = ws.get("c");
   EXPECT_EQ(pa.dtype, tensor::DType::Q8_0_LANES);
   EXPECT_EQ(pa.data, pt.data);

@@ -286,9 +286,9 @@ RowPrefetch row_prefetch(const WeightView& w) {
 namespace {
 
 // Rows [r0, r1) × n tokens in token tiles of `tile`: f(r, t, nt) computes row r for tokens
-// [t, t + nt); block(b, e) runs before rows [b, e) start. With one tile (decode, small batches) the
-// rows simply run in order. With several (prefill, long verifications) the rows go in blocks of
-// about kRowBlockBytes, and each block meets every token tile in turn: the block's weights stay in
+// [t, t + nt); block(b, e) runs before rows [b, e) start. The rows go in blocks of about
+// kRowBlockBytes; with one tile (decode, small batches) they simply run in order. With several
+// (prefill, long verifications) each block meets every token tile in turn: the block's weights stay in
 // L2 after the first tile has read them from memory, and a tile's activations (tens of KB) in L1 /
 // L2 across the block. Rows outermost would stream all n tokens' activations once per row, hundreds
 // of KB at n = 512, from L3 (bench/README.md: "Prefill in row blocks"). The kernel calls and their
@@ -297,7 +297,10 @@ template <class Block, class Row>
 void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
                Block&& block, Row&& f) {
   constexpr size_t kRowBlockBytes = 128 * 1024;
-  const int64_t rb = n <= tile ? r1 - r0 : std::max<int64_t>(1, static_cast<int64_t>(kRowBlockBytes / row_bytes));
+  // One tile (decode) takes the same blocks: rows run in order either way, and a block's setup
+  // (MLX: its rows' scales and biases as f32) then stays in L1 / L2 instead of being written for
+  // all of a thread's rows (megabytes at an LM head) and read back.
+  const int64_t rb = std::max<int64_t>(1, static_cast<int64_t>(kRowBlockBytes / row_bytes));
   for (int64_t b = r0; b < r1; b += rb) {
     const int64_t e = std::min(r1, b + rb);
     block(b, e);

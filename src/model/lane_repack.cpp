@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,6 +45,18 @@ std::vector<Repack> active_repacks() {
   return r;
 }
 
+// MemAvailable from /proc/meminfo in bytes (0 when unknown).
+size_t available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  size_t kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024;
+    f.ignore(256, '\n');
+  }
+  return 0;
+}
+
 // f(r0, r1) over [0, rows) split across the machine's cores (a load-time copy of the weights:
 // memory-bound, so every core helps).
 template <class F>
@@ -57,17 +70,31 @@ void parallel_rows(int64_t rows, F&& f) {
 
 }  // namespace
 
-RepackReport repack_for_lane_kernels(WeightStore& ws) {
+RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available) {
   RepackReport rep;
   const std::vector<Repack> repacks = active_repacks();
+  // Matrices only: stacked experts ([E, rows, cols]) stay mapped, so an expert never routed to is
+  // never resident (and the page cache may evict the cold ones; a copy could not be).
   auto repack_of = [&](const tensor::Tensor& t) -> const Repack* {
     for (const Repack& r : repacks)
-      if (t.dtype == r.from && t.data && tensor::lanes_fit(t.cols())) return &r;
+      if (t.dtype == r.from && t.data && t.shape.size() == 2 && tensor::lanes_fit(t.cols())) return &r;
     return nullptr;
   };
   std::vector<std::string> names;
+  std::map<const void*, size_t> sources;
   for (auto& [name, t] : ws.all())
-    if (repack_of(t)) names.push_back(name);
+    if (repack_of(t)) {
+      names.push_back(name);
+      sources[t.data] = tensor::row_bytes(t.dtype, t.cols()) * static_cast<size_t>(t.rows());
+    }
+  // The copies are anonymous memory the kernel cannot evict as it can the file's pages: a model
+  // that would fill most of memory keeps its mapping (and runs at the file layout's speed).
+  size_t total = 0;
+  for (auto& [p, n] : sources) total += n;
+  if (const size_t avail = available ? *available : available_memory(); avail && total > avail / 10 * 6) {
+    rep.skipped_bytes = total;
+    return rep;
+  }
   std::map<const void*, const void*> done;  // source bytes -> their copy
   for (const std::string& name : names) {
     tensor::Tensor t = ws.get(name);
@@ -79,10 +106,20 @@ RepackReport repack_for_lane_kernels(WeightStore& ws) {
       std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
       const auto* src = static_cast<const uint8_t*>(t.data);
       const int64_t nb = t.cols() / tensor::kQK;
+      // The source pages leave the resident set a few MB at a time as they are copied, so the
+      // load's peak is the weights plus a few MB per thread, not plus the largest tensor (a
+      // tied LM head is a third of Qwen3.5-0.8B).
+      const MappedFile* f = ws.mapping_of(src);
+      const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / row));
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) rp.row(src + r * row, nb, buf.get() + r * row);
+        for (int64_t c = r0; c < r1; c += step) {
+          const int64_t e = std::min(r1, c + step);
+          for (int64_t r = c; r < e; ++r) rp.row(src + r * row, nb, buf.get() + r * row);
+          if (f) f->drop_pages(static_cast<size_t>(src + c * row - f->data()), static_cast<size_t>(e - c) * row);
+        }
       });
-      if (const MappedFile* f = ws.mapping_of(src)) f->drop_pages(static_cast<size_t>(src - f->data()), bytes);
+      // Pages straddling two threads' ranges: each thread kept its partial edge pages.
+      if (f) f->drop_pages(static_cast<size_t>(src - f->data()), bytes);
       it = done.emplace(t.data, buf.get()).first;
       ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
       rep.bytes += bytes;

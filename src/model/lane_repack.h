@@ -2,6 +2,7 @@
 // (tensor/lane_layout.h). Values, results and row sizes are unchanged; only the bytes move.
 #pragma once
 #include <cstddef>
+#include <optional>
 
 #include "model/weights.h"
 
@@ -10,12 +11,16 @@ namespace rapid::model {
 struct RepackReport {
   int tensors = 0;
   size_t bytes = 0;
+  size_t skipped_bytes = 0;  // what would have been copied, when that was over 60 % of MemAvailable
 };
 
-// Rewrites every Q8_0 / Q4_0 / Q4_1 tensor whose rows hold at least one 8-block group as
-// Q8_0_LANES / Q4_0_LANES / Q4_1_LANES when the active kernels read that layout (AVX-512 VNNI). The copies live in `ws`; the source pages leave this
+// Rewrites every Q8_0 / Q4_0 / Q4_1 matrix whose rows hold at least one 8-block group as
+// Q8_0_LANES / Q4_0_LANES / Q4_1_LANES when the active kernels read that layout (AVX-512 VNNI).
+// Stacked experts stay mapped, and nothing is copied when the copies would exceed 60 % of
+// MemAvailable. The copies live in `ws`; the source pages leave this
 // process's resident set (drop_pages), so resident memory does not grow. Tensors sharing bytes
 // share one copy. RAPID_REPACK=0 in the environment turns it off (A/B measurements).
-RepackReport repack_for_lane_kernels(WeightStore& ws);
+// `available` stands for MemAvailable (tests); unset, /proc/meminfo is read.
+RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available = std::nullopt);
 
 }  // namespace rapid::model

@@ -1,6 +1,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "model/arch.h"
 #include "model/lane_repack.h"
 
@@ -30,7 +31,15 @@ static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   if (!ckpt) throw Error("create_model: no checkpoint");
   // The exact path reads f32 copies; every other path reads the repacked rows.
-  if (opts.matmul == compute::MatmulPath::Fast) repack_for_lane_kernels(ckpt->weights);
+  if (opts.matmul == compute::MatmulPath::Fast) {
+    const RepackReport rep = repack_for_lane_kernels(ckpt->weights);
+    if (rep.tensors)
+      log::debug("weights: " + std::to_string(rep.tensors) + " tensors (" + std::to_string(rep.bytes >> 20) +
+                 " MiB) repacked into lane layouts");
+    if (rep.skipped_bytes)
+      log::info("weights: kept in the file's layout (a lane-layout copy of " + std::to_string(rep.skipped_bytes >> 20) +
+                " MiB would exceed 60 % of available memory); decode runs slower");
+  }
   try {
     return create_arch_model(ckpt, opts);
   } catch (const FileError&) {
