@@ -9,22 +9,19 @@
 namespace rapid::compute {
 namespace {
 
-// Four bytes at a time: the first four of each are the low 6 bits of bytes 0-3 / 4-7; the last four
-// take their low 4 bits from bytes 8-11 (low / high nibble) and their top 2 from bytes 0-3 / 4-7.
+// The first four of each are the low 6 bits of bytes 0-3 / 4-7; the last four take their low 4 bits
+// from bytes 8-11 (low / high nibble) and their top 2 from bytes 0-3 / 4-7. In one xmm (q is read
+// 16 bytes wide: a super-block's scales are followed by its quants): dword lanes 0 and 1 carry
+// the scales' and the mins' halves side by side, so each step serves both.
 [[maybe_unused]] inline void k4_scales(const uint8_t* q, __m256& sc, __m256& mn) {
-  uint32_t w0, w1, w2;
-  __builtin_memcpy(&w0, q, 4);
-  __builtin_memcpy(&w1, q + 4, 4);
-  __builtin_memcpy(&w2, q + 8, 4);
-  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-  const uint32_t sc_lo = w0 & low6, mn_lo = w1 & low6;
-  const uint32_t sc_hi = (w2 & low4) | (((w0 >> 6) & top2) << 4);
-  const uint32_t mn_hi = ((w2 >> 4) & low4) | (((w1 >> 6) & top2) << 4);
-  const __m128i v = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi), static_cast<int>(mn_lo),
-                                   static_cast<int>(mn_hi));
-  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
-  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v)));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));  // dwords w0 w1 w2 (·)
+  const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));                // [sc_lo, mn_lo]
+  const __m128i w2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+  const __m128i top = _mm_and_si128(_mm_srli_epi16(v, 2), _mm_set1_epi8(0x30));  // bits 6-7 -> 4-5
+  const __m128i hi = _mm_or_si128(_mm_and_si128(w2, _mm_set1_epi8(0x0f)), top);  // [sc_hi, mn_hi]
+  const __m128i u = _mm_unpacklo_epi32(lo, hi);                                   // sc_lo sc_hi mn_lo mn_hi
+  sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u));
+  mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(u, u)));
 }
-
 }  // namespace
 }  // namespace rapid::compute
