@@ -83,7 +83,8 @@ struct LaneFormat {
       const uint8_t* s = src.data() + r * rb;
       if (from == tensor::DType::Q8_0) tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(s), nb, dst.data() + r * rb);
       else if (from == tensor::DType::Q4_0) tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, dst.data() + r * rb);
-      else tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, dst.data() + r * rb);
+      else if (from == tensor::DType::Q4_1) tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, dst.data() + r * rb);
+      else tensor::repack_q4_k_lanes(reinterpret_cast<const tensor::BlockQ4_K*>(s), nb / 8, reinterpret_cast<tensor::BlockQ4_K*>(dst.data() + r * rb));
     }
   }
 };
@@ -91,7 +92,10 @@ const LaneFormat kLaneFormats[] = {
     {tensor::DType::Q8_0, tensor::DType::Q8_0_LANES, &Kernels::dot_q8_0v, &Kernels::dot_q8_0_lanes},
     {tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, &Kernels::dot_q4_0v, &Kernels::dot_q4_0_lanes},
     {tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, &Kernels::dot_q4_1v, &Kernels::dot_q4_1_lanes},
+    {tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, &Kernels::dot_q4_kv, &Kernels::dot_q4_k_lanes},
 };
+// A kernel's nb: 32-element blocks, or super-blocks for the K-quants.
+int64_t kernel_nb(tensor::DType t, int64_t nb) { return nb / (tensor::block_elems(t) / 32); }
 
 // A [rows, cols] weight of type t over buf's bytes.
 tensor::Tensor weight_tensor(tensor::DType t, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
@@ -356,14 +360,15 @@ TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
 // and (on AMX machines) panels, and batch- and thread-invariant like every other format.
 TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   std::mt19937 rng(33);
-  const int64_t rows = 70, cols = 576, n = 70;  // 18 blocks: two groups and a tail
-  const auto x = random_vec(n * cols, rng);
+  const int64_t rows = 70, n = 70;
   ThreadPool pool(2);
   MatmulScratch s;
   bool ran = false;
   for (const LaneFormat& f : kLaneFormats) {
     if (!(kernels().*f.lanes)) continue;
     ran = true;
+    const int64_t cols = f.from == tensor::DType::Q4_K ? 512 : 576;  // 18 blocks: two groups and a tail
+    const auto x = random_vec(n * cols, rng);
     const auto buf = random_rows(f.from, rows, cols, rng);
     std::vector<uint8_t> packed;
     f.repack(buf, rows, cols / 32, packed);
@@ -1058,6 +1063,7 @@ TEST(LaneLayout, HoldsTheRowsValues) {
   EXPECT_FALSE(tensor::lanes_fit(100));
   for (const LaneFormat& f : kLaneFormats)
     for (int64_t nb : {8, 16, 18, 20, 50, 112}) {
+      if (nb % (tensor::block_elems(f.from) / 32)) continue;
       const auto src = random_rows(f.from, 3, nb * 32, rng);
       std::vector<uint8_t> dst;
       f.repack(src, 3, nb, dst);
@@ -1078,9 +1084,14 @@ TEST(LaneLayout, HoldsTheRowsValues) {
           } else if (f.from == tensor::DType::Q4_0) {
             const tensor::BlockQ4_0 q = tensor::q4_0_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
-          } else {
+          } else if (f.from == tensor::DType::Q4_1) {
             const tensor::BlockQ4_1 q = tensor::q4_1_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
+          } else {
+            if (blk >= kernel_nb(f.from, nb)) break;  // super-blocks
+            const tensor::BlockQ4_K q = tensor::q4_k_lanes_block(reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk]);
+            ASSERT_EQ(std::memcmp(&q, src.data() + r * rb + bb * blk, bb), 0) << what << " super-block " << blk;
+            continue;
           }
           ASSERT_EQ(std::memcmp(back, src.data() + r * rb + bb * blk, bb), 0) << what << " block " << blk;
         }
@@ -1099,14 +1110,15 @@ TEST(Kernels, LaneLayoutKernelsAreBitwiseTheGatheringOnes) {
       if (!(k.*f.lanes)) continue;
       ran = true;
       for (int64_t nb : {8, 16, 18, 20, 48, 50, 112}) {
+        if (nb % (tensor::block_elems(f.from) / 32)) continue;
         const auto src = random_rows(f.from, 1, nb * 32, rng);
         std::vector<uint8_t> dst;
         f.repack(src, 1, nb, dst);
         const LaneActs x = random_acts(nb, Kernels::kQDotVMaxNT, false, rng);
         for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt) {
           float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
-          (k.*f.gathering)(src.data(), x.at(0), nb, nt, a);
-          (k.*f.lanes)(dst.data(), x.at(0), nb, nt, b);
+          (k.*f.gathering)(src.data(), x.at(0), kernel_nb(f.from, nb), nt, a);
+          (k.*f.lanes)(dst.data(), x.at(0), kernel_nb(f.from, nb), nt, b);
           for (int i = 0; i < nt; ++i)
             ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
                 << tensor::dtype_name(f.to) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << i;

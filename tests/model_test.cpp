@@ -466,11 +466,10 @@ TEST(Mtp, HeadMatchesNumpyReference) {
 // ---- Load-time repacking (model/lane_repack.h) ----
 
 namespace {
-std::string smollm2_path(const std::string& quant) {
+std::string cached_model(const std::string& rel) {
   const char* c = std::getenv("RAPID_MODEL_CACHE");
   const char* h = std::getenv("HOME");
-  return (c && *c ? std::string(c) : std::string(h ? h : "/root") + "/.cache/rapid-mlx/models") +
-         "/smollm2-135m-instruct/SmolLM2-135M-Instruct." + quant + ".gguf";
+  return (c && *c ? std::string(c) : std::string(h ? h : "/root") + "/.cache/rapid-mlx/models") + "/" + rel;
 }
 tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, const std::vector<uint8_t>& buf) {
   tensor::Tensor t;
@@ -527,15 +526,28 @@ TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
   EXPECT_EQ(repack_for_lane_kernels(ws).tensors, 0);  // nothing left to repack
 }
 
-// End to end on the real SmolLM2 (Q4_1, the default model, and its Q8_0 copy): a prefill long
+// End to end on real models (SmolLM2 Q4_1, the default model, its Q8_0 copy, and Gemma 3 270M's
+// Q4_K_M: Q4_K, Q8_0 rows with a partial group, Q6_K / Q5_0 left as they are): a prefill long
 // enough for AMX panels, then greedy decode steps, give bitwise the logits of the GGUF layout.
-class LaneRepackSmolLM2 : public ::testing::TestWithParam<std::string> {};
-INSTANTIATE_TEST_SUITE_P(Quants, LaneRepackSmolLM2, ::testing::Values("Q4_1", "Q8_0"));
-TEST_P(LaneRepackSmolLM2, LogitsAreBitwiseTheGgufLayouts) {
-  const std::string path = smollm2_path(GetParam());
+struct RepackCase {
+  const char* file;
+  const char* tensor;  // one that must be repacked
+  tensor::DType lanes;
+};
+void PrintTo(const RepackCase& c, std::ostream* os) { *os << c.file; }
+class LaneRepackModels : public ::testing::TestWithParam<RepackCase> {};
+INSTANTIATE_TEST_SUITE_P(
+    Real, LaneRepackModels,
+    ::testing::Values(RepackCase{"smollm2-135m-instruct/SmolLM2-135M-Instruct.Q4_1.gguf", "model.layers.3.self_attn.q_proj.weight",
+                                 tensor::DType::Q4_1_LANES},
+                      RepackCase{"smollm2-135m-instruct/SmolLM2-135M-Instruct.Q8_0.gguf", "model.layers.0.mlp.up_proj.weight",
+                                 tensor::DType::Q8_0_LANES},
+                      RepackCase{"gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "", tensor::DType::Q4_K_LANES}));
+TEST_P(LaneRepackModels, LogitsAreBitwiseTheGgufLayouts) {
+  const std::string path = cached_model(GetParam().file);
   if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_models.sh / derive_models.sh)";
   if (!compute::kernels().dot_q8_0_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
-  const tensor::DType lanes = GetParam() == "Q8_0" ? tensor::DType::Q8_0_LANES : tensor::DType::Q4_1_LANES;
+  const tensor::DType lanes = GetParam().lanes;
   ModelOptions o;
   o.num_threads = 2;
   setenv("RAPID_REPACK", "0", 1);
@@ -544,11 +556,11 @@ TEST_P(LaneRepackSmolLM2, LogitsAreBitwiseTheGgufLayouts) {
   unsetenv("RAPID_REPACK");
   std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
   auto packed = create_model(ck, o);
-  for (const char* name : {"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.up_proj.weight",
-                           "model.layers.3.self_attn.q_proj.weight"}) {
-    EXPECT_NE(plain_ck->weights.get(name).dtype, lanes) << name;
-    EXPECT_EQ(ck->weights.get(name).dtype, lanes) << name;
-  }
+  int packed_tensors = 0;
+  for (auto& [name, t] : ck->weights.all()) packed_tensors += t.dtype == lanes;
+  EXPECT_GT(packed_tensors, 0) << tensor::dtype_name(lanes);
+  if (*GetParam().tensor) EXPECT_EQ(ck->weights.get(GetParam().tensor).dtype, lanes);
+  for (auto& [name, t] : plain_ck->weights.all()) ASSERT_NE(t.dtype, lanes) << name;
   const int64_t V = plain->config().vocab_size;
   auto sa = plain->new_state(128), sb = packed->new_state(128);
   std::vector<int32_t> toks(40);

@@ -92,6 +92,7 @@ struct Kernels {
   // dot_q8_0v's / dot_q4_0v's / dot_q4_1v's integer dots and float operations, so bitwise their
   // result on the row before repacking, without the gathers. Optional like QDotV.
   QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes;
+  QDotV dot_q4_k_lanes;  // DType::Q4_K_LANES (nb super-blocks), bitwise dot_q4_kv on the GGUF row
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as f32, readable
   // up to 8 entries past the last group (finite values). Optional like QDotV.

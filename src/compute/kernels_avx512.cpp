@@ -723,7 +723,26 @@ template <int NT>
   }
 }
 
+// Q4_K_LANES (tensor/lane_layout.h): the qs halves hold the pairs' nibbles in lane order, so the
+// four permutes and variable shifts above become two shifts; the same scales and dots after.
+template <int NT>
+[[gnu::always_inline]] inline void q4_klv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ4_K& b = w[g];
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i W2[4];
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
+    W2[2 * h] = _mm512_and_si512(v, m4);
+    W2[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+  __m256 sc, mn;
+  k4_scales(b.scales, sc, mn);
+  scaled_offset_dots<NT>(W2, _mm256_mul_ps(_mm256_set1_ps(h2f(b.d)), sc), _mm256_mul_ps(_mm256_set1_ps(-h2f(b.dmin)), mn),
+                         x, g, acc);
+}
+
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
+RAPID_KV_LANES(q4_klv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
@@ -924,6 +943,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = q4_0_lanes;
   k.dot_q4_1_lanes = q4_1_lanes;
+  k.dot_q4_k_lanes = q4_klv;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;

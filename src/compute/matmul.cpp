@@ -99,6 +99,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q8_0_LANES: return k.dot_q8_0_lanes;
     case tensor::DType::Q4_0_LANES: return k.dot_q4_0_lanes;
     case tensor::DType::Q4_1_LANES: return k.dot_q4_1_lanes;
+    case tensor::DType::Q4_K_LANES: return k.dot_q4_k_lanes;
     default: return nullptr;
   }
 }
@@ -262,7 +263,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0:
     case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
-    case tensor::DType::Q4_1_LANES:
+    case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MXFP4: case tensor::DType::MXFP4_GGML: break;
     default: return p;
   }

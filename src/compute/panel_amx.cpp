@@ -158,8 +158,10 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       d = tensor::f16_to_f32(q->d), m = tensor::f16_to_f32(q->m);
       return with_fifth_bits(split_nibbles(q->qs, 0), q->qh);
     }
-    case tensor::DType::Q4_K: {  // sub-block blk % 8 of super-block blk / 8 (the lane kernel's lane)
-      const auto& q = reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk / 8];
+    case tensor::DType::Q4_K:
+    case tensor::DType::Q4_K_LANES: {  // sub-block blk % 8 of super-block blk / 8 (the lane kernel's lane)
+      const auto& sb = reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk / 8];
+      const tensor::BlockQ4_K q = p.dtype == tensor::DType::Q4_K ? sb : tensor::q4_k_lanes_block(sb);
       const int k = static_cast<int>(blk % 8);
       int sc, mn;
       tensor::scale_min_k4(k, q.scales, sc, mn);

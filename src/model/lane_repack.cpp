@@ -38,6 +38,11 @@ std::vector<Repack> active_repacks() {
     r.push_back({tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
                    tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, d);
                  }});
+  if (k.dot_q4_k_lanes)  // nb counts 32-element blocks; a super-block is 8 of them
+    r.push_back({tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
+                   tensor::repack_q4_k_lanes(reinterpret_cast<const tensor::BlockQ4_K*>(s), nb / 8,
+                                             reinterpret_cast<tensor::BlockQ4_K*>(d));
+                 }});
   if (k.dot_q4_1_lanes)
     r.push_back({tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
                    tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, d);

@@ -14,8 +14,8 @@ struct RepackReport {
   size_t skipped_bytes = 0;  // what would have been copied, when that was over 60 % of MemAvailable
 };
 
-// Rewrites every Q8_0 / Q4_0 / Q4_1 matrix whose rows hold at least one 8-block group as
-// Q8_0_LANES / Q4_0_LANES / Q4_1_LANES when the active kernels read that layout (AVX-512 VNNI).
+// Rewrites every Q8_0 / Q4_0 / Q4_1 / Q4_K matrix whose rows hold at least one 8-block group as
+// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI).
 // Stacked experts stay mapped, and nothing is copied when the copies would exceed 60 % of
 // MemAvailable. The copies live in `ws`; the source pages leave this
 // process's resident set (drop_pages), so resident memory does not grow. Tensors sharing bytes

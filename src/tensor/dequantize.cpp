@@ -153,6 +153,14 @@ void deq_q4_k(const BlockQ4_K* b, int64_t nb, float* y) {
   }
 }
 
+void deq_q4_k_lanes(const BlockQ4_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    const BlockQ4_K q = q4_k_lanes_block(b[i]);
+    deq_q4_k(&q, 1, y);
+  }
+}
+
+
 void deq_q5_k(const BlockQ5_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = h2f(b[i].d), mn = h2f(b[i].dmin);
@@ -284,6 +292,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q8_0_LANES: deq_q8_0_lanes(p, nb, out); return;
     case DType::Q4_0_LANES: deq_q4_0_lanes(p, nb, out); return;
     case DType::Q4_1_LANES: deq_q4_1_lanes(p, nb, out); return;
+    case DType::Q4_K_LANES: deq_q4_k_lanes(static_cast<const BlockQ4_K*>(row), nb, out); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");

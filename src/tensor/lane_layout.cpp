@@ -83,7 +83,44 @@ B block_of(const uint8_t* row, int64_t nb, int64_t b) {
 static_assert(offsetof(BlockQ8_0, qs) == 2 && offsetof(BlockQ4_0, qs) == 2 && offsetof(BlockQ4_1, qs) == 4,
               "the heads are the blocks' first bytes");
 
+// Q4_K: the GGUF qs byte and nibble shift (0 / 4) of the value in byte i of lane L of pair j.
+inline void q4_k_source(int j, int lane, int i, int& byte, int& shift) {
+  const int k = lane % 8, e = lane / 8;
+  byte = 4 * (8 * (k / 2) + 2 * j + e) + i;
+  shift = 4 * (k % 2);
+}
+
 }  // namespace
+
+void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    BlockQ4_K out = src[s];
+    for (int h = 0; h < 2; ++h)
+      for (int lane = 0; lane < 16; ++lane)
+        for (int i = 0; i < 4; ++i) {
+          int b0, s0, b1, s1;
+          q4_k_source(2 * h, lane, i, b0, s0);
+          q4_k_source(2 * h + 1, lane, i, b1, s1);
+          out.qs[64 * h + 4 * lane + i] =
+              static_cast<uint8_t>(((src[s].qs[b0] >> s0) & 0x0f) | (((src[s].qs[b1] >> s1) & 0x0f) << 4));
+        }
+    dst[s] = out;
+  }
+}
+
+BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
+  BlockQ4_K out = lanes;
+  std::memset(out.qs, 0, sizeof out.qs);
+  for (int j = 0; j < 4; ++j)
+    for (int lane = 0; lane < 16; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        int b, sh;
+        q4_k_source(j, lane, i, b, sh);
+        const int v = (lanes.qs[64 * (j / 2) + 4 * lane + i] >> (4 * (j % 2))) & 0x0f;
+        out.qs[b] = static_cast<uint8_t>(out.qs[b] | (v << sh));
+      }
+  return out;
+}
 
 bool lanes_fit(int64_t cols) { return cols > 0 && cols % kQK == 0 && cols / kQK >= kLaneGroupBlocks; }
 

@@ -11,6 +11,9 @@
 // Q4_0_LANES / Q4_1_LANES: a group is 128 bytes; qs dword d (0..3) of block 8g + k is at
 //   64·(d / 2) + 4·(8·(d % 2) + k), the dword pairs the Q4 kernels gather (nibbles as stored); heads
 //   are the f16 d (Q4_0) or the (d, m) pairs (Q4_1).
+// Q4_K_LANES: each super-block keeps d, dmin and its 12 scale bytes; its 128 qs bytes become two
+//   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
+//   kernel puts in byte i of lane L of its pairs 2h / 2h + 1 (sub-block k = L % 8 in lane k).
 // The same values and the same row size, so strides, views and row offsets are unchanged.
 #pragma once
 #include <cstddef>
@@ -32,5 +35,8 @@ void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst);
 BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
+// Q4_K: nsb super-blocks; a super-block back in GGUF's form.
+void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
+BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);
 
 }  // namespace rapid::tensor
