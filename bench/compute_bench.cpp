@@ -116,12 +116,16 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
 
 // MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
 // same shape: bytes/s counts the packed values plus the scales and biases.
-void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t cols, int threads, int64_t n) {
+void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t cols, int threads, int64_t n,
+                tensor::DType group_dtype = tensor::DType::BF16) {
   std::vector<uint8_t> w(rows * cols * bits / 8);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   std::vector<uint16_t> sb(2 * rows * cols / gs);
-  for (auto& v : sb) v = tensor::f32_to_bf16(static_cast<float>(rng() % 64) / 1024.0f);
+  for (auto& v : sb) {
+    const float f = static_cast<float>(rng() % 64) / 1024.0f;
+    v = group_dtype == tensor::DType::F16 ? tensor::f32_to_f16(f) : tensor::f32_to_bf16(f);
+  }
   tensor::Tensor tt;
   tt.name = "w";
   tt.dtype = tensor::DType::MLX_AFFINE;
@@ -129,7 +133,7 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   tt.data = w.data();
   tt.bits = bits;
   tt.group_size = gs;
-  tt.group_dtype = tensor::DType::BF16;
+  tt.group_dtype = group_dtype;
   tt.scales = sb.data();
   tt.biases = sb.data() + rows * cols / gs;
   time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + 2 * sb.size());
@@ -403,6 +407,8 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_0_qwen35_vocab_1t, tensor::DType::Q5_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q5_1_qwen35_vocab_1t, tensor::DType::Q5_1, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_f16_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1, tensor::DType::F16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_f16_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1, tensor::DType::F16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_qwen35_vocab_1t, 8, 64, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4, mxfp4_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMxfp4Ggml, mxfp4_ggml_qwen35_vocab_1t, 248320, 1024, 1, 1)->UseRealTime();

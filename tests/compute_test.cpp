@@ -1053,6 +1053,30 @@ TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
     }
 }
 
+// Every ISA's f16 / bf16 widening is bitwise the scalar definition for every non-NaN pattern,
+// subnormals and infinities included, at every length (vector body and tail).
+TEST(Kernels, HalfToFloatRowsAreExact) {
+  std::vector<uint16_t> h;
+  for (uint32_t v = 0; v < 65536; ++v) {
+    const bool f16_nan = (v & 0x7c00) == 0x7c00 && (v & 0x3ff);
+    const bool bf16_nan = (v & 0x7f80) == 0x7f80 && (v & 0x7f);
+    if (!f16_nan && !bf16_nan) h.push_back(static_cast<uint16_t>(v));
+  }
+  for (Isa isa : isas()) {
+    const Kernels& k = kernels_for(isa);
+    for (int64_t n : {static_cast<int64_t>(h.size()), int64_t{37}, int64_t{7}, int64_t{16}}) {
+      std::vector<float> a(n), b(n);
+      k.f16_to_f32(h.data() + 1000, a.data(), n > 1000 ? n - 1000 : n);
+      k.bf16_to_f32(h.data() + 1000, b.data(), n > 1000 ? n - 1000 : n);
+      for (int64_t i = 0; i < (n > 1000 ? n - 1000 : n); ++i) {
+        const float ra = tensor::f16_to_f32(h[1000 + i]), rb = tensor::bf16_to_f32(h[1000 + i]);
+        ASSERT_EQ(std::memcmp(&a[i], &ra, 4), 0) << isa_name(isa) << " f16 " << h[1000 + i];
+        ASSERT_EQ(std::memcmp(&b[i], &rb, 4), 0) << isa_name(isa) << " bf16 " << h[1000 + i];
+      }
+    }
+  }
+}
+
 // A lane layout holds its GGUF row's values: dequantized bitwise the same, each block given back
 // byte for byte, the same row size; only rows of whole 8-block groups fit.
 TEST(LaneLayout, HoldsTheRowsValues) {

@@ -48,6 +48,10 @@ struct Kernels {
   void (*axpy_bf16)(float a, const uint16_t* v, float* y, int64_t n);
   void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
   void (*f32_to_bf16)(const float* x, uint16_t* y, int64_t n);
+  // Exact widenings (every f16 / bf16 value is an f32), bitwise tensor::f16_to_f32 / bf16_to_f32
+  // for all but NaN inputs: MLX rows' scales and biases before a block of rows runs.
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
   // Index of the first largest element, exactly std::max_element's (NaNs never win unless x[0] is
   // one): greedy sampling over a vocabulary of logits. n >= 1.
   int64_t (*argmax_f32)(const float* x, int64_t n);

@@ -84,6 +84,24 @@ void to_f16(const float* x, uint16_t* y, int64_t n) {
   for (; i < n; ++i) y[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
+void from_f16(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))));
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
+}
+void from_bf16(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
+    _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+  }
+  for (; i < n; ++i) {  // the bits << 16
+    const uint32_t u = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &u, 4);
+  }
+}
+
 void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
@@ -426,6 +444,8 @@ void fill_kernels_avx2(Kernels& k) {
   k.axpy_f16 = axpy_f16;
   k.axpy_bf16 = axpy_bf16;
   k.f32_to_f16 = to_f16;
+  k.f16_to_f32 = from_f16;
+  k.bf16_to_f32 = from_bf16;
   k.quantize_act = quantize_act;
   k.dot_q4_0 = q4_0;
   k.dot_q4_1 = q4_1;

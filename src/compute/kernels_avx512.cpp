@@ -138,6 +138,17 @@ void to_bf16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
+void from_f16(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load_f16(x + i));
+  if (i < n) _mm512_mask_storeu_ps(y + i, tail_mask(n - i), load_f16_mask(x + i, tail_mask(n - i)));
+}
+void from_bf16(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, load_bf16(x + i));
+  if (i < n) _mm512_mask_storeu_ps(y + i, tail_mask(n - i), load_bf16_mask(x + i, tail_mask(n - i)));
+}
+
 void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
     __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
@@ -920,6 +931,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.axpy_bf16 = axpy_bf16;
   k.f32_to_f16 = to_f16;
   k.f32_to_bf16 = to_bf16;
+  k.f16_to_f32 = from_f16;
+  k.bf16_to_f32 = from_bf16;
   k.quantize_act = quantize_act;
   k.dot_q4_0 = q4_0;
   k.dot_q4_1 = q4_1;

@@ -41,6 +41,13 @@ void to_bf16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = tensor::f32_to_bf16(x[i]);
 }
 
+void from_f16(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = tensor::f16_to_f32(x[i]);
+}
+void from_bf16(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = tensor::bf16_to_f32(x[i]);
+}
+
 void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
     float amax = 0;
@@ -257,6 +264,8 @@ void fill_kernels_scalar(Kernels& k) {
   k.axpy_bf16 = axpy_bf16;
   k.f32_to_f16 = to_f16;
   k.f32_to_bf16 = to_bf16;
+  k.f16_to_f32 = from_f16;
+  k.bf16_to_f32 = from_bf16;
   k.quantize_act = quantize_act;
   k.dot_q4_0 = dot_q4_0;
   k.dot_q4_1 = dot_q4_1;

@@ -120,15 +120,13 @@ bool mlx_fast(const WeightView& w, MatmulPath path) {
          w.group_size % 32 == 0;
 }
 
-// n group values starting at index i, as f32 (one loop per dtype, so bf16/f32 vectorise).
-void groups_f32(const void* p, tensor::DType dt, int64_t i, int64_t n, float* out) {
+// n group values starting at index i, as f32 (the ISA's conversions: a scalar f16 one was ~20 % of
+// an MLX 4-bit decode step's GEMV, bench/README.md "MLX scales").
+void groups_f32(const void* p, tensor::DType dt, int64_t i, int64_t n, float* out, const Kernels& k) {
   switch (dt) {
     case tensor::DType::F32: std::memcpy(out, static_cast<const float*>(p) + i, n * sizeof(float)); break;
-    case tensor::DType::F16:
-      for (int64_t g = 0; g < n; ++g) out[g] = tensor::f16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
-      break;
-    default:
-      for (int64_t g = 0; g < n; ++g) out[g] = tensor::bf16_to_f32(static_cast<const uint16_t*>(p)[i + g]);
+    case tensor::DType::F16: k.f16_to_f32(static_cast<const uint16_t*>(p) + i, out, n); break;
+    default: k.bf16_to_f32(static_cast<const uint16_t*>(p) + i, out, n);
   }
 }
 
@@ -216,8 +214,8 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
     p.rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
     p.w = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     for (int i = 0; mlx && i < p.rows; ++i) {
-      groups_f32(w.scales, w.group_dtype, (r + i) * groups, groups, sb.data() + i * groups);
-      groups_f32(w.biases, w.group_dtype, (r + i) * groups, groups, sb.data() + (kRows + i) * groups);
+      groups_f32(w.scales, w.group_dtype, (r + i) * groups, groups, sb.data() + i * groups, k);
+      groups_f32(w.biases, w.group_dtype, (r + i) * groups, groups, sb.data() + (kRows + i) * groups, k);
     }
     k.panel(p, in.xp, y + r, w.rows);
   }
@@ -336,10 +334,12 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     int64_t b0 = r0;
     auto block = [&](int64_t b, int64_t e) {
       b0 = b;
-      sb.assign(static_cast<size_t>(2 * groups * (e - b) + 8), 0.0f);
+      // Every entry is written below but the 8 past the last row's biases (read as zeros).
+      sb.resize(static_cast<size_t>(2 * groups * (e - b) + 8));
+      std::fill(sb.end() - 8, sb.end(), 0.0f);
       for (int64_t r = b; r < e; ++r) {
-        groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b));
-        groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b) + groups);
+        groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b), k);
+        groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b) + groups, k);
       }
     };
     row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), block, [&](int64_t r, int64_t t, int nt) {
