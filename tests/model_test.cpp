@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "compute/kernels.h"
@@ -16,7 +17,9 @@
 #include "model/lane_repack.h"
 #include "model/paged_kv.h"
 #include "model/weights.h"
+#include "resident_bytes.h"
 #include "tensor/dequantize.h"
+#include "tensor/lane_layout.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -550,12 +553,18 @@ TEST_P(LaneRepackModels, LogitsAreBitwiseTheGgufLayouts) {
   const tensor::DType lanes = GetParam().lanes;
   ModelOptions o;
   o.num_threads = 2;
+  std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
+  auto packed = create_model(ck, o);
+  // What stays resident of the file: the tensors left as they are, and their pages.
+  size_t kept = 0;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (auto& [name, t] : ck->weights.all())
+    if (!tensor::is_lane_layout(t.dtype)) kept += (t.nbytes + page - 1) / page * page + page;
+  EXPECT_LE(test_mem::resident_bytes_of(path), kept + 16 * page);
   setenv("RAPID_REPACK", "0", 1);
   std::shared_ptr<Checkpoint> plain_ck = load_checkpoint(path);
   auto plain = create_model(plain_ck, o);
   unsetenv("RAPID_REPACK");
-  std::shared_ptr<Checkpoint> ck = load_checkpoint(path);
-  auto packed = create_model(ck, o);
   int packed_tensors = 0;
   for (auto& [name, t] : ck->weights.all()) packed_tensors += t.dtype == lanes;
   EXPECT_GT(packed_tensors, 0) << tensor::dtype_name(lanes);

@@ -67,6 +67,16 @@ void MappedFile::drop_pages(size_t offset, size_t len) const {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+void MappedFile::drop_pages_touching(size_t offset, size_t len) const {
+  if (!data_ || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t lo = (base + offset) / page * page, hi = (base + offset + len + page - 1) / page * page;
+  // The mapping is read-only: a dropped page is read back from the file if touched again.
+  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 void MappedFile::release() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
   data_ = nullptr;

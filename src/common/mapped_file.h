@@ -24,6 +24,9 @@ class MappedFile {
   // bytes stay valid: touching them again reads them back from the page cache). For parts of the
   // file that have been parsed into other structures and are not read again, e.g. GGUF metadata.
   void drop_pages(size_t offset, size_t len) const;
+  // The same for every page holding a byte of the range, its first and last included: for a range
+  // whose bytes now live elsewhere, when the neighbours sharing its edge pages may read them back.
+  void drop_pages_touching(size_t offset, size_t len) const;
 
  private:
   void release();

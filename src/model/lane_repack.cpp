@@ -135,7 +135,13 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
     ws.add(std::move(t));
     ++rep.tensors;
   }
+  for (auto& [p, n] : sources) rep.sources.emplace_back(static_cast<const uint8_t*>(p), n);
   return rep;
+}
+
+void drop_repacked_sources(const WeightStore& ws, const RepackReport& rep) {
+  for (auto& [p, n] : rep.sources)
+    if (const MappedFile* f = ws.mapping_of(p)) f->drop_pages_touching(static_cast<size_t>(p - f->data()), n);
 }
 
 }  // namespace rapid::model

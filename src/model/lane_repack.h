@@ -2,7 +2,10 @@
 // (tensor/lane_layout.h). Values, results and row sizes are unchanged; only the bytes move.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "model/weights.h"
 
@@ -12,6 +15,7 @@ struct RepackReport {
   int tensors = 0;
   size_t bytes = 0;
   size_t skipped_bytes = 0;  // what would have been copied, when that was over 60 % of MemAvailable
+  std::vector<std::pair<const uint8_t*, size_t>> sources;  // the copied byte ranges of the mapping
 };
 
 // Rewrites every Q8_0 / Q4_0 / Q4_1 / Q4_K matrix whose rows hold at least one 8-block group as
@@ -22,5 +26,11 @@ struct RepackReport {
 // share one copy. RAPID_REPACK=0 in the environment turns it off (A/B measurements).
 // `available` stands for MemAvailable (tests); unset, /proc/meminfo is read.
 RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available = std::nullopt);
+
+// Drops every page holding a byte of a copied range, edges included, once the model is built:
+// those shared with tensors the constructor copied out (norms) were mapped back by its reads,
+// with the kernel's fault-around (up to 64 KiB each; ~4 MB over SmolLM2's 61 norms), and would
+// stay resident beside the copies. A tensor still read from the mapping reads its pages back.
+void drop_repacked_sources(const WeightStore& ws, const RepackReport& rep);
 
 }  // namespace rapid::model

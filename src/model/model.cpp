@@ -31,8 +31,9 @@ static std::unique_ptr<Model> create_arch_model(std::shared_ptr<Checkpoint> ckpt
 std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const ModelOptions& opts) {
   if (!ckpt) throw Error("create_model: no checkpoint");
   // The exact path reads f32 copies; every other path reads the repacked rows.
+  RepackReport rep;
   if (opts.matmul == compute::MatmulPath::Fast) {
-    const RepackReport rep = repack_for_lane_kernels(ckpt->weights);
+    rep = repack_for_lane_kernels(ckpt->weights);
     if (rep.tensors)
       log::debug("weights: " + std::to_string(rep.tensors) + " tensors (" + std::to_string(rep.bytes >> 20) +
                  " MiB) repacked into lane layouts");
@@ -41,7 +42,9 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
                 " MiB would exceed 60 % of available memory); decode runs slower");
   }
   try {
-    return create_arch_model(ckpt, opts);
+    auto m = create_arch_model(ckpt, opts);
+    drop_repacked_sources(ckpt->weights, rep);
+    return m;
   } catch (const FileError&) {
     throw;
   } catch (const Error& e) {

@@ -122,6 +122,10 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   return out;
 }
 
+bool is_lane_layout(DType t) {
+  return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES;
+}
+
 bool lanes_fit(int64_t cols) { return cols > 0 && cols % kQK == 0 && cols / kQK >= kLaneGroupBlocks; }
 
 void repack_q8_0_lanes(const BlockQ8_0* src, int64_t nb, uint8_t* dst) { repack(src, nb, dst); }

@@ -25,6 +25,8 @@ namespace rapid::tensor {
 
 constexpr int kLaneGroupBlocks = 8;
 
+// Whether t is one of the *_LANES layouts.
+bool is_lane_layout(DType t);
 // Whether a row of `cols` elements gains from a lane layout (whole blocks, at least one group).
 bool lanes_fit(int64_t cols);
 // One row of nb blocks from src into dst (the same number of bytes).
