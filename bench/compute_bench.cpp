@@ -101,9 +101,8 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
   auto w = random_weights(t == tensor::DType::Q8_0_LANES ? tensor::DType::Q8_0 : t, rows, cols);
   if (t == tensor::DType::Q8_0_LANES) {  // the load-time repack (model/lane_repack.h) of the same rows
     const size_t rb = tensor::row_bytes(t, cols);
-    std::vector<uint8_t> src = w;
-    for (int64_t r = 0; r < rows; ++r)
-      tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(src.data() + r * rb), cols / 32, w.data() + r * rb);
+    const std::vector<uint8_t> src = w;
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_lanes(tensor::DType::Q8_0, src.data() + r * rb, cols, w.data() + r * rb);
   }
   tensor::Tensor tt;
   tt.name = "w";

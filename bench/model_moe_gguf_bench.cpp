@@ -1,8 +1,8 @@
 // Decode bytes read per token of a mixture-of-experts model, measured, against its active
 // parameters' bytes (issue 20: "decode bytes read per token ≈ the active parameters' bytes").
 //
-// Measured (with the file's layout, RAPID_REPACK=0): the whole model file is mapped into this process first (one read per page; the file
-// must fit in RAM), then before each decode step the accessed bits of this process's page tables
+// Measured with the file's layout (RAPID_REPACK=0): the whole model file is mapped into this
+// process first (one read per page; the file must fit in RAM), then before each decode step the accessed bits of this process's page tables
 // are cleared (/proc/self/clear_refs), and after it the mapping's Referenced set (/proc/self/smaps)
 // is what the CPU touched during the step, in 4 KiB pages (no page faults are involved, so the
 // kernel's fault-around, which maps 64 KiB around a fault, cannot inflate it).
@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
   model::ModelOptions o;
   o.num_threads = threads;
   // What is counted is the file mapping's pages: keep every tensor there. (The load-time lane
-  // repack, model/lane_repack.h, moves dense Q8_0 / Q4_0 / Q4_1 matrices into copies that the same
-  // steps read in full; stacked experts are never repacked.)
+  // repack, model/lane_repack.h, moves dense Q8_0 / Q4_0 / Q4_1 / Q4_K matrices into copies that
+  // the same steps read in full; stacked experts are never repacked.)
   setenv("RAPID_REPACK", "0", 1);
   auto m = model::create_model(ck, o);
   const int64_t V = m->config().vocab_size;

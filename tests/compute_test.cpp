@@ -79,13 +79,7 @@ struct LaneFormat {
   void repack(const std::vector<uint8_t>& src, int64_t rows, int64_t nb, std::vector<uint8_t>& dst) const {
     const size_t rb = tensor::row_bytes(from, nb * 32);
     dst.resize(src.size());
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* s = src.data() + r * rb;
-      if (from == tensor::DType::Q8_0) tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(s), nb, dst.data() + r * rb);
-      else if (from == tensor::DType::Q4_0) tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, dst.data() + r * rb);
-      else if (from == tensor::DType::Q4_1) tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, dst.data() + r * rb);
-      else tensor::repack_q4_k_lanes(reinterpret_cast<const tensor::BlockQ4_K*>(s), nb / 8, reinterpret_cast<tensor::BlockQ4_K*>(dst.data() + r * rb));
-    }
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_lanes(from, src.data() + r * rb, nb * 32, dst.data() + r * rb);
   }
 };
 const LaneFormat kLaneFormats[] = {
@@ -1092,6 +1086,8 @@ TEST(LaneLayout, HoldsTheRowsValues) {
       std::vector<uint8_t> dst;
       f.repack(src, 3, nb, dst);
       const size_t rb = tensor::row_bytes(f.from, nb * 32), bb = tensor::block_bytes(f.from);
+      ASSERT_EQ(tensor::lane_layout_of(f.from), f.to);
+      ASSERT_TRUE(tensor::is_lane_layout(f.to));
       ASSERT_EQ(tensor::row_bytes(f.to, nb * 32), rb);
       const std::string what = std::string(tensor::dtype_name(f.to)) + " nb " + std::to_string(nb);
       for (int r = 0; r < 3; ++r) {

@@ -57,23 +57,15 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 
-void MappedFile::drop_pages(size_t offset, size_t len) const {
+void MappedFile::drop(size_t offset, size_t len, bool edges) const {
   if (!data_ || offset >= size_) return;
   len = std::min(len, size_ - offset);
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
-  const uintptr_t lo = (base + offset + page - 1) / page * page, hi = (base + offset + len) / page * page;
-  // Advice only: a failure leaves the pages resident, which is harmless.
-  if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-}
-
-void MappedFile::drop_pages_touching(size_t offset, size_t len) const {
-  if (!data_ || offset >= size_) return;
-  len = std::min(len, size_ - offset);
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
-  const uintptr_t lo = (base + offset) / page * page, hi = (base + offset + len + page - 1) / page * page;
-  // The mapping is read-only: a dropped page is read back from the file if touched again.
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset, end = begin + len;
+  const uintptr_t lo = (edges ? begin : begin + page - 1) / page * page;
+  const uintptr_t hi = (edges ? end + page - 1 : end) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless. The mapping is read-only,
+  // so a dropped page is read back from the file if touched again.
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 

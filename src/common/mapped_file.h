@@ -23,12 +23,13 @@ class MappedFile {
   // Drops the whole pages inside [offset, offset + len) from this process's resident set (the
   // bytes stay valid: touching them again reads them back from the page cache). For parts of the
   // file that have been parsed into other structures and are not read again, e.g. GGUF metadata.
-  void drop_pages(size_t offset, size_t len) const;
+  void drop_pages(size_t offset, size_t len) const { drop(offset, len, false); }
   // The same for every page holding a byte of the range, its first and last included: for a range
   // whose bytes now live elsewhere, when the neighbours sharing its edge pages may read them back.
-  void drop_pages_touching(size_t offset, size_t len) const;
+  void drop_pages_touching(size_t offset, size_t len) const { drop(offset, len, true); }
 
  private:
+  void drop(size_t offset, size_t len, bool edges) const;
   void release();
   std::string path_;
   const uint8_t* data_ = nullptr;

@@ -8,6 +8,7 @@
 #include "compute/avx2_hsum.h"
 #include "compute/kernels.h"
 #include "compute/mxfp4_rows.h"
+#include "tensor/fp16.h"
 
 namespace rapid::compute {
 namespace {
@@ -96,10 +97,7 @@ void from_bf16(const uint16_t* x, float* y, int64_t n) {
     const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i)));
     _mm256_storeu_ps(y + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
   }
-  for (; i < n; ++i) {  // the bits << 16
-    const uint32_t u = static_cast<uint32_t>(x[i]) << 16;
-    std::memcpy(y + i, &u, 4);
-  }
+  for (; i < n; ++i) y[i] = tensor::bf16_to_f32(x[i]);
 }
 
 void quantize_act(const float* x, int64_t n, tensor::ActQ8* out) {

@@ -734,18 +734,24 @@ template <int NT>
   }
 }
 
-// Q4_K_LANES (tensor/lane_layout.h): the qs halves hold the pairs' nibbles in lane order, so the
-// four permutes and variable shifts above become two shifts; the same scales and dots after.
+// The lane layouts' nibble groups (tensor/lane_layout.h: Q4_0 / Q4_1 groups, Q4_K super-blocks):
+// 128 bytes whose low / high nibbles are W2's pairs h / h + 2, already in lane order.
+inline void nibble_halves(const uint8_t* p, __m512i* W2) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i v = _mm512_loadu_si512(p + 64 * h);
+    W2[h] = _mm512_and_si512(v, m4);
+    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+}
+
+// Q4_K_LANES: the four permutes and variable shifts above become nibble_halves' two shifts; the
+// same scales and dots after.
 template <int NT>
 [[gnu::always_inline]] inline void q4_klv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ4_K& b = w[g];
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512i W2[4];
-  for (int h = 0; h < 2; ++h) {
-    const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
-    W2[2 * h] = _mm512_and_si512(v, m4);
-    W2[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-  }
+  nibble_halves(b.qs, W2);
   __m256 sc, mn;
   k4_scales(b.scales, sc, mn);
   scaled_offset_dots<NT>(W2, _mm256_mul_ps(_mm256_set1_ps(h2f(b.d)), sc), _mm256_mul_ps(_mm256_set1_ps(-h2f(b.dmin)), mn),
@@ -768,14 +774,6 @@ struct LaneRow {
         tail(groups + group_bytes * (nb / 8)),
         heads(tail + sizeof(B) * (nb % 8)) {}
 };
-inline void nibble_halves(const uint8_t* p, __m512i* W2) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
-  for (int h = 0; h < 2; ++h) {
-    const __m512i v = _mm512_loadu_si512(p + 64 * h);
-    W2[h] = _mm512_and_si512(v, m4);
-    W2[h + 2] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-  }
-}
 inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {

@@ -18,35 +18,20 @@ namespace rapid::model {
 
 namespace {
 
-// A GGUF format, its lane layout, and how one row of nb blocks goes from one to the other.
-struct Repack {
-  tensor::DType from, to;
-  void (*row)(const uint8_t* src, int64_t nb, uint8_t* dst);
-};
-
-// The repacks whose kernels the active ISA has (none with RAPID_REPACK=0).
-std::vector<Repack> active_repacks() {
+// The GGUF types whose lane layout the active ISA has a kernel for (none with RAPID_REPACK=0).
+std::vector<tensor::DType> repackable_types() {
   const char* e = std::getenv("RAPID_REPACK");
   if (e && !std::strcmp(e, "0")) return {};
   const compute::Kernels& k = compute::kernels();
-  std::vector<Repack> r;
-  if (k.dot_q8_0_lanes)
-    r.push_back({tensor::DType::Q8_0, tensor::DType::Q8_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
-                   tensor::repack_q8_0_lanes(reinterpret_cast<const tensor::BlockQ8_0*>(s), nb, d);
-                 }});
-  if (k.dot_q4_0_lanes)
-    r.push_back({tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
-                   tensor::repack_q4_0_lanes(reinterpret_cast<const tensor::BlockQ4_0*>(s), nb, d);
-                 }});
-  if (k.dot_q4_k_lanes)  // nb counts 32-element blocks; a super-block is 8 of them
-    r.push_back({tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
-                   tensor::repack_q4_k_lanes(reinterpret_cast<const tensor::BlockQ4_K*>(s), nb / 8,
-                                             reinterpret_cast<tensor::BlockQ4_K*>(d));
-                 }});
-  if (k.dot_q4_1_lanes)
-    r.push_back({tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, [](const uint8_t* s, int64_t nb, uint8_t* d) {
-                   tensor::repack_q4_1_lanes(reinterpret_cast<const tensor::BlockQ4_1*>(s), nb, d);
-                 }});
+  const std::pair<tensor::DType, compute::Kernels::QDotV> kernel_of[] = {
+      {tensor::DType::Q8_0, k.dot_q8_0_lanes},
+      {tensor::DType::Q4_0, k.dot_q4_0_lanes},
+      {tensor::DType::Q4_1, k.dot_q4_1_lanes},
+      {tensor::DType::Q4_K, k.dot_q4_k_lanes},
+  };
+  std::vector<tensor::DType> r;
+  for (auto [t, kernel] : kernel_of)
+    if (kernel) r.push_back(t);
   return r;
 }
 
@@ -77,18 +62,17 @@ void parallel_rows(int64_t rows, F&& f) {
 
 RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available) {
   RepackReport rep;
-  const std::vector<Repack> repacks = active_repacks();
+  const std::vector<tensor::DType> types = repackable_types();
   // Matrices only: stacked experts ([E, rows, cols]) stay mapped, so an expert never routed to is
   // never resident (and the page cache may evict the cold ones; a copy could not be).
-  auto repack_of = [&](const tensor::Tensor& t) -> const Repack* {
-    for (const Repack& r : repacks)
-      if (t.dtype == r.from && t.data && t.shape.size() == 2 && tensor::lanes_fit(t.cols())) return &r;
-    return nullptr;
+  auto repackable = [&](const tensor::Tensor& t) {
+    return std::find(types.begin(), types.end(), t.dtype) != types.end() && t.data && t.shape.size() == 2 &&
+           tensor::lanes_fit(t.cols());
   };
   std::vector<std::string> names;
   std::map<const void*, size_t> sources;
   for (auto& [name, t] : ws.all())
-    if (repack_of(t)) {
+    if (repackable(t)) {
       names.push_back(name);
       sources[t.data] = tensor::row_bytes(t.dtype, t.cols()) * static_cast<size_t>(t.rows());
     }
@@ -103,33 +87,30 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
   std::map<const void*, const void*> done;  // source bytes -> their copy
   for (const std::string& name : names) {
     tensor::Tensor t = ws.get(name);
-    const Repack& rp = *repack_of(t);
     const size_t row = tensor::row_bytes(t.dtype, t.cols()), bytes = row * static_cast<size_t>(t.rows());
     auto it = done.find(t.data);
     if (it == done.end()) {
       // Not value-initialised: every byte is written below, and zeroing first would be a pass more.
       std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
       const auto* src = static_cast<const uint8_t*>(t.data);
-      const int64_t nb = t.cols() / tensor::kQK;
       // The source pages leave the resident set a few MB at a time as they are copied, so the
       // load's peak is the weights plus a few MB per thread, not plus the largest tensor (a
-      // tied LM head is a third of Qwen3.5-0.8B).
+      // tied LM head is a third of Qwen3.5-0.8B); the pages the chunks share go with
+      // drop_repacked_sources.
       const MappedFile* f = ws.mapping_of(src);
       const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / row));
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
         for (int64_t c = r0; c < r1; c += step) {
           const int64_t e = std::min(r1, c + step);
-          for (int64_t r = c; r < e; ++r) rp.row(src + r * row, nb, buf.get() + r * row);
+          for (int64_t r = c; r < e; ++r) tensor::repack_lanes(t.dtype, src + r * row, t.cols(), buf.get() + r * row);
           if (f) f->drop_pages(static_cast<size_t>(src + c * row - f->data()), static_cast<size_t>(e - c) * row);
         }
       });
-      // Pages straddling two threads' ranges: each thread kept its partial edge pages.
-      if (f) f->drop_pages(static_cast<size_t>(src - f->data()), bytes);
       it = done.emplace(t.data, buf.get()).first;
       ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
       rep.bytes += bytes;
     }
-    t.dtype = rp.to;
+    t.dtype = tensor::lane_layout_of(t.dtype);
     t.data = it->second;
     t.nbytes = bytes;
     ws.add(std::move(t));

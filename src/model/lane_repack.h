@@ -19,11 +19,11 @@ struct RepackReport {
 };
 
 // Rewrites every Q8_0 / Q4_0 / Q4_1 / Q4_K matrix whose rows hold at least one 8-block group as
-// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI).
-// Stacked experts stay mapped, and nothing is copied when the copies would exceed 60 % of
-// MemAvailable. The copies live in `ws`; the source pages leave this
-// process's resident set (drop_pages), so resident memory does not grow. Tensors sharing bytes
-// share one copy. RAPID_REPACK=0 in the environment turns it off (A/B measurements).
+// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI). Stacked experts stay
+// mapped, and nothing is copied when the copies would exceed 60 % of MemAvailable. The copies live
+// in `ws`; the source pages leave this process's resident set (drop_pages), so resident memory
+// does not grow. Tensors sharing bytes share one copy. RAPID_REPACK=0 in the environment turns it
+// off (A/B measurements).
 // `available` stands for MemAvailable (tests); unset, /proc/meminfo is read.
 RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available = std::nullopt);
 

@@ -68,27 +68,6 @@ void deq_q8_0(const BlockQ8_0* b, int64_t nb, float* y) {
   }
 }
 
-void deq_q8_0_lanes(const uint8_t* row, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const BlockQ8_0 b = q8_0_lanes_block(row, nb, i);
-    deq_q8_0(&b, 1, y);
-  }
-}
-
-void deq_q4_0_lanes(const uint8_t* row, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const BlockQ4_0 b = q4_0_lanes_block(row, nb, i);
-    deq_q4_0(&b, 1, y);
-  }
-}
-
-void deq_q4_1_lanes(const uint8_t* row, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i, y += 32) {
-    const BlockQ4_1 b = q4_1_lanes_block(row, nb, i);
-    deq_q4_1(&b, 1, y);
-  }
-}
-
 void deq_q2_k(const BlockQ2_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float d = h2f(b[i].d), mn = h2f(b[i].dmin);
@@ -152,14 +131,6 @@ void deq_q4_k(const BlockQ4_K* b, int64_t nb, float* y) {
     }
   }
 }
-
-void deq_q4_k_lanes(const BlockQ4_K* b, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i, y += 256) {
-    const BlockQ4_K q = q4_k_lanes_block(b[i]);
-    deq_q4_k(&q, 1, y);
-  }
-}
-
 
 void deq_q5_k(const BlockQ5_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
@@ -255,6 +226,24 @@ void dequantize_mxfp4(const Tensor& t, int64_t row, float* out) {
                         static_cast<const uint8_t*>(t.scales) + row * nb, cols, out);
 }
 
+// A lane-layout row (tensor/lane_layout.h): each block given back in GGUF's form, then its
+// format's own dequantization.
+template <class B>
+void deq_lanes(const uint8_t* row, int64_t nb, float* y, B (*block)(const uint8_t*, int64_t, int64_t),
+               void (*deq)(const B*, int64_t, float*)) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) {
+    const B b = block(row, nb, i);
+    deq(&b, 1, y);
+  }
+}
+
+void deq_q4_k_lanes(const BlockQ4_K* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    const BlockQ4_K q = q4_k_lanes_block(b[i]);
+    deq_q4_k(&q, 1, y);
+  }
+}
+
 }  // namespace
 
 void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
@@ -289,9 +278,9 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
     case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
-    case DType::Q8_0_LANES: deq_q8_0_lanes(p, nb, out); return;
-    case DType::Q4_0_LANES: deq_q4_0_lanes(p, nb, out); return;
-    case DType::Q4_1_LANES: deq_q4_1_lanes(p, nb, out); return;
+    case DType::Q8_0_LANES: deq_lanes(p, nb, out, q8_0_lanes_block, deq_q8_0); return;
+    case DType::Q4_0_LANES: deq_lanes(p, nb, out, q4_0_lanes_block, deq_q4_0); return;
+    case DType::Q4_1_LANES: deq_lanes(p, nb, out, q4_1_lanes_block, deq_q4_1); return;
     case DType::Q4_K_LANES: deq_q4_k_lanes(static_cast<const BlockQ4_K*>(row), nb, out); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }

@@ -1,6 +1,9 @@
 #include "tensor/lane_layout.h"
 
 #include <cstring>
+#include <string>
+
+#include "common/error.h"
 
 namespace rapid::tensor {
 
@@ -99,8 +102,8 @@ void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst) {
       for (int lane = 0; lane < 16; ++lane)
         for (int i = 0; i < 4; ++i) {
           int b0, s0, b1, s1;
-          q4_k_source(2 * h, lane, i, b0, s0);
-          q4_k_source(2 * h + 1, lane, i, b1, s1);
+          q4_k_source(h, lane, i, b0, s0);
+          q4_k_source(h + 2, lane, i, b1, s1);
           out.qs[64 * h + 4 * lane + i] =
               static_cast<uint8_t>(((src[s].qs[b0] >> s0) & 0x0f) | (((src[s].qs[b1] >> s1) & 0x0f) << 4));
         }
@@ -116,7 +119,7 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
       for (int i = 0; i < 4; ++i) {
         int b, sh;
         q4_k_source(j, lane, i, b, sh);
-        const int v = (lanes.qs[64 * (j / 2) + 4 * lane + i] >> (4 * (j % 2))) & 0x0f;
+        const int v = (lanes.qs[64 * (j % 2) + 4 * lane + i] >> (4 * (j / 2))) & 0x0f;
         out.qs[b] = static_cast<uint8_t>(out.qs[b] | (v << sh));
       }
   return out;
@@ -124,6 +127,28 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
 
 bool is_lane_layout(DType t) {
   return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES;
+}
+
+DType lane_layout_of(DType t) {
+  switch (t) {
+    case DType::Q8_0: return DType::Q8_0_LANES;
+    case DType::Q4_0: return DType::Q4_0_LANES;
+    case DType::Q4_1: return DType::Q4_1_LANES;
+    case DType::Q4_K: return DType::Q4_K_LANES;
+    default: return t;
+  }
+}
+
+void repack_lanes(DType from, const void* src, int64_t cols, void* dst) {
+  auto* d = static_cast<uint8_t*>(dst);
+  switch (from) {
+    case DType::Q8_0: return repack_q8_0_lanes(static_cast<const BlockQ8_0*>(src), cols / kQK, d);
+    case DType::Q4_0: return repack_q4_0_lanes(static_cast<const BlockQ4_0*>(src), cols / kQK, d);
+    case DType::Q4_1: return repack_q4_1_lanes(static_cast<const BlockQ4_1*>(src), cols / kQK, d);
+    case DType::Q4_K:
+      return repack_q4_k_lanes(static_cast<const BlockQ4_K*>(src), cols / kQKK, static_cast<BlockQ4_K*>(dst));
+    default: throw Error(std::string("repack_lanes: ") + dtype_name(from) + " has no lane layout");
+  }
 }
 
 bool lanes_fit(int64_t cols) { return cols > 0 && cols % kQK == 0 && cols / kQK >= kLaneGroupBlocks; }

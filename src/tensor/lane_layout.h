@@ -13,7 +13,8 @@
 //   are the f16 d (Q4_0) or the (d, m) pairs (Q4_1).
 // Q4_K_LANES: each super-block keeps d, dmin and its 12 scale bytes; its 128 qs bytes become two
 //   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
-//   kernel puts in byte i of lane L of its pairs 2h / 2h + 1 (sub-block k = L % 8 in lane k).
+//   kernel puts in byte i of lane L of its pairs h / h + 2 (sub-block k = L % 8 in lane k): the
+//   Q4_0 / Q4_1 groups' order, so one unpacking serves all three.
 // The same values and the same row size, so strides, views and row offsets are unchanged.
 #pragma once
 #include <cstddef>
@@ -27,6 +28,11 @@ constexpr int kLaneGroupBlocks = 8;
 
 // Whether t is one of the *_LANES layouts.
 bool is_lane_layout(DType t);
+// The lane layout of GGUF type t (Q8_0 -> Q8_0_LANES, ...), or t itself when it has none.
+DType lane_layout_of(DType t);
+// One row of `cols` elements of type `from` (lane_layout_of(from) != from) from src into dst, its
+// lane layout (the same number of bytes).
+void repack_lanes(DType from, const void* src, int64_t cols, void* dst);
 // Whether a row of `cols` elements gains from a lane layout (whole blocks, at least one group).
 bool lanes_fit(int64_t cols);
 // One row of nb blocks from src into dst (the same number of bytes).
