@@ -23,7 +23,7 @@ namespace {
 
 struct Weight {
   tensor::DType dtype;
-  int group_size = 0;  // MLX
+  int group_size = 0, bits = 4;  // MLX
   std::vector<uint8_t> data;
   std::vector<float> scales, biases;  // MLX, as f32 (+8 readable past the end, as MlxDotV wants)
   std::vector<uint16_t> scales16, biases16;
@@ -33,11 +33,11 @@ uint16_t f16(std::mt19937& rng, float lo, float hi) {
   return tensor::f32_to_f16(std::uniform_real_distribution<float>(lo, hi)(rng) * (rng() & 1 ? 1 : -1));
 }
 
-Weight random_weight(tensor::DType t, int gs, int64_t rows, int64_t cols, std::mt19937& rng) {
+Weight random_weight(tensor::DType t, int gs, int bits, int64_t rows, int64_t cols, std::mt19937& rng) {
   Weight w;
-  w.dtype = t, w.group_size = gs;
+  w.dtype = t, w.group_size = gs, w.bits = bits;
   if (t == tensor::DType::MLX_AFFINE) {
-    w.data.resize(rows * cols / 2);
+    w.data.resize(rows * cols * bits / 8);
     for (auto& b : w.data) b = static_cast<uint8_t>(rng());
     for (int64_t i = 0; i < rows * cols / gs; ++i) {
       w.scales16.push_back(f16(rng, 0.001f, 0.05f));
@@ -85,7 +85,8 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
     std::vector<float> sc(w.scales.begin() + r * groups, w.scales.begin() + (r + 1) * groups);
     std::vector<float> bi(w.biases.begin() + r * groups, w.biases.begin() + (r + 1) * groups);
     sc.resize(groups + 8, 0.5f), bi.resize(groups + 8, 0.5f);
-    k.dot_mlx4v(w.data.data() + r * cols / 2, sc.data(), bi.data(), w.group_size, at(xl4), nb, 1, &out);
+    (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(w.data.data() + r * cols * w.bits / 8, sc.data(), bi.data(), w.group_size,
+                                              at(w.bits == 4 ? xl4 : xl), nb, 1, &out);
     return out;
   }
   auto qv = lane_kernel(k, w.dtype);
@@ -93,17 +94,19 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
   return out;
 }
 
-bool has_lane_kernel(const Kernels& k, tensor::DType t) {
-  return t == tensor::DType::MLX_AFFINE ? k.dot_mlx4v != nullptr : lane_kernel(k, t) != nullptr;
+bool has_lane_kernel(const Kernels& k, tensor::DType t, int bits) {
+  if (t != tensor::DType::MLX_AFFINE) return lane_kernel(k, t) != nullptr;
+  return (bits == 4 ? k.dot_mlx4v : k.dot_mlx8v) != nullptr;
 }
 
 struct Format {
   tensor::DType dtype;
-  int group_size;
+  int group_size, bits = 4;
 };
-const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1, 0},         {tensor::DType::Q8_0, 0},
-                           {tensor::DType::Q4_K, 0},        {tensor::DType::Q5_0, 0},         {tensor::DType::Q5_1, 0},
-                           {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64}, {tensor::DType::MLX_AFFINE, 128}};
+const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1, 0},          {tensor::DType::Q8_0, 0},
+                           {tensor::DType::Q4_K, 0},        {tensor::DType::Q5_0, 0},          {tensor::DType::Q5_1, 0},
+                           {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64},  {tensor::DType::MLX_AFFINE, 128},
+                           {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
 
 }  // namespace
 
@@ -118,7 +121,7 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
     for (int64_t nb : {1, 4, 5, 8, 16, 18, 36, 40}) {
       if ((f.group_size && (nb * 32) % f.group_size) || nb * 32 % tensor::block_elems(f.dtype)) continue;
       const int64_t cols = nb * 32, n = 37, rows = 32;
-      Weight w = random_weight(f.dtype, f.group_size, rows, cols, rng);
+      Weight w = random_weight(f.dtype, f.group_size, f.bits, rows, cols, rng);
       std::vector<float> x(n * cols);
       std::normal_distribution<float> nd;
       for (auto& v : x) v = nd(rng);
@@ -138,14 +141,16 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
       pack_panel_acts(xq.data(), nb, n, pq.data(), pd.data(), pds.data());
       const PanelActs xp{pq.data(), pd.data(), pds.data(), nb, n};
       for (int prow : {32, 20, 16, 7, 1}) {
-        PanelRows p{f.dtype, w.data.data(), f.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(cols / 2)
+        PanelRows p{f.dtype, w.data.data(), f.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(cols * f.bits / 8)
                                                                                     : tensor::row_bytes(f.dtype, cols), prow};
-        if (f.group_size) p.scales = w.scales.data(), p.biases = w.biases.data(), p.sstride = cols / f.group_size, p.group_size = f.group_size;
+        if (f.group_size)
+          p.scales = w.scales.data(), p.biases = w.biases.data(), p.sstride = cols / f.group_size, p.group_size = f.group_size,
+          p.bits = f.bits;
         std::vector<float> y(n * rows, -1.0f);
         amx.panel(p, xp, y.data(), rows);
         for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
           const Kernels& k = kernels_for(isa);
-          if (!has_lane_kernel(k, f.dtype)) continue;
+          if (!has_lane_kernel(k, f.dtype, f.bits)) continue;
           for (int64_t t = 0; t < n; ++t)
             for (int64_t r = 0; r < rows; ++r) {
               if (r >= prow) {
@@ -154,7 +159,7 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
               }
               const float want = lane_result(k, w, r, cols, xl, xl4, t);
               ASSERT_EQ(std::memcmp(&y[t * rows + r], &want, 4), 0)
-                  << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " vs " << isa_name(isa) << " nb " << nb
+                  << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " bits " << f.bits << " vs " << isa_name(isa) << " nb " << nb
                   << " rows " << prow << " row " << r << " token " << t << ": " << y[t * rows + r] << " vs " << want;
             }
         }
@@ -173,14 +178,14 @@ TEST(AmxPanel, MatmulResultsDoNotDependOnTheBatch) {
     for (const Format& f : kFormats) {
       const int64_t rows = 53, cols = f.dtype == tensor::DType::Q4_K ? 768 : 576;  // 576: a partial 8-block group
       if (f.group_size && cols % f.group_size) continue;
-      Weight w = random_weight(f.dtype, f.group_size, rows, cols, rng);
+      Weight w = random_weight(f.dtype, f.group_size, f.bits, rows, cols, rng);
       tensor::Tensor tt;
       tt.name = "w";
       tt.dtype = f.dtype;
       tt.shape = {rows, cols};
       tt.data = w.data.data();
       if (f.group_size) {
-        tt.bits = 4, tt.group_size = f.group_size, tt.group_dtype = tensor::DType::F16;
+        tt.bits = f.bits, tt.group_size = f.group_size, tt.group_dtype = tensor::DType::F16;
         tt.scales = w.scales16.data(), tt.biases = w.biases16.data();
       } else {
         tt.nbytes = w.data.size();
@@ -198,7 +203,7 @@ TEST(AmxPanel, MatmulResultsDoNotDependOnTheBatch) {
         for (int64_t t = 0; t < n; ++t) {
           matmul(wv, x.data() + t * cols, 1, alone.data(), p1, s);
           ASSERT_EQ(std::memcmp(alone.data(), batch.data() + t * rows, rows * 4), 0)
-              << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " " << isa_name(isa) << " n " << n
+              << tensor::dtype_name(f.dtype) << " gs " << f.group_size << " bits " << f.bits << " " << isa_name(isa) << " n " << n
               << " token " << t;
         }
       }

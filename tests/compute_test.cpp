@@ -879,17 +879,21 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
 namespace {
 
 // A weight row for a lane kernel test: a GGUF format (gs = 0; MXFP4_GGML among them) or MLX affine
-// 4-bit of group gs, with its f32 scales / biases (MLX; 8 finite entries past the last group, as
-// Kernels::MlxDotV reads), or MXFP4 with its E8M0 bytes e.
+// 4- or 8-bit of group gs, with its f32 scales / biases (MLX; 8 finite entries past the last group,
+// as Kernels::MlxDotV reads), or MXFP4 with its E8M0 bytes e.
 struct LaneRow {
   tensor::DType t;
   int gs;
   std::vector<uint8_t> w;
   std::vector<float> sc, bi;
   std::vector<uint8_t> e;
-  std::string name() const { return gs ? "mlx4 g" + std::to_string(gs) : tensor::dtype_name(t); }
+  int bits = 4;  // MLX
+  std::string name() const {
+    return gs ? "mlx" + std::to_string(bits) + " g" + std::to_string(gs) : tensor::dtype_name(t);
+  }
   int64_t act_per_block() const { return gs ? 1 : tensor::block_elems(t) / 32; }
-  bool nibble_order() const { return gs != 0 || t == tensor::DType::MXFP4; }  // activations permute_act_for_mlx4'd
+  // Activations permute_act_for_mlx4'd.
+  bool nibble_order() const { return (gs != 0 && bits == 4) || t == tensor::DType::MXFP4; }
 };
 // E8M0 scale bytes: the subnormal scales 0 and 1 first, then 2^-9 .. 2^-2 (weights of the other
 // formats' size, for the per-block comparison's tolerance).
@@ -899,13 +903,14 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
   for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1,
                           tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q6_K})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
-  for (int gs : {32, 64, 128}) {
-    if (nb % (gs / 32)) continue;
-    LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 16), random_vec(nb * 32 / gs + 8, rng, 0.02f),
-              random_vec(nb * 32 / gs + 8, rng, 0.1f), {}};
-    for (auto& b : r.w) b = static_cast<uint8_t>(rng());
-    rows.push_back(std::move(r));
-  }
+  for (int bits : {4, 8})
+    for (int gs : {32, 64, 128}) {
+      if (nb % (gs / 32)) continue;
+      LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 4 * bits), random_vec(nb * 32 / gs + 8, rng, 0.02f),
+                random_vec(nb * 32 / gs + 8, rng, 0.1f), {}, bits};
+      for (auto& b : r.w) b = static_cast<uint8_t>(rng());
+      rows.push_back(std::move(r));
+    }
   LaneRow fp4{tensor::DType::MXFP4, 0, std::vector<uint8_t>(nb * 16), {}, {}, std::vector<uint8_t>(nb)};
   for (auto& b : fp4.w) b = static_cast<uint8_t>(rng());
   for (int64_t b = 0; b < nb; ++b) fp4.e[b] = mxfp4_scale(b, rng);
@@ -921,9 +926,9 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
 // The lane kernel of k for r (false if k has none) over nt tokens of packed activations.
 bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb, int nt, float* out) {
   if (r.gs) {
-    if (!k.dot_mlx4v) return false;
-    k.dot_mlx4v(r.w.data(), r.sc.data(), r.bi.data(), r.gs, a, nb, nt, out);
-    return true;
+    const Kernels::MlxDotV f = r.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
+    if (f) f(r.w.data(), r.sc.data(), r.bi.data(), r.gs, a, nb, nt, out);
+    return f != nullptr;
   }
   using D = tensor::DType;
   if (r.t == D::MXFP4) {
@@ -957,7 +962,7 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
     const int bpg = r.gs / 32;
     std::vector<float> gsum(nb / bpg, 0.0f);
     for (int64_t b = 0; b < nb; ++b) gsum[b / bpg] += x[b].d * static_cast<float>(x[b].sum);
-    k.dot_mlx4(r.w.data(), r.sc.data(), r.bi.data(), r.gs, x, nb, nb, 1, gsum.data(), &out);
+    (r.bits == 4 ? k.dot_mlx4 : k.dot_mlx8)(r.w.data(), r.sc.data(), r.bi.data(), r.gs, x, nb, nb, 1, gsum.data(), &out);
     return out;
   }
   using D = tensor::DType;

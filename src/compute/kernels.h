@@ -19,7 +19,7 @@ struct ActLanes {
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
 struct PanelRows {
-  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, their *_LANES layouts, or MLX_AFFINE with 4 bits
+  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, their *_LANES layouts, or MLX_AFFINE (4 or 8 bits)
   const uint8_t* w;     // first row
   size_t stride;        // bytes between rows
   int rows;             // 1..32
@@ -27,6 +27,7 @@ struct PanelRows {
   const float *scales = nullptr, *biases = nullptr;
   int64_t sstride = 0;
   int group_size = 0;
+  int bits = 4;
 };
 
 // Activations for Kernels::Panel, packed by pack_panel_acts: for 16-token tile i and block b
@@ -103,6 +104,9 @@ struct Kernels {
   using MlxDotV = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
                            const ActLanes& x, int64_t nb, int nt, float* out);
   MlxDotV dot_mlx4v;
+  // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
+  // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.
+  MlxDotV dot_mlx8v;
   // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's (w, e as dot_mxfp4's) against
   // activations in nibble order, dot_mxfp4_ggmlv's (tensor::BlockMXFP4 rows, nb blocks) against
   // activations in their plain order (GGML's byte j holds elements j and j + 16, Q4_0's order). The

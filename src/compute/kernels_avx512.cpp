@@ -842,6 +842,64 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
   mlx4_lanes(sc, bi, gs, nb, nt, out, group);
 }
 
+// MLX affine 8-bit (Kernels::MlxDotV): a lane group's 256 bytes are its 8 blocks in order, four zmm
+// holding blocks (2j, 2j + 1). Two rounds of two-source permutes put them in W2's lane order:
+// t[0] / t[1] take dwords 0-3 / 4-7 of blocks 0-3 (lane 4·(d % 4) + k), t[2] / t[3] those of
+// blocks 4-7; W2[j] then takes dwords 2j, 2j + 1 of all eight. Eight permutes per 256 bytes, no
+// narrow loads: the per-cache-line cost that slowed GGUF Q8_0's gathering (bench/README.md, "Weights
+// in lane order") stays low without a repacked copy.
+[[gnu::always_inline]] inline void transpose_bytes8(const __m512i* z, __m512i* W2) {
+  const __m512i first[2] = {
+      lane_index([](int k, int e) { return 8 * ((8 * e + k) % 4) + (8 * e + k) / 4; }),
+      lane_index([](int k, int e) { return 8 * ((8 * e + k) % 4) + (8 * e + k) / 4 + 4; })};
+  const __m512i second[2] = {
+      lane_index([](int k, int e) { return (k < 4 ? 0 : 12) + 4 * e + k; }),
+      lane_index([](int k, int e) { return (k < 4 ? 8 : 20) + 4 * e + k; })};
+  __m512i t[4];
+  for (int h = 0; h < 2; ++h) {
+    t[2 * h] = _mm512_permutex2var_epi32(z[2 * h], first[0], z[2 * h + 1]);
+    t[2 * h + 1] = _mm512_permutex2var_epi32(z[2 * h], first[1], z[2 * h + 1]);
+  }
+  for (int j = 0; j < 4; ++j) W2[j] = _mm512_permutex2var_epi32(t[j / 2], second[j % 2], t[2 + j / 2]);
+}
+// The row's values q (u8) are the vpdpbusd operand as stored; w = s·q + b = s·(q − 128) + (b + 128·s)
+// keeps the integer part Q8_0's (Σ(q − 128)·x, exact) so that AMX panels, whose tiles are signed,
+// give the same bits. b + 128·s: one rounding (128·s is exact), the panels' std::fma.
+template <int NT>
+[[gnu::always_inline]] inline void mlx8_dots(const __m512i* W2, __m256 dw, __m256 mw, const ActLanes& x, int64_t g,
+                                             __m256* acc) {
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+  const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
+    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, 7));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+    acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
+  }
+}
+void mlx8v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
+           float* out) {
+  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
+                   __attribute__((always_inline)) {
+    const uint8_t* p = w + g * 8 * 32;
+    __m512i z[4], W2[4];
+    for (int i = 0; i < 4; ++i) {
+      if (kFull) {
+        z[i] = _mm512_loadu_si512(p + 64 * i);
+      } else {  // the row's last 32·m bytes; zeros past them meet zero activations
+        const int n = std::clamp(32 * m - 64 * i, 0, 64);
+        z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p + 64 * i);
+      }
+    }
+    transpose_bytes8(z, W2);
+    mlx8_dots<NT>(W2, dw, mw, x, g, acc);
+  };
+  mlx4_lanes(sc, bi, gs, nb, nt, out, group);
+}
+
 // MXFP4, both layouts (mxfp4_rows.h's lane scheme): nibbles as Q4_0 / MLX 4-bit, one pshufb per
 // pair to 2·E2M1 + 16, then Q5_0's dots; the same lane scales and float operations as AVX2's.
 template <int NT>
@@ -956,6 +1014,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_q4_k_lanes = q4_klv;
   k.dot_mlx4v = mlx4v;
+  k.dot_mlx8v = mlx8v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }

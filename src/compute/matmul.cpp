@@ -165,18 +165,21 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
   return nullptr;
 }
 
-// MLX 4-bit weights that take the lane kernel (Kernels::MlxDotV): for every n, like QDotV.
-bool mlx4_lanes(const WeightView& w, MatmulPath path, const Kernels& k) {
+// The MLX lane kernel (Kernels::MlxDotV) of w's bit width, if this ISA has one: it then runs for
+// every n, like QDotV.
+Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
-  return mlx_fast(w, path) && w.bits == 4 && k.dot_mlx4v && (bpg == 1 || bpg == 2 || bpg == 4);
+  if (!mlx_fast(w, path) || (bpg != 1 && bpg != 2 && bpg != 4)) return nullptr;
+  return w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
 }
+bool mlx_lanes(const WeightView& w, MatmulPath path, const Kernels& k) { return mlx_lane_kernel(w, path, k) != nullptr; }
 
 // One matmul's activations in every form a kernel reads.
 struct MatmulInputs {
   const float* x;                 // f32 rows
   const tensor::ActQ8* xq;        // int8 blocks
   const tensor::ActQ8* xq4;       // the same in nibble order (MLX 4-bit, MXFP4)
-  ActLanes xl, xl4;               // xq / xq4 packed by pack_act_lanes (QDotV, MlxDotV)
+  ActLanes xl, xl4;               // xq / xq4 packed by pack_act_lanes (QDotV and MLX 8-bit / MLX 4-bit)
   PanelActs xp;                   // xq packed by pack_panel_acts (Kernels::Panel)
   int64_t n;                      // rows
 };
@@ -196,7 +199,7 @@ constexpr int64_t kPanelMinTokens = 32;
 // Panels exist for every format with a lane kernel but Q6_K (two scales per block).
 bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
   if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast || w.dtype == tensor::DType::Q6_K) return false;
-  return int_kernel_v(k, w.dtype) != nullptr || mlx4_lanes(w, path, k);
+  return int_kernel_v(k, w.dtype) != nullptr || mlx_lanes(w, path, k);
 }
 
 // Rows [r0, r1) in panels of up to Kernels::kPanelRows.
@@ -209,6 +212,7 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
   if (mlx) {
     sb.resize(static_cast<size_t>(2 * kRows * groups));
     p.scales = sb.data(), p.biases = sb.data() + kRows * groups, p.sstride = groups, p.group_size = w.group_size;
+    p.bits = w.bits;
   }
   for (int64_t r = r0; r < r1; r += kRows) {
     p.rows = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
@@ -325,27 +329,27 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const int64_t nb = cols / tensor::kQK, groups = cols / w.group_size;
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
-    const bool lanes = mlx4_lanes(w, path, k);
+    const Kernels::MlxDotV lanes = mlx_lane_kernel(w, path, k);
+    const ActLanes& xl = w.bits == 4 ? in.xl4 : in.xl;
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
-    // A block's rows' scales and biases as f32, 2·groups per row, + 8 zeros: the lane kernel reads
-    // up to 8 entries past a row's biases (see Kernels::MlxDotV).
+    // A block's rows' scales, then their biases, as f32, + 8 zeros: the lane kernel reads up to 8
+    // entries past a row's scales (the next row's, or the biases) and biases (see Kernels::MlxDotV).
+    // Both are contiguous over a block's rows in the file, so each is one conversion: per row, two
+    // calls of a few groups each were ~9 % of an MLX 8-bit decode step (SmolLM2's 9 groups a row).
     thread_local std::vector<float> sb;
-    int64_t b0 = r0;
+    int64_t b0 = r0, bn = 0;
     auto block = [&](int64_t b, int64_t e) {
-      b0 = b;
-      // Every entry is written below but the 8 past the last row's biases (read as zeros).
-      sb.resize(static_cast<size_t>(2 * groups * (e - b) + 8));
-      std::fill(sb.end() - 8, sb.end(), 0.0f);
-      for (int64_t r = b; r < e; ++r) {
-        groups_f32(w.scales, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b), k);
-        groups_f32(w.biases, w.group_dtype, r * groups, groups, sb.data() + 2 * groups * (r - b) + groups, k);
-      }
+      b0 = b, bn = groups * (e - b);
+      sb.resize(static_cast<size_t>(2 * bn + 8));
+      std::fill(sb.end() - 8, sb.end(), 0.0f);  // every other entry is written here
+      groups_f32(w.scales, w.group_dtype, b * groups, bn, sb.data(), k);
+      groups_f32(w.biases, w.group_dtype, b * groups, bn, sb.data() + bn, k);
     };
     row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), block, [&](int64_t r, int64_t t, int nt) {
-      const float* s = sb.data() + 2 * groups * (r - b0);
-      if (lanes) k.dot_mlx4v(base + r * w.row_stride, s, s + groups, w.group_size, lanes_at(in.xl4, t), nb, nt, tmp);
-      else fn(base + r * w.row_stride, s, s + groups, w.group_size, xa + t * nb, nb, nb, nt, gsum + t * groups, tmp);
+      const float* s = sb.data() + groups * (r - b0);
+      if (lanes) lanes(base + r * w.row_stride, s, s + bn, w.group_size, lanes_at(xl, t), nb, nt, tmp);
+      else fn(base + r * w.row_stride, s, s + bn, w.group_size, xa + t * nb, nb, nb, nt, gsum + t * groups, tmp);
       for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
     });
     return;
@@ -495,7 +499,7 @@ void mlx_group_sums(const MatmulOut* outs, int count, const tensor::ActQ8* xq, i
                     MatmulScratch& scratch, MatmulPath path, const Kernels& k, const float** gsum) {
   int fresh[8], nfresh = 0;
   for (int i = 0; i < count; ++i) {
-    if (!mlx_fast(*outs[i].w, path) || mlx4_lanes(*outs[i].w, path, k)) continue;
+    if (!mlx_fast(*outs[i].w, path) || mlx_lanes(*outs[i].w, path, k)) continue;
     const int gs = outs[i].w->group_size;
     if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
     auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
@@ -504,7 +508,7 @@ void mlx_group_sums(const MatmulOut* outs, int count, const tensor::ActQ8* xq, i
     fresh[nfresh++] = gs;
   }
   for (int i = 0; i < count; ++i)
-    if (mlx_fast(*outs[i].w, path) && !mlx4_lanes(*outs[i].w, path, k))
+    if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k))
       gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
 }
 
@@ -535,7 +539,8 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     const bool pan = use_panels(*outs[i].w, n, path, k);
     p.panels |= pan;
     need_v |= p.qv[i] != nullptr && !pan;
-    need_v4 |= mlx4_lanes(*outs[i].w, path, k) && !pan;
+    const bool mlx_v = mlx_lanes(*outs[i].w, path, k) && !pan;
+    (outs[i].w->bits == 4 ? need_v4 : need_v) |= mlx_v;
     const bool fp4 = mxfp4_fast(*outs[i].w, path), fp4_lanes = mxfp4_lanes(*outs[i].w, path, k);
     const bool ggml = outs[i].w->dtype == tensor::DType::MXFP4_GGML;
     need_v |= fp4_lanes && ggml;

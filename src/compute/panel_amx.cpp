@@ -20,6 +20,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -172,7 +173,10 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
     default: {
       const int64_t g = blk * 32 / p.group_size;
       d = p.scales[r * p.sstride + g], m = p.biases[r * p.sstride + g];
-      return interleave_nibbles(row + blk * 16);
+      if (p.bits == 4) return interleave_nibbles(row + blk * 16);
+      // 8 bits: q − 128 as s8 and b + 128·s, the lane kernel's split (kernels_avx512.cpp, mlx8_dots).
+      m = std::fma(d, 128.0f, m);
+      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + blk * 32)), _mm256_set1_epi8(-128));
     }
   }
 }
