@@ -93,35 +93,51 @@ inline void q4_k_source(int j, int lane, int i, int& byte, int& shift) {
   shift = 4 * (k % 2);
 }
 
+// Where each nibble of a super-block's 128 qs bytes comes from, both ways (a table: the repack and
+// the AMX panels' rebuild run this per super-block, and computing q4_k_source per nibble made the
+// load-time repack ~10 % of a Q4_K_M MoE model's load and prefill profile).
+struct NibbleSource {
+  uint8_t byte[2], shift[2];  // the low and the high nibble's source byte and its shift
+};
+struct Q4KTables {
+  NibbleSource to_lanes[128], to_gguf[128];
+  Q4KTables() {
+    for (int j = 0; j < 4; ++j)
+      for (int lane = 0; lane < 16; ++lane)
+        for (int i = 0; i < 4; ++i) {
+          int b, sh;
+          q4_k_source(j, lane, i, b, sh);
+          const int o = 64 * (j % 2) + 4 * lane + i;  // the lane layout's byte, nibble j / 2
+          to_lanes[o].byte[j / 2] = static_cast<uint8_t>(b), to_lanes[o].shift[j / 2] = static_cast<uint8_t>(sh);
+          to_gguf[b].byte[sh / 4] = static_cast<uint8_t>(o), to_gguf[b].shift[sh / 4] = static_cast<uint8_t>(4 * (j / 2));
+        }
+  }
+};
+const Q4KTables& q4k_tables() {
+  static const Q4KTables t;
+  return t;
+}
+// qs bytes rebuilt from the two nibble sources of each output byte.
+void move_nibbles(const uint8_t* in, const NibbleSource* from, uint8_t* out) {
+  for (int o = 0; o < 128; ++o)
+    out[o] = static_cast<uint8_t>(((in[from[o].byte[0]] >> from[o].shift[0]) & 0x0f) |
+                                  (((in[from[o].byte[1]] >> from[o].shift[1]) & 0x0f) << 4));
+}
+
 }  // namespace
 
 void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst) {
+  const Q4KTables& t = q4k_tables();
   for (int64_t s = 0; s < nsb; ++s) {
     BlockQ4_K out = src[s];
-    for (int h = 0; h < 2; ++h)
-      for (int lane = 0; lane < 16; ++lane)
-        for (int i = 0; i < 4; ++i) {
-          int b0, s0, b1, s1;
-          q4_k_source(h, lane, i, b0, s0);
-          q4_k_source(h + 2, lane, i, b1, s1);
-          out.qs[64 * h + 4 * lane + i] =
-              static_cast<uint8_t>(((src[s].qs[b0] >> s0) & 0x0f) | (((src[s].qs[b1] >> s1) & 0x0f) << 4));
-        }
+    move_nibbles(src[s].qs, t.to_lanes, out.qs);
     dst[s] = out;
   }
 }
 
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   BlockQ4_K out = lanes;
-  std::memset(out.qs, 0, sizeof out.qs);
-  for (int j = 0; j < 4; ++j)
-    for (int lane = 0; lane < 16; ++lane)
-      for (int i = 0; i < 4; ++i) {
-        int b, sh;
-        q4_k_source(j, lane, i, b, sh);
-        const int v = (lanes.qs[64 * (j % 2) + 4 * lane + i] >> (4 * (j / 2))) & 0x0f;
-        out.qs[b] = static_cast<uint8_t>(out.qs[b] | (v << sh));
-      }
+  move_nibbles(lanes.qs, q4k_tables().to_gguf, out.qs);
   return out;
 }
 
