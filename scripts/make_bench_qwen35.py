@@ -6,11 +6,15 @@ checkpoints: bench/harness/engine_ratios.py --only agent). Written by mlx-lm its
 affine 4-bit, group 64), with the tiny byte-level tokenizer of scripts/make_tiny_qwen35.py (so the
 vocabulary stays 512 and the embeddings small) and the real Qwen3.5 chat template.
 
-usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--vocab V] [--template Qwen3.5-4B.jinja]
+usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--vocab V] [--dtype bfloat16|float32]
+       [--template Qwen3.5-4B.jinja]
 (--layers: 24 is the real depth; fewer keep a run on 2 cores short, every 4th is full attention;
 --vocab 248320: the real vocabulary size, so the tied embedding / LM head has the released shape and
 decode streams the released bytes: the byte-level tokenizer's 512 tokens are padded with
-vocabulary entries "<|pad_N|>" that no text encodes to, up to V; a random model may generate them)"""
+vocabulary entries "<|pad_N|>" that no text encodes to, up to V; a random model may generate them;
+--dtype: the weights' dtype before quantizing, so also the scales' and biases': bfloat16 as the
+released checkpoints (and mlx-community's conversions of them) have, float32 for mlx-lm on
+mlx[cpu] as a peer, whose CPU backend emulates half-precision arithmetic)"""
 import argparse
 import json
 import os
@@ -46,6 +50,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     ap.add_argument("--template", default=str(root / ".." / "shared" / "fixtures" / "chat-templates" /
                                               "Qwen3.5-4B.jinja"))
     a = ap.parse_args()
@@ -53,6 +58,7 @@ def main():
     tc = dict(tiny.BASE, **SHAPE, num_hidden_layers=a.layers, vocab_size=a.vocab)
     tc["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(a.layers)]
     model = tiny.build(7, tc)
+    model.set_dtype(getattr(mx, a.dtype))
     qmodel, qcfg = quantize_model(model, tiny.full_config(tc), 64, 4)
     out = Path(a.out)
     save_model(out, qmodel)
