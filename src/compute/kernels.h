@@ -19,7 +19,7 @@ struct ActLanes {
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
 struct PanelRows {
-  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, their *_LANES layouts, or MLX_AFFINE (4 or 8 bits)
+  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, their *_LANES layouts, MLX_AFFINE (4 or 8 bits) or MLX8_LANES
   const uint8_t* w;     // first row
   size_t stride;        // bytes between rows
   int rows;             // 1..32
@@ -107,6 +107,9 @@ struct Kernels {
   // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
   // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.
   MlxDotV dot_mlx8v;
+  // The same over DType::MLX8_LANES rows (tensor/lane_layout.h): dot_mlx8v's dots and float
+  // operations on the row before repacking, so bitwise its result, without the permutes.
+  MlxDotV dot_mlx8_lanes;
   // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's (w, e as dot_mxfp4's) against
   // activations in nibble order, dot_mxfp4_ggmlv's (tensor::BlockMXFP4 rows, nb blocks) against
   // activations in their plain order (GGML's byte j holds elements j and j + 16, Q4_0's order). The

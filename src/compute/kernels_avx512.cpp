@@ -880,6 +880,8 @@ template <int NT>
     acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
   }
 }
+// kLanes: DType::MLX8_LANES, whose full groups are W2 as stored; its tail blocks are as stored.
+template <bool kLanes>
 void mlx8v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
            float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
@@ -894,7 +896,11 @@ void mlx8v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
         z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p + 64 * i);
       }
     }
-    transpose_bytes8(z, W2);
+    if (kLanes && kFull) {
+      for (int i = 0; i < 4; ++i) W2[i] = z[i];
+    } else {
+      transpose_bytes8(z, W2);
+    }
     mlx8_dots<NT>(W2, dw, mw, x, g, acc);
   };
   mlx4_lanes(sc, bi, gs, nb, nt, out, group);
@@ -1014,7 +1020,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_q4_k_lanes = q4_klv;
   k.dot_mlx4v = mlx4v;
-  k.dot_mlx8v = mlx8v;
+  k.dot_mlx8v = mlx8v<false>;
+  k.dot_mlx8_lanes = mlx8v<true>;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }

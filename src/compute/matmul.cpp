@@ -5,16 +5,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "compute/kernels.h"
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
+#include "tensor/lane_layout.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/mxfp4.h"
 #include "tensor/quant_formats.h"
 
 namespace rapid::compute {
+
+namespace {
+// MLX affine rows, as the file has them or (8-bit) in lane order: scales and biases apart.
+bool is_mlx(tensor::DType t) { return t == tensor::DType::MLX_AFFINE || t == tensor::DType::MLX8_LANES; }
+}  // namespace
 
 WeightView WeightView::of(const tensor::Tensor& t) {
   WeightView w;
@@ -24,8 +31,9 @@ WeightView WeightView::of(const tensor::Tensor& t) {
   w.data = t.data;
   w.rows = t.rows();
   w.cols = t.cols();
-  if (t.dtype == tensor::DType::MLX_AFFINE) {
-    if (t.bits <= 0 || t.group_size <= 0 || w.cols % t.group_size != 0 || (w.cols * t.bits) % 32 != 0)
+  if (is_mlx(t.dtype)) {
+    if (t.bits <= 0 || t.group_size <= 0 || w.cols % t.group_size != 0 || (w.cols * t.bits) % 32 != 0 ||
+        (t.dtype == tensor::DType::MLX8_LANES && t.bits != 8))
       throw Error("matmul: MLX weight " + t.name + " has bad bits/group_size");
     w.bits = t.bits;
     w.group_size = t.group_size;
@@ -55,10 +63,18 @@ WeightView WeightView::of(const tensor::Tensor& t) {
 }
 
 void weight_row_f32(const WeightView& w, int64_t r, float* out) {
-  if (w.dtype == tensor::DType::MLX_AFFINE) {
+  if (is_mlx(w.dtype)) {
     int64_t groups = w.cols / w.group_size;
     size_t gsz = w.group_dtype == tensor::DType::F32 ? 4 : 2;
-    tensor::mlx::dequantize_row(static_cast<const uint8_t*>(w.data) + r * w.row_stride,
+    const auto* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
+    std::vector<uint8_t> plain;
+    if (w.dtype == tensor::DType::MLX8_LANES) {  // the row's blocks back in element order
+      const int64_t nb = w.cols / tensor::kQK;
+      plain.resize(static_cast<size_t>(32 * nb));
+      for (int64_t b = 0; b < nb; ++b) tensor::mlx8_lanes_block(row, nb, b, plain.data() + 32 * b);
+      row = plain.data();
+    }
+    tensor::mlx::dequantize_row(row,
                         static_cast<const uint8_t*>(w.scales) + r * groups * gsz,
                         static_cast<const uint8_t*>(w.biases) + r * groups * gsz, w.group_dtype,
                         w.bits, w.group_size, w.cols, out);
@@ -116,8 +132,7 @@ namespace {
 
 // Rows [r0, r1) of one weight for all n activation rows. xq: x quantized (when qdot is set).
 bool mlx_fast(const WeightView& w, MatmulPath path) {
-  return path == MatmulPath::Fast && w.dtype == tensor::DType::MLX_AFFINE && (w.bits == 4 || w.bits == 8) &&
-         w.group_size % 32 == 0;
+  return path == MatmulPath::Fast && is_mlx(w.dtype) && (w.bits == 4 || w.bits == 8) && w.group_size % 32 == 0;
 }
 
 // n group values starting at index i, as f32 (the ISA's conversions: a scalar f16 one was ~20 % of
@@ -170,6 +185,7 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
 Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
   if (!mlx_fast(w, path) || (bpg != 1 && bpg != 2 && bpg != 4)) return nullptr;
+  if (w.dtype == tensor::DType::MLX8_LANES) return k.dot_mlx8_lanes;
   return w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
 }
 bool mlx_lanes(const WeightView& w, MatmulPath path, const Kernels& k) { return mlx_lane_kernel(w, path, k) != nullptr; }
@@ -206,7 +222,7 @@ bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& 
 void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, const Kernels& k) {
   constexpr int kRows = Kernels::kPanelRows;
   PanelRows p{w.dtype, nullptr, w.row_stride, 0};
-  const bool mlx = w.dtype == tensor::DType::MLX_AFFINE;
+  const bool mlx = is_mlx(w.dtype);
   const int64_t groups = mlx ? w.cols / w.group_size : 0;
   thread_local std::vector<float> sb;  // MLX: the panel rows' scales, then their biases, as f32
   if (mlx) {
@@ -266,13 +282,14 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES:
-    case tensor::DType::MLX_AFFINE: case tensor::DType::MXFP4: case tensor::DType::MXFP4_GGML: break;
+    case tensor::DType::MLX_AFFINE: case tensor::DType::MLX8_LANES: case tensor::DType::MXFP4:
+    case tensor::DType::MXFP4_GGML: break;
     default: return p;
   }
   auto add = [&](const void* b, size_t stride, size_t bytes) {
     p.base[p.streams] = static_cast<const uint8_t*>(b), p.stride[p.streams] = stride, p.bytes[p.streams++] = bytes;
   };
-  const bool mlx = w.dtype == tensor::DType::MLX_AFFINE;
+  const bool mlx = is_mlx(w.dtype);
   const size_t bytes = mlx ? w.row_stride : tensor::row_bytes(w.dtype, w.cols);
   add(w.data, w.row_stride, bytes);
   if (mlx) {
@@ -330,6 +347,8 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     const Kernels::MlxDotV lanes = mlx_lane_kernel(w, path, k);
+    if (!lanes && w.dtype == tensor::DType::MLX8_LANES)  // only repacked where the kernel exists
+      throw Error("matmul: MLX8_LANES rows need this ISA's MLX 8-bit lane kernel");
     const ActLanes& xl = w.bits == 4 ? in.xl4 : in.xl;
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];

@@ -176,7 +176,10 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       if (p.bits == 4) return interleave_nibbles(row + blk * 16);
       // 8 bits: q − 128 as s8 and b + 128·s, the lane kernel's split (kernels_avx512.cpp, mlx8_dots).
       m = std::fma(d, 128.0f, m);
-      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + blk * 32)), _mm256_set1_epi8(-128));
+      alignas(32) uint8_t q[32];
+      const uint8_t* b = row + blk * 32;
+      if (p.dtype == tensor::DType::MLX8_LANES) tensor::mlx8_lanes_block(row, nb, blk, q), b = q;
+      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), _mm256_set1_epi8(-128));
     }
   }
 }

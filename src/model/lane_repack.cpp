@@ -18,10 +18,14 @@ namespace rapid::model {
 
 namespace {
 
+bool repack_off() {
+  const char* e = std::getenv("RAPID_REPACK");
+  return e && !std::strcmp(e, "0");
+}
+
 // The GGUF types whose lane layout the active ISA has a kernel for (none with RAPID_REPACK=0).
 std::vector<tensor::DType> repackable_types() {
-  const char* e = std::getenv("RAPID_REPACK");
-  if (e && !std::strcmp(e, "0")) return {};
+  if (repack_off()) return {};
   const compute::Kernels& k = compute::kernels();
   const std::pair<tensor::DType, compute::Kernels::QDotV> kernel_of[] = {
       {tensor::DType::Q8_0, k.dot_q8_0_lanes},
@@ -33,6 +37,21 @@ std::vector<tensor::DType> repackable_types() {
   for (auto [t, kernel] : kernel_of)
     if (kernel) r.push_back(t);
   return r;
+}
+
+// MLX affine 8-bit matrices whose lane kernel reads MLX8_LANES (the group sizes it takes).
+bool mlx8_repackable(const tensor::Tensor& t) {
+  return !repack_off() && compute::kernels().dot_mlx8_lanes && t.dtype == tensor::DType::MLX_AFFINE && t.bits == 8 &&
+         (t.group_size == 32 || t.group_size == 64 || t.group_size == 128);
+}
+
+// A repacked tensor's row bytes, and one row from src into dst (dst may be src for MLX8_LANES).
+size_t packed_row_bytes(const tensor::Tensor& t) {
+  return t.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(t.cols()) : tensor::row_bytes(t.dtype, t.cols());
+}
+void repack_row(const tensor::Tensor& t, const uint8_t* src, uint8_t* dst) {
+  if (t.dtype == tensor::DType::MLX_AFFINE) return tensor::repack_mlx8_lanes(src, t.cols() / tensor::kQK, dst);
+  tensor::repack_lanes(t.dtype, src, t.cols(), dst);
 }
 
 // MemAvailable from /proc/meminfo in bytes (0 when unknown).
@@ -66,15 +85,18 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
   // Matrices only: stacked experts ([E, rows, cols]) stay mapped, so an expert never routed to is
   // never resident (and the page cache may evict the cold ones; a copy could not be).
   auto repackable = [&](const tensor::Tensor& t) {
-    return std::find(types.begin(), types.end(), t.dtype) != types.end() && t.data && t.shape.size() == 2 &&
-           tensor::lanes_fit(t.cols());
+    const bool typed = std::find(types.begin(), types.end(), t.dtype) != types.end() || mlx8_repackable(t);
+    return typed && t.data && t.shape.size() == 2 && tensor::lanes_fit(t.cols());
   };
+  // MLX tensors the loader already copied out of the file (to align them) are rewritten in place
+  // and cost nothing; everything else is copied.
+  auto in_place = [&](const tensor::Tensor& t) { return t.dtype == tensor::DType::MLX_AFFINE && !ws.mapping_of(t.data); };
   std::vector<std::string> names;
-  std::map<const void*, size_t> sources;
+  std::map<const void*, size_t> sources;  // the bytes copied, by source
   for (auto& [name, t] : ws.all())
     if (repackable(t)) {
       names.push_back(name);
-      sources[t.data] = tensor::row_bytes(t.dtype, t.cols()) * static_cast<size_t>(t.rows());
+      if (!in_place(t)) sources[t.data] = packed_row_bytes(t) * static_cast<size_t>(t.rows());
     }
   // The copies are anonymous memory the kernel cannot evict as it can the file's pages: a model
   // that would fill most of memory keeps its mapping (and runs at the file layout's speed).
@@ -85,11 +107,34 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
     return rep;
   }
   std::map<const void*, const void*> done;  // source bytes -> their copy
+  // An MLX8_LANES tensor's scales and biases leave the mapping too: faulted in from the file, their
+  // pages would bring the neighbouring weight pages (repacked, dropped) back with the kernel's
+  // fault-around, ~13 MB of SmolLM2's 134 MB MLX 8-bit file.
+  auto own_copy = [&](const void*& p, size_t n) {
+    const MappedFile* f = ws.mapping_of(p);
+    if (!f) return;
+    auto it = done.find(p);
+    if (it == done.end()) {
+      std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
+      std::memcpy(buf.get(), p, n);
+      f->drop_pages(static_cast<size_t>(static_cast<const uint8_t*>(p) - f->data()), n);
+      rep.sources.emplace_back(static_cast<const uint8_t*>(p), n);
+      it = done.emplace(p, buf.get()).first;
+      ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
+    }
+    p = it->second;
+  };
   for (const std::string& name : names) {
     tensor::Tensor t = ws.get(name);
-    const size_t row = tensor::row_bytes(t.dtype, t.cols()), bytes = row * static_cast<size_t>(t.rows());
+    const size_t row = packed_row_bytes(t), bytes = row * static_cast<size_t>(t.rows());
     auto it = done.find(t.data);
-    if (it == done.end()) {
+    if (it == done.end() && in_place(t)) {  // the store's own heap copy
+      auto* own = const_cast<uint8_t*>(static_cast<const uint8_t*>(t.data));
+      parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) repack_row(t, own + r * row, own + r * row);
+      });
+      it = done.emplace(t.data, t.data).first;
+    } else if (it == done.end()) {
       // Not value-initialised: every byte is written below, and zeroing first would be a pass more.
       std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
       const auto* src = static_cast<const uint8_t*>(t.data);
@@ -102,7 +147,7 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
         for (int64_t c = r0; c < r1; c += step) {
           const int64_t e = std::min(r1, c + step);
-          for (int64_t r = c; r < e; ++r) tensor::repack_lanes(t.dtype, src + r * row, t.cols(), buf.get() + r * row);
+          for (int64_t r = c; r < e; ++r) repack_row(t, src + r * row, buf.get() + r * row);
           if (f) f->drop_pages(static_cast<size_t>(src + c * row - f->data()), static_cast<size_t>(e - c) * row);
         }
       });
@@ -110,7 +155,13 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
       rep.bytes += bytes;
     }
-    t.dtype = tensor::lane_layout_of(t.dtype);
+    if (t.dtype == tensor::DType::MLX_AFFINE) {
+      const size_t groups = static_cast<size_t>(t.rows() * (t.cols() / t.group_size)) *
+                            (t.group_dtype == tensor::DType::F32 ? 4 : 2);
+      own_copy(t.scales, groups);
+      own_copy(t.biases, groups);
+    }
+    t.dtype = t.dtype == tensor::DType::MLX_AFFINE ? tensor::DType::MLX8_LANES : tensor::lane_layout_of(t.dtype);
     t.data = it->second;
     t.nbytes = bytes;
     ws.add(std::move(t));

@@ -19,7 +19,8 @@ struct RepackReport {
 };
 
 // Rewrites every Q8_0 / Q4_0 / Q4_1 / Q4_K matrix whose rows hold at least one 8-block group as
-// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI). Stacked experts stay
+// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI), and MLX affine 8-bit
+// ones as MLX8_LANES (in place where the loader had copied them out of the file). Stacked experts stay
 // mapped, and nothing is copied when the copies would exceed 60 % of MemAvailable. The copies live
 // in `ws`; the source pages leave this process's resident set (drop_pages), so resident memory
 // does not grow. Tensors sharing bytes share one copy. RAPID_REPACK=0 in the environment turns it

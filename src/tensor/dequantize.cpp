@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "tensor/fp16.h"
@@ -209,7 +210,14 @@ void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
     throw Error("'" + t.name + "': MLX tensor has fewer bytes than its shape needs");
   int64_t groups = cols / t.group_size;
   size_t gb = block_bytes(t.group_dtype);
-  mlx::dequantize_row(static_cast<const uint8_t*>(t.data) + row * rb,
+  const uint8_t* packed = static_cast<const uint8_t*>(t.data) + row * rb;
+  std::vector<uint8_t> plain;
+  if (t.dtype == DType::MLX8_LANES) {  // the row's blocks back in element order
+    plain.resize(static_cast<size_t>(rb));
+    for (int64_t b = 0; b < rb / 32; ++b) mlx8_lanes_block(packed, rb / 32, b, plain.data() + 32 * b);
+    packed = plain.data();
+  }
+  mlx::dequantize_row(packed,
                       static_cast<const uint8_t*>(t.scales) + size_t(row * groups) * gb,
                       static_cast<const uint8_t*>(t.biases) + size_t(row * groups) * gb, t.group_dtype,
                       t.bits, t.group_size, cols, out);
@@ -291,7 +299,7 @@ void dequantize_row(const Tensor& t, int64_t row, float* out) {
   int64_t rows = t.rows(), cols = t.cols();
   if (row < 0 || row >= rows)
     throw Error("dequantize_row: row " + std::to_string(row) + " out of range for '" + t.name + "'");
-  if (t.dtype == DType::MLX_AFFINE) return dequantize_mlx(t, row, out);
+  if (t.dtype == DType::MLX_AFFINE || t.dtype == DType::MLX8_LANES) return dequantize_mlx(t, row, out);
   if (t.dtype == DType::MXFP4) return dequantize_mxfp4(t, row, out);
   int64_t be = block_elems(t.dtype);
   if (cols % be)

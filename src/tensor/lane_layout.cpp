@@ -141,8 +141,34 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   return out;
 }
 
+namespace {
+// MLX8_LANES' place of dword d of block k in a group (NibbleLanes' order, 8 dwords a block).
+size_t mlx8_at(int k, int d) { return 64 * (d / 2) + 4 * (8 * (d % 2) + k); }
+}  // namespace
+
+void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst) {
+  const int64_t groups = nb / kLaneGroupBlocks;
+  for (int64_t g = 0; g < groups; ++g) {
+    uint8_t in[256];
+    std::memcpy(in, src + 256 * g, 256);
+    for (int k = 0; k < kLaneGroupBlocks; ++k)
+      for (int d = 0; d < 8; ++d) std::memcpy(dst + 256 * g + mlx8_at(k, d), in + 32 * k + 4 * d, 4);
+  }
+  if (dst != src) std::memcpy(dst + 256 * groups, src + 256 * groups, static_cast<size_t>(32 * (nb - 8 * groups)));
+}
+
+void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
+  if (b >= nb / kLaneGroupBlocks * kLaneGroupBlocks) {
+    std::memcpy(out, row + 32 * b, 32);
+    return;
+  }
+  const uint8_t* g = row + 256 * (b / kLaneGroupBlocks);
+  for (int d = 0; d < 8; ++d) std::memcpy(out + 4 * d, g + mlx8_at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
+}
+
 bool is_lane_layout(DType t) {
-  return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES;
+  return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES ||
+         t == DType::MLX8_LANES;
 }
 
 DType lane_layout_of(DType t) {

@@ -15,6 +15,10 @@
 //   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
 //   kernel puts in byte i of lane L of its pairs h / h + 2 (sub-block k = L % 8 in lane k): the
 //   Q4_0 / Q4_1 groups' order, so one unpacking serves all three.
+// MLX8_LANES: an MLX affine 8-bit row of nb 32-byte blocks; a full group's 256 bytes hold byte i
+//   of dword d of block 8g + k at 64·(d / 2) + 4·(8·(d % 2) + k) + i (the pairs the MLX 8-bit lane
+//   kernel otherwise builds with eight permutes per group); the tail blocks as stored, scales and
+//   biases apart as MLX_AFFINE's.
 // The same values and the same row size, so strides, views and row offsets are unchanged.
 #pragma once
 #include <cstddef>
@@ -43,6 +47,10 @@ void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst);
 BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
+// MLX affine 8-bit: one row of nb blocks from src into dst (the same 32·nb bytes; dst may be src:
+// each group is rewritten through a copy); block b's 32 bytes back in element order.
+void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst);
+void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
 // Q4_K: nsb super-blocks; a super-block back in GGUF's form.
 void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);
