@@ -45,8 +45,10 @@ Weight random_weight(tensor::DType t, int gs, int bits, int64_t rows, int64_t co
       w.scales.push_back(tensor::f16_to_f32(w.scales16.back()));
       w.biases.push_back(tensor::f16_to_f32(w.biases16.back()));
     }
-    w.scales.resize(w.scales.size() + 8, 0.5f);
+    w.scales.resize(w.scales.size() + 8, 0.5f);  // what MlxDotV may read past the last row
     w.biases.resize(w.biases.size() + 8, 0.5f);
+    w.scales16.resize(w.scales16.size() + 8, tensor::f32_to_f16(0.5f));
+    w.biases16.resize(w.biases16.size() + 8, tensor::f32_to_f16(0.5f));
     return w;
   }
   const size_t bb = tensor::block_bytes(t);
@@ -81,11 +83,10 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
   auto at = [&](const ActLanes& l) { return ActLanes{l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; };
   float out = 0;
   if (w.dtype == tensor::DType::MLX_AFFINE) {
+    // The kernel reads the row's f16 scales and biases as a file holds them (the panel their f32).
     const int64_t groups = cols / w.group_size;
-    std::vector<float> sc(w.scales.begin() + r * groups, w.scales.begin() + (r + 1) * groups);
-    std::vector<float> bi(w.biases.begin() + r * groups, w.biases.begin() + (r + 1) * groups);
-    sc.resize(groups + 8, 0.5f), bi.resize(groups + 8, 0.5f);
-    (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(w.data.data() + r * cols * w.bits / 8, sc.data(), bi.data(), w.group_size,
+    (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(w.data.data() + r * cols * w.bits / 8, w.scales16.data() + r * groups,
+                                              w.biases16.data() + r * groups, tensor::DType::F16, w.group_size,
                                               at(w.bits == 4 ? xl4 : xl), nb, 1, &out);
     return out;
   }

@@ -378,6 +378,45 @@ TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   if (!ran) GTEST_SKIP() << "nothing is repacked on this ISA";
 }
 
+// The MLX lane kernels read a row's scales and biases in place, and a row ending in a partial
+// 8-block group reads up to 7 entries past its own: matmul must keep those reads inside the tensor
+// (a tiny router's rows are a group each). NaN past the arrays' ends would reach the results.
+TEST(Matmul, MlxRowsNeverReadPastTheTensorsScales) {
+  std::mt19937 rng(35);
+  ThreadPool pool(2);
+  MatmulScratch s;
+  for (int bits : {4, 8})
+    for (auto [cols, gs] : {std::pair<int64_t, int>{64, 64}, {64, 32}, {160, 32}, {288, 32}})
+      for (int64_t rows : {1, 3, 5, 9}) {
+        std::vector<uint8_t> w(rows * cols * bits / 8);
+        for (auto& b : w) b = static_cast<uint8_t>(rng());
+        const int64_t groups = rows * cols / gs;
+        const uint16_t nan = 0x7fc1;  // bf16 NaN
+        std::vector<uint16_t> sc(groups + 16, nan), bi(groups + 16, nan);
+        for (int64_t i = 0; i < groups; ++i)
+          sc[i] = tensor::f32_to_bf16(0.01f + 0.001f * (rng() % 10)), bi[i] = tensor::f32_to_bf16(-0.05f * (rng() % 4));
+        tensor::Tensor t;
+        t.name = "router", t.dtype = tensor::DType::MLX_AFFINE, t.shape = {rows, cols}, t.data = w.data(), t.nbytes = w.size();
+        t.bits = bits, t.group_size = gs, t.group_dtype = tensor::DType::BF16, t.scales = sc.data(), t.biases = bi.data();
+        for (int64_t n : {1, 16, 40}) {
+          const auto x = random_vec(n * cols, rng);
+          std::vector<float> fast(n * rows), exact(n * rows);
+          matmul(WeightView::of(t), x.data(), n, fast.data(), pool, s, MatmulPath::Fast);
+          matmul(WeightView::of(t), x.data(), n, exact.data(), pool, s, MatmulPath::Exact);
+          std::vector<float> wr(cols);
+          for (int64_t r = 0; r < rows; ++r) {
+            tensor::dequantize_row(t, r, wr.data());
+            for (int64_t j = 0; j < n; ++j) {
+              double mag = 0;  // Σ |w·x|: int8 activations are within ~1 % of it
+              for (int64_t c = 0; c < cols; ++c) mag += std::fabs(wr[c] * x[j * cols + c]);
+              ASSERT_NEAR(fast[j * rows + r], exact[j * rows + r], 0.02 * mag + 1e-4)
+                  << "bits " << bits << " cols " << cols << " gs " << gs << " rows " << rows << " n " << n << " row " << r;
+            }
+          }
+        }
+      }
+}
+
 // MLX 8-bit rows in lane order (DType::MLX8_LANES): each block given back in element order, the
 // in-place repack the same bytes as the copy, dequantized rows and the exact path unchanged, and
 // matmul bitwise the plain rows' at every batch size (lane kernel; AMX panels from 32 tokens).
@@ -936,8 +975,9 @@ TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
 namespace {
 
 // A weight row for a lane kernel test: a GGUF format (gs = 0; MXFP4_GGML among them) or MLX affine
-// 4- or 8-bit of group gs, with its f32 scales / biases (MLX; 8 finite entries past the last group,
-// as Kernels::MlxDotV reads), or MXFP4 with its E8M0 bytes e.
+// 4- or 8-bit of group gs, with its scales / biases as f32 (sc, bi) and, for half-precision groups
+// (gd F16 / BF16), as the file holds them (sc16, bi16: what Kernels::MlxDotV reads; 8 finite
+// entries past the last group, as it may read), or MXFP4 with its E8M0 bytes e.
 struct LaneRow {
   tensor::DType t;
   int gs;
@@ -945,8 +985,11 @@ struct LaneRow {
   std::vector<float> sc, bi;
   std::vector<uint8_t> e;
   int bits = 4;  // MLX
+  tensor::DType gd = tensor::DType::F32;
+  std::vector<uint16_t> sc16, bi16;
   std::string name() const {
-    return gs ? "mlx" + std::to_string(bits) + " g" + std::to_string(gs) : tensor::dtype_name(t);
+    return gs ? "mlx" + std::to_string(bits) + " g" + std::to_string(gs) + " " + tensor::dtype_name(gd)
+              : tensor::dtype_name(t);
   }
   int64_t act_per_block() const { return gs ? 1 : tensor::block_elems(t) / 32; }
   // Activations permute_act_for_mlx4'd.
@@ -961,13 +1004,20 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
                           tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q6_K})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
   for (int bits : {4, 8})
-    for (int gs : {32, 64, 128}) {
-      if (nb % (gs / 32)) continue;
-      LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 4 * bits), random_vec(nb * 32 / gs + 8, rng, 0.02f),
-                random_vec(nb * 32 / gs + 8, rng, 0.1f), {}, bits};
-      for (auto& b : r.w) b = static_cast<uint8_t>(rng());
-      rows.push_back(std::move(r));
-    }
+    for (int gs : {32, 64, 128})
+      for (tensor::DType gd : {tensor::DType::F32, tensor::DType::F16, tensor::DType::BF16}) {
+        if (nb % (gs / 32)) continue;
+        LaneRow r{tensor::DType::MLX_AFFINE, gs, std::vector<uint8_t>(nb * 4 * bits), random_vec(nb * 32 / gs + 8, rng, 0.02f),
+                  random_vec(nb * 32 / gs + 8, rng, 0.1f), {}, bits, gd};
+        for (auto& b : r.w) b = static_cast<uint8_t>(rng());
+        if (gd != tensor::DType::F32)  // the f32 values become the halves' exact widenings
+          for (auto [f, h] : {std::pair{&r.sc, &r.sc16}, std::pair{&r.bi, &r.bi16}})
+            for (float& v : *f) {
+              h->push_back(gd == tensor::DType::F16 ? tensor::f32_to_f16(v) : tensor::f32_to_bf16(v));
+              v = gd == tensor::DType::F16 ? tensor::f16_to_f32(h->back()) : tensor::bf16_to_f32(h->back());
+            }
+        rows.push_back(std::move(r));
+      }
   LaneRow fp4{tensor::DType::MXFP4, 0, std::vector<uint8_t>(nb * 16), {}, {}, std::vector<uint8_t>(nb)};
   for (auto& b : fp4.w) b = static_cast<uint8_t>(rng());
   for (int64_t b = 0; b < nb; ++b) fp4.e[b] = mxfp4_scale(b, rng);
@@ -984,7 +1034,10 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
 bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb, int nt, float* out) {
   if (r.gs) {
     const Kernels::MlxDotV f = r.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
-    if (f) f(r.w.data(), r.sc.data(), r.bi.data(), r.gs, a, nb, nt, out);
+    const bool half = r.gd != tensor::DType::F32;
+    if (f)
+      f(r.w.data(), half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
+        half ? static_cast<const void*>(r.bi16.data()) : r.bi.data(), r.gd, r.gs, a, nb, nt, out);
     return f != nullptr;
   }
   using D = tensor::DType;

@@ -99,10 +99,12 @@ struct Kernels {
   // Optional like QDotV.
   QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes, dot_q4_k_lanes;
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
-  // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as f32, readable
-  // up to 8 entries past the last group (finite values). Optional like QDotV.
-  using MlxDotV = void (*)(const uint8_t* w, const float* scales, const float* biases, int group_size,
-                           const ActLanes& x, int64_t nb, int nt, float* out);
+  // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as the file
+  // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial
+  // 8-block group has up to 7 entries read past its last (finite values: matmul pads a tensor's
+  // last row). Optional like QDotV.
+  using MlxDotV = void (*)(const uint8_t* w, const void* scales, const void* biases, tensor::DType group_dtype,
+                           int group_size, const ActLanes& x, int64_t nb, int nt, float* out);
   MlxDotV dot_mlx4v;
   // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
   // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.

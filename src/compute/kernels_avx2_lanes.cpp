@@ -342,15 +342,15 @@ RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and biases
 // per group (qdotv_dispatch.h's mlx4_lanes gives each lane its own).
-void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
-           float* out) {
+void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
+           int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, gs, nb, nt, out, group);
+  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per

@@ -830,8 +830,8 @@ template <bool kFull>
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, so a lane group's 128 bytes are
 // two zmm; the row's f32 scales and biases per group (qdotv_dispatch.h's mlx4_lanes).
-void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
-           float* out) {
+void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
+           int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m512i half[2], W2[4];
@@ -839,7 +839,7 @@ void mlx4v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
     nibble_pairs(half, W2);
     scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, gs, nb, nt, out, group);
+  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MLX affine 8-bit (Kernels::MlxDotV): a lane group's 256 bytes are its 8 blocks in order, four zmm
@@ -882,8 +882,8 @@ template <int NT>
 }
 // kLanes: DType::MLX8_LANES, whose full groups are W2 as stored; its tail blocks are as stored.
 template <bool kLanes>
-void mlx8v(const uint8_t* w, const float* sc, const float* bi, int gs, const ActLanes& x, int64_t nb, int nt,
-           float* out) {
+void mlx8v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
+           int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     const uint8_t* p = w + g * 8 * 32;
@@ -903,7 +903,7 @@ void mlx8v(const uint8_t* w, const float* sc, const float* bi, int gs, const Act
     }
     mlx8_dots<NT>(W2, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, gs, nb, nt, out, group);
+  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MXFP4, both layouts (mxfp4_rows.h's lane scheme): nibbles as Q4_0 / MLX 4-bit, one pshufb per

@@ -352,23 +352,42 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const ActLanes& xl = w.bits == 4 ? in.xl4 : in.xl;
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
-    // A block's rows' scales, then their biases, as f32, + 8 zeros: the lane kernel reads up to 8
-    // entries past a row's scales (the next row's, or the biases) and biases (see Kernels::MlxDotV).
-    // Both are contiguous over a block's rows in the file, so each is one conversion: per row, two
-    // calls of a few groups each were ~9 % of an MLX 8-bit decode step (SmolLM2's 9 groups a row).
+    const size_t gbytes = static_cast<size_t>(groups) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
+    const auto *scales = static_cast<const uint8_t*>(w.scales), *biases = static_cast<const uint8_t*>(w.biases);
+    if (lanes) {  // the lane kernels read the row's scales and biases as stored
+      // A partial last lane group reads up to 7 entries past its row: the next rows', or, for the
+      // tensor's last rows (those within 7 entries of its end), a zero-padded copy's (past the
+      // tensor may be another's data, or unmapped).
+      thread_local std::vector<uint8_t> last;
+      const int64_t near_end = nb % 8 ? std::min<int64_t>(rows, (7 + groups - 1) / groups) : 0, first_padded = rows - near_end;
+      const size_t pad_bytes = static_cast<size_t>(near_end) * gbytes, half = pad_bytes + 32;
+      if (r1 > first_padded) {
+        last.assign(2 * half, 0);
+        std::memcpy(last.data(), scales + first_padded * gbytes, pad_bytes);
+        std::memcpy(last.data() + half, biases + first_padded * gbytes, pad_bytes);
+      }
+      row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
+        const bool padded = r >= first_padded;
+        const uint8_t* s = padded ? last.data() + (r - first_padded) * gbytes : scales + r * gbytes;
+        const uint8_t* b = padded ? last.data() + half + (r - first_padded) * gbytes : biases + r * gbytes;
+        lanes(base + r * w.row_stride, s, b, w.group_dtype, w.group_size, lanes_at(xl, t), nb, nt, tmp);
+        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
+      });
+      return;
+    }
+    // The per-block kernels take a block's rows' scales, then their biases, as f32 (contiguous over
+    // the block's rows, so each is one conversion).
     thread_local std::vector<float> sb;
     int64_t b0 = r0, bn = 0;
     auto block = [&](int64_t b, int64_t e) {
       b0 = b, bn = groups * (e - b);
-      sb.resize(static_cast<size_t>(2 * bn + 8));
-      std::fill(sb.end() - 8, sb.end(), 0.0f);  // every other entry is written here
+      sb.resize(static_cast<size_t>(2 * bn));
       groups_f32(w.scales, w.group_dtype, b * groups, bn, sb.data(), k);
       groups_f32(w.biases, w.group_dtype, b * groups, bn, sb.data() + bn, k);
     };
     row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), block, [&](int64_t r, int64_t t, int nt) {
       const float* s = sb.data() + groups * (r - b0);
-      if (lanes) lanes(base + r * w.row_stride, s, s + bn, w.group_size, lanes_at(xl, t), nb, nt, tmp);
-      else fn(base + r * w.row_stride, s, s + bn, w.group_size, xa + t * nb, nb, nb, nt, gsum + t * groups, tmp);
+      fn(base + r * w.row_stride, s, s + bn, w.group_size, xa + t * nb, nb, nb, nt, gsum + t * groups, tmp);
       for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
     });
     return;

@@ -5,6 +5,7 @@
 // RAPID_KV_LANES(fn, B) a `fn##_group<NT>(w, x, g, acc)`.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "compute/avx2_hsum.h"
@@ -38,32 +39,69 @@ void kv_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out, 
   with_nt(nt, [&]<int NT>() { kv_rows<NT>(static_cast<const B*>(w), x, nb, out, group); });
 }
 
-// MLX affine 4-bit rows (Kernels::MlxDotV): group.template operator()<NT, kFull>(g, m, dw, mw, acc)
-// adds blocks [8g, 8g+m) for NT tokens with the lanes' scales dw and biases mw. bpg = group_size / 32
+// n (8, 4 or 2) MLX scales or biases of type D from p, exactly widened to f32 in lanes 0..n-1 (the
+// other lanes unspecified); reads exactly n entries.
+template <tensor::DType D>
+inline __m256 widen_groups(const uint8_t* p, int n) {
+  if constexpr (D == tensor::DType::F32) {
+    if (n == 8) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+    const __m128 v = n == 4 ? _mm_loadu_ps(reinterpret_cast<const float*>(p))
+                            : _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+    return _mm256_castps128_ps256(v);
+  } else {
+    __m128i h;
+    if (n == 8) {
+      h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    } else if (n == 4) {
+      h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    } else {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      h = _mm_cvtsi32_si128(v);
+    }
+    if constexpr (D == tensor::DType::F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+// MLX affine rows (Kernels::MlxDotV): group.template operator()<NT, kFull>(g, m, dw, mw, acc) adds
+// blocks [8g, 8g+m) for NT tokens with the lanes' scales dw and biases mw. bpg = group_size / 32
 // blocks share a scale (1, 2 or 4: an MLX group never straddles two lane groups), so lane k takes
-// entry k / bpg of the 8 / bpg from 8g / bpg; lanes past the row read finite values (matmul pads
-// the buffer) that meet zero activations.
-template <int NT, bool kFull, class Group>
-[[gnu::always_inline]] inline void mlx4_group(const float* sc, const float* bi, int bpg, __m256i gidx, int64_t g, int m,
-                                              __m256* acc, Group& group) {
-  const int64_t first = 8 * g / bpg;
-  const __m256 dw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(sc + first), gidx);
-  const __m256 mw = _mm256_permutevar8x32_ps(_mm256_loadu_ps(bi + first), gidx);
+// entry k / bpg of the 8 / bpg from 8g / bpg, read as the file stores them (D) and widened here:
+// a separate widening pass over a row block's scales was ~9 % of an MLX 4-bit decode step
+// (bench/README.md, "MLX scales read in place"). A partial last group reads 8 / bpg entries too,
+// past the row's (the next row's, finite; matmul pads a tensor's last row): its lanes past the row
+// meet zero activations.
+template <int NT, bool kFull, tensor::DType D, class Group>
+[[gnu::always_inline]] inline void mlx4_group(const uint8_t* sc, const uint8_t* bi, int bpg, __m256i gidx, int64_t g,
+                                              int m, __m256* acc, Group& group) {
+  constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
+  const int n = 8 / bpg;
+  const size_t first = static_cast<size_t>(8 * g / bpg) * kSize;
+  const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
+  const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
   group.template operator()<NT, kFull>(g, m, dw, mw, acc);
 }
-template <int NT, class Group>
-[[gnu::noinline]] void mlx4_rows(const float* sc, const float* bi, int bpg, int64_t nb, float* out, Group group) {
+template <int NT, tensor::DType D, class Group>
+[[gnu::noinline]] void mlx4_rows(const uint8_t* sc, const uint8_t* bi, int bpg, int64_t nb, float* out, Group group) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
   const int64_t full = nb / 8;
-  for (int64_t g = 0; g < full; ++g) mlx4_group<NT, true>(sc, bi, bpg, gidx, g, 8, acc, group);
-  if (8 * full < nb) mlx4_group<NT, false>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
+  for (int64_t g = 0; g < full; ++g) mlx4_group<NT, true, D>(sc, bi, bpg, gidx, g, 8, acc, group);
+  if (8 * full < nb) mlx4_group<NT, false, D>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 template <class Group>
-void mlx4_lanes(const float* sc, const float* bi, int gs, int64_t nb, int nt, float* out, Group group) {
-  with_nt(nt, [&]<int NT>() { mlx4_rows<NT>(sc, bi, gs / 32, nb, out, group); });
+void mlx4_lanes(const void* sc, const void* bi, tensor::DType dt, int gs, int64_t nb, int nt, float* out, Group group) {
+  const auto *s = static_cast<const uint8_t*>(sc), *b = static_cast<const uint8_t*>(bi);
+  with_nt(nt, [&]<int NT>() {
+    switch (dt) {
+      case tensor::DType::F32: return mlx4_rows<NT, tensor::DType::F32>(s, b, gs / 32, nb, out, group);
+      case tensor::DType::F16: return mlx4_rows<NT, tensor::DType::F16>(s, b, gs / 32, nb, out, group);
+      default: return mlx4_rows<NT, tensor::DType::BF16>(s, b, gs / 32, nb, out, group);
+    }
+  });
 }
 
 // Rows of nb 32-element blocks in 8-block groups (MXFP4's two layouts):
