@@ -340,8 +340,8 @@ template <int NT>
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
-// MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's f32 scales and biases
-// per group (qdotv_dispatch.h's mlx4_lanes gives each lane its own).
+// MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
+// group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
 void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
            int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
@@ -350,7 +350,7 @@ void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, i
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
+  mlx_lanes_rows(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per

@@ -829,7 +829,7 @@ template <bool kFull>
 }
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, so a lane group's 128 bytes are
-// two zmm; the row's f32 scales and biases per group (qdotv_dispatch.h's mlx4_lanes).
+// two zmm; the row's scales and biases per group as stored (qdotv_dispatch.h's mlx_lanes_rows).
 void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
            int nt, float* out) {
   auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
@@ -839,7 +839,7 @@ void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, i
     nibble_pairs(half, W2);
     scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
+  mlx_lanes_rows(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MLX affine 8-bit (Kernels::MlxDotV): a lane group's 256 bytes are its 8 blocks in order, four zmm
@@ -903,7 +903,7 @@ void mlx8v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, i
     }
     mlx8_dots<NT>(W2, dw, mw, x, g, acc);
   };
-  mlx4_lanes(sc, bi, dt, gs, nb, nt, out, group);
+  mlx_lanes_rows(sc, bi, dt, gs, nb, nt, out, group);
 }
 
 // MXFP4, both layouts (mxfp4_rows.h's lane scheme): nibbles as Q4_0 / MLX 4-bit, one pshufb per

@@ -73,7 +73,7 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
 // past the row's (the next row's, finite; matmul pads a tensor's last row): its lanes past the row
 // meet zero activations.
 template <int NT, bool kFull, tensor::DType D, class Group>
-[[gnu::always_inline]] inline void mlx4_group(const uint8_t* sc, const uint8_t* bi, int bpg, __m256i gidx, int64_t g,
+[[gnu::always_inline]] inline void mlx_group(const uint8_t* sc, const uint8_t* bi, int bpg, __m256i gidx, int64_t g,
                                               int m, __m256* acc, Group& group) {
   constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
   const int n = 8 / bpg;
@@ -83,23 +83,23 @@ template <int NT, bool kFull, tensor::DType D, class Group>
   group.template operator()<NT, kFull>(g, m, dw, mw, acc);
 }
 template <int NT, tensor::DType D, class Group>
-[[gnu::noinline]] void mlx4_rows(const uint8_t* sc, const uint8_t* bi, int bpg, int64_t nb, float* out, Group group) {
+[[gnu::noinline]] void mlx_rows(const uint8_t* sc, const uint8_t* bi, int bpg, int64_t nb, float* out, Group group) {
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
   const int64_t full = nb / 8;
-  for (int64_t g = 0; g < full; ++g) mlx4_group<NT, true, D>(sc, bi, bpg, gidx, g, 8, acc, group);
-  if (8 * full < nb) mlx4_group<NT, false, D>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
+  for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(sc, bi, bpg, gidx, g, 8, acc, group);
+  if (8 * full < nb) mlx_group<NT, false, D>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
   for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
 }
 template <class Group>
-void mlx4_lanes(const void* sc, const void* bi, tensor::DType dt, int gs, int64_t nb, int nt, float* out, Group group) {
+void mlx_lanes_rows(const void* sc, const void* bi, tensor::DType dt, int gs, int64_t nb, int nt, float* out, Group group) {
   const auto *s = static_cast<const uint8_t*>(sc), *b = static_cast<const uint8_t*>(bi);
   with_nt(nt, [&]<int NT>() {
     switch (dt) {
-      case tensor::DType::F32: return mlx4_rows<NT, tensor::DType::F32>(s, b, gs / 32, nb, out, group);
-      case tensor::DType::F16: return mlx4_rows<NT, tensor::DType::F16>(s, b, gs / 32, nb, out, group);
-      default: return mlx4_rows<NT, tensor::DType::BF16>(s, b, gs / 32, nb, out, group);
+      case tensor::DType::F32: return mlx_rows<NT, tensor::DType::F32>(s, b, gs / 32, nb, out, group);
+      case tensor::DType::F16: return mlx_rows<NT, tensor::DType::F16>(s, b, gs / 32, nb, out, group);
+      default: return mlx_rows<NT, tensor::DType::BF16>(s, b, gs / 32, nb, out, group);
     }
   });
 }
