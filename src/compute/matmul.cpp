@@ -65,13 +65,12 @@ WeightView WeightView::of(const tensor::Tensor& t) {
 void weight_row_f32(const WeightView& w, int64_t r, float* out) {
   if (is_mlx(w.dtype)) {
     int64_t groups = w.cols / w.group_size;
-    size_t gsz = w.group_dtype == tensor::DType::F32 ? 4 : 2;
+    const size_t gsz = tensor::block_bytes(w.group_dtype);
     const auto* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     std::vector<uint8_t> plain;
     if (w.dtype == tensor::DType::MLX8_LANES) {  // the row's blocks back in element order
-      const int64_t nb = w.cols / tensor::kQK;
-      plain.resize(static_cast<size_t>(32 * nb));
-      for (int64_t b = 0; b < nb; ++b) tensor::mlx8_lanes_block(row, nb, b, plain.data() + 32 * b);
+      plain.resize(static_cast<size_t>(w.cols));
+      tensor::mlx8_lanes_row(row, w.cols / tensor::kQK, plain.data());
       row = plain.data();
     }
     tensor::mlx::dequantize_row(row,
@@ -293,7 +292,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
   const size_t bytes = mlx ? w.row_stride : tensor::row_bytes(w.dtype, w.cols);
   add(w.data, w.row_stride, bytes);
   if (mlx) {
-    const size_t gbytes = static_cast<size_t>(w.cols / w.group_size) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
+    const size_t gbytes = static_cast<size_t>(w.cols / w.group_size) * tensor::block_bytes(w.group_dtype);
     add(w.scales, gbytes, gbytes);
     add(w.biases, gbytes, gbytes);
   } else if (w.dtype == tensor::DType::MXFP4) {
@@ -352,7 +351,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const ActLanes& xl = w.bits == 4 ? in.xl4 : in.xl;
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
-    const size_t gbytes = static_cast<size_t>(groups) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
+    const size_t gbytes = static_cast<size_t>(groups) * tensor::block_bytes(w.group_dtype);
     const auto *scales = static_cast<const uint8_t*>(w.scales), *biases = static_cast<const uint8_t*>(w.biases);
     if (lanes) {  // the lane kernels read the row's scales and biases as stored
       // A partial last lane group reads up to 7 entries past its row: the next rows', or, for the

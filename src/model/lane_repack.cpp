@@ -156,8 +156,7 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       rep.bytes += bytes;
     }
     if (t.dtype == tensor::DType::MLX_AFFINE) {
-      const size_t groups = static_cast<size_t>(t.rows() * (t.cols() / t.group_size)) *
-                            (t.group_dtype == tensor::DType::F32 ? 4 : 2);
+      const size_t groups = static_cast<size_t>(t.rows() * (t.cols() / t.group_size)) * tensor::block_bytes(t.group_dtype);
       own_copy(t.scales, groups);
       own_copy(t.biases, groups);
     }

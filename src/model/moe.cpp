@@ -21,7 +21,7 @@ compute::WeightView expert_slice(const tensor::Tensor& t, int64_t e, int64_t row
   s.shape = {rows, cols};
   if (t.dtype == tensor::DType::MLX_AFFINE) {
     const size_t stride = static_cast<size_t>(cols * t.bits / 8);
-    const size_t gbytes = static_cast<size_t>(cols / t.group_size) * (t.group_dtype == tensor::DType::F32 ? 4 : 2);
+    const size_t gbytes = static_cast<size_t>(cols / t.group_size) * tensor::block_bytes(t.group_dtype);
     s.data = static_cast<const uint8_t*>(t.data) + first * stride;
     s.scales = static_cast<const uint8_t*>(t.scales) + first * gbytes;
     s.biases = static_cast<const uint8_t*>(t.biases) + first * gbytes;
@@ -52,7 +52,7 @@ bool aligned(const compute::WeightView& w) {
   auto ok = [](const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; };
   switch (w.dtype) {
     case tensor::DType::MLX_AFFINE: {
-      const size_t g = w.group_dtype == tensor::DType::F32 ? 4 : 2;
+      const size_t g = tensor::block_bytes(w.group_dtype);
       return ok(w.data, 4) && ok(w.scales, g) && ok(w.biases, g);
     }
     case tensor::DType::F32: return ok(w.data, 4);
@@ -72,7 +72,7 @@ void copy_aligned(compute::WeightView& w, std::vector<std::shared_ptr<std::vecto
   };
   dup(w.data, w.row_stride * static_cast<size_t>(w.rows));
   if (w.dtype == tensor::DType::MLX_AFFINE) {
-    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * (w.group_dtype == tensor::DType::F32 ? 4 : 2);
+    const size_t g = static_cast<size_t>(w.rows * (w.cols / w.group_size)) * tensor::block_bytes(w.group_dtype);
     dup(w.scales, g);
     dup(w.biases, g);
   }

@@ -214,7 +214,7 @@ void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
   std::vector<uint8_t> plain;
   if (t.dtype == DType::MLX8_LANES) {  // the row's blocks back in element order
     plain.resize(static_cast<size_t>(rb));
-    for (int64_t b = 0; b < rb / 32; ++b) mlx8_lanes_block(packed, rb / 32, b, plain.data() + 32 * b);
+    mlx8_lanes_row(packed, rb / 32, plain.data());
     packed = plain.data();
   }
   mlx::dequantize_row(packed,

@@ -141,18 +141,15 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   return out;
 }
 
-namespace {
-// MLX8_LANES' place of dword d of block k in a group (NibbleLanes' order, 8 dwords a block).
-size_t mlx8_at(int k, int d) { return 64 * (d / 2) + 4 * (8 * (d % 2) + k); }
-}  // namespace
-
+// MLX8_LANES keeps dword d of block k where the Q4 lane layouts keep theirs (NibbleLanes::at),
+// with 8 dwords a block instead of 4.
 void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst) {
   const int64_t groups = nb / kLaneGroupBlocks;
   for (int64_t g = 0; g < groups; ++g) {
     uint8_t in[256];
     std::memcpy(in, src + 256 * g, 256);
     for (int k = 0; k < kLaneGroupBlocks; ++k)
-      for (int d = 0; d < 8; ++d) std::memcpy(dst + 256 * g + mlx8_at(k, d), in + 32 * k + 4 * d, 4);
+      for (int d = 0; d < 8; ++d) std::memcpy(dst + 256 * g + NibbleLanes::at(k, d), in + 32 * k + 4 * d, 4);
   }
   if (dst != src) std::memcpy(dst + 256 * groups, src + 256 * groups, static_cast<size_t>(32 * (nb - 8 * groups)));
 }
@@ -163,7 +160,11 @@ void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
     return;
   }
   const uint8_t* g = row + 256 * (b / kLaneGroupBlocks);
-  for (int d = 0; d < 8; ++d) std::memcpy(out + 4 * d, g + mlx8_at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
+  for (int d = 0; d < 8; ++d) std::memcpy(out + 4 * d, g + NibbleLanes::at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
+}
+
+void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) mlx8_lanes_block(row, nb, b, out + 32 * b);
 }
 
 bool is_lane_layout(DType t) {

@@ -48,9 +48,11 @@ BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 // MLX affine 8-bit: one row of nb blocks from src into dst (the same 32·nb bytes; dst may be src:
-// each group is rewritten through a copy); block b's 32 bytes back in element order.
+// each group is rewritten through a copy); block b's 32 bytes, or the whole row's, back in element
+// order (dequantization, AMX panels).
 void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst);
 void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
+void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out);
 // Q4_K: nsb super-blocks; a super-block back in GGUF's form.
 void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);
