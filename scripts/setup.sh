@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config git
   libcpp-httplib-dev nlohmann-json3-dev libpcre2-dev libxxhash-dev libzstd-dev libsodium-dev
-  libgtest-dev libgmock-dev libbenchmark-dev python3-venv curl zstd libcurl4-openssl-dev libssl-dev libzmq3-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-venv curl zstd libcurl4-openssl-dev libssl-dev libzmq3-dev time)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "common/error.h"
 #include "common/mapped_file.h"
+#include "resident_bytes.h"
 
 using namespace rapid;
 
@@ -31,4 +33,29 @@ TEST(MappedFile, MissingFileIsRefusedWithPath) {
 
 TEST(MappedFile, DirectoryIsRefused) {
   EXPECT_THROW(MappedFile f(::testing::TempDir()), FileError);
+}
+
+// read() copies bytes with pread: the same bytes as the mapping, none of its pages mapped (a fault
+// there would map the page-cache folio around it), a moved-from file's descriptor goes with it, and
+// a read past the end is refused with the path.
+TEST(MappedFile, ReadCopiesWithoutMappingAndRefusesPastTheEnd) {
+  const std::string path = ::testing::TempDir() + "/mapped_file_read.bin";
+  std::string payload(3 << 20, '\0');
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<char>(i * 131 + (i >> 12));
+  { std::ofstream(path, std::ios::binary) << payload; }
+  MappedFile g(path);
+  MappedFile f(std::move(g));
+  std::string got(1 << 20, '\0');
+  f.read(1000003, got.size(), got.data());
+  EXPECT_EQ(got, payload.substr(1000003, got.size()));
+  EXPECT_EQ(test_mem::resident_bytes_of(path), 0u);
+  EXPECT_EQ(std::memcmp(f.data() + 7, payload.data() + 7, 100), 0);  // the mapping agrees
+  try {
+    f.read(payload.size() - 10, 11, got.data());
+    FAIL() << "expected FileError";
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.path(), path);
+  }
+  EXPECT_THROW(f.read(payload.size() + 1, 0, got.data()), FileError);
+  std::remove(path.c_str());
 }

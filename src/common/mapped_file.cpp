@@ -38,7 +38,7 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
     }
     data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
+  fd_ = fd;
 }
 
 MappedFile::~MappedFile() { release(); }
@@ -51,8 +51,10 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
     path_ = std::move(o.path_);
     data_ = o.data_;
     size_ = o.size_;
+    fd_ = o.fd_;
     o.data_ = nullptr;
     o.size_ = 0;
+    o.fd_ = -1;
   }
   return *this;
 }
@@ -69,10 +71,25 @@ void MappedFile::drop(size_t offset, size_t len, bool edges) const {
   if (hi > lo) ::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
+void MappedFile::read(size_t offset, size_t len, void* dst) const {
+  if (offset > size_ || len > size_ - offset) throw FileError(path_, "read past the end of the file");
+  auto* d = static_cast<uint8_t*>(dst);
+  while (len > 0) {
+    const ssize_t n = ::pread(fd_, d, len, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw FileError(path_, std::string("read failed: ") + (n < 0 ? std::strerror(errno) : "file shrank"));
+    d += n;
+    offset += static_cast<size_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+}
+
 void MappedFile::release() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
   data_ = nullptr;
   size_ = 0;
+  fd_ = -1;
 }
 
 std::string read_file(const std::string& path) {

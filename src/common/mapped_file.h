@@ -27,11 +27,17 @@ class MappedFile {
   // The same for every page holding a byte of the range, its first and last included: for a range
   // whose bytes now live elsewhere, when the neighbours sharing its edge pages may read them back.
   void drop_pages_touching(size_t offset, size_t len) const { drop(offset, len, true); }
+  // Copies [offset, offset + len) into dst with pread, without touching the mapping: a fault on a
+  // mapped page maps the whole page-cache folio around it (up to 2 MB on Linux 6.18 with large
+  // folios), so a few small reads there bring tens of MB of neighbouring weights into the
+  // resident set. Throws FileError on a short read.
+  void read(size_t offset, size_t len, void* dst) const;
 
  private:
   void drop(size_t offset, size_t len, bool edges) const;
   void release();
   std::string path_;
+  int fd_ = -1;  // kept open for read()
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
 };

@@ -177,6 +177,19 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
     SafetensorsFile sf = read_safetensors(file);
     std::string fname = fs::path(file).filename().string();
     std::vector<std::pair<size_t, size_t>> copied;  // file byte ranges now held by aligned copies
+    // safetensors only aligns data when the writer pads its header (MLX's does not): a file with a
+    // misaligned tensor is read into aligned copies whole, so every consumer may read typed arrays.
+    // Whole, not just the misaligned tensors: a read of an aligned one left in the mapping would map
+    // the page-cache folio around it (up to 2 MB on Linux 6.18), copied neighbours included.
+    // Stacked experts stay in the mapping: MoeBlock copies an expert when it is first used.
+    auto misaligned = [](const tensor::Tensor& t) {
+      const size_t align = block_bytes(t.dtype);
+      return align > 1 && reinterpret_cast<uintptr_t>(t.data) % align != 0;
+    };
+    const bool copy_all = std::any_of(sf.tensors.begin(), sf.tensors.end(), [&](const tensor::Tensor& t) {
+      const std::string name = normalize_hf_name(t.name);
+      return !name.empty() && misaligned(t) && !stacked_experts(name, t.shape.size());
+    });
     for (auto& t : sf.tensors) {
       if (!weight_map.empty()) {
         auto it = weight_map.find(t.name);
@@ -186,13 +199,9 @@ std::unique_ptr<Checkpoint> load_hf_checkpoint(const std::string& dir) {
       tensor::Tensor n = t;
       n.name = normalize_hf_name(t.name);
       if (n.name.empty()) continue;
-      // safetensors only aligns data when the writer pads its header (MLX's does not): give
-      // misaligned tensors an aligned copy so every consumer may read them as typed arrays.
-      // Stacked experts stay in the mapping: MoeBlock copies an expert when it is first used.
-      size_t align = block_bytes(n.dtype);
-      if (align > 1 && reinterpret_cast<uintptr_t>(n.data) % align != 0 && !stacked_experts(n.name, n.shape.size())) {
+      if (copy_all && n.nbytes > 0 && !stacked_experts(n.name, n.shape.size())) {
         copied.emplace_back(static_cast<const uint8_t*>(n.data) - sf.file->data(), n.nbytes);
-        auto buf = aligned_copy(n.data, n.nbytes, sf.file.get());  // drops its pages now: the peak holds one copy
+        auto buf = aligned_copy(n.data, n.nbytes, sf.file.get());
         n.data = buf->data();
         ck->weights.keep_alive(buf);
       }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -77,6 +78,28 @@ void parallel_rows(int64_t rows, F&& f) {
   for (auto& t : ts) t.join();
 }
 
+// n bytes at p into dst: with pread where p lies in a file mapping (MappedFile::read says why).
+void copy_bytes(const WeightStore& ws, const void* p, size_t n, void* dst) {
+  if (const MappedFile* f = ws.mapping_of(p))
+    f->read(static_cast<size_t>(static_cast<const uint8_t*>(p) - f->data()), n, dst);
+  else
+    std::memcpy(dst, p, n);
+}
+
+// Tables read a row per token: the input embedding when the LM head is another tensor, Gemma's
+// per-layer embeddings. Copied, all their rows would be resident.
+bool lookup_table(const WeightStore& ws, const std::string& name, const tensor::Tensor& t) {
+  if (name == "model.embed_tokens_per_layer.weight") return true;
+  if (name != "model.embed_tokens.weight" && name != "embeddings.word_embeddings.weight") return false;
+  const tensor::Tensor* head = ws.find("lm_head.weight");
+  return head && head->data != t.data;
+}
+
+// The bytes of an MLX tensor's scales (as many again for its biases).
+size_t group_bytes(const tensor::Tensor& t) {
+  return static_cast<size_t>(t.rows() * (t.cols() / t.group_size)) * tensor::block_bytes(t.group_dtype);
+}
+
 }  // namespace
 
 RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> available) {
@@ -91,39 +114,70 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
   // MLX tensors the loader already copied out of the file (to align them) are rewritten in place
   // and cost nothing; everything else is copied.
   auto in_place = [&](const tensor::Tensor& t) { return t.dtype == tensor::DType::MLX_AFFINE && !ws.mapping_of(t.data); };
-  std::vector<std::string> names;
+  // Tensors kept in the file's layout leave the mapping too, so that nothing reads it once the
+  // repacked copies exist: on Linux 6.18 a fault there maps the whole page-cache folio around the
+  // page (up to 2 MB), so the reads of SmolLM2-135M Q4_1's 61 norms mapped 39 MB of the repacked
+  // matrices' sources back, and Gemma 3's Q5_0 / Q6_K matrices, read every token, kept ~15 MB of
+  // their neighbours resident. Stacked experts stay (an expert never routed to is never resident),
+  // and so do lookup tables.
+  auto kept = [&](const std::string& name, const tensor::Tensor& t) {
+    return !repackable(t) && t.data && ws.mapping_of(t.data) && t.shape.size() <= 2 &&
+           name.find(".experts.") == std::string::npos && !lookup_table(ws, name, t);
+  };
+  std::vector<std::string> names, kept_names;
   std::map<const void*, size_t> sources;  // the bytes copied, by source
   for (auto& [name, t] : ws.all())
     if (repackable(t)) {
       names.push_back(name);
       if (!in_place(t)) sources[t.data] = packed_row_bytes(t) * static_cast<size_t>(t.rows());
+    } else if (kept(name, t)) {
+      kept_names.push_back(name);
     }
-  // The copies are anonymous memory the kernel cannot evict as it can the file's pages: a model
-  // that would fill most of memory keeps its mapping (and runs at the file layout's speed).
+  if (names.empty()) return rep;
   size_t total = 0;
   for (auto& [p, n] : sources) total += n;
+  for (const std::string& name : kept_names) {
+    const tensor::Tensor& t = ws.get(name);
+    total += t.nbytes + (t.dtype == tensor::DType::MLX_AFFINE ? 2 * group_bytes(t) : 0);
+  }
+  // The copies are anonymous memory the kernel cannot evict as it can the file's pages: a model
+  // that would fill most of memory keeps its mapping (and runs at the file layout's speed).
   if (const size_t avail = available ? *available : available_memory(); avail && total > avail / 10 * 6) {
     rep.skipped_bytes = total;
     return rep;
   }
   std::map<const void*, const void*> done;  // source bytes -> their copy
-  // An MLX8_LANES tensor's scales and biases leave the mapping too: faulted in from the file, their
-  // pages would bring the neighbouring weight pages (repacked, dropped) back with the kernel's
-  // fault-around, ~13 MB of SmolLM2's 134 MB MLX 8-bit file.
+  // Whatever of the files an earlier read mapped (the folios around the GGUF metadata's end, up to
+  // 4 MB of Gemma 3's tensors) leaves now: the copies below read the files with pread, and a tensor
+  // still read from its mapping faults its pages back in.
+  std::set<const MappedFile*> files;
+  for (auto& [p, n] : sources)
+    if (const MappedFile* f = ws.mapping_of(p)) files.insert(f);
+  for (const std::string& name : kept_names) files.insert(ws.mapping_of(ws.get(name).data));
+  for (const MappedFile* f : files) f->drop_pages_touching(0, f->size());
+  // Copies n bytes at p (in the mapping or not) to a new array the store keeps; p becomes the copy.
   auto own_copy = [&](const void*& p, size_t n) {
     const MappedFile* f = ws.mapping_of(p);
     if (!f) return;
     auto it = done.find(p);
     if (it == done.end()) {
       std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
-      std::memcpy(buf.get(), p, n);
-      f->drop_pages(static_cast<size_t>(static_cast<const uint8_t*>(p) - f->data()), n);
+      copy_bytes(ws, p, n, buf.get());
       rep.sources.emplace_back(static_cast<const uint8_t*>(p), n);
       it = done.emplace(p, buf.get()).first;
       ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
     }
     p = it->second;
   };
+  for (const std::string& name : kept_names) {
+    tensor::Tensor t = ws.get(name);
+    own_copy(t.data, t.nbytes);
+    if (t.dtype == tensor::DType::MLX_AFFINE) {
+      own_copy(t.scales, group_bytes(t));
+      own_copy(t.biases, group_bytes(t));
+    }
+    ws.add(std::move(t));
+  }
   for (const std::string& name : names) {
     tensor::Tensor t = ws.get(name);
     const size_t row = packed_row_bytes(t), bytes = row * static_cast<size_t>(t.rows());
@@ -138,17 +192,19 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       // Not value-initialised: every byte is written below, and zeroing first would be a pass more.
       std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
       const auto* src = static_cast<const uint8_t*>(t.data);
-      // The source pages leave the resident set a few MB at a time as they are copied, so the
-      // load's peak is the weights plus a few MB per thread, not plus the largest tensor (a
-      // tied LM head is a third of Qwen3.5-0.8B); the pages the chunks share go with
-      // drop_repacked_sources.
-      const MappedFile* f = ws.mapping_of(src);
+      // The rows are read into their place in the copy, a few MB at a time, and each is repacked
+      // there through one row of scratch: a chunk-sized scratch per thread, freed, stayed resident
+      // in its malloc arena (~9 MB of SmolLM2's 98).
       const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / row));
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
+        std::vector<uint8_t> line(row);
         for (int64_t c = r0; c < r1; c += step) {
           const int64_t e = std::min(r1, c + step);
-          for (int64_t r = c; r < e; ++r) repack_row(t, src + r * row, buf.get() + r * row);
-          if (f) f->drop_pages(static_cast<size_t>(src + c * row - f->data()), static_cast<size_t>(e - c) * row);
+          copy_bytes(ws, src + c * row, static_cast<size_t>(e - c) * row, buf.get() + c * row);
+          for (int64_t r = c; r < e; ++r) {
+            std::memcpy(line.data(), buf.get() + r * row, row);
+            repack_row(t, line.data(), buf.get() + r * row);
+          }
         }
       });
       it = done.emplace(t.data, buf.get()).first;
@@ -156,9 +212,8 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       rep.bytes += bytes;
     }
     if (t.dtype == tensor::DType::MLX_AFFINE) {
-      const size_t groups = static_cast<size_t>(t.rows() * (t.cols() / t.group_size)) * tensor::block_bytes(t.group_dtype);
-      own_copy(t.scales, groups);
-      own_copy(t.biases, groups);
+      own_copy(t.scales, group_bytes(t));  // out of the mapping too, as the kept tensors
+      own_copy(t.biases, group_bytes(t));
     }
     t.dtype = t.dtype == tensor::DType::MLX_AFFINE ? tensor::DType::MLX8_LANES : tensor::lane_layout_of(t.dtype);
     t.data = it->second;

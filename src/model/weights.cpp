@@ -27,8 +27,11 @@ const tensor::Tensor& WeightStore::get(const std::string& name) const {
 
 std::shared_ptr<std::vector<uint8_t>> aligned_copy(const void* p, size_t n, const MappedFile* from) {
   const auto* b = static_cast<const uint8_t*>(p);
-  auto buf = std::make_shared<std::vector<uint8_t>>(b, b + n);
-  if (from) from->drop_pages(static_cast<size_t>(b - from->data()), n);
+  if (!from) return std::make_shared<std::vector<uint8_t>>(b, b + n);
+  // Read with pread: the mapping's folios around p would otherwise come in too (MappedFile::read).
+  auto buf = std::make_shared<std::vector<uint8_t>>(n);
+  from->read(static_cast<size_t>(b - from->data()), n, buf->data());
+  from->drop_pages(static_cast<size_t>(b - from->data()), n);
   return buf;
 }
 

@@ -42,8 +42,9 @@ class WeightStore {
 };
 
 // A heap copy of the n bytes at p, for a reader that needs them aligned. When p lies in the file
-// mapping `from`, the copied bytes' pages leave it (nothing reads them there again): otherwise a
-// misaligned (mlx-lm written) checkpoint stays resident twice, in the mapping and in the copies.
+// mapping `from`, it is read with pread and the bytes' pages leave the mapping (nothing reads them
+// there again): otherwise a misaligned (mlx-lm written) checkpoint stays resident twice, in the
+// mapping and in the copies.
 std::shared_ptr<std::vector<uint8_t>> aligned_copy(const void* p, size_t n, const MappedFile* from);
 
 // A loaded checkpoint: config + weights + where the tokenizer lives.
