@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/huge_buffer.h"
 #include "compute/kernels.h"
 #include "tensor/lane_layout.h"
 #include "tensor/quant_formats.h"
@@ -134,18 +135,34 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       kept_names.push_back(name);
     }
   if (names.empty()) return rep;
-  size_t total = 0;
-  for (auto& [p, n] : sources) total += n;
+  // What own_copy below copies besides the repacked rows: the kept tensors, and MLX scales and
+  // biases still in the mapping (by source: tied tensors share one copy).
+  std::map<const void*, size_t> copies;
+  auto will_copy = [&](const void* p, size_t n) {
+    if (p && ws.mapping_of(p)) copies[p] = n;
+  };
   for (const std::string& name : kept_names) {
     const tensor::Tensor& t = ws.get(name);
-    total += t.nbytes + (t.dtype == tensor::DType::MLX_AFFINE ? 2 * group_bytes(t) : 0);
+    will_copy(t.data, t.nbytes);
   }
+  for (const std::vector<std::string>* group : {&kept_names, &names})
+    for (const std::string& name : *group)
+      if (const tensor::Tensor& t = ws.get(name); t.dtype == tensor::DType::MLX_AFFINE) {
+        will_copy(t.scales, group_bytes(t));
+        will_copy(t.biases, group_bytes(t));
+      }
+  size_t total = 0, slices = 0;
+  for (const auto* m : {&sources, &copies})
+    for (auto& [p, n] : *m) total += n, slices += BufferSlicer::padded(n);
   // The copies are anonymous memory the kernel cannot evict as it can the file's pages: a model
   // that would fill most of memory keeps its mapping (and runs at the file layout's speed).
   if (const size_t avail = available ? *available : available_memory(); avail && total > avail / 10 * 6) {
     rep.skipped_bytes = total;
     return rep;
   }
+  // All copies share one buffer, on huge pages where the kernel allows (common/huge_buffer.h).
+  BufferSlicer slicer(slices);
+  if (slicer.buffer()) ws.keep_alive(std::shared_ptr<const uint8_t[]>(slicer.buffer()));
   std::map<const void*, const void*> done;  // source bytes -> their copy
   // Whatever of the files an earlier read mapped (the folios around the GGUF metadata's end, up to
   // 4 MB of Gemma 3's tensors) leaves now: the copies below read the files with pread, and a tensor
@@ -161,11 +178,10 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
     if (!f) return;
     auto it = done.find(p);
     if (it == done.end()) {
-      std::shared_ptr<uint8_t[]> buf(new uint8_t[n]);
-      copy_bytes(ws, p, n, buf.get());
+      uint8_t* buf = slicer.take(n);
+      copy_bytes(ws, p, n, buf);
       rep.sources.emplace_back(static_cast<const uint8_t*>(p), n);
-      it = done.emplace(p, buf.get()).first;
-      ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
+      it = done.emplace(p, buf).first;
     }
     p = it->second;
   };
@@ -189,26 +205,23 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       });
       it = done.emplace(t.data, t.data).first;
     } else if (it == done.end()) {
-      // Not value-initialised: every byte is written below, and zeroing first would be a pass more.
-      std::shared_ptr<uint8_t[]> buf(new uint8_t[bytes]);
+      uint8_t* buf = slicer.take(bytes);
       const auto* src = static_cast<const uint8_t*>(t.data);
-      // The rows are read into their place in the copy, a few MB at a time, and each is repacked
-      // there through one row of scratch: a chunk-sized scratch per thread, freed, stayed resident
-      // in its malloc arena (~9 MB of SmolLM2's 98).
+      // The rows are read into their place in the copy a few MB at a time, and each is repacked
+      // there through one row of scratch.
       const int64_t step = std::max<int64_t>(1, static_cast<int64_t>((4u << 20) / row));
       parallel_rows(t.rows(), [&](int64_t r0, int64_t r1) {
         std::vector<uint8_t> line(row);
         for (int64_t c = r0; c < r1; c += step) {
           const int64_t e = std::min(r1, c + step);
-          copy_bytes(ws, src + c * row, static_cast<size_t>(e - c) * row, buf.get() + c * row);
+          copy_bytes(ws, src + c * row, static_cast<size_t>(e - c) * row, buf + c * row);
           for (int64_t r = c; r < e; ++r) {
-            std::memcpy(line.data(), buf.get() + r * row, row);
-            repack_row(t, line.data(), buf.get() + r * row);
+            std::memcpy(line.data(), buf + r * row, row);
+            repack_row(t, line.data(), buf + r * row);
           }
         }
       });
-      it = done.emplace(t.data, buf.get()).first;
-      ws.keep_alive(std::shared_ptr<const uint8_t[]>(std::move(buf)));
+      it = done.emplace(t.data, buf).first;
       rep.bytes += bytes;
     }
     if (t.dtype == tensor::DType::MLX_AFFINE) {
