@@ -162,8 +162,15 @@ def warm_run(model_dir, tmp_path_factory, cold):
     d = tmp_path_factory.mktemp("warm")
     srv = _launch(model_dir, d)
     replies, prompts, last = agent_loop(srv)
-    info = json.loads(_get(srv, "/v1/cache"))
-    metrics = _get(srv, "/metrics")
+    # The engine files the last turn's state in the prefix cache just after its reply is sent
+    # (BatchEngine::finish, then retire): read both views once /v1/cache agrees before and after
+    # the /metrics read (a CI run once read 40 checkpoints from one and another count from the other).
+    for _ in range(100):
+        info = json.loads(_get(srv, "/v1/cache"))
+        metrics = _get(srv, "/metrics")
+        if json.loads(_get(srv, "/v1/cache"))["prefix_cache"] == info["prefix_cache"]:
+            break
+        time.sleep(0.05)
     conftest.stop(srv)  # a clean stop flushes the snapshot writes
     return {"dir": d, "replies": replies, "prompts": prompts, "last": last, "info": info, "metrics": metrics}
 
