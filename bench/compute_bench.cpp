@@ -14,6 +14,7 @@
 
 #include "cache/block_pool.h"
 #include "compute/attention.h"
+#include "common/huge_buffer.h"
 #include "compute/matmul.h"
 #include "model/arch.h"
 #include "model/weights.h"
@@ -25,8 +26,24 @@ using namespace rapid;
 
 namespace {
 
-std::vector<uint8_t> random_weights(tensor::DType t, int64_t rows, int64_t cols) {
-  std::vector<uint8_t> buf(tensor::row_bytes(t, cols) * rows);
+// Weight bytes on transparent huge pages, as the model's load-time copies are (common/huge_buffer.h):
+// with 4 KiB pages a DRAM-resident GEMV measures TLB misses the model no longer pays.
+class HugeBytes {
+ public:
+  explicit HugeBytes(size_t n) : buf_(huge_buffer(n)), n_(n) { std::memset(buf_.get(), 0, n); }
+  uint8_t* data() { return buf_.get(); }
+  const uint8_t* data() const { return buf_.get(); }
+  size_t size() const { return n_; }
+  uint8_t* begin() { return data(); }
+  uint8_t* end() { return data() + n_; }
+
+ private:
+  std::shared_ptr<uint8_t[]> buf_;
+  size_t n_;
+};
+
+HugeBytes random_weights(tensor::DType t, int64_t rows, int64_t cols) {
+  HugeBytes buf(tensor::row_bytes(t, cols) * rows);
   std::mt19937 rng(1);
   for (auto& b : buf) b = static_cast<uint8_t>(rng() & 0x3f);  // small values: finite f16 scales
   return buf;
@@ -98,11 +115,15 @@ void time_matmul(benchmark::State& st, const compute::WeightView& v, int threads
 
 void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, int threads, int64_t n,
              compute::MatmulPath path = compute::MatmulPath::Fast) {
-  auto w = random_weights(t == tensor::DType::Q8_0_LANES ? tensor::DType::Q8_0 : t, rows, cols);
-  if (t == tensor::DType::Q8_0_LANES) {  // the load-time repack (model/lane_repack.h) of the same rows
+  // A lane layout: the load-time repack (model/lane_repack.h) of the GGUF type's rows.
+  tensor::DType from = t;
+  for (tensor::DType g : {tensor::DType::Q8_0, tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q4_K, tensor::DType::Q6_K})
+    if (tensor::lane_layout_of(g) == t) from = g;
+  auto w = random_weights(from, rows, cols);
+  if (from != t) {
     const size_t rb = tensor::row_bytes(t, cols);
-    const std::vector<uint8_t> src = w;
-    for (int64_t r = 0; r < rows; ++r) tensor::repack_lanes(tensor::DType::Q8_0, src.data() + r * rb, cols, w.data() + r * rb);
+    const std::vector<uint8_t> src(w.begin(), w.end());
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_lanes(from, src.data() + r * rb, cols, w.data() + r * rb);
   }
   tensor::Tensor tt;
   tt.name = "w";
@@ -116,8 +137,8 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
 // MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
 // same shape: bytes/s counts the packed values plus the scales and biases.
 void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t cols, int threads, int64_t n,
-                tensor::DType group_dtype = tensor::DType::BF16) {
-  std::vector<uint8_t> w(rows * cols * bits / 8);
+                tensor::DType group_dtype = tensor::DType::BF16, bool lanes = false) {
+  HugeBytes w(rows * cols * bits / 8);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   std::vector<uint16_t> sb(2 * rows * cols / gs);
@@ -128,6 +149,10 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   tensor::Tensor tt;
   tt.name = "w";
   tt.dtype = tensor::DType::MLX_AFFINE;
+  if (lanes) {  // the load-time repack (model/lane_repack.h), in place as the loader does it
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_mlx8_lanes(w.data() + r * cols, cols / 32, w.data() + r * cols);
+    tt.dtype = tensor::DType::MLX8_LANES;
+  }
   tt.shape = {rows, cols};
   tt.data = w.data();
   tt.bits = bits;
@@ -141,7 +166,7 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
 // MXFP4 weight (random nibbles, E8M0 scales 2^-8 .. 2^-5) of the same shapes: bytes/s counts the
 // nibbles plus the scale bytes.
 void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
-  std::vector<uint8_t> w(rows * cols / 2), e(rows * cols / 32);
+  HugeBytes w(rows * cols / 2), e(rows * cols / 32);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
   for (auto& b : e) b = static_cast<uint8_t>(119 + rng() % 4);
@@ -158,9 +183,9 @@ void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads,
 // The same as GGML's MXFP4 blocks read in place (DType::MXFP4_GGML: the scale byte inside each
 // 17-byte block, as a gpt-oss GGUF holds them): bytes/s counts the blocks, the same bytes.
 void BM_GemvMxfp4Ggml(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
-  std::vector<uint8_t> w(rows * cols / 32 * 17);
+  HugeBytes w(rows * cols / 32 * 17);
   std::mt19937 rng(1);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i % 17 ? rng() : 119 + rng() % 4);
+  for (size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>(i % 17 ? rng() : 119 + rng() % 4);
   tensor::Tensor tt;
   tt.name = "w";
   tt.dtype = tensor::DType::MXFP4_GGML;
@@ -396,6 +421,11 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_1t, tensor::DType::Q8_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_2t, tensor::DType::Q8_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_1t, tensor::DType::Q4_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_2t, tensor::DType::Q4_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_k_lanes_qwen35_vocab_1t, tensor::DType::Q4_K_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_lanes_qwen35_vocab_1t, tensor::DType::Q6_K_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q6_k_lanes_qwen35_vocab_2t, tensor::DType::Q6_K_LANES, 248320, 1024, 2, 1)->UseRealTime();
 // Every other decode format at that DRAM-resident shape (the weight-row prefetch's before / after;
 // the *_big_1t and *_vocab_1t rows above are the L3-resident ones).
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_qwen35_vocab_1t, tensor::DType::Q4_K, 248320, 1024, 1, 1)->UseRealTime();
@@ -446,6 +476,14 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t, 4, 64, 1536, 576, 1, 1)->UseRealT
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_vocab_1t, 8, 64, 49152, 576, 1, 1)->UseRealTime();
+// SmolLM2's shapes (576-wide rows: two lane groups and a 2-block tail) as the model runs them:
+// MLX 8-bit repacked (MLX8_LANES) against GGUF Q8_0 repacked (Q8_0_LANES).
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_vocab_1t, 8, 64, 49152, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_1t, tensor::DType::Q8_0_LANES, 49152, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_ffn_1t, 8, 64, 1536, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_ffn_1t, tensor::DType::Q8_0_LANES, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_down_1t, 8, 64, 576, 1536, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_down_1t, tensor::DType::Q8_0_LANES, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_big_1t, 4, 64, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();

@@ -5,6 +5,7 @@
 // panel tests skip and the matmul test checks the lane path's batch invariance alone.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -56,9 +57,20 @@ Weight random_weight(tensor::DType t, int gs, int bits, int64_t rows, int64_t co
   for (auto& b : w.data) b = static_cast<uint8_t>(rng());
   for (size_t off = 0; off < w.data.size(); off += bb) {
     const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K;
+    const size_t at = t == tensor::DType::Q6_K ? offsetof(tensor::BlockQ6_K, d) : 0;
     for (int h = 0; h < (two ? 2 : 1); ++h) {  // d (and m / dmin)
       const uint16_t d = f16(rng, 0.001f, 0.05f);
-      std::memcpy(w.data.data() + off + 2 * h, &d, 2);
+      std::memcpy(w.data.data() + off + at + 2 * h, &d, 2);
+    }
+  }
+  if (t == tensor::DType::Q6_K) {
+    // The ends of the panels' split sc·(q − 32): value 0 (q − 32 = −32) under scales −128 (4096, the
+    // largest) and 127 (−4064, the smallest), in the first super-blocks of rows 0 and 1.
+    for (int r = 0; r < 2 && r < rows; ++r) {
+      auto* b = reinterpret_cast<tensor::BlockQ6_K*>(w.data.data() + r * tensor::row_bytes(t, cols));
+      std::memset(b->ql, 0, sizeof b->ql);
+      std::memset(b->qh, 0, sizeof b->qh);
+      std::memset(b->scales, r == 0 ? 0x80 : 0x7f, sizeof b->scales);
     }
   }
   return w;
@@ -72,6 +84,7 @@ Kernels::QDotV lane_kernel(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q5_1: return k.dot_q5_1v;
     case tensor::DType::Q8_0: return k.dot_q8_0v;
     case tensor::DType::Q4_K: return k.dot_q4_kv;
+    case tensor::DType::Q6_K: return k.dot_q6_kv;
     default: return nullptr;
   }
 }
@@ -105,7 +118,8 @@ struct Format {
   int group_size, bits = 4;
 };
 const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1, 0},          {tensor::DType::Q8_0, 0},
-                           {tensor::DType::Q4_K, 0},        {tensor::DType::Q5_0, 0},          {tensor::DType::Q5_1, 0},
+                           {tensor::DType::Q4_K, 0},        {tensor::DType::Q6_K, 0},          {tensor::DType::Q5_0, 0},
+                           {tensor::DType::Q5_1, 0},
                            {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64},  {tensor::DType::MLX_AFFINE, 128},
                            {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
 
@@ -177,7 +191,8 @@ TEST(AmxPanel, MatmulResultsDoNotDependOnTheBatch) {
     if (isa > best_isa()) continue;
     set_active_isa(isa);
     for (const Format& f : kFormats) {
-      const int64_t rows = 53, cols = f.dtype == tensor::DType::Q4_K ? 768 : 576;  // 576: a partial 8-block group
+      const bool k_quant = f.dtype == tensor::DType::Q4_K || f.dtype == tensor::DType::Q6_K;
+      const int64_t rows = 53, cols = k_quant ? 768 : 576;  // 576: a partial 8-block group
       if (f.group_size && cols % f.group_size) continue;
       Weight w = random_weight(f.dtype, f.group_size, f.bits, rows, cols, rng);
       tensor::Tensor tt;

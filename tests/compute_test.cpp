@@ -87,6 +87,7 @@ const LaneFormat kLaneFormats[] = {
     {tensor::DType::Q4_0, tensor::DType::Q4_0_LANES, &Kernels::dot_q4_0v, &Kernels::dot_q4_0_lanes},
     {tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, &Kernels::dot_q4_1v, &Kernels::dot_q4_1_lanes},
     {tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, &Kernels::dot_q4_kv, &Kernels::dot_q4_k_lanes},
+    {tensor::DType::Q6_K, tensor::DType::Q6_K_LANES, &Kernels::dot_q6_kv, &Kernels::dot_q6_k_lanes},
 };
 // A kernel's nb: 32-element blocks, or super-blocks for the K-quants.
 int64_t kernel_nb(tensor::DType t, int64_t nb) { return nb / (tensor::block_elems(t) / 32); }
@@ -361,7 +362,8 @@ TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   for (const LaneFormat& f : kLaneFormats) {
     if (!(kernels().*f.lanes)) continue;
     ran = true;
-    const int64_t cols = f.from == tensor::DType::Q4_K ? 512 : 576;  // 18 blocks: two groups and a tail
+    const bool k_quant = tensor::block_elems(f.from) == 256;
+    const int64_t cols = k_quant ? 512 : 576;  // 18 blocks: two groups and a tail
     const auto x = random_vec(n * cols, rng);
     const auto buf = random_rows(f.from, rows, cols, rng);
     std::vector<uint8_t> packed;
@@ -1222,9 +1224,14 @@ TEST(LaneLayout, HoldsTheRowsValues) {
           } else if (f.from == tensor::DType::Q4_1) {
             const tensor::BlockQ4_1 q = tensor::q4_1_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
-          } else {
+          } else if (f.from == tensor::DType::Q4_K) {
             if (blk >= kernel_nb(f.from, nb)) break;  // super-blocks
             const tensor::BlockQ4_K q = tensor::q4_k_lanes_block(reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk]);
+            ASSERT_EQ(std::memcmp(&q, src.data() + r * rb + bb * blk, bb), 0) << what << " super-block " << blk;
+            continue;
+          } else {
+            if (blk >= kernel_nb(f.from, nb)) break;
+            const tensor::BlockQ6_K q = tensor::q6_k_lanes_block(reinterpret_cast<const tensor::BlockQ6_K*>(row)[blk]);
             ASSERT_EQ(std::memcmp(&q, src.data() + r * rb + bb * blk, bb), 0) << what << " super-block " << blk;
             continue;
           }

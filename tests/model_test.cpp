@@ -586,6 +586,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RepackCase{"smollm2-135m-instruct/SmolLM2-135M-Instruct.Q8_0.gguf", "model.layers.0.mlp.up_proj.weight",
                                  tensor::DType::Q8_0_LANES},
                       RepackCase{"gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "", tensor::DType::Q4_K_LANES},
+                      RepackCase{"gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "", tensor::DType::Q6_K_LANES},
                       RepackCase{"smollm2-135m-instruct/mlx-q8", "model.layers.0.mlp.up_proj.weight",
                                  tensor::DType::MLX8_LANES}));
 TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {

@@ -19,7 +19,7 @@ struct ActLanes {
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
 struct PanelRows {
-  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, their *_LANES layouts, MLX_AFFINE (4 or 8 bits) or MLX8_LANES
+  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, their *_LANES layouts, MLX_AFFINE (4 or 8 bits) or MLX8_LANES
   const uint8_t* w;     // first row
   size_t stride;        // bytes between rows
   int rows;             // 1..32
@@ -94,10 +94,10 @@ struct Kernels {
   QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
   QDotV dot_q4_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
   // Rows in the lane layouts (tensor/lane_layout.h: DType::Q8_0_LANES, Q4_0_LANES, Q4_1_LANES,
-  // Q4_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's integer dots and
-  // float operations, so bitwise their result on the row before repacking, without the gathers.
-  // Optional like QDotV.
-  QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes, dot_q4_k_lanes;
+  // Q4_K_LANES, Q6_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's /
+  // q6_kv's integer dots and float operations, so bitwise their result on the row before
+  // repacking, without the gathers. Optional like QDotV.
+  QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes, dot_q4_k_lanes, dot_q6_k_lanes;
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as the file
   // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial

@@ -19,6 +19,7 @@
 #include <cstddef>
 
 #include "compute/avx2_hsum.h"
+#include "compute/avx2_transpose.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
 #include "compute/mxfp4_rows.h"
@@ -244,26 +245,6 @@ template <int NT, bool kFull>
   add_fifth_bits(qh, W);
   scaled_offset_dots<NT, 5>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
-// In-register 8×8 transpose of int32: W[d] lane k = R[k] lane d.
-inline void transpose8x8(const __m256i* R, __m256i* W) {
-  __m256i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(R[2 * i], R[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(R[2 * i], R[2 * i + 1]);
-  }
-  for (int h = 0; h < 2; ++h) {  // rows 0-3, then 4-7
-    const __m256i* th = t + 4 * h;
-    u[4 * h] = _mm256_unpacklo_epi64(th[0], th[2]);
-    u[4 * h + 1] = _mm256_unpackhi_epi64(th[0], th[2]);
-    u[4 * h + 2] = _mm256_unpacklo_epi64(th[1], th[3]);
-    u[4 * h + 3] = _mm256_unpackhi_epi64(th[1], th[3]);
-  }
-  for (int d = 0; d < 4; ++d) {
-    W[d] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x20);
-    W[d + 4] = _mm256_permute2x128_si256(u[d], u[4 + d], 0x31);
-  }
-}
-
 // Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
 // lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
 // sub-block, with the 6-bit sc / mn unpacked once per super-block.

@@ -689,6 +689,18 @@ template <int NT>
 // permutes. Values − 32 go through vpdpbusd as |w| with the sign moved onto x (|x| ≤ 127), each
 // 16-element half in its own chain: a zmm lane sums 8 products (|Σ| ≤ 8·32·127 fits 16 bits), so
 // pmaddwd / vpdpwssd apply the half's int8 scale in integers. One conversion per token and group.
+// Pair j's values from lo (their low four bits at bits 0-3 of each byte) and hi (their top two at
+// bits 4-5; both may hold other bits elsewhere): |v − 32| and the sign mask of v − 32.
+[[gnu::always_inline]] inline void q6_k_pair(__m512i lo, __m512i hi, __m512i& A, __mmask64& neg) {
+  // (lo & 0x0f) | (hi & 0xf0), then & 0x3f − 32.
+  const __m512i v = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0f), 0xE4 /* c ? a : b */);
+  const __m512i s = _mm512_sub_epi8(_mm512_and_si512(v, _mm512_set1_epi8(0x3f)), _mm512_set1_epi8(32));
+  A = _mm512_abs_epi8(s);
+  neg = _mm512_movepi8_mask(s);
+}
+template <int NT>
+[[gnu::always_inline]] inline void q6_k_dots(const tensor::BlockQ6_K& b, const __m512i* A2, const __mmask64* neg,
+                                             const ActLanes& x, int64_t g, __m256* acc);
 template <int NT>
 [[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ6_K& b = w[g];
@@ -702,12 +714,30 @@ template <int NT>
     const __m512i ih = lane_index([j](int k, int e) { return 8 * (k >> 2) + 2 * j + e; });
     const __m512i lo = _mm512_srlv_epi32(_mm512_permutex2var_epi32(l0, il, l1), lshift);
     const __m512i hi = _mm512_rolv_epi32(_mm512_permutexvar_epi32(ih, qh), hrot);
-    // (lo & 0x0f) | (hi & 0x30), then − 32.
-    const __m512i v = _mm512_ternarylogic_epi32(lo, hi, _mm512_set1_epi8(0x0f), 0xE4 /* c ? a : b */);
-    const __m512i s = _mm512_sub_epi8(_mm512_and_si512(v, _mm512_set1_epi8(0x3f)), _mm512_set1_epi8(32));
-    A2[j] = _mm512_abs_epi8(s);
-    neg[j] = _mm512_movepi8_mask(s);
+    q6_k_pair(lo, hi, A2[j], neg[j]);
   }
+  q6_k_dots<NT>(b, A2, neg, x, g, acc);
+}
+// Q6_K_LANES (tensor/lane_layout.h): pair j's low bits are ql half j % 2 (high nibbles for j >= 2),
+// its top two bits 2·j of qh, already in lane order: shifts instead of the permutes above, the same
+// values and dots after.
+template <int NT>
+[[gnu::always_inline]] inline void q6_klv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ6_K& b = w[g];
+  const __m512i l0 = _mm512_loadu_si512(b.ql), l1 = _mm512_loadu_si512(b.ql + 64), qh = _mm512_loadu_si512(b.qh);
+  __m512i A2[4];
+  __mmask64 neg[4];
+  // 16-bit shifts: what crosses a byte lands outside the bits q6_k_pair keeps.
+  q6_k_pair(l0, _mm512_slli_epi16(qh, 4), A2[0], neg[0]);
+  q6_k_pair(l1, _mm512_slli_epi16(qh, 2), A2[1], neg[1]);
+  q6_k_pair(_mm512_srli_epi16(l0, 4), qh, A2[2], neg[2]);
+  q6_k_pair(_mm512_srli_epi16(l1, 4), _mm512_srli_epi16(qh, 2), A2[3], neg[3]);
+  q6_k_dots<NT>(b, A2, neg, x, g, acc);
+}
+// A Q6_K super-block's dots for NT tokens from its pairs (|v − 32| and signs) and its scales.
+template <int NT>
+[[gnu::always_inline]] inline void q6_k_dots(const tensor::BlockQ6_K& b, const __m512i* A2, const __mmask64* neg,
+                                             const ActLanes& x, int64_t g, __m256* acc) {
   // Lane 8e + k: scale 2k (first 16 elements) / 2k + 1 (last 16) in its low 16 bits.
   const __m512i s32 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
   const __m512i low16 = _mm512_set1_epi32(0xffff);
@@ -761,6 +791,7 @@ template <int NT>
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q4_klv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
+RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
 // biased) or the two dword pairs nibble_pairs would gather, its scales (Q4_1: (d, m) dwords) one
@@ -1019,6 +1050,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_0_lanes = q4_0_lanes;
   k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_q4_k_lanes = q4_klv;
+  k.dot_q6_k_lanes = q6_klv;
   k.dot_mlx4v = mlx4v;
   k.dot_mlx8v = mlx8v<false>;
   k.dot_mlx8_lanes = mlx8v<true>;

@@ -115,6 +115,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q4_0_LANES: return k.dot_q4_0_lanes;
     case tensor::DType::Q4_1_LANES: return k.dot_q4_1_lanes;
     case tensor::DType::Q4_K_LANES: return k.dot_q4_k_lanes;
+    case tensor::DType::Q6_K_LANES: return k.dot_q6_k_lanes;
     default: return nullptr;
   }
 }
@@ -211,9 +212,9 @@ ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t 
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
 constexpr int64_t kPanelMinTokens = 32;
 
-// Panels exist for every format with a lane kernel but Q6_K (two scales per block).
+// Panels exist for every format with a lane kernel.
 bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
-  if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast || w.dtype == tensor::DType::Q6_K) return false;
+  if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast) return false;
   return int_kernel_v(k, w.dtype) != nullptr || mlx_lanes(w, path, k);
 }
 
@@ -280,7 +281,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0:
     case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
-    case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES:
+    case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MLX8_LANES: case tensor::DType::MXFP4:
     case tensor::DType::MXFP4_GGML: break;
     default: return p;

@@ -17,6 +17,12 @@
 // s32) goes through memory into vectors over the rows, the orientation the float work needs.
 // Blocks are taken lane by lane (k, k+8, ...), so that one lane's dots are in L1 when its float
 // work runs with its 16 accumulators in registers.
+//
+// Q6_K gives each 16 elements their own int8 scale, which the lane kernels apply in integers
+// (Σ sc·(q − 32)·x per 32-element block, then one float operation). A panel folds the scale into
+// the weight, P = sc·(q − 32) (|P| ≤ 4096, not an int8), split exactly as P = 64·H + L with
+// L = P mod 64 and H = P >> 6, both int8: two tile multiplies per block, and the block's integer is
+// 64·(H·x) + L·x, the lane kernels' integer, so the same bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -24,6 +30,8 @@
 #include <cstring>
 #include <vector>
 
+#include "compute/avx2_transpose.h"
+#include "compute/k4_scales.h"
 #include "compute/kernels.h"
 #include "tensor/fp16.h"
 #include "tensor/lane_layout.h"
@@ -64,12 +72,13 @@ T* aligned64(std::vector<T>& v, size_t n) {
 // A panel's weights, unpacked: B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
 // holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows' scales (and offsets) as
 // f32 vectors over the 32 rows (zero past the panel).
+// Q6_K (split): the H tiles as above, the L tiles after them at b + (2·(nb + blk) + h)·512.
 struct Unpacked {
   std::vector<uint8_t> raw;  // b, 64-byte aligned inside
   std::vector<float> dw, mw;
   int8_t* b = nullptr;
-  void reset(int64_t nb) {
-    b = reinterpret_cast<int8_t*>(aligned64(raw, static_cast<size_t>(2 * nb * kBlockB)));
+  void reset(int64_t nb, bool split) {
+    b = reinterpret_cast<int8_t*>(aligned64(raw, static_cast<size_t>((split ? 4 : 2) * nb * kBlockB)));
     dw.assign(static_cast<size_t>(nb * kRows), 0.0f);
     mw.assign(static_cast<size_t>(nb * kRows), 0.0f);
   }
@@ -115,9 +124,8 @@ inline __m256i interleave_nibbles(const uint8_t* qs) {
 }
 
 // Block blk of row `row` (panel row r): its 32 values as s8 in element order, its scale and offset.
-// k4: for Q4_K_LANES, the row's super-block blk / 8 already back in GGUF's form.
-inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, int64_t nb,
-                            const tensor::BlockQ4_K& k4, float& d, float& m) {
+// (The K-quants go by super-block: unpack_q4_k, unpack_q6_k.)
+inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, int64_t nb, float& d, float& m) {
   switch (p.dtype) {
     // The lane layouts: the block back in GGUF's form (once per panel and block, for 32+ tokens).
     case tensor::DType::Q8_0_LANES: {
@@ -160,16 +168,6 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       d = tensor::f16_to_f32(q->d), m = tensor::f16_to_f32(q->m);
       return with_fifth_bits(split_nibbles(q->qs, 0), q->qh);
     }
-    case tensor::DType::Q4_K:
-    case tensor::DType::Q4_K_LANES: {  // sub-block blk % 8 of super-block blk / 8 (the lane kernel's lane)
-      const tensor::BlockQ4_K& q = p.dtype == tensor::DType::Q4_K ? reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk / 8] : k4;
-      const int k = static_cast<int>(blk % 8);
-      int sc, mn;
-      tensor::scale_min_k4(k, q.scales, sc, mn);
-      d = tensor::f16_to_f32(q.d) * static_cast<float>(sc), m = -tensor::f16_to_f32(q.dmin) * static_cast<float>(mn);
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.qs + 32 * (k / 2)));
-      return _mm256_and_si256(k & 1 ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(0x0f));
-    }
     default: {
       const int64_t g = blk * 32 / p.group_size;
       d = p.scales[r * p.sstride + g], m = p.biases[r * p.sstride + g];
@@ -184,19 +182,142 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
   }
 }
 
+// Q6_K values (0..63) of a super-block's 8 blocks in element order. GGUF: element 128·n + 32·j + l
+// has the low nibble (high for j >= 2) of ql[64·n + 32·(j & 1) + l] and bits 2·j of qh[32·n + l].
+// Q6_K_LANES (tensor/lane_layout.h): the lane kernel's pairs, whose 8 dword vectors are one 8×8
+// transpose from the blocks.
+inline void q6_k_values(const tensor::BlockQ6_K& b, bool lanes, __m256i* R) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+  if (lanes) {
+    const __m512i l0 = _mm512_loadu_si512(b.ql), l1 = _mm512_loadu_si512(b.ql + 64), qh = _mm512_loadu_si512(b.qh);
+    const __m512i lo[4] = {l0, l1, _mm512_srli_epi16(l0, 4), _mm512_srli_epi16(l1, 4)};
+    __m256i Y[8];
+    for (int j = 0; j < 4; ++j) {
+      const __m512i hi = _mm512_and_si512(_mm512_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), _mm512_set1_epi8(3));
+      const __m512i v = _mm512_or_si512(_mm512_and_si512(lo[j], _mm512_set1_epi8(0x0f)), _mm512_slli_epi16(hi, 4));
+      Y[2 * j] = _mm512_castsi512_si256(v), Y[2 * j + 1] = _mm512_extracti64x4_epi64(v, 1);
+    }
+    transpose8x8(Y, R);
+    return;
+  }
+  for (int k = 0; k < 8; ++k) {
+    const int n = k / 4, j = k % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * n + 32 * (j & 1)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * n));
+    const __m256i lo = _mm256_and_si256(j >= 2 ? _mm256_srli_epi16(ql, 4) : ql, m4);
+    const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), m3);
+    R[k] = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+  }
+}
+// Block k's values q (0..63, element order) as the split P = sc·(q − 32) = 64·H + L, with scale
+// 2k for its first 16 elements and 2k + 1 for the last.
+inline void q6_k_split(__m256i q, const int8_t* scales, int k, __m256i& H, __m256i& L) {
+  const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(scales[2 * k]), _mm256_set1_epi16(scales[2 * k + 1]), 1);
+  const __m512i P = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_cvtepu8_epi16(q), _mm512_set1_epi16(32)), sc);
+  L = _mm512_cvtepi16_epi8(_mm512_and_si512(P, _mm512_set1_epi16(63)));
+  H = _mm512_cvtepi16_epi8(_mm512_srai_epi16(P, 6));
+}
+
+// Q6_K / Q6_K_LANES by super-block: a row's 8 blocks split into H and L tiles, d their scale.
+void unpack_q6_k(const PanelRows& p, int64_t nb, Unpacked& u) {
+  const bool lanes = p.dtype == tensor::DType::Q6_K_LANES;
+  __m256i H[8][kRows], L[8][kRows];
+  for (int64_t s = 0; s < nb / 8; ++s) {
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= p.rows) {
+        for (int k = 0; k < 8; ++k) H[k][r] = L[k][r] = _mm256_setzero_si256(), u.dw[(8 * s + k) * kRows + r] = 0.0f;
+        continue;
+      }
+      const tensor::BlockQ6_K& b = reinterpret_cast<const tensor::BlockQ6_K*>(p.w + r * p.stride)[s];
+      __m256i q[8];
+      q6_k_values(b, lanes, q);
+      const float d = tensor::f16_to_f32(b.d);
+      for (int k = 0; k < 8; ++k) {
+        q6_k_split(q[k], b.scales, k, H[k][r], L[k][r]);
+        u.dw[(8 * s + k) * kRows + r] = d;
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      const int64_t blk = 8 * s + k;
+      for (int h = 0; h < 2; ++h) {
+        transpose_rows(H[k] + h * kHalf, u.b + (2 * blk + h) * kBlockB);
+        transpose_rows(L[k] + h * kHalf, u.b + (2 * (nb + blk) + h) * kBlockB);
+      }
+    }
+  }
+}
+
+// A Q4_K super-block's 8 blocks (R[k]: sub-block k's 32 values in element order) and their scales
+// and offsets, the per-block path's d·sc and −dmin·mn as the lane kernels form them (k4_scales).
+// Q4_K: sub-block k is nibble half k & 1 of qs[32·(k/2) ..]. Q4_K_LANES (tensor/lane_layout.h):
+// dword d of sub-block k is lane 8·(d % 2) + k of the nibble half d / 4 of qs half (d / 2) % 2, so
+// the eight dword vectors of the layout are one 8×8 transpose from the blocks.
+inline void q4_k_super_block(const tensor::BlockQ4_K& b, bool lanes, __m256i* R, float* dw, float* mw) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  if (lanes) {
+    __m256i Y[8];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_loadu_si512(b.qs + 64 * h);
+      const __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+      const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+      Y[2 * h] = _mm512_castsi512_si256(lo), Y[2 * h + 1] = _mm512_extracti64x4_epi64(lo, 1);
+      Y[4 + 2 * h] = _mm512_castsi512_si256(hi), Y[5 + 2 * h] = _mm512_extracti64x4_epi64(hi, 1);
+    }
+    transpose8x8(Y, R);
+  } else {
+    for (int k = 0; k < 8; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * (k / 2)));
+      R[k] = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(v, 4) : v, m4);
+    }
+  }
+  __m256 sc, mn;
+  k4_scales(b.scales, sc, mn);
+  _mm256_storeu_ps(dw, _mm256_mul_ps(_mm256_set1_ps(tensor::f16_to_f32(b.d)), sc));
+  _mm256_storeu_ps(mw, _mm256_mul_ps(_mm256_set1_ps(-tensor::f16_to_f32(b.dmin)), mn));
+}
+
+// Q4_K / Q4_K_LANES by super-block: a row's 8 blocks and their scales come out of one pass.
+void unpack_q4_k(const PanelRows& p, int64_t nb, Unpacked& u) {
+  const bool lanes = p.dtype == tensor::DType::Q4_K_LANES;
+  __m256i R[8][kRows];
+  alignas(32) float dw[8], mw[8];
+  for (int64_t s = 0; s < nb / 8; ++s) {
+    for (int r = 0; r < kRows; ++r) {
+      __m256i v[8];
+      if (r < p.rows) {
+        q4_k_super_block(reinterpret_cast<const tensor::BlockQ4_K*>(p.w + r * p.stride)[s], lanes, v, dw, mw);
+      } else {
+        for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256(), dw[k] = mw[k] = 0.0f;
+      }
+      for (int k = 0; k < 8; ++k) {
+        R[k][r] = v[k];
+        u.dw[(8 * s + k) * kRows + r] = dw[k];
+        u.mw[(8 * s + k) * kRows + r] = mw[k];
+      }
+    }
+    for (int k = 0; k < 8; ++k) {
+      const int64_t blk = 8 * s + k;
+      transpose_rows(R[k], u.b + 2 * blk * kBlockB);
+      transpose_rows(R[k] + kHalf, u.b + (2 * blk + 1) * kBlockB);
+    }
+  }
+}
+
 void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
-  u.reset(nb);
+  if (p.dtype == tensor::DType::Q4_K || p.dtype == tensor::DType::Q4_K_LANES) {
+    u.reset(nb, false);
+    return unpack_q4_k(p, nb, u);
+  }
+  if (p.dtype == tensor::DType::Q6_K || p.dtype == tensor::DType::Q6_K_LANES) {
+    u.reset(nb, true);
+    return unpack_q6_k(p, nb, u);
+  }
+  u.reset(nb, false);
   __m256i R[kRows];
-  // Q4_K_LANES: each row's super-block rebuilt once for its 8 blocks, not once per block (that
-  // was ~14 % of a Qwen3-30B-A3B-shape Q4_K_M prefill).
-  tensor::BlockQ4_K k4[kRows];
   for (int64_t blk = 0; blk < nb; ++blk) {
-    if (p.dtype == tensor::DType::Q4_K_LANES && blk % 8 == 0)
-      for (int r = 0; r < p.rows; ++r)
-        k4[r] = tensor::q4_k_lanes_block(reinterpret_cast<const tensor::BlockQ4_K*>(p.w + r * p.stride)[blk / 8]);
     for (int r = 0; r < kRows; ++r) {
       float d = 0, m = 0;
-      R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, nb, k4[r], d, m) : _mm256_setzero_si256();
+      R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, nb, d, m) : _mm256_setzero_si256();
       u.dw[blk * kRows + r] = d;
       u.mw[blk * kRows + r] = m;
     }
@@ -207,25 +328,29 @@ void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
 
 // acc[t] (vectors over 16 rows) += one block's contribution, in the lane kernels' operations. c: the
 // block's C tile; dw, mw: its rows' scales and offsets; d, ds: its 16 tokens' scale and scale·Σx.
-template <bool kMin>
-inline void scale_block(const int32_t* c, const float* dwp, const float* mwp, const float* d, const float* ds,
-                        __m512* acc) {
+// kSplit (Q6_K): the block's integer is 64·c[t] + cl[t] (H and L's C tiles).
+template <bool kMin, bool kSplit>
+inline void scale_block(const int32_t* c, const int32_t* cl, const float* dwp, const float* mwp, const float* d,
+                        const float* ds, __m512* acc) {
   const __m512 dw = _mm512_loadu_ps(dwp);
   const __m512 mw = kMin ? _mm512_loadu_ps(mwp) : _mm512_setzero_ps();
 #pragma GCC unroll 16
   for (int t = 0; t < kTok; ++t) {
-    const __m512 isum = _mm512_cvtepi32_ps(_mm512_load_si512(c + t * kHalf));
+    __m512i i = _mm512_load_si512(c + t * kHalf);
+    if (kSplit) i = _mm512_add_epi32(_mm512_slli_epi32(i, 6), _mm512_load_si512(cl + t * kHalf));
+    const __m512 isum = _mm512_cvtepi32_ps(i);
     acc[t] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(d[t])), acc[t]);
     if (kMin) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(ds[t]), acc[t]);
   }
 }
 
-// The four C tiles of block blk (A tiles i and i + 1 × the panel's two B tiles) into c[0..3].
-inline void block_dots(const Unpacked& u, const PanelActs& x, int64_t i, int64_t blk, int32_t* c) {
+// The four C tiles of A tiles i and i + 1 (block blk) × the panel's two B tiles of block bt (blk,
+// or nb + blk for Q6_K's L tiles) into c[0..3].
+inline void block_dots(const Unpacked& u, const PanelActs& x, int64_t i, int64_t blk, int64_t bt, int32_t* c) {
   _tile_loadd(4, x.q + (i * x.nb + blk) * 512, 32);
   _tile_loadd(5, x.q + ((i + 1) * x.nb + blk) * 512, 32);
-  _tile_loadd(6, u.b + 2 * blk * kBlockB, kHalf * 4);
-  _tile_loadd(7, u.b + (2 * blk + 1) * kBlockB, kHalf * 4);
+  _tile_loadd(6, u.b + 2 * bt * kBlockB, kHalf * 4);
+  _tile_loadd(7, u.b + (2 * bt + 1) * kBlockB, kHalf * 4);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -242,15 +367,20 @@ inline void block_dots(const Unpacked& u, const PanelActs& x, int64_t i, int64_t
 
 // Token tiles i and i + 1 (pack_panel_acts pads to an even count) against the unpacked panel;
 // writes the first `tokens` tokens' results for the first `rows` rows.
-template <bool kMin>
+template <bool kMin, bool kSplit>
 void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
   const int64_t nb = x.nb, per_lane = (nb + 7) / 8;
+  constexpr int kParts = kSplit ? 2 : 1;  // Q6_K: H's C tiles, then L's
   thread_local std::vector<int32_t> craw;
   thread_local std::vector<float> lraw;
-  int32_t* c = aligned64(craw, static_cast<size_t>(per_lane * 4 * kCTile));
+  int32_t* c = aligned64(craw, static_cast<size_t>(per_lane * 4 * kParts * kCTile));
+  int32_t* cl = c + per_lane * 4 * kCTile;
   float* lanes = aligned64(lraw, 4 * 8 * kTok * kHalf);  // [combo][lane][token][16 rows]
   for (int k = 0; k < 8; ++k) {
-    for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) block_dots(u, x, i, blk, c + j * 4 * kCTile);
+    for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) {
+      block_dots(u, x, i, blk, blk, c + j * 4 * kCTile);
+      if (kSplit) block_dots(u, x, i, blk, nb + blk, cl + j * 4 * kCTile);
+    }
     for (int combo = 0; combo < 4; ++combo) {
       const int tt = combo >> 1, h = combo & 1;  // token tile i + tt, rows 16h..16h+15
       __m512 acc[kTok];
@@ -258,8 +388,9 @@ void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int
       // Blocks k, k+8, ... in order: the lane's accumulation order.
       for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) {
         const int64_t a = ((i + tt) * nb + blk) * kTok;
-        scale_block<kMin>(c + (j * 4 + combo) * kCTile, u.dw.data() + blk * kRows + h * kHalf,
-                          u.mw.data() + blk * kRows + h * kHalf, x.d + a, x.ds + a, acc);
+        scale_block<kMin, kSplit>(c + (j * 4 + combo) * kCTile, cl + (j * 4 + combo) * kCTile,
+                                  u.dw.data() + blk * kRows + h * kHalf, u.mw.data() + blk * kRows + h * kHalf, x.d + a,
+                                  x.ds + a, acc);
       }
       float* l = lanes + (combo * 8 + k) * kTok * kHalf;
       for (int t = 0; t < kTok; ++t) _mm512_store_ps(l + t * kHalf, acc[t]);
@@ -284,12 +415,16 @@ void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   thread_local Unpacked u;
   unpack(p, x.nb, u);
   configure_tiles();
-  const bool offset = p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q4_0_LANES && p.dtype != tensor::DType::Q5_0 &&
-                      p.dtype != tensor::DType::Q8_0 && p.dtype != tensor::DType::Q8_0_LANES;  // w = d·q + m
+  const bool split = p.dtype == tensor::DType::Q6_K || p.dtype == tensor::DType::Q6_K_LANES;
+  const bool offset = !split && p.dtype != tensor::DType::Q4_0 && p.dtype != tensor::DType::Q4_0_LANES &&
+                      p.dtype != tensor::DType::Q5_0 && p.dtype != tensor::DType::Q8_0 &&
+                      p.dtype != tensor::DType::Q8_0_LANES;  // w = d·q + m
   for (int64_t i = 0; kTok * i < x.n; i += 2) {
     const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));
-    if (offset) tile_pair<true>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);
-    else tile_pair<false>(u, x, i, tokens, p.rows, y + kTok * i * ldy, ldy);
+    float* yi = y + kTok * i * ldy;
+    if (split) tile_pair<false, true>(u, x, i, tokens, p.rows, yi, ldy);
+    else if (offset) tile_pair<true, false>(u, x, i, tokens, p.rows, yi, ldy);
+    else tile_pair<false, false>(u, x, i, tokens, p.rows, yi, ldy);
   }
 }
 

@@ -34,6 +34,7 @@ std::vector<tensor::DType> repackable_types() {
       {tensor::DType::Q4_0, k.dot_q4_0_lanes},
       {tensor::DType::Q4_1, k.dot_q4_1_lanes},
       {tensor::DType::Q4_K, k.dot_q4_k_lanes},
+      {tensor::DType::Q6_K, k.dot_q6_k_lanes},
   };
   std::vector<tensor::DType> r;
   for (auto [t, kernel] : kernel_of)

@@ -141,6 +141,75 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   return out;
 }
 
+namespace {
+
+// Q6_K's 256 six-bit values (unsigned, 0..63) in element order, from and to GGUF's ql / qh: element
+// 128·n + 32·j + l has ql byte 64·n + l (+ 32 for odd j; high nibble for j >= 2) and bits 2·j of qh
+// byte 32·n + l.
+void q6_k_values(const BlockQ6_K& b, uint8_t* v) {
+  for (int n = 0; n < 2; ++n)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t ql = b.ql[64 * n + 32 * (j & 1) + l], qh = b.qh[32 * n + l];
+        v[128 * n + 32 * j + l] = static_cast<uint8_t>(((j >= 2 ? ql >> 4 : ql) & 0x0f) | (((qh >> (2 * j)) & 3) << 4));
+      }
+}
+void q6_k_store(const uint8_t* v, BlockQ6_K& b) {
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int n = 0; n < 2; ++n)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t x = v[128 * n + 32 * j + l];
+        b.ql[64 * n + 32 * (j & 1) + l] |= static_cast<uint8_t>((x & 0x0f) << (j >= 2 ? 4 : 0));
+        b.qh[32 * n + l] |= static_cast<uint8_t>((x >> 4) << (2 * j));
+      }
+}
+// The same for Q6_K_LANES (lane_layout.h): pair j, lane L, byte i holds element 32·(L % 8) + 8·j +
+// 4·(L / 8) + i.
+int q6_k_lane_element(int j, int lane, int i) { return 32 * (lane % 8) + 8 * j + 4 * (lane / 8) + i; }
+void q6_k_lanes_values(const BlockQ6_K& b, uint8_t* v) {
+  for (int j = 0; j < 4; ++j)
+    for (int lane = 0; lane < 16; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        const int o = 4 * lane + i;
+        v[q6_k_lane_element(j, lane, i)] =
+            static_cast<uint8_t>(((b.ql[64 * (j % 2) + o] >> (j >= 2 ? 4 : 0)) & 0x0f) | (((b.qh[o] >> (2 * j)) & 3) << 4));
+      }
+}
+void q6_k_lanes_store(const uint8_t* v, BlockQ6_K& b) {
+  std::memset(b.ql, 0, sizeof b.ql);
+  std::memset(b.qh, 0, sizeof b.qh);
+  for (int j = 0; j < 4; ++j)
+    for (int lane = 0; lane < 16; ++lane)
+      for (int i = 0; i < 4; ++i) {
+        const int o = 4 * lane + i;
+        const uint8_t x = v[q6_k_lane_element(j, lane, i)];
+        b.ql[64 * (j % 2) + o] |= static_cast<uint8_t>((x & 0x0f) << (j >= 2 ? 4 : 0));
+        b.qh[o] |= static_cast<uint8_t>((x >> 4) << (2 * j));
+      }
+}
+
+}  // namespace
+
+void repack_q6_k_lanes(const BlockQ6_K* src, int64_t nsb, BlockQ6_K* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    uint8_t v[256];
+    q6_k_values(src[s], v);
+    BlockQ6_K out = src[s];
+    q6_k_lanes_store(v, out);
+    dst[s] = out;
+  }
+}
+
+BlockQ6_K q6_k_lanes_block(const BlockQ6_K& lanes) {
+  uint8_t v[256];
+  q6_k_lanes_values(lanes, v);
+  BlockQ6_K out = lanes;
+  q6_k_store(v, out);
+  return out;
+}
+
 // MLX8_LANES keeps dword d of block k where the Q4 lane layouts keep theirs (NibbleLanes::at),
 // with 8 dwords a block instead of 4.
 void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst) {
@@ -169,7 +238,7 @@ void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out) {
 
 bool is_lane_layout(DType t) {
   return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES ||
-         t == DType::MLX8_LANES;
+         t == DType::Q6_K_LANES || t == DType::MLX8_LANES;
 }
 
 DType lane_layout_of(DType t) {
@@ -178,6 +247,7 @@ DType lane_layout_of(DType t) {
     case DType::Q4_0: return DType::Q4_0_LANES;
     case DType::Q4_1: return DType::Q4_1_LANES;
     case DType::Q4_K: return DType::Q4_K_LANES;
+    case DType::Q6_K: return DType::Q6_K_LANES;
     default: return t;
   }
 }
@@ -190,6 +260,8 @@ void repack_lanes(DType from, const void* src, int64_t cols, void* dst) {
     case DType::Q4_1: return repack_q4_1_lanes(static_cast<const BlockQ4_1*>(src), cols / kQK, d);
     case DType::Q4_K:
       return repack_q4_k_lanes(static_cast<const BlockQ4_K*>(src), cols / kQKK, static_cast<BlockQ4_K*>(dst));
+    case DType::Q6_K:
+      return repack_q6_k_lanes(static_cast<const BlockQ6_K*>(src), cols / kQKK, static_cast<BlockQ6_K*>(dst));
     default: throw Error(std::string("repack_lanes: ") + dtype_name(from) + " has no lane layout");
   }
 }

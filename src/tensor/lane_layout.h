@@ -15,6 +15,11 @@
 //   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
 //   kernel puts in byte i of lane L of its pairs h / h + 2 (sub-block k = L % 8 in lane k): the
 //   Q4_0 / Q4_1 groups' order, so one unpacking serves all three.
+// Q6_K_LANES: each super-block keeps its 16 scales and d; value v of lane L (sub-block k = L % 8,
+//   dword e = L / 8 of the pair) byte i of the Q6_K lane kernel's pair j is element 32·k + 8·j +
+//   4·e + i. Its low four bits are in byte 4·L + i of ql half j % 2 (low nibble for j < 2, high
+//   for j >= 2), its top two at bits 2·j of qh byte 4·L + i: each pair is a shift or two and a
+//   ternary-logic op, where the file's order needs two permutes, a variable shift and a rotate.
 // MLX8_LANES: an MLX affine 8-bit row of nb 32-byte blocks; a full group's 256 bytes hold byte i
 //   of dword d of block 8g + k at 64·(d / 2) + 4·(8·(d % 2) + k) + i (the pairs the MLX 8-bit lane
 //   kernel otherwise builds with eight permutes per group); the tail blocks as stored, scales and
@@ -56,5 +61,7 @@ void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out);
 // Q4_K: nsb super-blocks; a super-block back in GGUF's form.
 void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);
+void repack_q6_k_lanes(const BlockQ6_K* src, int64_t nsb, BlockQ6_K* dst);
+BlockQ6_K q6_k_lanes_block(const BlockQ6_K& lanes);
 
 }  // namespace rapid::tensor

@@ -13,7 +13,7 @@ int64_t block_elems(DType t) {
     case DType::MXFP4_GGML: case DType::Q8_0_LANES: case DType::Q4_0_LANES: case DType::Q4_1_LANES:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K: case DType::Q4_K_LANES:
+    case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES:
       return kQKK;
     case DType::MXFP4:
       return mxfp4::kBlock;
@@ -35,7 +35,7 @@ size_t block_bytes(DType t) {
     case DType::Q3_K: return sizeof(BlockQ3_K);
     case DType::Q4_K: case DType::Q4_K_LANES: return sizeof(BlockQ4_K);
     case DType::Q5_K: return sizeof(BlockQ5_K);
-    case DType::Q6_K: return sizeof(BlockQ6_K);
+    case DType::Q6_K: case DType::Q6_K_LANES: return sizeof(BlockQ6_K);
     case DType::Q8_K: return sizeof(BlockQ8_K);
     case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);

@@ -22,9 +22,9 @@ enum class DType : uint8_t {
   // file: 17-byte blocks (tensor::BlockMXFP4: the E8M0 byte, then Q4_0's nibble order), no scales
   // array. The same values as MXFP4, and the same results from every kernel (compute/kernels.h).
   MXFP4_GGML,
-  // Q8_0 / Q4_0 / Q4_1 / Q4_K repacked at load time for the lane kernels (tensor/lane_layout.h):
-  // the same values and row size, quants in lane order. Never in a file.
-  Q8_0_LANES, Q4_0_LANES, Q4_1_LANES, Q4_K_LANES,
+  // Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K repacked at load time for the lane kernels
+  // (tensor/lane_layout.h): the same values and row size, quants in lane order. Never in a file.
+  Q8_0_LANES, Q4_0_LANES, Q4_1_LANES, Q4_K_LANES, Q6_K_LANES,
   // MLX affine 8-bit rows (MLX_AFFINE's fields, bits 8) whose full 8-block groups hold their bytes
   // in lane order (tensor/lane_layout.h); the same bytes per row, scales and biases apart as
   // MLX_AFFINE's. Never in a file.
