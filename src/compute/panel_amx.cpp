@@ -105,10 +105,13 @@ void transpose_rows(const __m256i* R, int8_t* out) {
 }
 
 // A GGUF Q4 block's 16 bytes: byte j holds elements j (low nibble) and j + 16 (high), minus off.
-inline __m256i split_nibbles(const uint8_t* qs, int off) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0f);
+inline __m256i split_nibbles(__m128i q, int off) {
+  const __m128i m4 = _mm_set1_epi8(0x0f);
   const __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
   return _mm256_sub_epi8(v, _mm256_set1_epi8(static_cast<char>(off)));
+}
+inline __m256i split_nibbles(const uint8_t* qs, int off) {
+  return split_nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), off);
 }
 // Q5_0 / Q5_1: bit j of the 32-bit qh is element j's fifth bit (16), over split_nibbles' values.
 inline __m256i with_fifth_bits(__m256i v, const uint8_t* qh) {
@@ -276,45 +279,105 @@ inline void q4_k_super_block(const tensor::BlockQ4_K& b, bool lanes, __m256i* R,
   _mm256_storeu_ps(mw, _mm256_mul_ps(_mm256_set1_ps(-tensor::f16_to_f32(b.dmin)), mn));
 }
 
-// Q4_K / Q4_K_LANES by super-block: a row's 8 blocks and their scales come out of one pass.
-void unpack_q4_k(const PanelRows& p, int64_t nb, Unpacked& u) {
-  const bool lanes = p.dtype == tensor::DType::Q4_K_LANES;
+// Blocks [0, 8·groups) a group of 8 per row at a time: group(row, r, g, v, dw, mw) gives panel row
+// r's blocks 8g..8g+7 (v[k]: block 8g + k's values) and their scales and offsets.
+template <class Group>
+void unpack_groups(const PanelRows& p, int64_t groups, Unpacked& u, Group group) {
   __m256i R[8][kRows];
   alignas(32) float dw[8], mw[8];
-  for (int64_t s = 0; s < nb / 8; ++s) {
+  for (int64_t g = 0; g < groups; ++g) {
     for (int r = 0; r < kRows; ++r) {
       __m256i v[8];
       if (r < p.rows) {
-        q4_k_super_block(reinterpret_cast<const tensor::BlockQ4_K*>(p.w + r * p.stride)[s], lanes, v, dw, mw);
+        group(p.w + r * p.stride, r, g, v, dw, mw);
       } else {
         for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256(), dw[k] = mw[k] = 0.0f;
       }
       for (int k = 0; k < 8; ++k) {
         R[k][r] = v[k];
-        u.dw[(8 * s + k) * kRows + r] = dw[k];
-        u.mw[(8 * s + k) * kRows + r] = mw[k];
+        u.dw[(8 * g + k) * kRows + r] = dw[k];
+        u.mw[(8 * g + k) * kRows + r] = mw[k];
       }
     }
     for (int k = 0; k < 8; ++k) {
-      const int64_t blk = 8 * s + k;
+      const int64_t blk = 8 * g + k;
       transpose_rows(R[k], u.b + 2 * blk * kBlockB);
       transpose_rows(R[k] + kHalf, u.b + (2 * blk + 1) * kBlockB);
     }
   }
 }
 
+// The lane layouts' full groups (tensor/lane_layout.h: byte 32·d + 4·k + i of group g is byte i of
+// quant dword d of block 8g + k; the heads after the groups and the tail blocks, kHead bytes per
+// block): one 8×8 transpose gives each block's dwords in order, where the per-block path gathered
+// them a dword at a time (a third of a 129-token SmolLM2 Q8_0 prefill).
+void lane_group(const PanelRows& p, int64_t nb, const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
+  const bool nibbles = p.dtype == tensor::DType::Q4_0_LANES || p.dtype == tensor::DType::Q4_1_LANES;
+  const int group_bytes = nibbles ? 128 : 256;
+  const uint8_t* q = row + group_bytes * g;
+  __m256i Y[8];
+  for (int d = 0; d < 8; ++d)
+    Y[d] = !nibbles || d < 4 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32 * d)) : _mm256_setzero_si256();
+  transpose8x8(Y, v);
+  // The GGUF layouts' group heads (after the full groups and the tail blocks).
+  auto heads = [&] { return row + group_bytes * (nb / 8) + tensor::block_bytes(p.dtype) * (nb % 8); };
+  switch (p.dtype) {
+    case tensor::DType::Q8_0_LANES: {
+      for (int k = 0; k < 8; ++k) v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));  // stored + 128
+      _mm256_store_ps(dw, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(heads() + 16 * g))));
+      _mm256_store_ps(mw, _mm256_setzero_ps());
+      return;
+    }
+    case tensor::DType::Q4_0_LANES: {
+      for (int k = 0; k < 8; ++k) v[k] = split_nibbles(_mm256_castsi256_si128(v[k]), 8);
+      _mm256_store_ps(dw, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(heads() + 16 * g))));
+      _mm256_store_ps(mw, _mm256_setzero_ps());
+      return;
+    }
+    case tensor::DType::Q4_1_LANES: {
+      for (int k = 0; k < 8; ++k) v[k] = split_nibbles(_mm256_castsi256_si128(v[k]), 0);
+      const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(heads() + 32 * g));  // (d, m) per block
+      _mm256_store_ps(dw, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_and_si256(dm, _mm256_set1_epi32(0xffff)))));
+      _mm256_store_ps(mw, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
+      return;
+    }
+    default: {  // MLX8_LANES: q − 128 as s8 and b + 128·s, as block_values
+      for (int k = 0; k < 8; ++k) {
+        v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));
+        const int64_t gi = (8 * g + k) * 32 / p.group_size;
+        dw[k] = p.scales[r * p.sstride + gi];
+        mw[k] = std::fma(dw[k], 128.0f, p.biases[r * p.sstride + gi]);
+      }
+      return;
+    }
+  }
+}
+
 void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
-  if (p.dtype == tensor::DType::Q4_K || p.dtype == tensor::DType::Q4_K_LANES) {
+  if (p.dtype == tensor::DType::Q4_K || p.dtype == tensor::DType::Q4_K_LANES) {  // a group is a super-block
     u.reset(nb, false);
-    return unpack_q4_k(p, nb, u);
+    const bool lanes = p.dtype == tensor::DType::Q4_K_LANES;
+    return unpack_groups(p, nb / 8, u, [&](const uint8_t* row, int, int64_t s, __m256i* v, float* dw, float* mw) {
+      q4_k_super_block(reinterpret_cast<const tensor::BlockQ4_K*>(row)[s], lanes, v, dw, mw);
+    });
   }
   if (p.dtype == tensor::DType::Q6_K || p.dtype == tensor::DType::Q6_K_LANES) {
     u.reset(nb, true);
     return unpack_q6_k(p, nb, u);
   }
   u.reset(nb, false);
+  // The lane layouts' full groups at once, the rest (their tail blocks, the GGUF and MLX formats) a
+  // block at a time.
+  int64_t first = 0;
+  if (p.dtype == tensor::DType::Q8_0_LANES || p.dtype == tensor::DType::Q4_0_LANES ||
+      p.dtype == tensor::DType::Q4_1_LANES || p.dtype == tensor::DType::MLX8_LANES) {
+    first = nb / 8 * 8;
+    unpack_groups(p, nb / 8, u, [&](const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
+      lane_group(p, nb, row, r, g, v, dw, mw);
+    });
+  }
   __m256i R[kRows];
-  for (int64_t blk = 0; blk < nb; ++blk) {
+  for (int64_t blk = first; blk < nb; ++blk) {
     for (int r = 0; r < kRows; ++r) {
       float d = 0, m = 0;
       R[r] = r < p.rows ? block_values(p, p.w + r * p.stride, r, blk, nb, d, m) : _mm256_setzero_si256();
