@@ -182,6 +182,18 @@ void BM_GemvMxfp4(benchmark::State& st, int64_t rows, int64_t cols, int threads,
 
 // The same as GGML's MXFP4 blocks read in place (DType::MXFP4_GGML: the scale byte inside each
 // 17-byte block, as a gpt-oss GGUF holds them): bytes/s counts the blocks, the same bytes.
+// The load-time repack into a lane layout (model/lane_repack.h), bytes/s of rows rewritten.
+void BM_Repack(benchmark::State& st, tensor::DType from, int64_t rows, int64_t cols) {
+  const auto w = random_weights(from, rows, cols);
+  std::vector<uint8_t> out(w.size());
+  const size_t rb = tensor::row_bytes(from, cols);
+  for (auto _ : st) {
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_lanes(from, w.data() + r * rb, cols, out.data() + r * rb);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(static_cast<int64_t>(st.iterations()) * static_cast<int64_t>(w.size()));
+}
+
 void BM_GemvMxfp4Ggml(benchmark::State& st, int64_t rows, int64_t cols, int threads, int64_t n) {
   HugeBytes w(rows * cols / 32 * 17);
   std::mt19937 rng(1);
@@ -424,6 +436,9 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_2t, tensor::DType::Q8_0_LANES
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_1t, tensor::DType::Q4_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_2t, tensor::DType::Q4_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_lanes_qwen35_vocab_1t, tensor::DType::Q4_K_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Repack, q6_k_4096x2048, tensor::DType::Q6_K, 4096, 2048)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Repack, q4_k_4096x2048, tensor::DType::Q4_K, 4096, 2048)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Repack, q8_0_4096x2048, tensor::DType::Q8_0, 4096, 2048)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q6_k_lanes_qwen35_vocab_1t, tensor::DType::Q6_K_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q6_k_lanes_qwen35_vocab_2t, tensor::DType::Q6_K_LANES, 248320, 1024, 2, 1)->UseRealTime();
 // Every other decode format at that DRAM-resident shape (the weight-row prefetch's before / after;

@@ -143,70 +143,57 @@ BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
 
 namespace {
 
-// Q6_K's 256 six-bit values (unsigned, 0..63) in element order, from and to GGUF's ql / qh: element
-// 128·n + 32·j + l has ql byte 64·n + l (+ 32 for odd j; high nibble for j >= 2) and bits 2·j of qh
-// byte 32·n + l.
-void q6_k_values(const BlockQ6_K& b, uint8_t* v) {
-  for (int n = 0; n < 2; ++n)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t ql = b.ql[64 * n + 32 * (j & 1) + l], qh = b.qh[32 * n + l];
-        v[128 * n + 32 * j + l] = static_cast<uint8_t>(((j >= 2 ? ql >> 4 : ql) & 0x0f) | (((qh >> (2 * j)) & 3) << 4));
-      }
+// Q6_K_LANES (lane_layout.h): the value in byte i of lane L = 8·e + k of pair j is element
+// 8·j + 4·e + i of sub-block k. GGUF keeps sub-block k (k = 4·n + m) in half n: the low nibble (high
+// for m >= 2) of ql[64·n + 32·(m & 1) + l] and bits 2·m of qh[32·n + l] for its element l. So the
+// four values of a lane's dword are four consecutive GGUF bytes under one shift: the layouts convert
+// a dword at a time (the load-time repack of a 255 MB LM head).
+constexpr uint32_t kNibbles = 0x0f0f0f0fu, kCrumbs = 0x03030303u;
+inline uint32_t load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
-void q6_k_store(const uint8_t* v, BlockQ6_K& b) {
-  std::memset(b.ql, 0, sizeof b.ql);
-  std::memset(b.qh, 0, sizeof b.qh);
-  for (int n = 0; n < 2; ++n)
-    for (int j = 0; j < 4; ++j)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t x = v[128 * n + 32 * j + l];
-        b.ql[64 * n + 32 * (j & 1) + l] |= static_cast<uint8_t>((x & 0x0f) << (j >= 2 ? 4 : 0));
-        b.qh[32 * n + l] |= static_cast<uint8_t>((x >> 4) << (2 * j));
+// f(ql_gguf, qh_gguf, ql_lanes, qh_lanes, nibble shift, crumb shift, j): byte offsets of one dword
+// of values in each layout, for every (k, e, j).
+template <class F>
+void q6_k_dwords(F f) {
+  for (int k = 0; k < 8; ++k) {
+    const int n = k / 4, m = k % 4;
+    for (int e = 0; e < 2; ++e)
+      for (int j = 0; j < 4; ++j) {
+        const int l = 8 * j + 4 * e, lane = 8 * e + k;
+        f(64 * n + 32 * (m & 1) + l, 32 * n + l, 64 * (j % 2) + 4 * lane, 4 * lane, 4 * (m / 2), 2 * m, j);
       }
-}
-// The same for Q6_K_LANES (lane_layout.h): pair j, lane L, byte i holds element 32·(L % 8) + 8·j +
-// 4·(L / 8) + i.
-int q6_k_lane_element(int j, int lane, int i) { return 32 * (lane % 8) + 8 * j + 4 * (lane / 8) + i; }
-void q6_k_lanes_values(const BlockQ6_K& b, uint8_t* v) {
-  for (int j = 0; j < 4; ++j)
-    for (int lane = 0; lane < 16; ++lane)
-      for (int i = 0; i < 4; ++i) {
-        const int o = 4 * lane + i;
-        v[q6_k_lane_element(j, lane, i)] =
-            static_cast<uint8_t>(((b.ql[64 * (j % 2) + o] >> (j >= 2 ? 4 : 0)) & 0x0f) | (((b.qh[o] >> (2 * j)) & 3) << 4));
-      }
-}
-void q6_k_lanes_store(const uint8_t* v, BlockQ6_K& b) {
-  std::memset(b.ql, 0, sizeof b.ql);
-  std::memset(b.qh, 0, sizeof b.qh);
-  for (int j = 0; j < 4; ++j)
-    for (int lane = 0; lane < 16; ++lane)
-      for (int i = 0; i < 4; ++i) {
-        const int o = 4 * lane + i;
-        const uint8_t x = v[q6_k_lane_element(j, lane, i)];
-        b.ql[64 * (j % 2) + o] |= static_cast<uint8_t>((x & 0x0f) << (j >= 2 ? 4 : 0));
-        b.qh[o] |= static_cast<uint8_t>((x >> 4) << (2 * j));
-      }
+  }
 }
 
 }  // namespace
 
 void repack_q6_k_lanes(const BlockQ6_K* src, int64_t nsb, BlockQ6_K* dst) {
   for (int64_t s = 0; s < nsb; ++s) {
-    uint8_t v[256];
-    q6_k_values(src[s], v);
-    BlockQ6_K out = src[s];
-    q6_k_lanes_store(v, out);
+    const BlockQ6_K& in = src[s];
+    uint32_t ql[32] = {}, qh[16] = {};
+    q6_k_dwords([&](int gl, int gh, int ol, int oh, int ns, int cs, int j) {
+      ql[ol / 4] |= ((load32(in.ql + gl) >> ns) & kNibbles) << (4 * (j / 2));
+      qh[oh / 4] |= ((load32(in.qh + gh) >> cs) & kCrumbs) << (2 * j);
+    });
+    BlockQ6_K out = in;
+    std::memcpy(out.ql, ql, sizeof ql);
+    std::memcpy(out.qh, qh, sizeof qh);
     dst[s] = out;
   }
 }
 
 BlockQ6_K q6_k_lanes_block(const BlockQ6_K& lanes) {
-  uint8_t v[256];
-  q6_k_lanes_values(lanes, v);
+  uint32_t ql[32] = {}, qh[16] = {};
+  q6_k_dwords([&](int gl, int gh, int ol, int oh, int ns, int cs, int j) {
+    ql[gl / 4] |= ((load32(lanes.ql + ol) >> (4 * (j / 2))) & kNibbles) << ns;
+    qh[gh / 4] |= ((load32(lanes.qh + oh) >> (2 * j)) & kCrumbs) << cs;
+  });
   BlockQ6_K out = lanes;
-  q6_k_store(v, out);
+  std::memcpy(out.ql, ql, sizeof ql);
+  std::memcpy(out.qh, qh, sizeof qh);
   return out;
 }
 
