@@ -421,6 +421,12 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, tensor::DType::Q5_K, 4096, 4096
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, tensor::DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, tensor::DType::Q5_0, 1536, 576, 1, 128, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, tensor::DType::Q4_1, 1536, 576, 1, 8)->UseRealTime();
+// Batched decode as the engine runs it on AVX-512 (lane layouts): 8 and 16 streams' rows.
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n8, tensor::DType::Q4_1_LANES, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n16, tensor::DType::Q4_1_LANES, 1536, 576, 1, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n32, tensor::DType::Q4_1_LANES, 1536, 576, 1, 32)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_down_1t_n8, tensor::DType::Q4_1_LANES, 576, 1536, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_1t_n8, tensor::DType::Q8_0_LANES, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, tensor::DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
