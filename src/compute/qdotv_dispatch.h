@@ -60,6 +60,9 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
       h = _mm_cvtsi32_si128(v);
     }
     if constexpr (D == tensor::DType::F16) return _mm256_cvtph_ps(h);
+    // bf16 → f32 is the bf16 bits over 16 zero bits: for up to 4 entries one unpack in the xmm
+    // (the other lanes are unspecified), where 8 need a widening and a shift.
+    if (n < 8) return _mm256_castps128_ps256(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
 }
