@@ -13,7 +13,8 @@
 // that a tile is 512 contiguous bytes), two B (16 weight rows × one block as s8, in the VNNI order
 // TDPBSSD wants: tile row j = dword j of every weight row; unpacked once per panel, reused by every
 // token tile) and four C, 2×2: each A and B load feeds two multiplies (measured: 1.6x the tile
-// throughput of one A, one B, one C from L2-resident activations). A C tile (16 tokens × 16 rows
+// throughput of one A, one B, one C from L2-resident activations; a last tile of at most 16 tokens
+// runs alone, with two C). A C tile (16 tokens × 16 rows
 // s32) goes through memory into vectors over the rows, the orientation the float work needs.
 // Blocks are taken lane by lane (k, k+8, ...), so that one lane's dots are in L1 when its float
 // work runs with its 16 accumulators in registers.
@@ -407,51 +408,57 @@ inline void scale_block(const int32_t* c, const int32_t* cl, const float* dwp, c
   }
 }
 
-// The four C tiles of A tiles i and i + 1 (block blk) × the panel's two B tiles of block bt (blk,
-// or nb + blk for Q6_K's L tiles) into c[0..3].
+// The C tiles of A tiles i .. i + kTiles - 1 (block blk) × the panel's two B tiles of block bt (blk,
+// or nb + blk for Q6_K's L tiles) into c[0 .. 2·kTiles): token tile tt, row half h at c[2·tt + h].
+template <int kTiles>
 inline void block_dots(const Unpacked& u, const PanelActs& x, int64_t i, int64_t blk, int64_t bt, int32_t* c) {
   _tile_loadd(4, x.q + (i * x.nb + blk) * 512, 32);
-  _tile_loadd(5, x.q + ((i + 1) * x.nb + blk) * 512, 32);
+  if (kTiles == 2) _tile_loadd(5, x.q + ((i + 1) * x.nb + blk) * 512, 32);
   _tile_loadd(6, u.b + 2 * bt * kBlockB, kHalf * 4);
   _tile_loadd(7, u.b + (2 * bt + 1) * kBlockB, kHalf * 4);
   _tile_zero(0);
   _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
   _tile_dpbssd(0, 4, 6);
   _tile_dpbssd(1, 4, 7);
-  _tile_dpbssd(2, 5, 6);
-  _tile_dpbssd(3, 5, 7);
   _tile_stored(0, c, kHalf * 4);
   _tile_stored(1, c + kCTile, kHalf * 4);
-  _tile_stored(2, c + 2 * kCTile, kHalf * 4);
-  _tile_stored(3, c + 3 * kCTile, kHalf * 4);
+  if (kTiles == 2) {
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+    _tile_stored(2, c + 2 * kCTile, kHalf * 4);
+    _tile_stored(3, c + 3 * kCTile, kHalf * 4);
+  }
 }
 
-// Token tiles i and i + 1 (pack_panel_acts pads to an even count) against the unpacked panel;
-// writes the first `tokens` tokens' results for the first `rows` rows.
-template <bool kMin, bool kSplit>
-void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
+// Token tiles i .. i + kTiles - 1 against the unpacked panel; writes the first `tokens` tokens'
+// results for the first `rows` rows. Tiles go in pairs (each A and B load feeds two multiplies); a
+// last tile of at most 16 tokens goes alone, so its float work is one tile's, not two (an expert
+// routed 40 tokens paid for 64).
+template <bool kMin, bool kSplit, int kTiles>
+void token_tiles(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
   const int64_t nb = x.nb, per_lane = (nb + 7) / 8;
   constexpr int kParts = kSplit ? 2 : 1;  // Q6_K: H's C tiles, then L's
+  constexpr int kCombos = 2 * kTiles;     // (token tile, row half)
   thread_local std::vector<int32_t> craw;
   thread_local std::vector<float> lraw;
-  int32_t* c = aligned64(craw, static_cast<size_t>(per_lane * 4 * kParts * kCTile));
-  int32_t* cl = c + per_lane * 4 * kCTile;
-  float* lanes = aligned64(lraw, 4 * 8 * kTok * kHalf);  // [combo][lane][token][16 rows]
+  int32_t* c = aligned64(craw, static_cast<size_t>(per_lane * kCombos * kParts * kCTile));
+  int32_t* cl = c + per_lane * kCombos * kCTile;
+  float* lanes = aligned64(lraw, kCombos * 8 * kTok * kHalf);  // [combo][lane][token][16 rows]
   for (int k = 0; k < 8; ++k) {
     for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) {
-      block_dots(u, x, i, blk, blk, c + j * 4 * kCTile);
-      if (kSplit) block_dots(u, x, i, blk, nb + blk, cl + j * 4 * kCTile);
+      block_dots<kTiles>(u, x, i, blk, blk, c + j * kCombos * kCTile);
+      if (kSplit) block_dots<kTiles>(u, x, i, blk, nb + blk, cl + j * kCombos * kCTile);
     }
-    for (int combo = 0; combo < 4; ++combo) {
+    for (int combo = 0; combo < kCombos; ++combo) {
       const int tt = combo >> 1, h = combo & 1;  // token tile i + tt, rows 16h..16h+15
       __m512 acc[kTok];
       for (auto& a : acc) a = _mm512_setzero_ps();
       // Blocks k, k+8, ... in order: the lane's accumulation order.
       for (int64_t blk = k, j = 0; blk < nb; blk += 8, ++j) {
         const int64_t a = ((i + tt) * nb + blk) * kTok;
-        scale_block<kMin, kSplit>(c + (j * 4 + combo) * kCTile, cl + (j * 4 + combo) * kCTile,
+        scale_block<kMin, kSplit>(c + (j * kCombos + combo) * kCTile, cl + (j * kCombos + combo) * kCTile,
                                   u.dw.data() + blk * kRows + h * kHalf, u.mw.data() + blk * kRows + h * kHalf, x.d + a,
                                   x.ds + a, acc);
       }
@@ -459,7 +466,7 @@ void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int
       for (int t = 0; t < kTok; ++t) _mm512_store_ps(l + t * kHalf, acc[t]);
     }
   }
-  for (int combo = 0; combo < 4; ++combo) {
+  for (int combo = 0; combo < kCombos; ++combo) {
     const int tt = combo >> 1, h = combo & 1;
     const int nr = std::clamp(rows - h * kHalf, 0, kHalf);
     const __mmask16 mask = static_cast<__mmask16>((1u << nr) - 1);
@@ -473,6 +480,11 @@ void tile_pair(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int
     }
   }
 }
+template <bool kMin, bool kSplit>
+void tiles(const Unpacked& u, const PanelActs& x, int64_t i, int tokens, int rows, float* y, int64_t ldy) {
+  if (tokens > kTok) token_tiles<kMin, kSplit, 2>(u, x, i, tokens, rows, y, ldy);
+  else token_tiles<kMin, kSplit, 1>(u, x, i, tokens, rows, y, ldy);
+}
 
 void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   thread_local Unpacked u;
@@ -485,9 +497,9 @@ void panel(const PanelRows& p, const PanelActs& x, float* y, int64_t ldy) {
   for (int64_t i = 0; kTok * i < x.n; i += 2) {
     const int tokens = static_cast<int>(std::min<int64_t>(2 * kTok, x.n - kTok * i));
     float* yi = y + kTok * i * ldy;
-    if (split) tile_pair<false, true>(u, x, i, tokens, p.rows, yi, ldy);
-    else if (offset) tile_pair<true, false>(u, x, i, tokens, p.rows, yi, ldy);
-    else tile_pair<false, false>(u, x, i, tokens, p.rows, yi, ldy);
+    if (split) tiles<false, true>(u, x, i, tokens, p.rows, yi, ldy);
+    else if (offset) tiles<true, false>(u, x, i, tokens, p.rows, yi, ldy);
+    else tiles<false, false>(u, x, i, tokens, p.rows, yi, ldy);
   }
 }
 
