@@ -12,6 +12,8 @@
 #include <memory>
 #include <limits>
 #include <random>
+
+#include <unistd.h>
 #include <set>
 
 #include "compute/attention.h"
@@ -649,6 +651,30 @@ TEST(Matmul, RowPrefetchAsksForEveryStreamOfTheRowAhead) {
   p = row_prefetch(w);
   EXPECT_EQ(p.streams, 1);
   EXPECT_EQ(p.bytes[0], 1530u);
+}
+
+// Weights over half the last-level cache are asked for into L2 (T1), smaller ones into every level;
+// either way a matmul's results are the same bits (a prefetch is a hint).
+TEST(Matmul, RowPrefetchGoesToL2ForWeightsBeyondTheCache) {
+  std::mt19937 rng(36);
+  const int64_t rows = 40, cols = 512, n = 3;
+  const auto buf = random_rows(tensor::DType::Q4_0, rows, cols, rng);
+  const tensor::Tensor t = weight_tensor(tensor::DType::Q4_0, rows, cols, buf);
+  const WeightView w = WeightView::of(t);
+  const auto x = random_vec(n * cols, rng);
+  ThreadPool pool(2);
+  MatmulScratch s;
+  std::vector<float> near(n * rows), far(n * rows);
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  const size_t llc = l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+  note_weight_bytes(llc / 4);
+  EXPECT_FALSE(row_prefetch(w).to_l2);
+  matmul(w, x.data(), n, near.data(), pool, s);
+  note_weight_bytes(llc);
+  EXPECT_TRUE(row_prefetch(w).to_l2);
+  matmul(w, x.data(), n, far.data(), pool, s);
+  note_weight_bytes(0);
+  EXPECT_EQ(std::memcmp(near.data(), far.data(), near.size() * 4), 0);
 }
 
 TEST(Rope, FrequenciesMatchTransformers) {

@@ -105,6 +105,7 @@ void matmul_groups(const MatmulGroup* groups, int count, ThreadPool& pool, Matmu
 // its row stride and the bytes of one row, and how many rows ahead to ask for. Public for its test.
 struct RowPrefetch {
   int64_t ahead = 0;  // rows ahead; 0: no prefetch
+  bool to_l2 = false;  // into L2 only (T1), not every level (T0): see note_weight_bytes
   int streams = 0;
   const uint8_t* base[3] = {};
   size_t stride[3] = {}, bytes[3] = {};
@@ -113,7 +114,11 @@ struct RowPrefetch {
     if (!ahead || r + ahead >= end) return;
     for (int i = 0; i < streams; ++i) {
       const uint8_t* p = base[i] + (r + ahead) * stride[i];
-      for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 3);
+      if (to_l2) {
+        for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 2);
+      } else {
+        for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 3);
+      }
     }
   }
 };
@@ -122,6 +127,12 @@ RowPrefetch row_prefetch(const WeightView& w);
 // measurements in one process (compute_bench's GemvPrefetch rows). RAPID_ROW_PREFETCH=0 starts
 // a process with it off, to compare the same binary end to end.
 void set_row_prefetch(bool on);
+// The bytes of weights a model streams (create_model, after its repack). Weights over half the
+// last-level cache come from DRAM each step, and decode's row prefetch then asks for them into L2
+// only: more of the stream in flight than the L1 fill buffers hold. Measured on the Xeon with a
+// 480 MB L3, alternated (bench/README.md): Qwen3.5-0.8B-shape Q4_0 decode +8-12 %, Qwen3-30B-A3B-
+// shape Q4_K_M +9-12 %, but SmolLM2 (98 MB, L3-resident) 3-6 % slower, so smaller models keep T0.
+void note_weight_bytes(size_t bytes);
 
 // Dequantizes row r of w into out (cols floats).
 void weight_row_f32(const WeightView& w, int64_t r, float* out);

@@ -41,6 +41,9 @@ std::unique_ptr<Model> create_model(std::shared_ptr<Checkpoint> ckpt, const Mode
       log::info("weights: kept in the file's layout (a lane-layout copy of " + std::to_string(rep.skipped_bytes >> 20) +
                 " MiB would exceed 60 % of available memory); decode runs slower");
   }
+  size_t weight_bytes = 0;
+  for (const auto& [name, t] : ckpt->weights.all()) weight_bytes += t.nbytes;
+  compute::note_weight_bytes(weight_bytes);
   try {
     auto m = create_arch_model(ckpt, opts);
     drop_repacked_sources(ckpt->weights, rep);
