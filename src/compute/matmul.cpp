@@ -256,6 +256,7 @@ std::atomic<bool> g_row_prefetch{[] {
 void set_row_prefetch(bool on) { g_row_prefetch.store(on, std::memory_order_relaxed); }
 
 namespace {
+std::atomic<size_t> g_weight_bytes{0};
 std::atomic<bool> g_prefetch_to_l2{false};
 // The last-level cache's size (sysconf; 32 MiB where it says nothing).
 size_t llc_bytes() {
@@ -266,7 +267,10 @@ size_t llc_bytes() {
 
 // Over half the cache: the rest holds activations, the KV cache and, on a VM, other guests' lines
 // (this Xeon's 480 MB L3 is the socket's: SmolLM2's 98 MB gained from T0, Qwen3.5-0.8B's 433 MB from T1).
-void note_weight_bytes(size_t bytes) { g_prefetch_to_l2.store(bytes > llc_bytes() / 2, std::memory_order_relaxed); }
+void note_weight_bytes(size_t bytes) {
+  const size_t total = g_weight_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  g_prefetch_to_l2.store(total > llc_bytes() / 2, std::memory_order_relaxed);
+}
 
 // Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
 // than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:

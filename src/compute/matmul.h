@@ -127,7 +127,8 @@ RowPrefetch row_prefetch(const WeightView& w);
 // measurements in one process (compute_bench's GemvPrefetch rows). RAPID_ROW_PREFETCH=0 starts
 // a process with it off, to compare the same binary end to end.
 void set_row_prefetch(bool on);
-// The bytes of weights a model streams (create_model, after its repack). Weights over half the
+// The bytes of weights a model streams (create_model, after its repack), added to those of the
+// process's other models (a draft model decodes beside its target). Weights over half the
 // last-level cache come from DRAM each step, and decode's row prefetch then asks for them into L2
 // only: more of the stream in flight than the L1 fill buffers hold. Measured on the Xeon with a
 // 480 MB L3, alternated (bench/README.md): Qwen3.5-0.8B-shape Q4_0 decode +8-12 %, Qwen3-30B-A3B-
