@@ -128,10 +128,10 @@ inline __m256i interleave_nibbles(const uint8_t* qs) {
 }
 
 // Block blk of row `row` (panel row r): its 32 values as s8 in element order, its scale and offset.
-// (The K-quants go by super-block: unpack_q4_k, unpack_q6_k.)
+// (The K-quants and the lane layouts' full groups go a group at a time: unpack_groups.)
 inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64_t blk, int64_t nb, float& d, float& m) {
   switch (p.dtype) {
-    // The lane layouts: the block back in GGUF's form (once per panel and block, for 32+ tokens).
+    // The lane layouts' tail blocks (their full groups go through lane_group).
     case tensor::DType::Q8_0_LANES: {
       const tensor::BlockQ8_0 q = tensor::q8_0_lanes_block(row, nb, blk);
       d = tensor::f16_to_f32(q.d);
@@ -222,35 +222,6 @@ inline void q6_k_split(__m256i q, const int8_t* scales, int k, __m256i& H, __m25
   H = _mm512_cvtepi16_epi8(_mm512_srai_epi16(P, 6));
 }
 
-// Q6_K / Q6_K_LANES by super-block: a row's 8 blocks split into H and L tiles, d their scale.
-void unpack_q6_k(const PanelRows& p, int64_t nb, Unpacked& u) {
-  const bool lanes = p.dtype == tensor::DType::Q6_K_LANES;
-  __m256i H[8][kRows], L[8][kRows];
-  for (int64_t s = 0; s < nb / 8; ++s) {
-    for (int r = 0; r < kRows; ++r) {
-      if (r >= p.rows) {
-        for (int k = 0; k < 8; ++k) H[k][r] = L[k][r] = _mm256_setzero_si256(), u.dw[(8 * s + k) * kRows + r] = 0.0f;
-        continue;
-      }
-      const tensor::BlockQ6_K& b = reinterpret_cast<const tensor::BlockQ6_K*>(p.w + r * p.stride)[s];
-      __m256i q[8];
-      q6_k_values(b, lanes, q);
-      const float d = tensor::f16_to_f32(b.d);
-      for (int k = 0; k < 8; ++k) {
-        q6_k_split(q[k], b.scales, k, H[k][r], L[k][r]);
-        u.dw[(8 * s + k) * kRows + r] = d;
-      }
-    }
-    for (int k = 0; k < 8; ++k) {
-      const int64_t blk = 8 * s + k;
-      for (int h = 0; h < 2; ++h) {
-        transpose_rows(H[k] + h * kHalf, u.b + (2 * blk + h) * kBlockB);
-        transpose_rows(L[k] + h * kHalf, u.b + (2 * (nb + blk) + h) * kBlockB);
-      }
-    }
-  }
-}
-
 // A Q4_K super-block's 8 blocks (R[k]: sub-block k's 32 values in element order) and their scales
 // and offsets, the per-block path's d·sc and −dmin·mn as the lane kernels form them (k4_scales).
 // Q4_K: sub-block k is nibble half k & 1 of qs[32·(k/2) ..]. Q4_K_LANES (tensor/lane_layout.h):
@@ -281,30 +252,33 @@ inline void q4_k_super_block(const tensor::BlockQ4_K& b, bool lanes, __m256i* R,
 }
 
 // Blocks [0, 8·groups) a group of 8 per row at a time: group(row, r, g, v, dw, mw) gives panel row
-// r's blocks 8g..8g+7 (v[k]: block 8g + k's values) and their scales and offsets.
-template <class Group>
-void unpack_groups(const PanelRows& p, int64_t groups, Unpacked& u, Group group) {
-  __m256i R[8][kRows];
+// r's blocks 8g..8g+7 (v[k]: block 8g + k's values; Q6_K's split, kParts = 2: v[8 + k] its L part)
+// and their scales and offsets.
+template <int kParts, class Group>
+void unpack_groups(const PanelRows& p, int64_t nb, Unpacked& u, Group group) {
+  __m256i R[kParts * 8][kRows];
   alignas(32) float dw[8], mw[8];
-  for (int64_t g = 0; g < groups; ++g) {
+  for (int64_t g = 0; g < nb / 8; ++g) {
     for (int r = 0; r < kRows; ++r) {
-      __m256i v[8];
+      __m256i v[kParts * 8];
       if (r < p.rows) {
         group(p.w + r * p.stride, r, g, v, dw, mw);
       } else {
-        for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256(), dw[k] = mw[k] = 0.0f;
+        for (auto& e : v) e = _mm256_setzero_si256();
+        for (int k = 0; k < 8; ++k) dw[k] = mw[k] = 0.0f;
       }
+      for (int k = 0; k < kParts * 8; ++k) R[k][r] = v[k];
       for (int k = 0; k < 8; ++k) {
-        R[k][r] = v[k];
         u.dw[(8 * g + k) * kRows + r] = dw[k];
         u.mw[(8 * g + k) * kRows + r] = mw[k];
       }
     }
-    for (int k = 0; k < 8; ++k) {
-      const int64_t blk = 8 * g + k;
-      transpose_rows(R[k], u.b + 2 * blk * kBlockB);
-      transpose_rows(R[k] + kHalf, u.b + (2 * blk + 1) * kBlockB);
-    }
+    for (int part = 0; part < kParts; ++part)
+      for (int k = 0; k < 8; ++k) {
+        int8_t* tiles = u.b + 2 * (part * nb + 8 * g + k) * kBlockB;  // L tiles after all H tiles
+        transpose_rows(R[part * 8 + k], tiles);
+        transpose_rows(R[part * 8 + k] + kHalf, tiles + kBlockB);
+      }
   }
 }
 
@@ -355,16 +329,25 @@ void lane_group(const PanelRows& p, int64_t nb, const uint8_t* row, int r, int64
 }
 
 void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
-  if (p.dtype == tensor::DType::Q4_K || p.dtype == tensor::DType::Q4_K_LANES) {  // a group is a super-block
+  // The K-quants: a group is a super-block.
+  if (p.dtype == tensor::DType::Q4_K || p.dtype == tensor::DType::Q4_K_LANES) {
     u.reset(nb, false);
     const bool lanes = p.dtype == tensor::DType::Q4_K_LANES;
-    return unpack_groups(p, nb / 8, u, [&](const uint8_t* row, int, int64_t s, __m256i* v, float* dw, float* mw) {
+    return unpack_groups<1>(p, nb, u, [&](const uint8_t* row, int, int64_t s, __m256i* v, float* dw, float* mw) {
       q4_k_super_block(reinterpret_cast<const tensor::BlockQ4_K*>(row)[s], lanes, v, dw, mw);
     });
   }
   if (p.dtype == tensor::DType::Q6_K || p.dtype == tensor::DType::Q6_K_LANES) {
     u.reset(nb, true);
-    return unpack_q6_k(p, nb, u);
+    const bool lanes = p.dtype == tensor::DType::Q6_K_LANES;
+    return unpack_groups<2>(p, nb, u, [&](const uint8_t* row, int, int64_t s, __m256i* v, float* dw, float* mw) {
+      const tensor::BlockQ6_K& b = reinterpret_cast<const tensor::BlockQ6_K*>(row)[s];
+      __m256i q[8];
+      q6_k_values(b, lanes, q);
+      for (int k = 0; k < 8; ++k) q6_k_split(q[k], b.scales, k, v[k], v[8 + k]);
+      std::fill(dw, dw + 8, tensor::f16_to_f32(b.d));
+      std::fill(mw, mw + 8, 0.0f);
+    });
   }
   u.reset(nb, false);
   // The lane layouts' full groups at once, the rest (their tail blocks, the GGUF and MLX formats) a
@@ -373,7 +356,7 @@ void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
   if (p.dtype == tensor::DType::Q8_0_LANES || p.dtype == tensor::DType::Q4_0_LANES ||
       p.dtype == tensor::DType::Q4_1_LANES || p.dtype == tensor::DType::MLX8_LANES) {
     first = nb / 8 * 8;
-    unpack_groups(p, nb / 8, u, [&](const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
+    unpack_groups<1>(p, nb, u, [&](const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
       lane_group(p, nb, row, r, g, v, dw, mw);
     });
   }

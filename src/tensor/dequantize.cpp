@@ -245,16 +245,13 @@ void deq_lanes(const uint8_t* row, int64_t nb, float* y, B (*block)(const uint8_
   }
 }
 
-void deq_q4_k_lanes(const BlockQ4_K* b, int64_t nb, float* y) {
+// The same for the K-quant lane layouts, a super-block at a time.
+template <class B>
+void deq_super_lanes(const void* row, int64_t nb, float* y, B (*back)(const B&), void (*deq)(const B*, int64_t, float*)) {
+  const auto* b = static_cast<const B*>(row);
   for (int64_t i = 0; i < nb; ++i, y += 256) {
-    const BlockQ4_K q = q4_k_lanes_block(b[i]);
-    deq_q4_k(&q, 1, y);
-  }
-}
-void deq_q6_k_lanes(const BlockQ6_K* b, int64_t nb, float* y) {
-  for (int64_t i = 0; i < nb; ++i, y += 256) {
-    const BlockQ6_K q = q6_k_lanes_block(b[i]);
-    deq_q6_k(&q, 1, y);
+    const B q = back(b[i]);
+    deq(&q, 1, y);
   }
 }
 
@@ -295,8 +292,8 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q8_0_LANES: deq_lanes(p, nb, out, q8_0_lanes_block, deq_q8_0); return;
     case DType::Q4_0_LANES: deq_lanes(p, nb, out, q4_0_lanes_block, deq_q4_0); return;
     case DType::Q4_1_LANES: deq_lanes(p, nb, out, q4_1_lanes_block, deq_q4_1); return;
-    case DType::Q4_K_LANES: deq_q4_k_lanes(static_cast<const BlockQ4_K*>(row), nb, out); return;
-    case DType::Q6_K_LANES: deq_q6_k_lanes(static_cast<const BlockQ6_K*>(row), nb, out); return;
+    case DType::Q4_K_LANES: deq_super_lanes(row, nb, out, q4_k_lanes_block, deq_q4_k); return;
+    case DType::Q6_K_LANES: deq_super_lanes(row, nb, out, q6_k_lanes_block, deq_q6_k); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");
