@@ -150,8 +150,9 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   tt.name = "w";
   tt.dtype = tensor::DType::MLX_AFFINE;
   if (lanes) {  // the load-time repack (model/lane_repack.h), in place as the loader does it
-    for (int64_t r = 0; r < rows; ++r) tensor::repack_mlx8_lanes(w.data() + r * cols, cols / 32, w.data() + r * cols);
-    tt.dtype = tensor::DType::MLX8_LANES;
+    const int64_t rb = cols * bits / 8;
+    for (int64_t r = 0; r < rows; ++r) tensor::repack_mlx_lanes(bits, w.data() + r * rb, cols / 32, w.data() + r * rb);
+    tt.dtype = tensor::DType::MLX_LANES;
   }
   tt.shape = {rows, cols};
   tt.data = w.data();
@@ -498,7 +499,7 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_down_1t, 4, 64, 576, 1536, 1, 1)->UseReal
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_vocab_1t, 4, 64, 49152, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_vocab_1t, 8, 64, 49152, 576, 1, 1)->UseRealTime();
 // SmolLM2's shapes (576-wide rows: two lane groups and a 2-block tail) as the model runs them:
-// MLX 8-bit repacked (MLX8_LANES) against GGUF Q8_0 repacked (Q8_0_LANES).
+// MLX 8-bit repacked (MLX_LANES) against GGUF Q8_0 repacked (Q8_0_LANES).
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_vocab_1t, 8, 64, 49152, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_1t, tensor::DType::Q8_0_LANES, 49152, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_ffn_1t, 8, 64, 1536, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
@@ -506,6 +507,13 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_ffn_1t, tensor::DType::Q8_0_LANES, 1536, 5
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_down_1t, 8, 64, 576, 1536, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_down_1t, tensor::DType::Q8_0_LANES, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_big_1t, 4, 64, 4096, 4096, 1, 1)->UseRealTime();
+// MLX 4-bit repacked (MLX_LANES) against the file's order (the rows above).
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_big_1t, 4, 64, 4096, 4096, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_ffn_1t, 4, 64, 1536, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_down_1t, 4, 64, 576, 1536, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_vocab_1t, 4, 64, 49152, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gemm128_1t, 4, 64, 1536, 576, 1, 128)->UseRealTime();

@@ -98,9 +98,9 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
   if (w.dtype == tensor::DType::MLX_AFFINE) {
     // The kernel reads the row's f16 scales and biases as a file holds them (the panel their f32).
     const int64_t groups = cols / w.group_size;
-    (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(w.data.data() + r * cols * w.bits / 8, w.scales16.data() + r * groups,
-                                              w.biases16.data() + r * groups, tensor::DType::F16, w.group_size,
-                                              at(w.bits == 4 ? xl4 : xl), nb, 1, &out);
+    const Kernels::MlxRows m{w.data.data() + r * cols * w.bits / 8, 0, w.scales16.data() + r * groups,
+                             w.biases16.data() + r * groups, 0, tensor::DType::F16, w.group_size, 1};
+    (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(m, at(w.bits == 4 ? xl4 : xl), nb, 1, &out, 1);
     return out;
   }
   auto qv = lane_kernel(k, w.dtype);

@@ -421,41 +421,47 @@ TEST(Matmul, MlxRowsNeverReadPastTheTensorsScales) {
       }
 }
 
-// MLX 8-bit rows in lane order (DType::MLX8_LANES): each block given back in element order, the
-// in-place repack the same bytes as the copy, dequantized rows and the exact path unchanged, and
+// MLX 4- and 8-bit rows in lane order (DType::MLX_LANES): each block given back in element order,
+// the in-place repack the same bytes as the copy, dequantized rows and the exact path unchanged, and
 // matmul bitwise the plain rows' at every batch size (lane kernel; AMX panels from 32 tokens).
-TEST(Matmul, Mlx8LaneOrderGivesThePlainRowsBits) {
+TEST(Matmul, MlxLaneOrderGivesThePlainRowsBits) {
   std::mt19937 rng(34);
   const int64_t rows = 70, n = 70;
   ThreadPool pool(2);
   MatmulScratch s;
+  for (int bits : {4, 8}) {
+    const Kernels::MlxDotV kernel = bits == 4 ? kernels().dot_mlx4_lanes : kernels().dot_mlx8_lanes;
   for (int64_t cols : {256, 576, 1600}) {  // one group; two and a 2-block tail; six and a 2-block tail
-    const int64_t nb = cols / 32;
+    const int64_t nb = cols / 32, stride = cols * bits / 8;
     for (int gs : {32, 64, 128}) {
       if (cols % gs) continue;
-      std::vector<uint8_t> plain(rows * cols), packed(rows * cols);
+      std::vector<uint8_t> plain(rows * stride), packed(rows * stride);
       for (auto& b : plain) b = static_cast<uint8_t>(rng());
       std::vector<uint16_t> sc(rows * cols / gs), bi(rows * cols / gs);
       for (size_t i = 0; i < sc.size(); ++i)
         sc[i] = tensor::f32_to_bf16(0.001f + 0.01f * (rng() % 100) / 100.0f), bi[i] = tensor::f32_to_bf16(-0.2f + 0.004f * (rng() % 100));
-      for (int64_t r = 0; r < rows; ++r) tensor::repack_mlx8_lanes(plain.data() + r * cols, nb, packed.data() + r * cols);
+      for (int64_t r = 0; r < rows; ++r)
+        tensor::repack_mlx_lanes(bits, plain.data() + r * stride, nb, packed.data() + r * stride);
       std::vector<uint8_t> in_place = plain;
-      for (int64_t r = 0; r < rows; ++r) tensor::repack_mlx8_lanes(in_place.data() + r * cols, nb, in_place.data() + r * cols);
-      const std::string what = "cols " + std::to_string(cols) + " gs " + std::to_string(gs);
+      for (int64_t r = 0; r < rows; ++r)
+        tensor::repack_mlx_lanes(bits, in_place.data() + r * stride, nb, in_place.data() + r * stride);
+      const std::string what =
+          "bits " + std::to_string(bits) + " cols " + std::to_string(cols) + " gs " + std::to_string(gs);
       ASSERT_EQ(in_place, packed) << what;
       for (int64_t r = 0; r < rows; r += 23)
         for (int64_t b = 0; b < nb; ++b) {
           uint8_t back[32];
-          tensor::mlx8_lanes_block(packed.data() + r * cols, nb, b, back);
-          ASSERT_EQ(std::memcmp(back, plain.data() + r * cols + 32 * b, 32), 0) << what << " row " << r << " block " << b;
+          tensor::mlx_lanes_block(bits, packed.data() + r * stride, nb, b, back);
+          ASSERT_EQ(std::memcmp(back, plain.data() + r * stride + 4 * bits * b, 4 * bits), 0)
+              << what << " row " << r << " block " << b;
         }
       auto tensor_of = [&](tensor::DType dt, const std::vector<uint8_t>& data) {
         tensor::Tensor t;
         t.name = "w", t.dtype = dt, t.shape = {rows, cols}, t.data = data.data(), t.nbytes = data.size();
-        t.bits = 8, t.group_size = gs, t.group_dtype = tensor::DType::BF16, t.scales = sc.data(), t.biases = bi.data();
+        t.bits = bits, t.group_size = gs, t.group_dtype = tensor::DType::BF16, t.scales = sc.data(), t.biases = bi.data();
         return t;
       };
-      const tensor::Tensor a = tensor_of(tensor::DType::MLX_AFFINE, plain), b = tensor_of(tensor::DType::MLX8_LANES, packed);
+      const tensor::Tensor a = tensor_of(tensor::DType::MLX_AFFINE, plain), b = tensor_of(tensor::DType::MLX_LANES, packed);
       std::vector<float> ra(cols), rb(cols);
       for (int64_t r = 0; r < rows; r += 31) {
         tensor::dequantize_row(a, r, ra.data());
@@ -464,7 +470,7 @@ TEST(Matmul, Mlx8LaneOrderGivesThePlainRowsBits) {
       }
       const auto x = random_vec(n * cols, rng);
       for (MatmulPath path : {MatmulPath::Fast, MatmulPath::Exact}) {
-        if (path == MatmulPath::Fast && !kernels().dot_mlx8_lanes) continue;
+        if (path == MatmulPath::Fast && !kernel) continue;
         for (int64_t m : {1, 3, 17, 40, 70}) {
           std::vector<float> ya(m * rows), yb(m * rows);
           matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, path);
@@ -473,8 +479,9 @@ TEST(Matmul, Mlx8LaneOrderGivesThePlainRowsBits) {
               << what << " n " << m << (path == MatmulPath::Fast ? " fast" : " exact");
         }
       }
-      if (kernels().dot_mlx8_lanes) testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n, what);
+      if (kernel) testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n, what);
     }
+  }
   }
 }
 
@@ -1063,9 +1070,9 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
   if (r.gs) {
     const Kernels::MlxDotV f = r.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
     const bool half = r.gd != tensor::DType::F32;
-    if (f)
-      f(r.w.data(), half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
-        half ? static_cast<const void*>(r.bi16.data()) : r.bi.data(), r.gd, r.gs, a, nb, nt, out);
+    const Kernels::MlxRows m{r.w.data(), 0, half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
+                             half ? static_cast<const void*>(r.bi16.data()) : r.bi.data(), 0, r.gd, r.gs, 1};
+    if (f) f(m, a, nb, nt, out, 1);
     return f != nullptr;
   }
   using D = tensor::DType;

@@ -530,13 +530,15 @@ TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
   EXPECT_EQ(repack_for_lane_kernels(ws).tensors, 0);  // nothing left to repack
 }
 
-// MLX affine 8-bit rows the loader already holds on the heap (its aligned copies) are put in lane
-// order where they are: nothing copied, the same values; 4-bit rows and other group sizes stay.
-TEST(LaneRepack, MlxEightBitRowsOnTheHeapRepackInPlace) {
-  if (!compute::kernels().dot_mlx8_lanes) GTEST_SKIP() << "no MLX 8-bit lane kernel on this ISA";
+// MLX affine 4- and 8-bit rows the loader already holds on the heap (its aligned copies) are put in
+// lane order where they are: nothing copied, the same values; other bit widths stay.
+TEST(LaneRepack, MlxRowsOnTheHeapRepackInPlace) {
+  if (!compute::kernels().dot_mlx8_lanes || !compute::kernels().dot_mlx4_lanes)
+    GTEST_SKIP() << "no MLX lane kernels on this ISA";
   const int64_t rows = 3, cols = 576;
-  std::vector<uint8_t> w8(rows * cols), w4(rows * cols / 2);
-  for (size_t i = 0; i < w8.size(); ++i) w8[i] = static_cast<uint8_t>(i * 7 + 3);
+  std::vector<uint8_t> w8(rows * cols), w4(rows * cols / 2), w6(rows * cols * 6 / 8);
+  for (auto* w : {&w8, &w4, &w6})
+    for (size_t i = 0; i < w->size(); ++i) (*w)[i] = static_cast<uint8_t>(i * 7 + 3);
   std::vector<uint16_t> sc(rows * cols / 64, tensor::f32_to_bf16(0.01f)), bi(rows * cols / 64, tensor::f32_to_bf16(-1.0f));
   auto mlx = [&](const char* name, int bits, std::vector<uint8_t>& data) {
     tensor::Tensor t;
@@ -545,30 +547,33 @@ TEST(LaneRepack, MlxEightBitRowsOnTheHeapRepackInPlace) {
     t.scales = sc.data(), t.biases = bi.data();
     return t;
   };
-  const std::vector<uint8_t> orig = w8;
+  const std::vector<uint8_t> orig8 = w8, orig4 = w4;
   WeightStore ws;
   ws.add(mlx("w8", 8, w8));
   ws.add(mlx("w4", 4, w4));
+  ws.add(mlx("w6", 6, w6));
   const RepackReport rep = repack_for_lane_kernels(ws);
-  EXPECT_EQ(rep.tensors, 1);
+  EXPECT_EQ(rep.tensors, 2);
   EXPECT_EQ(rep.bytes, 0u);
   EXPECT_TRUE(rep.sources.empty());
-  const tensor::Tensor& p = ws.get("w8");
-  EXPECT_EQ(p.dtype, tensor::DType::MLX8_LANES);
-  EXPECT_EQ(p.data, static_cast<const void*>(w8.data()));
-  EXPECT_NE(w8, orig);  // rewritten where it was
-  EXPECT_EQ(ws.get("w4").dtype, tensor::DType::MLX_AFFINE);
-  std::vector<uint8_t> keep = orig;
-  const tensor::Tensor before = mlx("w8", 8, keep);
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> x(cols), y(cols);
-    tensor::dequantize_row(before, r, x.data());
-    tensor::dequantize_row(p, r, y.data());
-    ASSERT_EQ(x, y) << "row " << r;
+  EXPECT_EQ(ws.get("w6").dtype, tensor::DType::MLX_AFFINE);
+  for (auto [name, bits, data, orig] : {std::tuple{"w8", 8, &w8, &orig8}, std::tuple{"w4", 4, &w4, &orig4}}) {
+    const tensor::Tensor& p = ws.get(name);
+    EXPECT_EQ(p.dtype, tensor::DType::MLX_LANES) << name;
+    EXPECT_EQ(p.data, static_cast<const void*>(data->data())) << name;
+    EXPECT_NE(*data, *orig) << name;  // rewritten where it was
+    std::vector<uint8_t> keep = *orig;
+    const tensor::Tensor before = mlx(name, bits, keep);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> x(cols), y(cols);
+      tensor::dequantize_row(before, r, x.data());
+      tensor::dequantize_row(p, r, y.data());
+      ASSERT_EQ(x, y) << name << " row " << r;
+    }
   }
 }
 
-// End to end on real models (SmolLM2 Q4_1, the default model, its Q8_0 and MLX 8-bit copies, and
+// End to end on real models (SmolLM2 Q4_1, the default model, its Q8_0 and MLX 8- and 4-bit copies, and
 // Gemma 3 270M's Q4_K_M: Q4_K, Q8_0 rows with a partial group, Q6_K / Q5_0 left as they are): a
 // prefill long enough for AMX panels, then greedy decode steps, give bitwise the logits of the
 // file's layout.
@@ -588,7 +593,9 @@ INSTANTIATE_TEST_SUITE_P(
                       RepackCase{"gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "", tensor::DType::Q4_K_LANES},
                       RepackCase{"gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "", tensor::DType::Q6_K_LANES},
                       RepackCase{"smollm2-135m-instruct/mlx-q8", "model.layers.0.mlp.up_proj.weight",
-                                 tensor::DType::MLX8_LANES}));
+                                 tensor::DType::MLX_LANES},
+                      RepackCase{"smollm2-135m-instruct/mlx-q4", "model.layers.0.mlp.up_proj.weight",
+                                 tensor::DType::MLX_LANES}));
 TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {
   const std::string path = cached_model(GetParam().file);
   if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_models.sh / derive_models.sh)";
@@ -605,7 +612,7 @@ TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {
   // and next to nothing of the file is mapped, before or after running the model.
   const RepackReport rep = repack_for_lane_kernels(ck->weights);
   EXPECT_GT(rep.tensors, 0);
-  for (auto& [name, t] : ck->weights.all()) {  // these four models tie their embeddings
+  for (auto& [name, t] : ck->weights.all()) {  // these models tie their embeddings
     EXPECT_EQ(ck->weights.mapping_of(t.data), nullptr) << name;
     if (t.scales) EXPECT_EQ(ck->weights.mapping_of(t.scales), nullptr) << name;
   }

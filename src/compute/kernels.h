@@ -19,7 +19,7 @@ struct ActLanes {
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
 struct PanelRows {
-  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, their *_LANES layouts, MLX_AFFINE (4 or 8 bits) or MLX8_LANES
+  tensor::DType dtype;  // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, their *_LANES layouts, MLX_AFFINE (4 or 8 bits) or MLX_LANES
   const uint8_t* w;     // first row
   size_t stride;        // bytes between rows
   int rows;             // 1..32
@@ -103,15 +103,27 @@ struct Kernels {
   // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial
   // 8-block group has up to 7 entries read past its last (finite values: matmul pads a tensor's
   // last row). Optional like QDotV.
-  using MlxDotV = void (*)(const uint8_t* w, const void* scales, const void* biases, tensor::DType group_dtype,
-                           int group_size, const ActLanes& x, int64_t nb, int nt, float* out);
+  // A call takes rows [0, rows) of a matrix, out[t · ldo + r] for token t: SmolLM2's 576-wide rows
+  // are 2¼ lane groups, and a call per row (matmul's row loop, the dispatch) was ~15 % of its MLX
+  // 4-bit decode.
+  struct MlxRows {
+    const uint8_t* w;  // row 0's packed values, `stride` bytes apart
+    size_t stride;
+    const void *scales, *biases;  // row 0's groups, `group_stride` bytes apart
+    size_t group_stride;
+    tensor::DType group_dtype;
+    int group_size;
+    int64_t rows;
+  };
+  using MlxDotV = void (*)(const MlxRows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
   MlxDotV dot_mlx4v;
   // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
   // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.
   MlxDotV dot_mlx8v;
-  // The same over DType::MLX8_LANES rows (tensor/lane_layout.h): dot_mlx8v's dots and float
-  // operations on the row before repacking, so bitwise its result, without the permutes.
-  MlxDotV dot_mlx8_lanes;
+  // The same over DType::MLX_LANES rows (tensor/lane_layout.h), 4- and 8-bit: dot_mlx4v's /
+  // dot_mlx8v's dots and float operations on the row before repacking, so bitwise their result,
+  // without the permutes.
+  MlxDotV dot_mlx4_lanes, dot_mlx8_lanes;
   // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's (w, e as dot_mxfp4's) against
   // activations in nibble order, dot_mxfp4_ggmlv's (tensor::BlockMXFP4 rows, nb blocks) against
   // activations in their plain order (GGML's byte j holds elements j and j + 16, Q4_0's order). The

@@ -323,15 +323,14 @@ RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
-void mlx4v(const uint8_t* w, const void* sc, const void* bi, tensor::DType dt, int gs, const ActLanes& x, int64_t nb,
-           int nt, float* out) {
-  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
+void mlx4v(const Kernels::MlxRows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
   };
-  mlx_lanes_rows(sc, bi, dt, gs, nb, nt, out, group);
+  mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
 // MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per

@@ -21,8 +21,8 @@
 namespace rapid::compute {
 
 namespace {
-// MLX affine rows, as the file has them or (8-bit) in lane order: scales and biases apart.
-bool is_mlx(tensor::DType t) { return t == tensor::DType::MLX_AFFINE || t == tensor::DType::MLX8_LANES; }
+// MLX affine rows, as the file has them or (4- and 8-bit) in lane order: scales and biases apart.
+bool is_mlx(tensor::DType t) { return t == tensor::DType::MLX_AFFINE || t == tensor::DType::MLX_LANES; }
 }  // namespace
 
 WeightView WeightView::of(const tensor::Tensor& t) {
@@ -35,7 +35,7 @@ WeightView WeightView::of(const tensor::Tensor& t) {
   w.cols = t.cols();
   if (is_mlx(t.dtype)) {
     if (t.bits <= 0 || t.group_size <= 0 || w.cols % t.group_size != 0 || (w.cols * t.bits) % 32 != 0 ||
-        (t.dtype == tensor::DType::MLX8_LANES && t.bits != 8))
+        (t.dtype == tensor::DType::MLX_LANES && t.bits != 4 && t.bits != 8))
       throw Error("matmul: MLX weight " + t.name + " has bad bits/group_size");
     w.bits = t.bits;
     w.group_size = t.group_size;
@@ -70,9 +70,9 @@ void weight_row_f32(const WeightView& w, int64_t r, float* out) {
     const size_t gsz = tensor::block_bytes(w.group_dtype);
     const auto* row = static_cast<const uint8_t*>(w.data) + r * w.row_stride;
     std::vector<uint8_t> plain;
-    if (w.dtype == tensor::DType::MLX8_LANES) {  // the row's blocks back in element order
-      plain.resize(static_cast<size_t>(w.cols));
-      tensor::mlx8_lanes_row(row, w.cols / tensor::kQK, plain.data());
+    if (w.dtype == tensor::DType::MLX_LANES) {  // the row's blocks back in element order
+      plain.resize(w.row_stride);
+      tensor::mlx_lanes_row(w.bits, row, w.cols / tensor::kQK, plain.data());
       row = plain.data();
     }
     tensor::mlx::dequantize_row(row,
@@ -187,7 +187,7 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
 Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
   if (!mlx_fast(w, path) || (bpg != 1 && bpg != 2 && bpg != 4)) return nullptr;
-  if (w.dtype == tensor::DType::MLX8_LANES) return k.dot_mlx8_lanes;
+  if (w.dtype == tensor::DType::MLX_LANES) return w.bits == 4 ? k.dot_mlx4_lanes : k.dot_mlx8_lanes;
   return w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
 }
 bool mlx_lanes(const WeightView& w, MatmulPath path, const Kernels& k) { return mlx_lane_kernel(w, path, k) != nullptr; }
@@ -301,7 +301,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
-    case tensor::DType::MLX_AFFINE: case tensor::DType::MLX8_LANES: case tensor::DType::MXFP4:
+    case tensor::DType::MLX_AFFINE: case tensor::DType::MLX_LANES: case tensor::DType::MXFP4:
     case tensor::DType::MXFP4_GGML: break;
     default: return p;
   }
@@ -333,9 +333,10 @@ namespace {
 // L2 across the block. Rows outermost would stream all n tokens' activations once per row, hundreds
 // of KB at n = 512, from L3 (bench/README.md: "Prefill in row blocks"). The kernel calls and their
 // arguments are the same in either order, so are the bits.
-template <class Block, class Row>
-void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
-               Block&& block, Row&& f) {
+// (row_span_tiles: f(r, e, t, nt) takes rows [r, e), up to `span` of them, in one call.)
+template <class Block, class Span>
+void row_span_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
+                    int64_t span, Block&& block, Span&& f) {
   constexpr size_t kRowBlockBytes = 128 * 1024;
   // One tile (decode) takes the same blocks: rows run in order either way, and a block's setup
   // (MLX: its rows' scales and biases as f32) then stays in L1 / L2 instead of being written for
@@ -346,12 +347,19 @@ void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes
     block(b, e);
     for (int64_t t = 0; t < n; t += tile) {
       const int nt = static_cast<int>(std::min(tile, n - t));
-      for (int64_t r = b; r < e; ++r) {
-        if (t == 0) prefetch(r, r1);
-        f(r, t, nt);
+      for (int64_t r = b; r < e; r += span) {
+        const int64_t end = std::min(e, r + span);
+        if (t == 0)
+          for (int64_t i = r; i < end; ++i) prefetch(i, r1);
+        f(r, end, t, nt);
       }
     }
   }
+}
+template <class Block, class Row>
+void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
+               Block&& block, Row&& f) {
+  row_span_tiles(r0, r1, n, tile, row_bytes, prefetch, 1, block, [&](int64_t r, int64_t, int64_t t, int nt) { f(r, t, nt); });
 }
 constexpr auto kNoBlockSetup = [](int64_t, int64_t) {};
 
@@ -367,8 +375,8 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
     const Kernels::MlxDotV lanes = mlx_lane_kernel(w, path, k);
-    if (!lanes && w.dtype == tensor::DType::MLX8_LANES)  // only repacked where the kernel exists
-      throw Error("matmul: MLX8_LANES rows need this ISA's MLX 8-bit lane kernel");
+    if (!lanes && w.dtype == tensor::DType::MLX_LANES)  // only repacked where the kernel exists
+      throw Error("matmul: MLX_LANES rows need this ISA's MLX lane kernel");
     const ActLanes& xl = w.bits == 4 ? in.xl4 : in.xl;
     const int64_t tile = lanes ? lane_tile(n) : 4;
     float tmp[Kernels::kQDotVMaxNT];
@@ -386,13 +394,21 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
         std::memcpy(last.data(), scales + first_padded * gbytes, pad_bytes);
         std::memcpy(last.data() + half, biases + first_padded * gbytes, pad_bytes);
       }
-      row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
-        const bool padded = r >= first_padded;
-        const uint8_t* s = padded ? last.data() + (r - first_padded) * gbytes : scales + r * gbytes;
-        const uint8_t* b = padded ? last.data() + half + (r - first_padded) * gbytes : biases + r * gbytes;
-        lanes(base + r * w.row_stride, s, b, w.group_dtype, w.group_size, lanes_at(xl, t), nb, nt, tmp);
-        for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-      });
+      // Rows [a, z) in one call (Kernels::MlxRows), with the tensor's scales or the padded copy's.
+      auto run = [&](int64_t a, int64_t z, int64_t t, int nt, bool padded) {
+        if (a >= z) return;
+        const uint8_t* s = padded ? last.data() + (a - first_padded) * gbytes : scales + a * gbytes;
+        const uint8_t* b = padded ? last.data() + half + (a - first_padded) * gbytes : biases + a * gbytes;
+        const Kernels::MlxRows m{base + a * w.row_stride, w.row_stride, s, b, gbytes, w.group_dtype, w.group_size, z - a};
+        lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + a, rows);
+      };
+      constexpr int64_t kSpan = 8;
+      row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kSpan, kNoBlockSetup,
+                     [&](int64_t r, int64_t e, int64_t t, int nt) {
+                       const int64_t split = std::clamp(first_padded, r, e);
+                       run(r, split, t, nt, false);
+                       run(split, e, t, nt, true);
+                     });
       return;
     }
     // The per-block kernels take a block's rows' scales, then their biases, as f32 (contiguous over

@@ -121,10 +121,13 @@ inline __m256i with_fifth_bits(__m256i v, const uint8_t* qh) {
   return _mm256_mask_add_epi8(v, static_cast<__mmask32>(h), v, _mm256_set1_epi8(16));
 }
 // MLX 4-bit: LSB first, byte j holds elements 2j (low) and 2j + 1 (high).
-inline __m256i interleave_nibbles(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)), m4 = _mm_set1_epi8(0x0f);
+inline __m256i interleave_nibbles(__m128i q) {
+  const __m128i m4 = _mm_set1_epi8(0x0f);
   const __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
   return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+inline __m256i interleave_nibbles(const uint8_t* qs) {
+  return interleave_nibbles(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
 }
 
 // Block blk of row `row` (panel row r): its 32 values as s8 in element order, its scale and offset.
@@ -180,7 +183,7 @@ inline __m256i block_values(const PanelRows& p, const uint8_t* row, int r, int64
       m = std::fma(d, 128.0f, m);
       alignas(32) uint8_t q[32];
       const uint8_t* b = row + blk * 32;
-      if (p.dtype == tensor::DType::MLX8_LANES) tensor::mlx8_lanes_block(row, nb, blk, q), b = q;
+      if (p.dtype == tensor::DType::MLX_LANES) tensor::mlx_lanes_block(8, row, nb, blk, q), b = q;
       return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), _mm256_set1_epi8(-128));
     }
   }
@@ -287,7 +290,8 @@ void unpack_groups(const PanelRows& p, int64_t nb, Unpacked& u, Group group) {
 // block): one 8×8 transpose gives each block's dwords in order, where the per-block path gathered
 // them a dword at a time (a third of a 129-token SmolLM2 Q8_0 prefill).
 void lane_group(const PanelRows& p, int64_t nb, const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
-  const bool nibbles = p.dtype == tensor::DType::Q4_0_LANES || p.dtype == tensor::DType::Q4_1_LANES;
+  const bool nibbles = p.dtype == tensor::DType::Q4_0_LANES || p.dtype == tensor::DType::Q4_1_LANES ||
+                       (p.dtype == tensor::DType::MLX_LANES && p.bits == 4);
   const int group_bytes = nibbles ? 128 : 256;
   const uint8_t* q = row + group_bytes * g;
   __m256i Y[8];
@@ -316,12 +320,17 @@ void lane_group(const PanelRows& p, int64_t nb, const uint8_t* row, int r, int64
       _mm256_store_ps(mw, _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
       return;
     }
-    default: {  // MLX8_LANES: q − 128 as s8 and b + 128·s, as block_values
+    default: {  // MLX_LANES, as block_values: 4-bit values in element order; 8-bit q − 128 as s8, b + 128·s
       for (int k = 0; k < 8; ++k) {
-        v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));
         const int64_t gi = (8 * g + k) * 32 / p.group_size;
         dw[k] = p.scales[r * p.sstride + gi];
-        mw[k] = std::fma(dw[k], 128.0f, p.biases[r * p.sstride + gi]);
+        if (p.bits == 4) {
+          v[k] = interleave_nibbles(_mm256_castsi256_si128(v[k]));
+          mw[k] = p.biases[r * p.sstride + gi];
+        } else {
+          v[k] = _mm256_xor_si256(v[k], _mm256_set1_epi8(-128));
+          mw[k] = std::fma(dw[k], 128.0f, p.biases[r * p.sstride + gi]);
+        }
       }
       return;
     }
@@ -354,7 +363,7 @@ void unpack(const PanelRows& p, int64_t nb, Unpacked& u) {
   // block at a time.
   int64_t first = 0;
   if (p.dtype == tensor::DType::Q8_0_LANES || p.dtype == tensor::DType::Q4_0_LANES ||
-      p.dtype == tensor::DType::Q4_1_LANES || p.dtype == tensor::DType::MLX8_LANES) {
+      p.dtype == tensor::DType::Q4_1_LANES || p.dtype == tensor::DType::MLX_LANES) {
     first = nb / 8 * 8;
     unpack_groups<1>(p, nb, u, [&](const uint8_t* row, int r, int64_t g, __m256i* v, float* dw, float* mw) {
       lane_group(p, nb, row, r, g, v, dw, mw);

@@ -67,42 +67,47 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
   }
 }
 
-// MLX affine rows (Kernels::MlxDotV): group.template operator()<NT, kFull>(g, m, dw, mw, acc) adds
-// blocks [8g, 8g+m) for NT tokens with the lanes' scales dw and biases mw. bpg = group_size / 32
-// blocks share a scale (1, 2 or 4: an MLX group never straddles two lane groups), so lane k takes
-// entry k / bpg of the 8 / bpg from 8g / bpg, read as the file stores them (D) and widened here:
-// a separate widening pass over a row block's scales was ~9 % of an MLX 4-bit decode step
-// (bench/README.md, "MLX scales read in place"). A partial last group reads 8 / bpg entries too,
-// past the row's (the next row's, finite; matmul pads a tensor's last row): its lanes past the row
-// meet zero activations.
+// MLX affine rows (Kernels::MlxDotV): group.template operator()<NT, kFull>(w, g, m, dw, mw, acc)
+// adds blocks [8g, 8g+m) of the row at w for NT tokens with the lanes' scales dw and biases mw.
+// bpg = group_size / 32 blocks share a scale (1, 2 or 4: an MLX group never straddles two lane
+// groups), so lane k takes entry k / bpg of the 8 / bpg from 8g / bpg, read as the file stores them
+// (D) and widened here: a separate widening pass over a row block's scales was ~9 % of an MLX 4-bit
+// decode step (bench/README.md, "MLX scales read in place"). A partial last group reads 8 / bpg
+// entries too, past the row's (the next row's, finite; matmul pads a tensor's last row): its lanes
+// past the row meet zero activations.
 template <int NT, bool kFull, tensor::DType D, class Group>
-[[gnu::always_inline]] inline void mlx_group(const uint8_t* sc, const uint8_t* bi, int bpg, __m256i gidx, int64_t g,
-                                              int m, __m256* acc, Group& group) {
+[[gnu::always_inline]] inline void mlx_group(const uint8_t* w, const uint8_t* sc, const uint8_t* bi, int bpg,
+                                              __m256i gidx, int64_t g, int m, __m256* acc, Group& group) {
   constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
   const int n = 8 / bpg;
   const size_t first = static_cast<size_t>(8 * g / bpg) * kSize;
   const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
   const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
-  group.template operator()<NT, kFull>(g, m, dw, mw, acc);
+  group.template operator()<NT, kFull>(w, g, m, dw, mw, acc);
 }
 template <int NT, tensor::DType D, class Group>
-[[gnu::noinline]] void mlx_rows(const uint8_t* sc, const uint8_t* bi, int bpg, int64_t nb, float* out, Group group) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+[[gnu::noinline]] void mlx_rows(const Kernels::MlxRows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
+  const int bpg = rows.group_size / 32;
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
   const int64_t full = nb / 8;
-  for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(sc, bi, bpg, gidx, g, 8, acc, group);
-  if (8 * full < nb) mlx_group<NT, false, D>(sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const uint8_t* w = rows.w + r * rows.stride;
+    const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
+    const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(w, sc, bi, bpg, gidx, g, 8, acc, group);
+    if (8 * full < nb) mlx_group<NT, false, D>(w, sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
+    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
+  }
 }
 template <class Group>
-void mlx_lanes_rows(const void* sc, const void* bi, tensor::DType dt, int gs, int64_t nb, int nt, float* out, Group group) {
-  const auto *s = static_cast<const uint8_t*>(sc), *b = static_cast<const uint8_t*>(bi);
+void mlx_lanes_rows(const Kernels::MlxRows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
   with_nt(nt, [&]<int NT>() {
-    switch (dt) {
-      case tensor::DType::F32: return mlx_rows<NT, tensor::DType::F32>(s, b, gs / 32, nb, out, group);
-      case tensor::DType::F16: return mlx_rows<NT, tensor::DType::F16>(s, b, gs / 32, nb, out, group);
-      default: return mlx_rows<NT, tensor::DType::BF16>(s, b, gs / 32, nb, out, group);
+    switch (rows.group_dtype) {
+      case tensor::DType::F32: return mlx_rows<NT, tensor::DType::F32>(rows, nb, out, ldo, group);
+      case tensor::DType::F16: return mlx_rows<NT, tensor::DType::F16>(rows, nb, out, ldo, group);
+      default: return mlx_rows<NT, tensor::DType::BF16>(rows, nb, out, ldo, group);
     }
   });
 }

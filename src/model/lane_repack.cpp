@@ -42,18 +42,21 @@ std::vector<tensor::DType> repackable_types() {
   return r;
 }
 
-// MLX affine 8-bit matrices whose lane kernel reads MLX8_LANES (the group sizes it takes).
-bool mlx8_repackable(const tensor::Tensor& t) {
-  return !repack_off() && compute::kernels().dot_mlx8_lanes && t.dtype == tensor::DType::MLX_AFFINE && t.bits == 8 &&
+// MLX affine 4- and 8-bit matrices whose lane kernel reads MLX_LANES (the group sizes it takes).
+bool mlx_repackable(const tensor::Tensor& t) {
+  const compute::Kernels& k = compute::kernels();
+  const bool kernel = t.bits == 4 ? k.dot_mlx4_lanes != nullptr : t.bits == 8 && k.dot_mlx8_lanes != nullptr;
+  return !repack_off() && kernel && t.dtype == tensor::DType::MLX_AFFINE &&
          (t.group_size == 32 || t.group_size == 64 || t.group_size == 128);
 }
 
-// A repacked tensor's row bytes, and one row from src into dst (dst may be src for MLX8_LANES).
+// A repacked tensor's row bytes, and one row from src into dst (dst may be src for MLX_LANES).
 size_t packed_row_bytes(const tensor::Tensor& t) {
-  return t.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(t.cols()) : tensor::row_bytes(t.dtype, t.cols());
+  return t.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(t.cols() * t.bits / 8)
+                                              : tensor::row_bytes(t.dtype, t.cols());
 }
 void repack_row(const tensor::Tensor& t, const uint8_t* src, uint8_t* dst) {
-  if (t.dtype == tensor::DType::MLX_AFFINE) return tensor::repack_mlx8_lanes(src, t.cols() / tensor::kQK, dst);
+  if (t.dtype == tensor::DType::MLX_AFFINE) return tensor::repack_mlx_lanes(t.bits, src, t.cols() / tensor::kQK, dst);
   tensor::repack_lanes(t.dtype, src, t.cols(), dst);
 }
 
@@ -110,7 +113,7 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
   // Matrices only: stacked experts ([E, rows, cols]) stay mapped, so an expert never routed to is
   // never resident (and the page cache may evict the cold ones; a copy could not be).
   auto repackable = [&](const tensor::Tensor& t) {
-    const bool typed = std::find(types.begin(), types.end(), t.dtype) != types.end() || mlx8_repackable(t);
+    const bool typed = std::find(types.begin(), types.end(), t.dtype) != types.end() || mlx_repackable(t);
     return typed && t.data && t.shape.size() == 2 && tensor::lanes_fit(t.cols());
   };
   // MLX tensors the loader already copied out of the file (to align them) are rewritten in place
@@ -229,7 +232,7 @@ RepackReport repack_for_lane_kernels(WeightStore& ws, std::optional<size_t> avai
       own_copy(t.scales, group_bytes(t));  // out of the mapping too, as the kept tensors
       own_copy(t.biases, group_bytes(t));
     }
-    t.dtype = t.dtype == tensor::DType::MLX_AFFINE ? tensor::DType::MLX8_LANES : tensor::lane_layout_of(t.dtype);
+    t.dtype = t.dtype == tensor::DType::MLX_AFFINE ? tensor::DType::MLX_LANES : tensor::lane_layout_of(t.dtype);
     t.data = it->second;
     t.nbytes = bytes;
     ws.add(std::move(t));

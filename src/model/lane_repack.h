@@ -19,8 +19,8 @@ struct RepackReport {
 };
 
 // Rewrites every Q8_0 / Q4_0 / Q4_1 / Q4_K matrix whose rows hold at least one 8-block group as
-// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI), and MLX affine 8-bit
-// ones as MLX8_LANES (in place where the loader had copied them out of the file). Stacked experts stay
+// its *_LANES layout when the active kernels read that layout (AVX-512 VNNI), and MLX affine 4- and
+// 8-bit ones as MLX_LANES (in place where the loader had copied them out of the file). Stacked experts stay
 // mapped, and nothing is copied when the copies would exceed 60 % of MemAvailable. The copies live
 // in `ws`, read from the file with pread (MappedFile::read), so the source pages never enter this
 // process's resident set and resident memory does not grow. The tensors kept in the file's layout

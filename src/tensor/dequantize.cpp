@@ -212,9 +212,9 @@ void dequantize_mlx(const Tensor& t, int64_t row, float* out) {
   size_t gb = block_bytes(t.group_dtype);
   const uint8_t* packed = static_cast<const uint8_t*>(t.data) + row * rb;
   std::vector<uint8_t> plain;
-  if (t.dtype == DType::MLX8_LANES) {  // the row's blocks back in element order
+  if (t.dtype == DType::MLX_LANES) {  // the row's blocks back in element order
     plain.resize(static_cast<size_t>(rb));
-    mlx8_lanes_row(packed, rb / 32, plain.data());
+    mlx_lanes_row(t.bits, packed, cols / 32, plain.data());
     packed = plain.data();
   }
   mlx::dequantize_row(packed,
@@ -303,7 +303,7 @@ void dequantize_row(const Tensor& t, int64_t row, float* out) {
   int64_t rows = t.rows(), cols = t.cols();
   if (row < 0 || row >= rows)
     throw Error("dequantize_row: row " + std::to_string(row) + " out of range for '" + t.name + "'");
-  if (t.dtype == DType::MLX_AFFINE || t.dtype == DType::MLX8_LANES) return dequantize_mlx(t, row, out);
+  if (t.dtype == DType::MLX_AFFINE || t.dtype == DType::MLX_LANES) return dequantize_mlx(t, row, out);
   if (t.dtype == DType::MXFP4) return dequantize_mxfp4(t, row, out);
   int64_t be = block_elems(t.dtype);
   if (cols % be)

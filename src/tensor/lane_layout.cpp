@@ -197,35 +197,37 @@ BlockQ6_K q6_k_lanes_block(const BlockQ6_K& lanes) {
   return out;
 }
 
-// MLX8_LANES keeps dword d of block k where the Q4 lane layouts keep theirs (NibbleLanes::at),
-// with 8 dwords a block instead of 4.
-void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst) {
+// MLX_LANES keeps dword d of block k where the Q4 lane layouts keep theirs (NibbleLanes::at):
+// 32·d + 4·k, with bits dwords a block (4 or 8) and a group of 32·bits bytes.
+void repack_mlx_lanes(int bits, const uint8_t* src, int64_t nb, uint8_t* dst) {
   const int64_t groups = nb / kLaneGroupBlocks;
+  const size_t group = 32 * static_cast<size_t>(bits), block = 4 * static_cast<size_t>(bits);
   for (int64_t g = 0; g < groups; ++g) {
     uint8_t in[256];
-    std::memcpy(in, src + 256 * g, 256);
+    std::memcpy(in, src + group * g, group);
     for (int k = 0; k < kLaneGroupBlocks; ++k)
-      for (int d = 0; d < 8; ++d) std::memcpy(dst + 256 * g + NibbleLanes::at(k, d), in + 32 * k + 4 * d, 4);
+      for (int d = 0; d < bits; ++d) std::memcpy(dst + group * g + NibbleLanes::at(k, d), in + block * k + 4 * d, 4);
   }
-  if (dst != src) std::memcpy(dst + 256 * groups, src + 256 * groups, static_cast<size_t>(32 * (nb - 8 * groups)));
+  if (dst != src) std::memcpy(dst + group * groups, src + group * groups, block * static_cast<size_t>(nb - 8 * groups));
 }
 
-void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
+void mlx_lanes_block(int bits, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out) {
+  const size_t block = 4 * static_cast<size_t>(bits);
   if (b >= nb / kLaneGroupBlocks * kLaneGroupBlocks) {
-    std::memcpy(out, row + 32 * b, 32);
+    std::memcpy(out, row + block * b, block);
     return;
   }
-  const uint8_t* g = row + 256 * (b / kLaneGroupBlocks);
-  for (int d = 0; d < 8; ++d) std::memcpy(out + 4 * d, g + NibbleLanes::at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
+  const uint8_t* g = row + 8 * block * (b / kLaneGroupBlocks);
+  for (int d = 0; d < bits; ++d) std::memcpy(out + 4 * d, g + NibbleLanes::at(static_cast<int>(b % kLaneGroupBlocks), d), 4);
 }
 
-void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out) {
-  for (int64_t b = 0; b < nb; ++b) mlx8_lanes_block(row, nb, b, out + 32 * b);
+void mlx_lanes_row(int bits, const uint8_t* row, int64_t nb, uint8_t* out) {
+  for (int64_t b = 0; b < nb; ++b) mlx_lanes_block(bits, row, nb, b, out + 4 * bits * b);
 }
 
 bool is_lane_layout(DType t) {
   return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES ||
-         t == DType::Q6_K_LANES || t == DType::MLX8_LANES;
+         t == DType::Q6_K_LANES || t == DType::MLX_LANES;
 }
 
 DType lane_layout_of(DType t) {

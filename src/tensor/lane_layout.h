@@ -20,10 +20,11 @@
 //   4·e + i. Its low four bits are in byte 4·L + i of ql half j % 2 (low nibble for j < 2, high
 //   for j >= 2), its top two at bits 2·j of qh byte 4·L + i: each pair is a shift or two and a
 //   ternary-logic op, where the file's order needs two permutes, a variable shift and a rotate.
-// MLX8_LANES: an MLX affine 8-bit row of nb 32-byte blocks; a full group's 256 bytes hold byte i
-//   of dword d of block 8g + k at 64·(d / 2) + 4·(8·(d % 2) + k) + i (the pairs the MLX 8-bit lane
-//   kernel otherwise builds with eight permutes per group); the tail blocks as stored, scales and
-//   biases apart as MLX_AFFINE's.
+// MLX_LANES: an MLX affine 4- or 8-bit row of nb blocks of 32 elements (4·bits bytes: 4 or 8 dwords);
+//   a full group's 32·bits bytes hold byte i of dword d of block 8g + k at 32·d + 4·k + i, the
+//   Q4 lane layouts' place (4-bit: the nibble pairs the MLX 4-bit lane kernel otherwise builds with
+//   two permutes per group; 8-bit: the pairs of eight permutes); the tail blocks as stored, scales
+//   and biases apart as MLX_AFFINE's.
 // The same values and the same row size, so strides, views and row offsets are unchanged.
 #pragma once
 #include <cstddef>
@@ -52,12 +53,12 @@ void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst);
 BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
-// MLX affine 8-bit: one row of nb blocks from src into dst (the same 32·nb bytes; dst may be src:
-// each group is rewritten through a copy); block b's 32 bytes, or the whole row's, back in element
-// order (dequantization, AMX panels).
-void repack_mlx8_lanes(const uint8_t* src, int64_t nb, uint8_t* dst);
-void mlx8_lanes_block(const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
-void mlx8_lanes_row(const uint8_t* row, int64_t nb, uint8_t* out);
+// MLX affine of `bits` (4 or 8): one row of nb blocks from src into dst (the same 4·bits·nb bytes;
+// dst may be src: each group is rewritten through a copy); block b's 4·bits bytes, or the whole
+// row's, back in element order (dequantization, AMX panels).
+void repack_mlx_lanes(int bits, const uint8_t* src, int64_t nb, uint8_t* dst);
+void mlx_lanes_block(int bits, const uint8_t* row, int64_t nb, int64_t b, uint8_t* out);
+void mlx_lanes_row(int bits, const uint8_t* row, int64_t nb, uint8_t* out);
 // Q4_K: nsb super-blocks; a super-block back in GGUF's form.
 void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);

@@ -41,7 +41,7 @@ size_t block_bytes(DType t) {
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
     case DType::I32: case DType::U32: return 4;
     case DType::I8: case DType::U8: return 1;
-    case DType::MLX_AFFINE: case DType::MLX8_LANES: break;
+    case DType::MLX_AFFINE: case DType::MLX_LANES: break;
   }
   throw Error("block_bytes: dtype has no fixed block size");
 }

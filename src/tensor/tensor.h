@@ -25,10 +25,10 @@ enum class DType : uint8_t {
   // Q8_0 / Q4_0 / Q4_1 / Q4_K / Q6_K repacked at load time for the lane kernels
   // (tensor/lane_layout.h): the same values and row size, quants in lane order. Never in a file.
   Q8_0_LANES, Q4_0_LANES, Q4_1_LANES, Q4_K_LANES, Q6_K_LANES,
-  // MLX affine 8-bit rows (MLX_AFFINE's fields, bits 8) whose full 8-block groups hold their bytes
+  // MLX affine 4- or 8-bit rows (MLX_AFFINE's fields) whose full 8-block groups hold their bytes
   // in lane order (tensor/lane_layout.h); the same bytes per row, scales and biases apart as
   // MLX_AFFINE's. Never in a file.
-  MLX8_LANES,
+  MLX_LANES,
   I32, U32, I8, U8,
 };
 
