@@ -98,13 +98,15 @@ float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, co
   if (w.dtype == tensor::DType::MLX_AFFINE) {
     // The kernel reads the row's f16 scales and biases as a file holds them (the panel their f32).
     const int64_t groups = cols / w.group_size;
-    const Kernels::MlxRows m{w.data.data() + r * cols * w.bits / 8, 0, w.scales16.data() + r * groups,
-                             w.biases16.data() + r * groups, 0, tensor::DType::F16, w.group_size, 1};
+    const Kernels::Rows m{.w = w.data.data() + r * cols * w.bits / 8, .stride = 0, .rows = 1,
+                          .scales = w.scales16.data() + r * groups, .biases = w.biases16.data() + r * groups,
+                          .group_stride = 0, .group_dtype = tensor::DType::F16, .group_size = w.group_size};
     (w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v)(m, at(w.bits == 4 ? xl4 : xl), nb, 1, &out, 1);
     return out;
   }
   auto qv = lane_kernel(k, w.dtype);
-  qv(w.data.data() + r * tensor::row_bytes(w.dtype, cols), at(xl), nb / (tensor::block_elems(w.dtype) / 32), 1, &out);
+  qv(Kernels::Rows::one(w.data.data() + r * tensor::row_bytes(w.dtype, cols)), at(xl), nb / (tensor::block_elems(w.dtype) / 32),
+     1, &out, 1);
   return out;
 }
 

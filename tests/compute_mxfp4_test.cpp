@@ -368,7 +368,7 @@ TEST(Mxfp4Ggml, LaneKernelsMatchTheDefinitionAndEachOtherWhateverTheTile) {
     const Packed plain(xq, kNb, kTokens, false), nibble(xq, kNb, kTokens, true);
     std::vector<float> one(kTokens);
     for (int64_t t = 0; t < kTokens; ++t) {
-      k.dot_mxfp4_ggmlv(w.blocks.data(), plain.at(t), kNb, 1, &one[t]);
+      k.dot_mxfp4_ggmlv(Kernels::Rows::one(w.blocks.data()), plain.at(t), kNb, 1, &one[t], 1);
       double ref = 0, mag = 0;
       for (int64_t b = 0; b < kNb; ++b) {
         const uint8_t* blk = w.blocks.data() + 17 * b;
@@ -385,7 +385,7 @@ TEST(Mxfp4Ggml, LaneKernelsMatchTheDefinitionAndEachOtherWhateverTheTile) {
     for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt)
       for (int64_t t0 = 0; t0 + nt <= kTokens; ++t0) {
         float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
-        k.dot_mxfp4_ggmlv(w.blocks.data(), plain.at(t0), kNb, nt, a);
+        k.dot_mxfp4_ggmlv(Kernels::Rows::one(w.blocks.data()), plain.at(t0), kNb, nt, a, 1);
         k.dot_mxfp4v(w.nib.data(), w.sc.data(), nibble.at(t0), kNb, nt, b);
         for (int i = 0; i < nt; ++i) {
           ASSERT_EQ(std::memcmp(&a[i], &one[t0 + i], 4), 0) << isa_name(isa) << " ggml nt " << nt << " t " << t0 + i;

@@ -1070,8 +1070,10 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
   if (r.gs) {
     const Kernels::MlxDotV f = r.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
     const bool half = r.gd != tensor::DType::F32;
-    const Kernels::MlxRows m{r.w.data(), 0, half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
-                             half ? static_cast<const void*>(r.bi16.data()) : r.bi.data(), 0, r.gd, r.gs, 1};
+    const Kernels::Rows m{.w = r.w.data(), .stride = 0, .rows = 1,
+                          .scales = half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
+                          .biases = half ? static_cast<const void*>(r.bi16.data()) : r.bi.data(), .group_stride = 0,
+                          .group_dtype = r.gd, .group_size = r.gs};
     if (f) f(m, a, nb, nt, out, 1);
     return f != nullptr;
   }
@@ -1081,12 +1083,12 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
     return k.dot_mxfp4v != nullptr;
   }
   if (r.t == D::MXFP4_GGML) {
-    if (k.dot_mxfp4_ggmlv) k.dot_mxfp4_ggmlv(r.w.data(), a, nb, nt, out);
+    if (k.dot_mxfp4_ggmlv) k.dot_mxfp4_ggmlv(Kernels::Rows::one(r.w.data()), a, nb, nt, out, 1);
     return k.dot_mxfp4_ggmlv != nullptr;
   }
   auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
           : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
-  if (qv) qv(r.w.data(), a, nb / r.act_per_block(), nt, out);
+  if (qv) qv(Kernels::Rows::one(r.w.data()), a, nb / r.act_per_block(), nt, out, 1);
   return qv != nullptr;
 }
 // k's per-block kernel for r on one token's nb blocks (in nibble order for MLX and MXFP4; in plain
@@ -1292,8 +1294,8 @@ TEST(Kernels, LaneLayoutKernelsAreBitwiseTheGatheringOnes) {
         const LaneActs x = random_acts(nb, Kernels::kQDotVMaxNT, false, rng);
         for (int nt = 1; nt <= Kernels::kQDotVMaxNT; ++nt) {
           float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
-          (k.*f.gathering)(src.data(), x.at(0), kernel_nb(f.from, nb), nt, a);
-          (k.*f.lanes)(dst.data(), x.at(0), kernel_nb(f.from, nb), nt, b);
+          (k.*f.gathering)(Kernels::Rows::one(src.data()), x.at(0), kernel_nb(f.from, nb), nt, a, 1);
+          (k.*f.lanes)(Kernels::Rows::one(dst.data()), x.at(0), kernel_nb(f.from, nb), nt, b, 1);
           for (int i = 0; i < nt; ++i)
             ASSERT_EQ(std::memcmp(&a[i], &b[i], 4), 0)
                 << tensor::dtype_name(f.to) << " " << isa_name(isa) << " nb " << nb << " nt " << nt << " t " << i;

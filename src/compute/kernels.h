@@ -86,10 +86,24 @@ struct Kernels {
   // activations: each block's codes are put in MXFP4's order first, so that every integer lane and
   // float operation is dot_mxfp4's and a row gives bitwise dot_mxfp4's result on its repacked copy.
   QDot dot_mxfp4_ggml;
+  // A lane kernel call takes rows [0, rows) of a weight matrix, out[t · ldo + r] for token t: a call
+  // per row (matmul's row loop, the dispatch) was ~15 % of a decode step at SmolLM2's 576-wide rows
+  // (2¼ lane groups).
+  struct Rows {
+    const uint8_t* w;  // row 0, the rows `stride` bytes apart
+    size_t stride;
+    int64_t rows;
+    // MLX affine (MlxDotV): row 0's scales and biases (group_dtype), `group_stride` bytes apart.
+    const void *scales = nullptr, *biases = nullptr;
+    size_t group_stride = 0;
+    tensor::DType group_dtype = tensor::DType::F32;
+    int group_size = 0;
+    static Rows one(const void* w) { return {static_cast<const uint8_t*>(w), 0, 1}; }
+  };
   // Optional (null unless an ISA provides it): QDot for nt = 1..kQDotVMaxNT over activations
   // packed by pack_act_lanes, a layout for kernels that work 8 blocks at a time: the int→float
   // conversion and the scaling then happen once per 8 blocks instead of once per block.
-  using QDotV = void (*)(const void* w, const ActLanes& x, int64_t nb, int nt, float* out);
+  using QDotV = void (*)(const Rows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
   static constexpr int kQDotVMaxNT = 16;
   QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
   QDotV dot_q4_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
@@ -103,19 +117,7 @@ struct Kernels {
   // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial
   // 8-block group has up to 7 entries read past its last (finite values: matmul pads a tensor's
   // last row). Optional like QDotV.
-  // A call takes rows [0, rows) of a matrix, out[t · ldo + r] for token t: SmolLM2's 576-wide rows
-  // are 2¼ lane groups, and a call per row (matmul's row loop, the dispatch) was ~15 % of its MLX
-  // 4-bit decode.
-  struct MlxRows {
-    const uint8_t* w;  // row 0's packed values, `stride` bytes apart
-    size_t stride;
-    const void *scales, *biases;  // row 0's groups, `group_stride` bytes apart
-    size_t group_stride;
-    tensor::DType group_dtype;
-    int group_size;
-    int64_t rows;
-  };
-  using MlxDotV = void (*)(const MlxRows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
+  using MlxDotV = void (*)(const Rows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
   MlxDotV dot_mlx4v;
   // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
   // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.

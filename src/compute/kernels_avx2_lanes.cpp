@@ -323,7 +323,7 @@ RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
-void mlx4v(const Kernels::MlxRows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m256i W[8];
@@ -345,23 +345,23 @@ template <int NT>
 // DType::MXFP4: 16 nibble bytes per block (MLX 4-bit's packing, nibble-order activations), the
 // E8M0 bytes in their own array.
 void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
-  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t*, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
-  group_lanes(nb, nt, out, group);
+  group_lanes(Kernels::Rows::one(w), nb, nt, out, 1, group);
 }
 // GGML's 17-byte blocks in place: Q4_0's nibble order, so plain-order activations.
-void mxfp4_ggmlv(const void* wv, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const auto* w = static_cast<const tensor::BlockMXFP4*>(wv);
-  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* row, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const auto* w = reinterpret_cast<const tensor::BlockMXFP4*>(row);
     __m256i W[8];
     unpack_q4<tensor::BlockMXFP4, kFull>(w + 8 * g, m, W);
     const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g) + offsetof(tensor::BlockMXFP4, e);
     mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(tensor::BlockMXFP4), kFull>(p, m)), x, g, acc);
   };
-  group_lanes(nb, nt, out, group);
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)

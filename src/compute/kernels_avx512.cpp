@@ -800,16 +800,14 @@ RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 template <class B>
 struct LaneRow {
   const uint8_t *groups, *tail, *heads;  // full groups' quants, tail blocks, full groups' scales
-  LaneRow(const void* w, int64_t nb, size_t group_bytes)
-      : groups(static_cast<const uint8_t*>(w)),
-        tail(groups + group_bytes * (nb / 8)),
-        heads(tail + sizeof(B) * (nb % 8)) {}
+  LaneRow(const uint8_t* w, int64_t nb, size_t group_bytes)
+      : groups(w), tail(groups + group_bytes * (nb / 8)), heads(tail + sizeof(B) * (nb % 8)) {}
 };
 inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const LaneRow<tensor::BlockQ8_0> r(w, nb, 256);
-  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ8_0> r(w, nb, 256);
     if constexpr (kFull) {
       __m512i W2[4];
       for (int j = 0; j < 4; ++j) W2[j] = _mm512_loadu_si512(r.groups + 256 * g + 64 * j);
@@ -817,11 +815,12 @@ void q8_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out
     } else {
       q8_0v_at<NT, false>(r.tail, x, g, m, acc);
     }
-  });
+  };
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
-void q4_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
-  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
     if constexpr (kFull) {
       __m512i W2[4];
       nibble_halves(r.groups + 128 * g, W2);
@@ -829,11 +828,12 @@ void q4_0_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out
     } else {
       q4_0v_at<NT, false>(r.tail, x, g, m, acc);
     }
-  });
+  };
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
-void q4_1_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {
-  const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
-  group_lanes(nb, nt, out, [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
     if constexpr (kFull) {
       __m512i W2[4];
       nibble_halves(r.groups + 128 * g, W2);
@@ -842,7 +842,8 @@ void q4_1_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out
     } else {
       q4_1v_at<NT, false>(r.tail, x, g, m, acc);
     }
-  });
+  };
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 
 // A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
@@ -864,7 +865,7 @@ template <bool kFull>
 // kLanes: DType::MLX_LANES, whose full groups are nibble_pairs' dword pairs as stored (the two
 // permutes saved: 12 % of an in-cache 4096-wide row); its tail blocks are as stored.
 template <bool kLanes>
-void mlx4v(const Kernels::MlxRows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m512i half[2], W2[4];
@@ -919,7 +920,7 @@ template <int NT>
 }
 // kLanes: DType::MLX_LANES (8-bit), whose full groups are W2 as stored; its tail blocks are as stored.
 template <bool kLanes>
-void mlx8v(const Kernels::MlxRows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     const uint8_t* p = w + g * 8 * 32;
@@ -952,24 +953,24 @@ template <int NT>
 }
 // DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
 void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
-  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t*, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m512i half[2], W2[4];
     load_nibble_group<kFull>(w + g * 8 * 16, m, half);
     nibble_pairs(half, W2);
     mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
-  group_lanes(nb, nt, out, group);
+  group_lanes(Kernels::Rows::one(w), nb, nt, out, 1, group);
 }
 // GGML's 17-byte blocks in place (Q4_0's nibble order, plain-order activations).
-void mxfp4_ggmlv(const void* wv, const ActLanes& x, int64_t nb, int nt, float* out) {
+void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   using B = tensor::BlockMXFP4;
-  auto group = [&]<int NT, bool kFull>(int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
-    const uint8_t* p = static_cast<const uint8_t*>(wv) + g * 8 * sizeof(B);
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const uint8_t* p = w + g * 8 * sizeof(B);
     __m512i W2[4];
     unpack_q4<B, kFull>(p, m, W2);
     mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(B), kFull>(p + offsetof(B, e), m)), x, g, acc);
   };
-  group_lanes(nb, nt, out, group);
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)

@@ -394,16 +394,17 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
         std::memcpy(last.data(), scales + first_padded * gbytes, pad_bytes);
         std::memcpy(last.data() + half, biases + first_padded * gbytes, pad_bytes);
       }
-      // Rows [a, z) in one call (Kernels::MlxRows), with the tensor's scales or the padded copy's.
+      // Rows [a, z) in one call (Kernels::Rows), with the tensor's scales or the padded copy's.
       auto run = [&](int64_t a, int64_t z, int64_t t, int nt, bool padded) {
         if (a >= z) return;
         const uint8_t* s = padded ? last.data() + (a - first_padded) * gbytes : scales + a * gbytes;
         const uint8_t* b = padded ? last.data() + half + (a - first_padded) * gbytes : biases + a * gbytes;
-        const Kernels::MlxRows m{base + a * w.row_stride, w.row_stride, s, b, gbytes, w.group_dtype, w.group_size, z - a};
+        const Kernels::Rows m{.w = base + a * w.row_stride, .stride = w.row_stride, .rows = z - a, .scales = s,
+                              .biases = b, .group_stride = gbytes, .group_dtype = w.group_dtype,
+                              .group_size = w.group_size};
         lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + a, rows);
       };
-      constexpr int64_t kSpan = 8;
-      row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kSpan, kNoBlockSetup,
+      row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), 8, kNoBlockSetup,
                      [&](int64_t r, int64_t e, int64_t t, int nt) {
                        const int64_t split = std::clamp(first_padded, r, e);
                        run(r, split, t, nt, false);
@@ -435,7 +436,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     float tmp[Kernels::kQDotVMaxNT];
     row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
       const uint8_t* row = base + r * w.row_stride;
-      if (ggml) k.dot_mxfp4_ggmlv(row, lanes_at(in.xl, t), nb, nt, tmp);
+      if (ggml) k.dot_mxfp4_ggmlv(Kernels::Rows::one(row), lanes_at(in.xl, t), nb, nt, tmp, 1);
       else k.dot_mxfp4v(row, sc + r * w.scale_stride, lanes_at(in.xl4, t), nb, nt, tmp);
       for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
     });
@@ -455,12 +456,12 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
   }
   if (qv) {
     const int64_t nbw = cols / tensor::block_elems(w.dtype);
-    float tmp[Kernels::kQDotVMaxNT];
-    // A tile's tokens share each unpacked weight group.
-    row_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
-      qv(base + r * w.row_stride, lanes_at(in.xl, t), nbw, nt, tmp);
-      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-    });
+    // A tile's tokens share each unpacked weight group; a call takes up to 8 rows (Kernels::Rows).
+    row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), 8, kNoBlockSetup,
+                   [&](int64_t r, int64_t e, int64_t t, int nt) {
+                     const Kernels::Rows m{.w = base + r * w.row_stride, .stride = w.row_stride, .rows = e - r};
+                     qv(m, lanes_at(in.xl, t), nbw, nt, y + t * rows + r, rows);
+                   });
     return;
   }
   if (qdot) {

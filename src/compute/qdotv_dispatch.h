@@ -25,18 +25,22 @@ void with_nt(int nt, F&& f) {
 }
 
 // K-quant rows (Q4_K, Q6_K): nb super-blocks, each one whole lane group;
-// group.template operator()<NT>(w, x, g, acc) adds group g for NT tokens. One function per NT
-// (inlined into one dispatcher, the 16 row loops compile to slow code).
+// group.template operator()<NT>(w, x, g, acc) adds group g of the row at w for NT tokens. One
+// function per NT (inlined into one dispatcher, the 16 row loops compile to slow code).
 template <int NT, class B, class Group>
-[[gnu::noinline]] void kv_rows(const B* w, const ActLanes& x, int64_t nb, float* out, Group group) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t g = 0; g < nb; ++g) group.template operator()<NT>(w, x, g, acc);
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+[[gnu::noinline]] void kv_rows(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, int64_t ldo,
+                               Group group) {
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const B* w = reinterpret_cast<const B*>(rows.w + r * rows.stride);
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < nb; ++g) group.template operator()<NT>(w, x, g, acc);
+    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
+  }
 }
 template <class B, class Group>
-void kv_lanes(const void* w, const ActLanes& x, int64_t nb, int nt, float* out, Group group) {
-  with_nt(nt, [&]<int NT>() { kv_rows<NT>(static_cast<const B*>(w), x, nb, out, group); });
+void kv_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
+  with_nt(nt, [&]<int NT>() { kv_rows<NT, B>(rows, x, nb, out, ldo, group); });
 }
 
 // n (8, 4 or 2) MLX scales or biases of type D from p, exactly widened to f32 in lanes 0..n-1 (the
@@ -86,7 +90,7 @@ template <int NT, bool kFull, tensor::DType D, class Group>
   group.template operator()<NT, kFull>(w, g, m, dw, mw, acc);
 }
 template <int NT, tensor::DType D, class Group>
-[[gnu::noinline]] void mlx_rows(const Kernels::MlxRows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
+[[gnu::noinline]] void mlx_rows(const Kernels::Rows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
   const int bpg = rows.group_size / 32;
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
   const int64_t full = nb / 8;
@@ -102,7 +106,7 @@ template <int NT, tensor::DType D, class Group>
   }
 }
 template <class Group>
-void mlx_lanes_rows(const Kernels::MlxRows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
+void mlx_lanes_rows(const Kernels::Rows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
   with_nt(nt, [&]<int NT>() {
     switch (rows.group_dtype) {
       case tensor::DType::F32: return mlx_rows<NT, tensor::DType::F32>(rows, nb, out, ldo, group);
@@ -112,59 +116,50 @@ void mlx_lanes_rows(const Kernels::MlxRows& rows, int64_t nb, int nt, float* out
   });
 }
 
-// Rows of nb 32-element blocks in 8-block groups (MXFP4's two layouts):
-// group.template operator()<NT, kFull>(g, m, acc) adds blocks [8g, 8g+m) for NT tokens.
+// Rows of nb 32-element blocks in 8-block groups (the GGUF lane layouts, MXFP4's two layouts):
+// group.template operator()<NT, kFull>(w, g, m, acc) adds blocks [8g, 8g+m) of the row at w for NT
+// tokens.
 template <int NT, class Group>
-[[gnu::noinline]] void group_rows(int64_t nb, float* out, Group group) {
-  __m256 acc[NT];
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+[[gnu::noinline]] void group_rows(const Kernels::Rows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
   const int64_t full = nb / 8;
-  for (int64_t g = 0; g < full; ++g) group.template operator()<NT, true>(g, 8, acc);
-  if (8 * full < nb) group.template operator()<NT, false>(full, static_cast<int>(nb - 8 * full), acc);
-  for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const uint8_t* w = rows.w + r * rows.stride;
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < full; ++g) group.template operator()<NT, true>(w, g, 8, acc);
+    if (8 * full < nb) group.template operator()<NT, false>(w, full, static_cast<int>(nb - 8 * full), acc);
+    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
+  }
 }
 template <class Group>
-void group_lanes(int64_t nb, int nt, float* out, Group group) {
-  with_nt(nt, [&]<int NT>() { group_rows<NT>(nb, out, group); });
+void group_lanes(const Kernels::Rows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
+  with_nt(nt, [&]<int NT>() { group_rows<NT>(rows, nb, out, ldo, group); });
 }
 
 }  // namespace
 }  // namespace rapid::compute
 
-#define RAPID_QDOTV(fn, B)                                                                       \
-  template <int NT>                                                                              \
-  void fn##_nt(const B* w, const ActLanes& x, int64_t nb, float* out) {                          \
-    __m256 acc[NT];                                                                              \
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();                                   \
-    const int64_t full = nb / 8;                                                                 \
-    for (int64_t g = 0; g < full; ++g) fn##_group<NT, true>(w, x, g, 8, acc);                   \
-    if (8 * full < nb) fn##_group<NT, false>(w, x, full, static_cast<int>(nb - 8 * full), acc);  \
-    for (int t = 0; t < NT; ++t) out[t] = hsum256(acc[t]);                                       \
-  }                                                                                              \
-  void fn(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {                    \
-    auto* wb = static_cast<const B*>(w);                                                         \
-    switch (nt) {                                                                                \
-      case 1: fn##_nt<1>(wb, x, nb, out); break;                                                 \
-      case 2: fn##_nt<2>(wb, x, nb, out); break;                                                 \
-      case 3: fn##_nt<3>(wb, x, nb, out); break;                                                 \
-      case 4: fn##_nt<4>(wb, x, nb, out); break;                                                 \
-      case 5: fn##_nt<5>(wb, x, nb, out); break;                                                 \
-      case 6: fn##_nt<6>(wb, x, nb, out); break;                                                 \
-      case 7: fn##_nt<7>(wb, x, nb, out); break;                                                 \
-      case 8: fn##_nt<8>(wb, x, nb, out); break;                                                 \
-      case 9: fn##_nt<9>(wb, x, nb, out); break;                                                 \
-      case 10: fn##_nt<10>(wb, x, nb, out); break;                                               \
-      case 11: fn##_nt<11>(wb, x, nb, out); break;                                               \
-      case 12: fn##_nt<12>(wb, x, nb, out); break;                                               \
-      case 13: fn##_nt<13>(wb, x, nb, out); break;                                               \
-      case 14: fn##_nt<14>(wb, x, nb, out); break;                                               \
-      case 15: fn##_nt<15>(wb, x, nb, out); break;                                               \
-      default: fn##_nt<16>(wb, x, nb, out); break;                                               \
-    }                                                                                            \
+#define RAPID_QDOTV(fn, B)                                                                            \
+  template <int NT>                                                                                   \
+  [[gnu::noinline]] void fn##_nt(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,  \
+                                 int64_t ldo) {                                                       \
+    const int64_t full = nb / 8;                                                                      \
+    for (int64_t r = 0; r < rows.rows; ++r) {                                                         \
+      const B* w = reinterpret_cast<const B*>(rows.w + r * rows.stride);                              \
+      __m256 acc[NT];                                                                                 \
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();                                      \
+      for (int64_t g = 0; g < full; ++g) fn##_group<NT, true>(w, x, g, 8, acc);                      \
+      if (8 * full < nb) fn##_group<NT, false>(w, x, full, static_cast<int>(nb - 8 * full), acc);     \
+      for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);                                \
+    }                                                                                                 \
+  }                                                                                                   \
+  void fn(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) { \
+    with_nt(nt, [&]<int NT>() { fn##_nt<NT>(rows, x, nb, out, ldo); });                               \
   }
 
 // A K-quant entry point (kv_lanes) over `fn##_group<NT>(w, x, g, acc)`.
-#define RAPID_KV_LANES(fn, B)                                                                   \
-  void fn(const void* w, const ActLanes& x, int64_t nb, int nt, float* out) {                   \
-    kv_lanes<B>(w, x, nb, nt, out, []<int NT>(auto... a) __attribute__((always_inline)) { fn##_group<NT>(a...); }); \
+#define RAPID_KV_LANES(fn, B)                                                                            \
+  void fn(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {     \
+    kv_lanes<B>(rows, x, nb, nt, out, ldo,                                                               \
+                []<int NT>(auto... a) __attribute__((always_inline)) { fn##_group<NT>(a...); });         \
   }
