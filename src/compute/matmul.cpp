@@ -334,6 +334,8 @@ namespace {
 // of KB at n = 512, from L3 (bench/README.md: "Prefill in row blocks"). The kernel calls and their
 // arguments are the same in either order, so are the bits.
 // (row_span_tiles: f(r, e, t, nt) takes rows [r, e), up to `span` of them, in one call.)
+// The lane kernels' span (Kernels::Rows): a call per 576-wide SmolLM2 row was ~15 % of a decode step.
+constexpr int64_t kLaneRowSpan = 8;
 template <class Block, class Span>
 void row_span_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
                     int64_t span, Block&& block, Span&& f) {
@@ -404,7 +406,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
                               .group_size = w.group_size};
         lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + a, rows);
       };
-      row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), 8, kNoBlockSetup,
+      row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
                      [&](int64_t r, int64_t e, int64_t t, int nt) {
                        const int64_t split = std::clamp(first_padded, r, e);
                        run(r, split, t, nt, false);
@@ -456,8 +458,8 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
   }
   if (qv) {
     const int64_t nbw = cols / tensor::block_elems(w.dtype);
-    // A tile's tokens share each unpacked weight group; a call takes up to 8 rows (Kernels::Rows).
-    row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), 8, kNoBlockSetup,
+    // A tile's tokens share each unpacked weight group; a call takes a span of rows.
+    row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
                    [&](int64_t r, int64_t e, int64_t t, int nt) {
                      const Kernels::Rows m{.w = base + r * w.row_stride, .stride = w.row_stride, .rows = e - r};
                      qv(m, lanes_at(in.xl, t), nbw, nt, y + t * rows + r, rows);

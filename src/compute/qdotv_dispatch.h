@@ -24,19 +24,27 @@ void with_nt(int nt, F&& f) {
   with_nt(std::make_integer_sequence<int, Kernels::kQDotVMaxNT>{}, std::clamp(nt, 1, Kernels::kQDotVMaxNT), f);
 }
 
+// Rows [0, rows.rows) of a lane kernel call (Kernels::Rows): row(w, r, acc) adds row r (at w) for NT
+// tokens into acc; their sums go to out[t · ldo + r].
+template <int NT, class Row>
+[[gnu::always_inline]] inline void each_row(const Kernels::Rows& rows, float* out, int64_t ldo, Row&& row) {
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    row(rows.w + r * rows.stride, r, acc);
+    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
+  }
+}
+
 // K-quant rows (Q4_K, Q6_K): nb super-blocks, each one whole lane group;
 // group.template operator()<NT>(w, x, g, acc) adds group g of the row at w for NT tokens. One
 // function per NT (inlined into one dispatcher, the 16 row loops compile to slow code).
 template <int NT, class B, class Group>
 [[gnu::noinline]] void kv_rows(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, int64_t ldo,
                                Group group) {
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const B* w = reinterpret_cast<const B*>(rows.w + r * rows.stride);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < nb; ++g) group.template operator()<NT>(w, x, g, acc);
-    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
-  }
+  each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t, __m256* acc) {
+    for (int64_t g = 0; g < nb; ++g) group.template operator()<NT>(reinterpret_cast<const B*>(w), x, g, acc);
+  });
 }
 template <class B, class Group>
 void kv_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
@@ -94,16 +102,12 @@ template <int NT, tensor::DType D, class Group>
   const int bpg = rows.group_size / 32;
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bpg == 1 ? 0 : bpg == 2 ? 1 : 2);
   const int64_t full = nb / 8;
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const uint8_t* w = rows.w + r * rows.stride;
+  each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t r, __m256* acc) {
     const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
     const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(w, sc, bi, bpg, gidx, g, 8, acc, group);
     if (8 * full < nb) mlx_group<NT, false, D>(w, sc, bi, bpg, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
-    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
-  }
+  });
 }
 template <class Group>
 void mlx_lanes_rows(const Kernels::Rows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
@@ -122,14 +126,10 @@ void mlx_lanes_rows(const Kernels::Rows& rows, int64_t nb, int nt, float* out, i
 template <int NT, class Group>
 [[gnu::noinline]] void group_rows(const Kernels::Rows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
   const int64_t full = nb / 8;
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const uint8_t* w = rows.w + r * rows.stride;
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t, __m256* acc) {
     for (int64_t g = 0; g < full; ++g) group.template operator()<NT, true>(w, g, 8, acc);
     if (8 * full < nb) group.template operator()<NT, false>(w, full, static_cast<int>(nb - 8 * full), acc);
-    for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);
-  }
+  });
 }
 template <class Group>
 void group_lanes(const Kernels::Rows& rows, int64_t nb, int nt, float* out, int64_t ldo, Group group) {
@@ -139,22 +139,11 @@ void group_lanes(const Kernels::Rows& rows, int64_t nb, int nt, float* out, int6
 }  // namespace
 }  // namespace rapid::compute
 
-#define RAPID_QDOTV(fn, B)                                                                            \
-  template <int NT>                                                                                   \
-  [[gnu::noinline]] void fn##_nt(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,  \
-                                 int64_t ldo) {                                                       \
-    const int64_t full = nb / 8;                                                                      \
-    for (int64_t r = 0; r < rows.rows; ++r) {                                                         \
-      const B* w = reinterpret_cast<const B*>(rows.w + r * rows.stride);                              \
-      __m256 acc[NT];                                                                                 \
-      for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();                                      \
-      for (int64_t g = 0; g < full; ++g) fn##_group<NT, true>(w, x, g, 8, acc);                      \
-      if (8 * full < nb) fn##_group<NT, false>(w, x, full, static_cast<int>(nb - 8 * full), acc);     \
-      for (int t = 0; t < NT; ++t) out[t * ldo + r] = hsum256(acc[t]);                                \
-    }                                                                                                 \
-  }                                                                                                   \
-  void fn(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) { \
-    with_nt(nt, [&]<int NT>() { fn##_nt<NT>(rows, x, nb, out, ldo); });                               \
+#define RAPID_QDOTV(fn, B)                                                                                 \
+  void fn(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {     \
+    group_lanes(rows, nb, nt, out, ldo,                                                                  \
+                [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)                 \
+                    __attribute__((always_inline)) { fn##_group<NT, kFull>(reinterpret_cast<const B*>(w), x, g, m, acc); }); \
   }
 
 // A K-quant entry point (kv_lanes) over `fn##_group<NT>(w, x, g, acc)`.
