@@ -423,6 +423,9 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, tensor::DType::Q5_0, 1536, 576,
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fallback, tensor::DType::Q5_0, 1536, 576, 1, 128, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, tensor::DType::Q4_1, 1536, 576, 1, 8)->UseRealTime();
 // Batched decode as the engine runs it on AVX-512 (lane layouts): 8 and 16 streams' rows.
+// A decode step's row with a 2-block tail (576 columns) and without one (512): the tail's cost.
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t, tensor::DType::Q4_1_LANES, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_w512_1t, tensor::DType::Q4_1_LANES, 1536, 512, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n8, tensor::DType::Q4_1_LANES, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n16, tensor::DType::Q4_1_LANES, 1536, 576, 1, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n32, tensor::DType::Q4_1_LANES, 1536, 576, 1, 32)->UseRealTime();

@@ -1232,7 +1232,7 @@ TEST(LaneLayout, HoldsTheRowsValues) {
   EXPECT_FALSE(tensor::lanes_fit(224));  // 7 blocks: no whole group
   EXPECT_FALSE(tensor::lanes_fit(100));
   for (const LaneFormat& f : kLaneFormats)
-    for (int64_t nb : {8, 16, 18, 20, 50, 112}) {
+    for (int64_t nb : {8, 9, 11, 15, 16, 18, 20, 50, 112}) {  // every tail length, 0-7 blocks
       if (nb % (tensor::block_elems(f.from) / 32)) continue;
       const auto src = random_rows(f.from, 3, nb * 32, rng);
       std::vector<uint8_t> dst;
@@ -1286,7 +1286,7 @@ TEST(Kernels, LaneLayoutKernelsAreBitwiseTheGatheringOnes) {
     for (const LaneFormat& f : kLaneFormats) {
       if (!(k.*f.lanes)) continue;
       ran = true;
-      for (int64_t nb : {8, 16, 18, 20, 48, 50, 112}) {
+      for (int64_t nb : {8, 9, 11, 13, 14, 15, 16, 18, 20, 48, 50, 112}) {  // every tail length
         if (nb % (tensor::block_elems(f.from) / 32)) continue;
         const auto src = random_rows(f.from, 1, nb * 32, rng);
         std::vector<uint8_t> dst;

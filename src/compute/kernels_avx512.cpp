@@ -795,25 +795,42 @@ RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
 // biased) or the two dword pairs nibble_pairs would gather, its scales (Q4_1: (d, m) dwords) one
-// load; then the gathering kernel's own dots, so the same bits. A row's tail group (under 8 blocks)
-// is stored as GGUF blocks and goes through the gathering kernel itself.
+// load; then the gathering kernel's own dots, so the same bits. A row's tail (under 8 blocks) is
+// its blocks' heads, then their quants: a masked load each.
 template <class B>
 struct LaneRow {
-  const uint8_t *groups, *tail, *heads;  // full groups' quants, tail blocks, full groups' scales
+  static constexpr size_t kHead = offsetof(B, qs);
+  const uint8_t *groups, *tail, *tail_qs, *heads;  // full groups' quants, tail heads and quants, full groups' scales
   LaneRow(const uint8_t* w, int64_t nb, size_t group_bytes)
-      : groups(w), tail(groups + group_bytes * (nb / 8)), heads(tail + sizeof(B) * (nb % 8)) {}
+      : groups(w), tail(groups + group_bytes * (nb / 8)), tail_qs(tail + kHead * (nb % 8)),
+        heads(tail + sizeof(B) * (nb % 8)) {}
 };
 inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// The first m (< 8) of 8 f16 scales as floats, zero past m (read only m).
+inline __m256 f16_first(const uint8_t* p, int m) {
+  return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << m) - 1), p));
+}
+// A tail's m blocks of 16 nibble bytes (Q4_0 / Q4_1 as stored) as W2, zero past m.
+inline void tail_nibbles(const uint8_t* qs, int m, __m512i* W2);
+inline void transpose_bytes8(const __m512i* z, __m512i* W2);
 
 void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ8_0> r(w, nb, 256);
+    __m512i W2[4];
     if constexpr (kFull) {
-      __m512i W2[4];
       for (int j = 0; j < 4; ++j) W2[j] = _mm512_loadu_si512(r.groups + 256 * g + 64 * j);
       offset_dots<NT, 7>(W2, f16x8(r.heads + 16 * g), x, g, acc);
-    } else {
-      q8_0v_at<NT, false>(r.tail, x, g, m, acc);
+    } else {  // m blocks of 32 quants: mlx8v's tail (the same dword pairs), then biased as the groups
+      __m512i z[4];
+      for (int i = 0; i < 4; ++i) {
+        const int n = std::clamp(32 * m - 64 * i, 0, 64);
+        z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, r.tail_qs + 64 * i);
+      }
+      transpose_bytes8(z, W2);
+      // Lanes past m become 0x80; harmless, their activation bytes and Σx are zero.
+      for (int j = 0; j < 4; ++j) W2[j] = _mm512_xor_si512(W2[j], _mm512_set1_epi8(static_cast<char>(0x80)));
+      offset_dots<NT, 7>(W2, f16_first(r.tail, m), x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);
@@ -821,12 +838,13 @@ void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
 void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
+    __m512i W2[4];
     if constexpr (kFull) {
-      __m512i W2[4];
       nibble_halves(r.groups + 128 * g, W2);
       offset_dots<NT, 3>(W2, f16x8(r.heads + 16 * g), x, g, acc);
     } else {
-      q4_0v_at<NT, false>(r.tail, x, g, m, acc);
+      tail_nibbles(r.tail_qs, m, W2);
+      offset_dots<NT, 3>(W2, f16_first(r.tail, m), x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);
@@ -834,13 +852,15 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
+    __m512i W2[4];
     if constexpr (kFull) {
-      __m512i W2[4];
       nibble_halves(r.groups + 128 * g, W2);
       const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
       scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
     } else {
-      q4_1v_at<NT, false>(r.tail, x, g, m, acc);
+      tail_nibbles(r.tail_qs, m, W2);
+      const __m256i dm = _mm256_maskz_loadu_epi32(static_cast<__mmask8>((1u << m) - 1), r.tail);
+      scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);
@@ -858,6 +878,12 @@ template <bool kFull>
     half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
     half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
   }
+}
+
+inline void tail_nibbles(const uint8_t* qs, int m, __m512i* W2) {
+  __m512i half[2];
+  load_nibble_group<false>(qs, m, half);
+  nibble_pairs(half, W2);
 }
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, so a lane group's 128 bytes are

@@ -33,12 +33,14 @@ struct Lanes<BlockQ4_1> : NibbleLanes {
   static constexpr int kHead = 4;
 };
 
-// The three regions of a row (lane_layout.h).
+// The regions of a row (lane_layout.h): the tail is its m blocks' heads, then their quants.
 template <class B>
 struct Regions {
-  uint8_t *groups, *tail, *heads;
+  static constexpr size_t kQs = sizeof(B) - Lanes<B>::kHead;  // quant bytes of a block
+  uint8_t *groups, *tail, *tail_qs, *heads;
   Regions(uint8_t* row, int64_t nb)
       : groups(row), tail(row + Lanes<B>::kGroup * (nb / kLaneGroupBlocks)),
+        tail_qs(tail + Lanes<B>::kHead * (nb % kLaneGroupBlocks)),
         heads(tail + sizeof(B) * (nb % kLaneGroupBlocks)) {}
 };
 
@@ -58,7 +60,11 @@ void repack(const B* src, int64_t nb, uint8_t* dst) {
     }
     std::memcpy(r.heads + L::kHead * b, blk, L::kHead);
   }
-  std::memcpy(r.tail, src + full, sizeof(B) * (nb - full));
+  for (int64_t b = full; b < nb; ++b) {
+    const auto* blk = reinterpret_cast<const uint8_t*>(&src[b]);
+    std::memcpy(r.tail + L::kHead * (b - full), blk, L::kHead);
+    std::memcpy(r.tail_qs + r.kQs * (b - full), blk + L::kHead, r.kQs);
+  }
 }
 
 template <class B>
@@ -69,7 +75,8 @@ B block_of(const uint8_t* row, int64_t nb, int64_t b) {
   auto* o = reinterpret_cast<uint8_t*>(&out);
   const int64_t full = nb / kLaneGroupBlocks * kLaneGroupBlocks;
   if (b >= full) {
-    std::memcpy(o, r.tail + sizeof(B) * (b - full), sizeof(B));
+    std::memcpy(o, r.tail + L::kHead * (b - full), L::kHead);
+    std::memcpy(o + L::kHead, r.tail_qs + r.kQs * (b - full), r.kQs);
     return out;
   }
   const uint8_t* g = r.groups + L::kGroup * (b / kLaneGroupBlocks);
