@@ -346,7 +346,59 @@ struct Packed {
   ActLanes at(int64_t t) const { return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n}; }
 };
 
+// Rows [r, r + n) of w for dot_mxfp4v (codes, their E8M0 bytes beside) and dot_mxfp4_ggmlv (GGML blocks).
+Kernels::Rows mxfp4_rows(const GptOssRows& w, int64_t r, int64_t n) {
+  const size_t cb = GptOssRows::kNb * 16, sb = GptOssRows::kNb;
+  return {.w = w.nib.data() + r * cb, .stride = cb, .rows = n, .scales = w.sc.data() + r * sb, .group_stride = sb};
+}
+Kernels::Rows ggml_rows(const GptOssRows& w, int64_t r, int64_t n) {
+  const size_t rb = GptOssRows::kNb * 17;
+  return {.w = w.blocks.data() + r * rb, .stride = rb, .rows = n};
+}
+
 }  // namespace
+
+// A call over a span of rows gives each row the bits of a call over that row alone, in both
+// layouts (matmul hands the lane kernels up to 8 rows a call).
+TEST(Mxfp4Ggml, LaneKernelsOverSpansOfRowsGiveEachRowsBits) {
+  constexpr int64_t kRows = 11, kNb = GptOssRows::kNb;
+  std::mt19937 rng(23);
+  const GptOssRows w(kRows, rng);
+  std::normal_distribution<float> nd;
+  const int64_t n = Kernels::kQDotVMaxNT;
+  std::vector<float> x(n * GptOssRows::kCols);
+  for (auto& v : x) v = nd(rng);
+  bool ran = false;
+  testing_util::for_each_isa([&](Isa isa) {
+    const Kernels& k = kernels();
+    if (!k.dot_mxfp4v || !k.dot_mxfp4_ggmlv) return;
+    ran = true;
+    std::vector<tensor::ActQ8> xq(n * kNb);
+    for (int64_t t = 0; t < n; ++t) k.quantize_act(x.data() + t * GptOssRows::kCols, GptOssRows::kCols, xq.data() + t * kNb);
+    const Packed plain(xq, kNb, n, false), nibble(xq, kNb, n, true);
+    for (int nt : {1, 5, 16})
+      for (int64_t span : {int64_t{2}, int64_t{8}, kRows}) {
+        std::vector<float> ga(nt * kRows), ma(nt * kRows), g1(nt), m1(nt);
+        for (int64_t r = 0; r < kRows; r += span) {
+          const int64_t e = std::min(kRows, r + span);
+          k.dot_mxfp4_ggmlv(ggml_rows(w, r, e - r), plain.at(0), kNb, nt, ga.data() + r, kRows);
+          k.dot_mxfp4v(mxfp4_rows(w, r, e - r), nibble.at(0), kNb, nt, ma.data() + r, kRows);
+        }
+        for (int64_t r = 0; r < kRows; ++r) {
+          k.dot_mxfp4_ggmlv(ggml_rows(w, r, 1), plain.at(0), kNb, nt, g1.data(), 1);
+          k.dot_mxfp4v(mxfp4_rows(w, r, 1), nibble.at(0), kNb, nt, m1.data(), 1);
+          for (int t = 0; t < nt; ++t) {
+            const std::string what = std::string(isa_name(isa)) + " nt " + std::to_string(nt) + " span " +
+                                     std::to_string(span) + " row " + std::to_string(r) + " t " + std::to_string(t);
+            ASSERT_EQ(std::memcmp(&ga[t * kRows + r], &g1[t], 4), 0) << "ggml " << what;
+            ASSERT_EQ(std::memcmp(&ma[t * kRows + r], &m1[t], 4), 0) << "mxfp4 " << what;
+            ASSERT_EQ(std::memcmp(&ma[t * kRows + r], &ga[t * kRows + r], 4), 0) << "layouts " << what;
+          }
+        }
+      }
+  });
+  if (!ran) GTEST_SKIP() << "no lane kernels on this CPU";
+}
 
 // For every tile (nt = 1..16 at every start): dot_mxfp4_ggmlv on the blocks and dot_mxfp4v on the
 // repacked row give bitwise the same result, the same as the token computed alone, and within
@@ -386,7 +438,7 @@ TEST(Mxfp4Ggml, LaneKernelsMatchTheDefinitionAndEachOtherWhateverTheTile) {
       for (int64_t t0 = 0; t0 + nt <= kTokens; ++t0) {
         float a[Kernels::kQDotVMaxNT], b[Kernels::kQDotVMaxNT];
         k.dot_mxfp4_ggmlv(Kernels::Rows::one(w.blocks.data()), plain.at(t0), kNb, nt, a, 1);
-        k.dot_mxfp4v(w.nib.data(), w.sc.data(), nibble.at(t0), kNb, nt, b);
+        k.dot_mxfp4v(mxfp4_rows(w, 0, 1), nibble.at(t0), kNb, nt, b, 1);
         for (int i = 0; i < nt; ++i) {
           ASSERT_EQ(std::memcmp(&a[i], &one[t0 + i], 4), 0) << isa_name(isa) << " ggml nt " << nt << " t " << t0 + i;
           ASSERT_EQ(std::memcmp(&b[i], &one[t0 + i], 4), 0) << isa_name(isa) << " mxfp4 nt " << nt << " t " << t0 + i;

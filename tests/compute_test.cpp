@@ -1079,7 +1079,8 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
   }
   using D = tensor::DType;
   if (r.t == D::MXFP4) {
-    if (k.dot_mxfp4v) k.dot_mxfp4v(r.w.data(), r.e.data(), a, nb, nt, out);
+    const Kernels::Rows m{.w = r.w.data(), .stride = 0, .rows = 1, .scales = r.e.data()};
+    if (k.dot_mxfp4v) k.dot_mxfp4v(m, a, nb, nt, out, 1);
     return k.dot_mxfp4v != nullptr;
   }
   if (r.t == D::MXFP4_GGML) {

@@ -93,7 +93,8 @@ struct Kernels {
     const uint8_t* w;  // row 0, the rows `stride` bytes apart
     size_t stride;
     int64_t rows;
-    // MLX affine (MlxDotV): row 0's scales and biases (group_dtype), `group_stride` bytes apart.
+    // MLX affine (MlxDotV): row 0's scales and biases (group_dtype), `group_stride` bytes apart;
+    // MXFP4 (dot_mxfp4v): row 0's E8M0 bytes, the same stride.
     const void *scales = nullptr, *biases = nullptr;
     size_t group_stride = 0;
     tensor::DType group_dtype = tensor::DType::F32;
@@ -126,13 +127,12 @@ struct Kernels {
   // dot_mlx8v's dots and float operations on the row before repacking, so bitwise their result,
   // without the permutes.
   MlxDotV dot_mlx4_lanes, dot_mlx8_lanes;
-  // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's (w, e as dot_mxfp4's) against
-  // activations in nibble order, dot_mxfp4_ggmlv's (tensor::BlockMXFP4 rows, nb blocks) against
-  // activations in their plain order (GGML's byte j holds elements j and j + 16, Q4_0's order). The
-  // integer block dots are exact, so both layouts give a row's values bitwise the same result.
-  using Mxfp4DotV = void (*)(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out);
-  Mxfp4DotV dot_mxfp4v;
-  QDotV dot_mxfp4_ggmlv;
+  // MXFP4 rows in the lane layout, optional like QDotV: dot_mxfp4v's rows are dot_mxfp4's codes,
+  // their E8M0 bytes at Rows::scales (group_stride bytes a row), against activations in nibble
+  // order; dot_mxfp4_ggmlv's are tensor::BlockMXFP4 rows against activations in their plain order
+  // (GGML's byte j holds elements j and j + 16, Q4_0's order). The integer block dots are exact,
+  // so both layouts give a row's values bitwise the same result.
+  QDotV dot_mxfp4v, dot_mxfp4_ggmlv;
   // Optional (AMX-INT8, panel_amx.cpp): a panel of up to 16 weight rows against all the
   // activation rows of x, y[t*ldy + r]. Each (row, token) is bitwise the result of the format's lane kernel
   // (QDotV / MlxDotV), so matmul may switch to it at any n without changing a result.

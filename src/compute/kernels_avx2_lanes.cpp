@@ -344,13 +344,13 @@ template <int NT>
 }
 // DType::MXFP4: 16 nibble bytes per block (MLX 4-bit's packing, nibble-order activations), the
 // E8M0 bytes in their own array.
-void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
-  auto group = [&]<int NT, bool kFull>(const uint8_t*, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void mxfp4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, const uint8_t* e, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
-  group_lanes(Kernels::Rows::one(w), nb, nt, out, 1, group);
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 // GGML's 17-byte blocks in place: Q4_0's nibble order, so plain-order activations.
 void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {

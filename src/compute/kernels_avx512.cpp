@@ -978,14 +978,14 @@ template <int NT>
   offset_dots<NT, 4>(W2, dw, x, g, acc);
 }
 // DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
-void mxfp4v(const uint8_t* w, const uint8_t* e, const ActLanes& x, int64_t nb, int nt, float* out) {
-  auto group = [&]<int NT, bool kFull>(const uint8_t*, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+void mxfp4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, const uint8_t* e, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m512i half[2], W2[4];
     load_nibble_group<kFull>(w + g * 8 * 16, m, half);
     nibble_pairs(half, W2);
     mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
-  group_lanes(Kernels::Rows::one(w), nb, nt, out, 1, group);
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 // GGML's 17-byte blocks in place (Q4_0's nibble order, plain-order activations).
 void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {

@@ -432,16 +432,16 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     return;
   }
   if (mxfp4_lanes(w, path, k)) {
-    const int64_t nb = cols / tensor::kQK, tile = lane_tile(n);
-    const auto* sc = static_cast<const uint8_t*>(w.scales);
+    const int64_t nb = cols / tensor::kQK;
     const bool ggml = w.dtype == tensor::DType::MXFP4_GGML;
-    float tmp[Kernels::kQDotVMaxNT];
-    row_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kNoBlockSetup, [&](int64_t r, int64_t t, int nt) {
-      const uint8_t* row = base + r * w.row_stride;
-      if (ggml) k.dot_mxfp4_ggmlv(Kernels::Rows::one(row), lanes_at(in.xl, t), nb, nt, tmp, 1);
-      else k.dot_mxfp4v(row, sc + r * w.scale_stride, lanes_at(in.xl4, t), nb, nt, tmp);
-      for (int i = 0; i < nt; ++i) y[(t + i) * rows + r] = tmp[i];
-    });
+    const Kernels::QDotV lanes = ggml ? k.dot_mxfp4_ggmlv : k.dot_mxfp4v;
+    const ActLanes& xl = ggml ? in.xl : in.xl4;
+    row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
+                   [&](int64_t r, int64_t e, int64_t t, int nt) {
+                     Kernels::Rows m{.w = base + r * w.row_stride, .stride = w.row_stride, .rows = e - r};
+                     if (!ggml) m.scales = static_cast<const uint8_t*>(w.scales) + r * w.scale_stride, m.group_stride = w.scale_stride;
+                     lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + r, rows);
+                   });
     return;
   }
   if (mxfp4_fast(w, path)) {  // per block (no lane kernel at this ISA)

@@ -122,13 +122,23 @@ void mlx_lanes_rows(const Kernels::Rows& rows, int64_t nb, int nt, float* out, i
 
 // Rows of nb 32-element blocks in 8-block groups (the GGUF lane layouts, MXFP4's two layouts):
 // group.template operator()<NT, kFull>(w, g, m, acc) adds blocks [8g, 8g+m) of the row at w for NT
-// tokens.
+// tokens. A group that also takes the row's scale bytes, (w, e, g, m, acc), gets them from
+// rows.scales, group_stride bytes a row (MXFP4's E8M0 bytes, which sit apart from the codes).
+template <int NT, bool kFull, class Group>
+[[gnu::always_inline]] inline void add_group(Group& group, const uint8_t* w, const uint8_t* e, int64_t g, int m,
+                                             __m256* acc) {
+  if constexpr (requires { group.template operator()<NT, kFull>(w, e, g, m, acc); })
+    group.template operator()<NT, kFull>(w, e, g, m, acc);
+  else
+    group.template operator()<NT, kFull>(w, g, m, acc);
+}
 template <int NT, class Group>
 [[gnu::noinline]] void group_rows(const Kernels::Rows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
   const int64_t full = nb / 8;
-  each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t, __m256* acc) {
-    for (int64_t g = 0; g < full; ++g) group.template operator()<NT, true>(w, g, 8, acc);
-    if (8 * full < nb) group.template operator()<NT, false>(w, full, static_cast<int>(nb - 8 * full), acc);
+  each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t r, __m256* acc) {
+    const uint8_t* e = rows.scales ? static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride : nullptr;
+    for (int64_t g = 0; g < full; ++g) add_group<NT, true>(group, w, e, g, 8, acc);
+    if (8 * full < nb) add_group<NT, false>(group, w, e, full, static_cast<int>(nb - 8 * full), acc);
   });
 }
 template <class Group>
