@@ -1036,7 +1036,7 @@ uint8_t mxfp4_scale(int64_t b, std::mt19937& rng) { return static_cast<uint8_t>(
 std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
   std::vector<LaneRow> rows;
   for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1,
-                          tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q6_K})
+                          tensor::DType::Q8_0, tensor::DType::Q4_K, tensor::DType::Q5_K, tensor::DType::Q6_K})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
   for (int bits : {4, 8})
     for (int gs : {32, 64, 128})
@@ -1088,7 +1088,8 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
     return k.dot_mxfp4_ggmlv != nullptr;
   }
   auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
-          : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv : k.dot_q6_kv;
+          : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv
+          : r.t == D::Q5_K ? k.dot_q5_kv : k.dot_q6_kv;
   if (qv) qv(Kernels::Rows::one(r.w.data()), a, nb / r.act_per_block(), nt, out, 1);
   return qv != nullptr;
 }
@@ -1115,7 +1116,8 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
   }
   using D = tensor::DType;
   auto qd = r.t == D::Q4_0 ? k.dot_q4_0 : r.t == D::Q4_1 ? k.dot_q4_1 : r.t == D::Q8_0 ? k.dot_q8_0
-          : r.t == D::Q5_0 ? k.dot_q5_0 : r.t == D::Q5_1 ? k.dot_q5_1 : r.t == D::Q4_K ? k.dot_q4_k : k.dot_q6_k;
+          : r.t == D::Q5_0 ? k.dot_q5_0 : r.t == D::Q5_1 ? k.dot_q5_1 : r.t == D::Q4_K ? k.dot_q4_k
+          : r.t == D::Q5_K ? k.dot_q5_k : k.dot_q6_k;
   qd(r.w.data(), x, nb, nb / r.act_per_block(), 1, &out);
   return out;
 }

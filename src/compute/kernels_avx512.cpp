@@ -667,20 +667,44 @@ template <int NT, bool kFull>
 // qs + 32·(k/2)) in lane k; w = (d·sc)·q − (dmin·mn) per sub-block, Q4_1's form. The 128 qs bytes
 // are two zmm; one dword permute per pair puts every sub-block's dword in its lane, and a per-lane
 // shift (0 or 4) picks its nibble.
-template <int NT>
-[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
-  const tensor::BlockQ4_K& b = w[g];
-  const __m512i q0 = _mm512_loadu_si512(b.qs), q1 = _mm512_loadu_si512(b.qs + 64);
+// The 4-bit values of a Q4_K / Q5_K super-block's 128 qs bytes as W2's pairs.
+inline void k4_nibbles(const uint8_t* qs, __m512i* W2) {
+  const __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
   const __m512i shift = lane_index([](int k, int) { return 4 * (k & 1); }), m4 = _mm512_set1_epi8(0x0f);
-  __m512i W2[4];
   for (int j = 0; j < 4; ++j) {
     const __m512i idx = lane_index([j](int k, int e) { return 8 * (k >> 1) + 2 * j + e; });
     W2[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutex2var_epi32(q0, idx, q1), shift), m4);
   }
+}
+// A Q4_K / Q5_K super-block's dots for NT tokens from its values W2 and its header.
+template <int NT, class B>
+[[gnu::always_inline]] inline void k4_dots(const B& b, const __m512i* W2, const ActLanes& x, int64_t g, __m256* acc) {
   __m256 sc, mn;
   k4_scales(b.scales, sc, mn);
   scaled_offset_dots<NT>(W2, _mm256_mul_ps(_mm256_set1_ps(h2f(b.d)), sc), _mm256_mul_ps(_mm256_set1_ps(-h2f(b.dmin)), mn),
                          x, g, acc);
+}
+template <int NT>
+[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  __m512i W2[4];
+  k4_nibbles(w[g].qs, W2);
+  k4_dots<NT>(w[g], W2, x, g, acc);
+}
+// Q5_K: Q4_K's nibbles and scales, element l of sub-block k adding 16 where bit k of qh[l] is set.
+// W2[j] byte i of lane 8e + k is element 8j + 4e + i, so qh dword 2j + e (in every lane) rotated
+// right by k − 4 puts that bit at bit 4 of byte i. Values up to 31: still vpdpbusd's u8 operand.
+template <int NT>
+[[gnu::always_inline]] inline void q5_kv_group(const tensor::BlockQ5_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ5_K& b = w[g];
+  __m512i W2[4];
+  k4_nibbles(b.qs, W2);
+  const __m512i qh = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
+  const __m512i rot = lane_index([](int k, int) { return (k - 4) & 31; }), bit4 = _mm512_set1_epi8(0x10);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i h = _mm512_permutexvar_epi32(lane_index([j](int, int e) { return 2 * j + e; }), qh);
+    W2[j] = _mm512_ternarylogic_epi32(W2[j], _mm512_rorv_epi32(h, rot), bit4, 0xF8);  // W2 | (h & bit4)
+  }
+  k4_dots<NT>(b, W2, x, g, acc);
 }
 
 // Q6_K: a super-block is one lane group, sub-block k = 32-element block k % 4 of half h = k / 4.
@@ -782,13 +806,11 @@ template <int NT>
   const tensor::BlockQ4_K& b = w[g];
   __m512i W2[4];
   nibble_halves(b.qs, W2);
-  __m256 sc, mn;
-  k4_scales(b.scales, sc, mn);
-  scaled_offset_dots<NT>(W2, _mm256_mul_ps(_mm256_set1_ps(h2f(b.d)), sc), _mm256_mul_ps(_mm256_set1_ps(-h2f(b.dmin)), mn),
-                         x, g, acc);
+  k4_dots<NT>(b, W2, x, g, acc);
 }
 
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
+RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q4_klv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
@@ -1077,6 +1099,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
   k.dot_q4_kv = q4_kv;
+  k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = q4_0_lanes;

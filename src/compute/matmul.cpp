@@ -112,6 +112,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q5_0: return k.dot_q5_0v;
     case tensor::DType::Q5_1: return k.dot_q5_1v;
     case tensor::DType::Q4_K: return k.dot_q4_kv;
+    case tensor::DType::Q5_K: return k.dot_q5_kv;
     case tensor::DType::Q6_K: return k.dot_q6_kv;
     case tensor::DType::Q8_0_LANES: return k.dot_q8_0_lanes;
     case tensor::DType::Q4_0_LANES: return k.dot_q4_0_lanes;
