@@ -33,6 +33,7 @@ DEFAULT_MODELS = [
     # Issue #17: the Qwen3.5-0.8B shape (Gated DeltaNet hybrid), `scripts/qwen35_gguf.py --bench`.
     os.path.join(CACHE, "bench", "qwen3.5-0.8b-shape", "q4_0.gguf"),
     os.path.join(CACHE, "bench", "qwen3.5-0.8b-shape", "q8_0.gguf"),
+    os.path.join(CACHE, "bench", "qwen3.5-0.8b-shape", "q5_k_m.gguf"),
 ]
 # ~128 tokens with the SmolLM2 and Qwen2.5 tokenizers (the exact count is reported).
 PROMPT = ("The old lighthouse keeper climbed the spiral stairs every evening, counting each of the one hundred "

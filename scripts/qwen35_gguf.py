@@ -16,7 +16,8 @@ usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
        .venv/bin/python scripts/qwen35_gguf.py --bench|--bench-mtp [OUT_DIR]
   --bench: a Qwen3.5-0.8B-shaped model with random weights (QWEN35_08B, the released text config)
   and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
-  and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type); default
+  and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type), and with llama-cpp-python
+  q5_k_m.gguf (llama.cpp's quantizer, from q8_0.gguf); default
   $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape. --bench-mtp: also q4_0-mtp.gguf, the same trunk
   with a random MTP head of the released shape (for bench/qwen35_spec_bench.cpp).
   Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes
@@ -399,12 +400,14 @@ def llama_teacher_forced(q8_path, f32_path, golden_ref, out_path):
           f"{s['median_rel']:.3g} of max|logit|, argmax {s['argmax_agree']}/{s['total']}", flush=True)
 
 
-def quantize(src, dst, ftype_name):
-    """llama.cpp's own quantizer (llama_model_quantize), e.g. ftype_name MOSTLY_Q8_0 / MOSTLY_Q4_0."""
+def quantize(src, dst, ftype_name, requantize=False):
+    """llama.cpp's own quantizer (llama_model_quantize), e.g. ftype_name MOSTLY_Q8_0 / MOSTLY_Q4_0;
+    requantize: src may be quantized itself."""
     import llama_cpp
     p = llama_cpp.llama_model_quantize_default_params()
     p.ftype = getattr(llama_cpp, "LLAMA_FTYPE_" + ftype_name)
     p.nthread = 2
+    p.allow_requantize = requantize
     tmp = str(dst) + ".part"
     rc = llama_cpp.llama_model_quantize(str(src).encode(), tmp.encode(), p)
     if rc != 0:
@@ -501,6 +504,17 @@ def bench(out, mtp=False):
             write_gguf(out / f"{q}.gguf", tc, hf_to_gguf_tensors(gguf, tc, weights), tok, out_type=q)
         print("wrote", out / f"{q}.gguf", flush=True)
     stamp.write_text(BENCH_LAYOUT + "\n")
+    # A K-quant mix as users download them (Q5_K with Q6_K where llama.cpp's recipe puts it), made
+    # by llama.cpp's own quantizer from the Q8_0 file: random weights, so only its speed matters.
+    q5 = out / "q5_k_m.gguf"
+    if not q5.exists():
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            print("llama-cpp-python not installed: no q5_k_m.gguf", flush=True)
+            return
+        quantize(out / "q8_0.gguf", q5, "MOSTLY_Q5_K_M", requantize=True)
+        print("wrote", q5, flush=True)
 
 
 def llama_cpp_reads(tc):

@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV, Mxfp4DotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K,
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
 // MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
 // over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
@@ -248,22 +248,45 @@ template <int NT, bool kFull>
 // Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
 // lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
 // sub-block, with the 6-bit sc / mn unpacked once per super-block.
-template <int NT>
-[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
-  const tensor::BlockQ4_K& b = w[g];
+// The 32 values of each sub-block k (R[k], byte l = element l) of a Q4_K / Q5_K super-block.
+inline void k4_subblocks(const uint8_t* qs, __m256i* R) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
-  __m256i R[8], W[8];
   for (int i = 0; i < 4; ++i) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * i));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * i));
     R[2 * i] = _mm256_and_si256(q, m4);
     R[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
   }
-  transpose8x8(R, W);
+}
+// Its dots for NT tokens from the transposed values W: w = (d·sc)·q + (−dmin·mn), Q4_1's form per
+// sub-block (kBits 5 for Q5_K's values up to 31).
+template <int NT, int kBits, class B>
+[[gnu::always_inline]] inline void k4_dots(const B& b, const __m256i* W, const ActLanes& x, int64_t g, __m256* acc) {
   __m256 sc, mn;
   k4_scales(b.scales, sc, mn);
-  // w = (d·sc)·q + (−dmin·mn): Q4_1's form per sub-block.
-  scaled_offset_dots<NT>(W, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc),
-                         _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b.dmin)), mn), x, g, acc);
+  scaled_offset_dots<NT, kBits>(W, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc),
+                                _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b.dmin)), mn), x, g, acc);
+}
+template <int NT>
+[[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  __m256i R[8], W[8];
+  k4_subblocks(w[g].qs, R);
+  transpose8x8(R, W);
+  k4_dots<NT, 4>(w[g], W, x, g, acc);
+}
+// Q5_K: Q4_K with element l of sub-block k adding 16 where bit k of qh[l] is set; the same float
+// operations as the AVX-512 kernel, so the same bits.
+template <int NT>
+[[gnu::always_inline]] inline void q5_kv_group(const tensor::BlockQ5_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ5_K& b = w[g];
+  __m256i R[8], W[8];
+  k4_subblocks(b.qs, R);
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), b16 = _mm256_set1_epi8(0x10);
+  for (int k = 0; k < 8; ++k) {
+    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
+    R[k] = _mm256_or_si256(R[k], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), b16));
+  }
+  transpose8x8(R, W);
+  k4_dots<NT, 5>(b, W, x, g, acc);
 }
 
 // Q6_K: like Q4_K, a super-block is one lane group (sub-block k = 32-element block k % 4 of half
@@ -319,6 +342,7 @@ template <int NT>
 }
 
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
+RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
@@ -379,6 +403,7 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
   k.dot_q4_kv = q4_kv;
+  k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
