@@ -440,7 +440,10 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
                    [&](int64_t r, int64_t e, int64_t t, int nt) {
                      Kernels::Rows m{.w = base + r * w.row_stride, .stride = w.row_stride, .rows = e - r};
-                     if (!ggml) m.scales = static_cast<const uint8_t*>(w.scales) + r * w.scale_stride, m.group_stride = w.scale_stride;
+                     if (!ggml) {  // the E8M0 bytes sit apart from the codes
+                       m.scales = static_cast<const uint8_t*>(w.scales) + r * w.scale_stride;
+                       m.group_stride = w.scale_stride;
+                     }
                      lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + r, rows);
                    });
     return;
