@@ -56,7 +56,7 @@ Weight random_weight(tensor::DType t, int gs, int bits, int64_t rows, int64_t co
   w.data.resize(rows * cols / tensor::block_elems(t) * bb);
   for (auto& b : w.data) b = static_cast<uint8_t>(rng());
   for (size_t off = 0; off < w.data.size(); off += bb) {
-    const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K;
+    const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K || t == tensor::DType::Q5_K;
     const size_t at = t == tensor::DType::Q6_K ? offsetof(tensor::BlockQ6_K, d) : 0;
     for (int h = 0; h < (two ? 2 : 1); ++h) {  // d (and m / dmin)
       const uint16_t d = f16(rng, 0.001f, 0.05f);
@@ -124,6 +124,8 @@ const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1
                            {tensor::DType::Q5_1, 0},
                            {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64},  {tensor::DType::MLX_AFFINE, 128},
                            {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
+// Lane kernels without a panel: matmul keeps them at every n (never a panel of another format's).
+const Format kLaneOnlyFormats[] = {{tensor::DType::Q5_K, 0}};
 
 }  // namespace
 
@@ -185,15 +187,18 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
 }
 
 // Through matmul, on every ISA: a token's row of y is bitwise the same computed alone (n = 1, lane
-// kernels) and inside batches of 40 and 70 (panels on AMX machines), with 1 and 2 threads.
+// kernels) and inside batches of 40 and 70 (panels on AMX machines, lane kernels for the formats
+// without one), with 1 and 2 threads.
 TEST(AmxPanel, MatmulResultsDoNotDependOnTheBatch) {
   std::mt19937 rng(32);
   ThreadPool p1(1), p2(2);
+  std::vector<Format> formats(std::begin(kFormats), std::end(kFormats));
+  formats.insert(formats.end(), std::begin(kLaneOnlyFormats), std::end(kLaneOnlyFormats));
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
     if (isa > best_isa()) continue;
     set_active_isa(isa);
-    for (const Format& f : kFormats) {
-      const bool k_quant = f.dtype == tensor::DType::Q4_K || f.dtype == tensor::DType::Q6_K;
+    for (const Format& f : formats) {
+      const bool k_quant = tensor::block_elems(f.dtype) == 256;
       const int64_t rows = 53, cols = k_quant ? 768 : 576;  // 576: a partial 8-block group
       if (f.group_size && cols % f.group_size) continue;
       Weight w = random_weight(f.dtype, f.group_size, f.bits, rows, cols, rng);

@@ -215,10 +215,20 @@ ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t 
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
 constexpr int64_t kPanelMinTokens = 32;
 
-// Panels exist for every format with a lane kernel.
+// The GGUF formats whose blocks panel_amx.cpp unpacks (MLX rows: mlx_lanes). Q5_K has a lane
+// kernel but no panel: it stays on the lane kernel at every n (the same bits as ever).
+bool has_panel(tensor::DType t) {
+  switch (t) {
+    case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q5_0: case tensor::DType::Q5_1:
+    case tensor::DType::Q8_0: case tensor::DType::Q4_K: case tensor::DType::Q6_K: case tensor::DType::Q8_0_LANES:
+    case tensor::DType::Q4_0_LANES: case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES:
+    case tensor::DType::Q6_K_LANES: return true;
+    default: return false;
+  }
+}
 bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
   if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast) return false;
-  return int_kernel_v(k, w.dtype) != nullptr || mlx_lanes(w, path, k);
+  return (int_kernel_v(k, w.dtype) != nullptr && has_panel(w.dtype)) || mlx_lanes(w, path, k);
 }
 
 // Rows [r0, r1) in panels of up to Kernels::kPanelRows.
