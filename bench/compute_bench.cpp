@@ -419,7 +419,10 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fast, tensor::DType::Q5_1, 4096, 4096, 1,
 BENCHMARK_CAPTURE(BM_Gemv, q5_1_big_1t_fallback, tensor::DType::Q5_1, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fast, tensor::DType::Q5_K, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, tensor::DType::Q5_K, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
-// Q5_K's lane kernel (AVX-512) over a batch and a prefill chunk: Qwen3.5-0.8B's MLP up projection.
+// Q3_K: its lane kernel (AVX-512; elsewhere the dequantizing fallback) for one token and a batch.
+BENCHMARK_CAPTURE(BM_Gemv, q3_k_big_1t, tensor::DType::Q3_K, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q3_k_qwen35_up_1t_n8, tensor::DType::Q3_K, 3584, 1024, 1, 8)->UseRealTime();
+// Q5_K's lane kernel over a batch and a prefill chunk: Qwen3.5-0.8B's MLP up projection.
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_up_1t_n8, tensor::DType::Q5_K, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_up_1t_n128, tensor::DType::Q5_K, 3584, 1024, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_0_gemm128_1t_fast, tensor::DType::Q5_0, 1536, 576, 1, 128)->UseRealTime();

@@ -1,5 +1,5 @@
 // The 8 six-bit scales and mins of a K-quant super-block (tensor::scale_min_k4's layout) as floats,
-// shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's translation unit keeps
+// and Q3_K's 16 scales, shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's translation unit keeps
 // its own copy, compiled with its own flags. Include only from TUs built with -mavx2 or above.
 #pragma once
 #include <immintrin.h>
@@ -22,6 +22,16 @@ namespace {
   const __m128i u = _mm_unpacklo_epi32(lo, hi);                                   // sc_lo sc_hi mn_lo mn_hi
   sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(u));
   mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(u, u)));
+}
+// Q3_K's 16 six-bit scales minus 32, as int8 (lane i = scale i): scale i's low 4 bits are the low
+// (i < 8) or high nibble of byte i % 8, its top 2 bits bits 2·(i / 4) of byte 8 + i % 4.
+[[maybe_unused]] inline __m128i q3_k_scales(const uint8_t* s) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s)), m4 = _mm_set1_epi8(0x0f);
+  const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(v, m4), _mm_and_si128(_mm_srli_epi16(v, 4), m4));
+  int32_t h;
+  __builtin_memcpy(&h, s + 8, 4);
+  const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+  return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
 }
 }  // namespace
 }  // namespace rapid::compute

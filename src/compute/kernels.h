@@ -107,7 +107,7 @@ struct Kernels {
   using QDotV = void (*)(const Rows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
   static constexpr int kQDotVMaxNT = 16;
   QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
-  QDotV dot_q4_kv, dot_q5_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
+  QDotV dot_q3_kv, dot_q4_kv, dot_q5_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
   // Rows in the lane layouts (tensor/lane_layout.h: DType::Q8_0_LANES, Q4_0_LANES, Q4_1_LANES,
   // Q4_K_LANES, Q6_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's /
   // q6_kv's integer dots and float operations, so bitwise their result on the row before

@@ -723,8 +723,8 @@ template <int NT>
   neg = _mm512_movepi8_mask(s);
 }
 template <int NT>
-[[gnu::always_inline]] inline void q6_k_dots(const tensor::BlockQ6_K& b, const __m512i* A2, const __mmask64* neg,
-                                             const ActLanes& x, int64_t g, __m256* acc);
+[[gnu::always_inline]] inline void k16_dots(__m128i scales, uint16_t d, const __m512i* A2, const __mmask64* neg,
+                                            const ActLanes& x, int64_t g, __m256* acc);
 template <int NT>
 [[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ6_K& b = w[g];
@@ -740,7 +740,7 @@ template <int NT>
     const __m512i hi = _mm512_rolv_epi32(_mm512_permutexvar_epi32(ih, qh), hrot);
     q6_k_pair(lo, hi, A2[j], neg[j]);
   }
-  q6_k_dots<NT>(b, A2, neg, x, g, acc);
+  k16_dots<NT>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), b.d, A2, neg, x, g, acc);
 }
 // Q6_K_LANES (tensor/lane_layout.h): pair j's low bits are ql half j % 2 (high nibbles for j >= 2),
 // its top two bits 2·j of qh, already in lane order: shifts instead of the permutes above, the same
@@ -756,19 +756,43 @@ template <int NT>
   q6_k_pair(l1, _mm512_slli_epi16(qh, 2), A2[1], neg[1]);
   q6_k_pair(_mm512_srli_epi16(l0, 4), qh, A2[2], neg[2]);
   q6_k_pair(_mm512_srli_epi16(l1, 4), _mm512_srli_epi16(qh, 2), A2[3], neg[3]);
-  q6_k_dots<NT>(b, A2, neg, x, g, acc);
+  k16_dots<NT>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), b.d, A2, neg, x, g, acc);
 }
-// A Q6_K super-block's dots for NT tokens from its pairs (|v − 32| and signs) and its scales.
+// Q3_K: Q6_K's shape (16-element sub-blocks with int8 scales, k16_dots) with 3-bit values − 4:
+// element l (0..31) of 32-element block k takes bits 2·(k % 4) of qs[32·(k / 4) + l] and, as +4,
+// bit k of hmask[l]. W2[j] byte i of lane 8e + k is element 8j + 4e + i, so one dword permute of
+// qs (of hmask) per pair and a per-lane shift (rotate) put both where they belong.
 template <int NT>
-[[gnu::always_inline]] inline void q6_k_dots(const tensor::BlockQ6_K& b, const __m512i* A2, const __mmask64* neg,
-                                             const ActLanes& x, int64_t g, __m256* acc) {
+[[gnu::always_inline]] inline void q3_kv_group(const tensor::BlockQ3_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ3_K& b = w[g];
+  const __m512i qs = _mm512_loadu_si512(b.qs);
+  const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
+  const __m512i qshift = lane_index([](int k, int) { return 2 * (k % 4); });
+  const __m512i hrot = lane_index([](int k, int) { return (k - 2) & 31; });  // bit k to bit 2
+  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
+  __m512i A2[4];
+  __mmask64 neg[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i lo = _mm512_srlv_epi32(_mm512_permutexvar_epi32(lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; }), qs), qshift);
+    const __m512i hi = _mm512_rorv_epi32(_mm512_permutexvar_epi32(lane_index([j](int, int e) { return 2 * j + e; }), hm), hrot);
+    const __m512i v = _mm512_sub_epi8(_mm512_ternarylogic_epi32(_mm512_and_si512(lo, m3), hi, b4, 0xF8), b4);  // (lo | (hi & 4)) − 4
+    A2[j] = _mm512_abs_epi8(v);
+    neg[j] = _mm512_movepi8_mask(v);
+  }
+  k16_dots<NT>(q3_k_scales(b.scales), b.d, A2, neg, x, g, acc);
+}
+// A Q6_K / Q3_K super-block's dots for NT tokens from its pairs (|v| and signs), its 16 int8 scales
+// (one per 16 elements, an xmm) and its f16 d.
+template <int NT>
+[[gnu::always_inline]] inline void k16_dots(__m128i scales, uint16_t d, const __m512i* A2, const __mmask64* neg,
+                                            const ActLanes& x, int64_t g, __m256* acc) {
   // Lane 8e + k: scale 2k (first 16 elements) / 2k + 1 (last 16) in its low 16 bits.
-  const __m512i s32 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  const __m512i s32 = _mm512_cvtepi8_epi32(scales);
   const __m512i low16 = _mm512_set1_epi32(0xffff);
   const __m512i sc_lo = _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k; }), s32), low16);
   const __m512i sc_hi =
       _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k + 1; }), s32), low16);
-  const __m256 dw = _mm256_set1_ps(h2f(b.d));
+  const __m256 dw = _mm256_set1_ps(h2f(d));
   const int32_t* xq = x.q + g * x.ld * 64;
   const float* xd = x.d + g * x.ld * 8;
   const __m512i zero = _mm512_setzero_si512();
@@ -813,6 +837,7 @@ RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q4_klv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
+RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
@@ -1098,6 +1123,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0v = q8_0v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
+  k.dot_q3_kv = q3_kv;
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
