@@ -8,7 +8,7 @@
 //   [G groups' quants][m tail heads][m tail blocks' quants, as stored][8·G full-group heads]
 // (heads in block order). The tail's heads and quants are each one masked load for the kernel,
 // where GGUF's interleaved blocks needed a load per block and inserts: a 2-block tail cost a
-// decode step as much as a whole group (bench/README.md, "Q5_K lane kernels; row tails").
+// decode step as much as a whole group (bench/README.md, "Q5_K and Q3_K lane kernels; row tails").
 // Q8_0_LANES: a group is 256 bytes; byte 32·d + 4·k + i is quant 4·d + i of block 8g + k plus 128
 //   (u8, the vpdpbusd operand); heads are the f16 scales.
 // Q4_0_LANES / Q4_1_LANES: a group is 128 bytes; qs dword d (0..3) of block 8g + k is at
