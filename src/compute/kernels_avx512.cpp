@@ -773,9 +773,11 @@ template <int NT>
   __m512i A2[4];
   __mmask64 neg[4];
   for (int j = 0; j < 4; ++j) {
-    const __m512i lo = _mm512_srlv_epi32(_mm512_permutexvar_epi32(lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; }), qs), qshift);
-    const __m512i hi = _mm512_rorv_epi32(_mm512_permutexvar_epi32(lane_index([j](int, int e) { return 2 * j + e; }), hm), hrot);
-    const __m512i v = _mm512_sub_epi8(_mm512_ternarylogic_epi32(_mm512_and_si512(lo, m3), hi, b4, 0xF8), b4);  // (lo | (hi & 4)) − 4
+    const __m512i iq = lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; });
+    const __m512i ih = lane_index([j](int, int e) { return 2 * j + e; });
+    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(iq, qs), qshift), m3);
+    const __m512i hi = _mm512_rorv_epi32(_mm512_permutexvar_epi32(ih, hm), hrot);
+    const __m512i v = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo, hi, b4, 0xF8), b4);  // (lo | (hi & 4)) − 4
     A2[j] = _mm512_abs_epi8(v);
     neg[j] = _mm512_movepi8_mask(v);
   }
