@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K,
 // MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
 // over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
@@ -289,16 +289,48 @@ template <int NT>
   k4_dots<NT, 5>(b, W, x, g, acc);
 }
 
+// A Q6_K / Q3_K super-block's dots for NT tokens from its signed values S (lane k dword d), its 16
+// int8 scales (one per 16 elements, an xmm) and its f16 d: |w| ≤ 32 goes through maddubs with the
+// sign on x (four vectors of pairs still fit 16 bits), each 16-element half scaled in integers by
+// madd against its scale, one conversion per token and group.
+template <int NT>
+[[gnu::always_inline]] inline void k16_dots(const __m256i* S, __m128i scales, uint16_t d, const ActLanes& x, int64_t g,
+                                            __m256* acc) {
+  __m256i A[8];
+  for (int v = 0; v < 8; ++v) A[v] = _mm256_sign_epi8(S[v], S[v]);
+  // Lane k's two 16-bit halves both hold scale 2k (first 16 elements) / 2k + 1 (last 16).
+  const __m256i s16 = _mm256_cvtepi8_epi16(scales);
+  const __m256i sc_lo = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                                                  0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
+  const __m256i sc_hi = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
+                                                                  2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+  const __m256 dw = _mm256_set1_ps(_cvtsh_ss(d));
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      __m256i s = _mm256_setzero_si256();
+      for (int v = 4 * h; v < 4 * h + 4; ++v) {
+        const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * v)), S[v]);
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(A[v], xv));
+      }
+      half[h] = s;
+    }
+    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(half[0], sc_lo), _mm256_madd_epi16(half[1], sc_hi));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
 // Q6_K: like Q4_K, a super-block is one lane group (sub-block k = 32-element block k % 4 of half
 // k / 4). Values are 6-bit (ql nibble | 2 qh bits << 4) with offset 32, and every 16 elements have
-// their own int8 scale: value − 32 goes signed through maddubs (|w| ≤ 32 with the sign on x, so
-// four vectors of pairs still fit 16 bits), and each 16-element half is scaled in integers by madd
-// against its scale, leaving one conversion per token and group.
+// their own int8 scale (k16_dots).
 template <int NT>
 [[gnu::always_inline]] inline void q6_kv_group(const tensor::BlockQ6_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ6_K& b = w[g];
   const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-  __m256i R[8], S[8], A[8];
+  __m256i R[8], S[8];
   for (int h = 0; h < 2; ++h) {
     const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h));
     const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.ql + 64 * h + 32));
@@ -311,39 +343,36 @@ template <int NT>
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
   }
   transpose8x8(R, S);
-  for (int d = 0; d < 8; ++d) {
-    S[d] = _mm256_sub_epi8(S[d], _mm256_set1_epi8(32));
-    A[d] = _mm256_sign_epi8(S[d], S[d]);
-  }
-  // Lane k's two 16-bit halves both hold scale 2k (first 16 elements) / 2k + 1 (last 16).
-  const __m256i s16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
-  const __m256i sc_lo = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                                                  0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
-  const __m256i sc_hi = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
-                                                                  2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
-  const __m256 dw = _mm256_set1_ps(_cvtsh_ss(b.d));
-  const int32_t* xq = x.q + g * x.ld * 64;
-  const float* xd = x.d + g * x.ld * 8;
-#pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const int32_t* xg = xq + t * 64;
-    __m256i half[2];
-    for (int h = 0; h < 2; ++h) {
-      __m256i s = _mm256_setzero_si256();
-      for (int d = 4 * h; d < 4 * h + 4; ++d) {
-        const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)), S[d]);
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(A[d], xv));
-      }
-      half[h] = s;
+  for (int d = 0; d < 8; ++d) S[d] = _mm256_sub_epi8(S[d], _mm256_set1_epi8(32));
+  k16_dots<NT>(S, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), b.d, x, g, acc);
+}
+// Q3_K: Q6_K's shape with 3-bit values − 4: element l of 32-element block k takes bits 2·(k % 4)
+// of qs[32·(k / 4) + l] and, as +4, bit k of hmask[l]. The AVX-512 kernel's float operations.
+template <int NT>
+[[gnu::always_inline]] inline void q3_kv_group(const tensor::BlockQ3_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ3_K& b = w[g];
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
+  const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+  __m256i R[8], S[8];
+  for (int n = 0; n < 2; ++n) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+    for (int j = 0; j < 4; ++j) {
+      const int k = 4 * n + j;
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
+      const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), b4);
+      // 16-bit shifts: what crosses from the byte above lands outside m3.
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+      R[k] = _mm256_sub_epi8(_mm256_or_si256(lo, hi), b4);
     }
-    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(half[0], sc_lo), _mm256_madd_epi16(half[1], sc_hi));
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
   }
+  transpose8x8(R, S);
+  k16_dots<NT>(S, q3_k_scales(b.scales), b.d, x, g, acc);
 }
 
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
+RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
@@ -402,6 +431,7 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_1v = q4_1v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
+  k.dot_q3_kv = q3_kv;
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
