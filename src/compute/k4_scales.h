@@ -1,6 +1,7 @@
 // The 8 six-bit scales and mins of a K-quant super-block (tensor::scale_min_k4's layout) as floats,
-// and Q3_K's 16 scales, shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's translation unit keeps
-// its own copy, compiled with its own flags. Include only from TUs built with -mavx2 or above.
+// and Q3_K's 16 scales, shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's
+// translation unit keeps its own copy, compiled with its own flags. Include only from TUs built
+// with -mavx2 or above.
 #pragma once
 #include <immintrin.h>
 

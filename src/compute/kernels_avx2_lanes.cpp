@@ -245,9 +245,6 @@ template <int NT, bool kFull>
   add_fifth_bits(qh, W);
   scaled_offset_dots<NT, 5>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
-// Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
-// lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
-// sub-block, with the 6-bit sc / mn unpacked once per super-block.
 // The 32 values of each sub-block k (R[k], byte l = element l) of a Q4_K / Q5_K super-block.
 inline void k4_subblocks(const uint8_t* qs, __m256i* R) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -257,7 +254,7 @@ inline void k4_subblocks(const uint8_t* qs, __m256i* R) {
     R[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
   }
 }
-// Its dots for NT tokens from the transposed values W: w = (d·sc)·q + (−dmin·mn), Q4_1's form per
+// A Q4_K / Q5_K super-block's dots for NT tokens from the transposed values W: w = (d·sc)·q + (−dmin·mn), Q4_1's form per
 // sub-block (kBits 5 for Q5_K's values up to 31).
 template <int NT, int kBits, class B>
 [[gnu::always_inline]] inline void k4_dots(const B& b, const __m256i* W, const ActLanes& x, int64_t g, __m256* acc) {
@@ -266,12 +263,20 @@ template <int NT, int kBits, class B>
   scaled_offset_dots<NT, kBits>(W, _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b.d)), sc),
                                 _mm256_mul_ps(_mm256_set1_ps(-_cvtsh_ss(b.dmin)), mn), x, g, acc);
 }
+// Q4_K: a super-block's 8 sub-blocks of 32 are one lane group (sub-block k ↔ activation block k,
+// lane k). Sub-block k holds nibble half k & 1 of qs[32·(k/2) ..]; w = d·sc·q − dmin·mn per
+// sub-block, with the 6-bit sc / mn unpacked once per super-block.
 template <int NT>
 [[gnu::always_inline]] inline void q4_kv_group(const tensor::BlockQ4_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   __m256i R[8], W[8];
   k4_subblocks(w[g].qs, R);
   transpose8x8(R, W);
   k4_dots<NT, 4>(w[g], W, x, g, acc);
+}
+// v in each byte of h whose bit k is set, zero elsewhere (Q5_K's and Q3_K's high bits).
+inline __m256i where_bit(__m256i h, int k, __m256i v) {
+  const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), v);
 }
 // Q5_K: Q4_K with element l of sub-block k adding 16 where bit k of qh[l] is set; the same float
 // operations as the AVX-512 kernel, so the same bits.
@@ -281,10 +286,7 @@ template <int NT>
   __m256i R[8], W[8];
   k4_subblocks(b.qs, R);
   const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)), b16 = _mm256_set1_epi8(0x10);
-  for (int k = 0; k < 8; ++k) {
-    const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
-    R[k] = _mm256_or_si256(R[k], _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bit), bit), b16));
-  }
+  for (int k = 0; k < 8; ++k) R[k] = _mm256_or_si256(R[k], where_bit(qh, k, b16));
   transpose8x8(R, W);
   k4_dots<NT, 5>(b, W, x, g, acc);
 }
@@ -357,12 +359,9 @@ template <int NT>
   for (int n = 0; n < 2; ++n) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
     for (int j = 0; j < 4; ++j) {
-      const int k = 4 * n + j;
-      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << k));
-      const __m256i hi = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), b4);
       // 16-bit shifts: what crosses from the byte above lands outside m3.
       const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-      R[k] = _mm256_sub_epi8(_mm256_or_si256(lo, hi), b4);
+      R[4 * n + j] = _mm256_sub_epi8(_mm256_or_si256(lo, where_bit(hm, 4 * n + j, b4)), b4);
     }
   }
   transpose8x8(R, S);

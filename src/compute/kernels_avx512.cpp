@@ -549,29 +549,22 @@ inline void unpack_q4(const uint8_t* p, int m, __m512i* W2) {
 }
 
 // Group g (blocks [8g, 8g+m)) of a Q4_1 row for NT tokens; blocks past m contribute exact zeros.
-// p: the group's first block (the *_at forms also read the tail blocks of a lane layout's row).
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_1v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
+[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_1, kFull>(p, m, W2);
   const __m256i dm = q4_1_heads<kFull>(p, m);
   scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_1v_group(const tensor::BlockQ4_1* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  q4_1v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
-}
 
 // Q4_0: w = d·(q − 8).
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_0v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
+[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_0, kFull>(p, m, W2);
   offset_dots<NT, 3>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
-}
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q4_0v_group(const tensor::BlockQ4_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  q4_0v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
 }
 
 // 64 bytes at p + off, masked to the group's first n bytes (never reading or faulting past them).
@@ -648,7 +641,8 @@ template <int NT, bool kFull>
 
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
 template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q8_0v_at(const uint8_t* p, const ActLanes& x, int64_t g, int m, __m256* acc) {
+[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   // Lanes past m become 0x80 here; harmless, their activation bytes and Σx are zero.
   const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i W2[4], half[2];
@@ -657,10 +651,6 @@ template <int NT, bool kFull>
     for (int h = 0; h < 2; ++h) W2[2 * i + h] = _mm512_xor_si512(dword_pair(half, h), bias);
   }
   offset_dots<NT, 7>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
-}
-template <int NT, bool kFull>
-[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m, __m256* acc) {
-  q8_0v_at<NT, kFull>(reinterpret_cast<const uint8_t*>(w + 8 * g), x, g, m, acc);
 }
 
 // Q4_K: a super-block is one lane group, sub-block k (nibble half k & 1 of the 32 bytes at
@@ -842,6 +832,40 @@ RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 
+// A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
+// group) the first m blocks' bytes only.
+template <bool kFull>
+[[gnu::always_inline]] inline void load_nibble_group(const uint8_t* p, int m, __m512i* half) {
+  if (kFull) {
+    half[0] = _mm512_loadu_si512(p);
+    half[1] = _mm512_loadu_si512(p + 64);
+  } else {
+    const int n = 16 * m;
+    half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+    half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
+  }
+}
+// The same 128 bytes as W2's pairs (nibble_pairs), zero past the first m blocks.
+template <bool kFull>
+[[gnu::always_inline]] inline void nibble_group(const uint8_t* p, int m, __m512i* W2) {
+  __m512i half[2];
+  load_nibble_group<kFull>(p, m, half);
+  nibble_pairs(half, W2);
+}
+// A lane group's 256 bytes of 32-byte blocks as four zmm, blocks (2i, 2i + 1) in z[i]: all of them,
+// or (the row's last group) the first m blocks' bytes only, zeros past them.
+template <bool kFull>
+[[gnu::always_inline]] inline void load_byte_group(const uint8_t* p, int m, __m512i* z) {
+  for (int i = 0; i < 4; ++i) {
+    if (kFull) {
+      z[i] = _mm512_loadu_si512(p + 64 * i);
+    } else {
+      const int n = std::clamp(32 * m - 64 * i, 0, 64);
+      z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p + 64 * i);
+    }
+  }
+}
+
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
 // biased) or the two dword pairs nibble_pairs would gather, its scales (Q4_1: (d, m) dwords) one
 // load; then the gathering kernel's own dots, so the same bits. A row's tail (under 8 blocks) is
@@ -859,8 +883,6 @@ inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(r
 inline __m256 f16_first(const uint8_t* p, int m) {
   return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << m) - 1), p));
 }
-// A tail's m blocks of 16 nibble bytes (Q4_0 / Q4_1 as stored) as W2, zero past m.
-inline void tail_nibbles(const uint8_t* qs, int m, __m512i* W2);
 inline void transpose_bytes8(const __m512i* z, __m512i* W2);
 
 void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
@@ -872,10 +894,7 @@ void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       offset_dots<NT, 7>(W2, f16x8(r.heads + 16 * g), x, g, acc);
     } else {  // m blocks of 32 quants: mlx8v's tail (the same dword pairs), then biased as the groups
       __m512i z[4];
-      for (int i = 0; i < 4; ++i) {
-        const int n = std::clamp(32 * m - 64 * i, 0, 64);
-        z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, r.tail_qs + 64 * i);
-      }
+      load_byte_group<false>(r.tail_qs, m, z);
       transpose_bytes8(z, W2);
       // Lanes past m become 0x80; harmless, their activation bytes and Σx are zero.
       for (int j = 0; j < 4; ++j) W2[j] = _mm512_xor_si512(W2[j], _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -892,7 +911,7 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       nibble_halves(r.groups + 128 * g, W2);
       offset_dots<NT, 3>(W2, f16x8(r.heads + 16 * g), x, g, acc);
     } else {
-      tail_nibbles(r.tail_qs, m, W2);
+      nibble_group<false>(r.tail_qs, m, W2);
       offset_dots<NT, 3>(W2, f16_first(r.tail, m), x, g, acc);
     }
   };
@@ -907,7 +926,7 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
       scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
     } else {
-      tail_nibbles(r.tail_qs, m, W2);
+      nibble_group<false>(r.tail_qs, m, W2);
       const __m256i dm = _mm256_maskz_loadu_epi32(static_cast<__mmask8>((1u << m) - 1), r.tail);
       scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
     }
@@ -915,25 +934,6 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
   group_lanes(rows, nb, nt, out, ldo, group);
 }
 
-// A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
-// group) the first m blocks' bytes only.
-template <bool kFull>
-[[gnu::always_inline]] inline void load_nibble_group(const uint8_t* p, int m, __m512i* half) {
-  if (kFull) {
-    half[0] = _mm512_loadu_si512(p);
-    half[1] = _mm512_loadu_si512(p + 64);
-  } else {
-    const int n = 16 * m;
-    half[0] = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
-    half[1] = _mm512_maskz_loadu_epi8(n <= 64 ? 0 : (__mmask64(1) << (n - 64)) - 1, p + 64);
-  }
-}
-
-inline void tail_nibbles(const uint8_t* qs, int m, __m512i* W2) {
-  __m512i half[2];
-  load_nibble_group<false>(qs, m, half);
-  nibble_pairs(half, W2);
-}
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, so a lane group's 128 bytes are
 // two zmm; the row's scales and biases per group as stored (qdotv_dispatch.h's mlx_lanes_rows).
@@ -943,13 +943,9 @@ template <bool kLanes>
 void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
-    __m512i half[2], W2[4];
-    if (kLanes && kFull) {
-      nibble_halves(w + g * 8 * 16, W2);
-    } else {
-      load_nibble_group<kFull>(w + g * 8 * 16, m, half);
-      nibble_pairs(half, W2);
-    }
+    __m512i W2[4];
+    if (kLanes && kFull) nibble_halves(w + g * 8 * 16, W2);
+    else nibble_group<kFull>(w + g * 8 * 16, m, W2);
     scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
@@ -998,16 +994,8 @@ template <bool kLanes>
 void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
-    const uint8_t* p = w + g * 8 * 32;
     __m512i z[4], W2[4];
-    for (int i = 0; i < 4; ++i) {
-      if (kFull) {
-        z[i] = _mm512_loadu_si512(p + 64 * i);
-      } else {  // the row's last 32·m bytes; zeros past them meet zero activations
-        const int n = std::clamp(32 * m - 64 * i, 0, 64);
-        z[i] = _mm512_maskz_loadu_epi8(n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p + 64 * i);
-      }
-    }
+    load_byte_group<kFull>(w + g * 8 * 32, m, z);  // a partial group's zeros meet zero activations
     if (kLanes && kFull) {
       for (int i = 0; i < 4; ++i) W2[i] = z[i];
     } else {
@@ -1029,9 +1017,8 @@ template <int NT>
 // DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
 void mxfp4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, const uint8_t* e, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
-    __m512i half[2], W2[4];
-    load_nibble_group<kFull>(w + g * 8 * 16, m, half);
-    nibble_pairs(half, W2);
+    __m512i W2[4];
+    nibble_group<kFull>(w + g * 8 * 16, m, W2);
     mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
   group_lanes(rows, nb, nt, out, ldo, group);
