@@ -422,6 +422,12 @@ BENCHMARK_CAPTURE(BM_Gemv, q5_k_big_1t_fallback, tensor::DType::Q5_K, 4096, 4096
 // Q3_K: its lane kernel (AVX-512; elsewhere the dequantizing fallback) for one token and a batch.
 BENCHMARK_CAPTURE(BM_Gemv, q3_k_big_1t, tensor::DType::Q3_K, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q3_k_qwen35_up_1t_n8, tensor::DType::Q3_K, 3584, 1024, 1, 8)->UseRealTime();
+// IQ4_NL / IQ4_XS (their lane kernels on AVX2 / AVX-512; before them a file holding either was
+// refused at load), one token and a batch of 8 on Qwen3.5-0.8B's MLP up projection.
+BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_big_1t, tensor::DType::IQ4_NL, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_big_1t, tensor::DType::IQ4_XS, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_qwen35_up_1t_n8, tensor::DType::IQ4_NL, 3584, 1024, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_qwen35_up_1t_n8, tensor::DType::IQ4_XS, 3584, 1024, 1, 8)->UseRealTime();
 // Q5_K's lane kernel over a batch and a prefill chunk: Qwen3.5-0.8B's MLP up projection.
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_up_1t_n8, tensor::DType::Q5_K, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q5_k_qwen35_up_1t_n128, tensor::DType::Q5_K, 3584, 1024, 1, 128)->UseRealTime();

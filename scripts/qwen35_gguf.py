@@ -17,7 +17,7 @@ usage: .venv/bin/python scripts/qwen35_gguf.py [TINY_ROOT]
   --bench: a Qwen3.5-0.8B-shaped model with random weights (QWEN35_08B, the released text config)
   and the real Qwen3.5 vocabulary (llama.cpp's ggml-vocab-qwen35.gguf test file) as OUT_DIR/q8_0.gguf
   and q4_0.gguf (gguf-py's quantizer, every 2-D weight in that type), and with llama-cpp-python
-  q5_k_m.gguf (llama.cpp's quantizer, from q8_0.gguf); default
+  q5_k_m.gguf and iq4_xs.gguf (llama.cpp's quantizer, from q8_0.gguf); default
   $RAPID_MODEL_CACHE/bench/qwen3.5-0.8b-shape. --bench-mtp: also q4_0-mtp.gguf, the same trunk
   with a random MTP head of the released shape (for bench/qwen35_spec_bench.cpp).
   Without --bench: for each tiny model (scripts/make_tiny_qwen35.py) writes
@@ -504,17 +504,20 @@ def bench(out, mtp=False):
             write_gguf(out / f"{q}.gguf", tc, hf_to_gguf_tensors(gguf, tc, weights), tok, out_type=q)
         print("wrote", out / f"{q}.gguf", flush=True)
     stamp.write_text(BENCH_LAYOUT + "\n")
-    # A K-quant mix as users download them (Q5_K with Q6_K where llama.cpp's recipe puts it), made
-    # by llama.cpp's own quantizer from the Q8_0 file: random weights, so only its speed matters.
-    q5 = out / "q5_k_m.gguf"
-    if not q5.exists():
+    # Mixes as users download them (Q5_K_M: Q5_K with Q6_K where llama.cpp's recipe puts it; IQ4_XS
+    # with Q5_K and a Q6_K head), made by llama.cpp's own quantizer from the Q8_0 file: random
+    # weights, so only their speed matters.
+    for name, ftype in (("q5_k_m", "MOSTLY_Q5_K_M"), ("iq4_xs", "MOSTLY_IQ4_XS")):
+        dst = out / f"{name}.gguf"
+        if dst.exists():
+            continue
         try:
             import llama_cpp  # noqa: F401
         except ImportError:
-            print("llama-cpp-python not installed: no q5_k_m.gguf", flush=True)
+            print(f"llama-cpp-python not installed: no {dst.name}", flush=True)
             return
-        quantize(out / "q8_0.gguf", q5, "MOSTLY_Q5_K_M", requantize=True)
-        print("wrote", q5, flush=True)
+        quantize(out / "q8_0.gguf", dst, ftype, requantize=True)
+        print("wrote", dst, flush=True)
 
 
 def llama_cpp_reads(tc):

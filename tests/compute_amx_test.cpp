@@ -127,7 +127,8 @@ const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1
                            {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64},  {tensor::DType::MLX_AFFINE, 128},
                            {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
 // Lane kernels without a panel: matmul keeps them at every n (never a panel of another format's).
-const Format kLaneOnlyFormats[] = {{tensor::DType::Q3_K, 0}, {tensor::DType::Q5_K, 0}};
+const Format kLaneOnlyFormats[] = {{tensor::DType::Q3_K, 0}, {tensor::DType::Q5_K, 0}, {tensor::DType::IQ4_NL, 0},
+                                   {tensor::DType::IQ4_XS, 0}};
 
 }  // namespace
 

@@ -93,7 +93,7 @@ TEST(GgufDequant, EveryTypeMatchesGgufPy) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 13);  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K
+  EXPECT_EQ(checked, 15);  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
 }
 
 TEST(GgufReader, MetadataOfAllKinds) {
@@ -680,6 +680,31 @@ TEST(GgufReader, RefusesBadFiles) {
   EXPECT_NE(reason(hdr + counts).find("exceeds file size"), std::string::npos);
   std::string ok_header = hdr + std::string(16, '\0');
   EXPECT_EQ(reason(ok_header), "(accepted)");
+}
+
+// A GGML type the kernels do not take (the IQ1-IQ3 lattice types) is refused with the file, the
+// tensor and the type's name: t.IQ4_XS of the golden file relabelled IQ2_XXS (16).
+TEST(GgufReader, UnsupportedTypeIsRefusedByName) {
+  std::ifstream in(kGolden + "ggml_types.gguf", std::ios::binary);
+  std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string name = "t.IQ4_XS";
+  const size_t at = b.find(name);
+  ASSERT_NE(at, std::string::npos);
+  uint32_t nd = 0, type = 0;
+  std::memcpy(&nd, b.data() + at + name.size(), 4);
+  const size_t type_at = at + name.size() + 4 + 8 * nd;  // after n_dims and the dims
+  std::memcpy(&type, b.data() + type_at, 4);
+  ASSERT_EQ(type, 23u);  // IQ4_XS
+  type = 16;
+  std::memcpy(b.data() + type_at, &type, 4);
+  const std::string p = write_tmp("iq2.gguf", b);
+  try {
+    read_gguf(p);
+    FAIL() << "accepted";
+  } catch (const FileError& e) {
+    EXPECT_EQ(e.path(), p);
+    EXPECT_EQ(e.reason(), "tensor 't.IQ4_XS': unsupported GGML type 16 (IQ2_XXS)");
+  }
 }
 
 TEST(WeightStore, MissingTensorIsNamed) {

@@ -1,11 +1,13 @@
 // The 8 six-bit scales and mins of a K-quant super-block (tensor::scale_min_k4's layout) as floats,
-// and Q3_K's 16 scales, shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's
+// Q3_K's 16 scales and IQ4_XS's 8, shared by the AVX2 and AVX-512 lane kernels. Internal linkage: each ISA's
 // translation unit keeps its own copy, compiled with its own flags. Include only from TUs built
 // with -mavx2 or above.
 #pragma once
 #include <immintrin.h>
 
 #include <cstdint>
+
+#include "tensor/quant_formats.h"
 
 namespace rapid::compute {
 namespace {
@@ -33,6 +35,25 @@ namespace {
   __builtin_memcpy(&h, s + 8, 4);
   const __m128i top = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(h), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
   return _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+}
+// IQ4_XS: lane s = d·(scale s − 32) (tensor::iq4_xs_scale), exact in f32 (an f16 times |k| ≤ 32).
+[[maybe_unused]] inline __m256 iq4_xs_scales(const tensor::BlockIQ4_XS& b) {
+  int32_t l;
+  __builtin_memcpy(&l, b.scales_l, 4);
+  const __m256i lo = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(l), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                                      _mm256_set1_epi32(15));
+  const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                                      _mm256_set1_epi32(3));
+  const __m256i s = _mm256_sub_epi32(_mm256_or_si256(lo, _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32));
+  return _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(_cvtsh_ss(b.d)));
+}
+// The IQ4 table (tensor::kIq4Values) as a pshufb table, plus kBias (0: the signed values; 128: as
+// unsigned bytes, for vpdpbusd).
+template <int kBias>
+[[maybe_unused]] inline __m128i iq4_lut() {
+  alignas(16) int8_t v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<int8_t>(tensor::kIq4Values[i] + kBias);
+  return _mm_load_si128(reinterpret_cast<const __m128i*>(v));
 }
 }  // namespace
 }  // namespace rapid::compute

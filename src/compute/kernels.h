@@ -108,6 +108,9 @@ struct Kernels {
   static constexpr int kQDotVMaxNT = 16;
   QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
   QDotV dot_q3_kv, dot_q4_kv, dot_q5_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
+  // IQ4_NL (nb blocks of 32, like dot_q4_0v) and IQ4_XS (nb super-blocks, like dot_q4_kv): each
+  // nibble through the format's table; the same float operations on every ISA that has them.
+  QDotV dot_iq4_nlv, dot_iq4_xsv;
   // Rows in the lane layouts (tensor/lane_layout.h: DType::Q8_0_LANES, Q4_0_LANES, Q4_1_LANES,
   // Q4_K_LANES, Q6_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's /
   // q6_kv's integer dots and float operations, so bitwise their result on the row before

@@ -1,5 +1,5 @@
 // AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K,
-// MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
+// IQ4_NL, IQ4_XS, MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
 // over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
 // 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
@@ -416,10 +416,56 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
   group_lanes(rows, nb, nt, out, ldo, group);
 }
 
+// IQ4_NL / IQ4_XS: the nibbles unpacked as Q4_0's, one pshufb per vector to the table's signed
+// values, then |w| against x with w's sign (no value is 0): one maddubs per vector (2·127·128 fits
+// in 16 bits, two would not), each widened at once. The AVX-512 kernels' integer sums and float
+// operations, so the same bits.
+template <int NT>
+[[gnu::always_inline]] inline void iq4_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+  const __m128i lut128 = iq4_lut<0>();
+  const __m256i lut = _mm256_set_m128i(lut128, lut128), one = _mm256_set1_epi16(1);
+  __m256i A[8];
+  for (int d = 0; d < 8; ++d) {
+    W[d] = _mm256_shuffle_epi8(lut, W[d]);
+    A[d] = _mm256_sign_epi8(W[d], W[d]);
+  }
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m256i s = _mm256_setzero_si256();
+    for (int d = 0; d < 8; ++d) {
+      const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)), W[d]);
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(A[d], xv), one));
+    }
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
+// IQ4_NL's blocks are Q4_0's in layout: its unpacking and scales as they are.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void iq4_nlv_group(const tensor::BlockIQ4_NL* w, const ActLanes& x, int64_t g, int m,
+                                                 __m256* acc) {
+  const auto* q = reinterpret_cast<const tensor::BlockQ4_0*>(w + 8 * g);
+  __m256i W[8];
+  unpack_q4<tensor::BlockQ4_0, kFull>(q, m, W);  // blocks past m meet zero activations
+  iq4_dots<NT>(W, q4_0_scales<kFull>(q, m), x, g, acc);
+}
+// IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'.
+template <int NT>
+[[gnu::always_inline]] inline void iq4_xsv_group(const tensor::BlockIQ4_XS* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockIQ4_XS& b = w[g];
+  __m256i W[8];
+  unpack_q4<true>(b.qs, 16, 8, W);
+  iq4_dots<NT>(W, iq4_xs_scales(b), x, g, acc);
+}
+RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
+
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
 RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
+RAPID_QDOTV(iq4_nlv, tensor::BlockIQ4_NL)
 #undef RAPID_QDOTV
 #undef RAPID_KV_LANES
 
@@ -434,6 +480,8 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
+  k.dot_iq4_nlv = iq4_nlv;
+  k.dot_iq4_xsv = iq4_xsv;
   k.dot_mlx4v = mlx4v;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;

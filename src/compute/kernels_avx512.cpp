@@ -1035,9 +1035,36 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
   group_lanes(rows, nb, nt, out, ldo, group);
 }
 
+// IQ4_NL / IQ4_XS: the nibbles unpacked as Q4_0's, one pshufb per pair to table value + 128 (u8),
+// then Q8_0's dots (the +128 leaves exactly as 128·Σx). IQ4_NL's blocks are Q4_0's in layout.
+inline void iq4_values(__m512i* W2) {
+  const __m512i lut = _mm512_broadcast_i32x4(iq4_lut<128>());
+  for (int j = 0; j < 4; ++j) W2[j] = _mm512_shuffle_epi8(lut, W2[j]);
+}
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void iq4_nlv_group(const tensor::BlockIQ4_NL* w, const ActLanes& x, int64_t g, int m,
+                                                 __m256* acc) {
+  const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
+  __m512i W2[4];
+  unpack_q4<tensor::BlockIQ4_NL, kFull>(p, m, W2);
+  iq4_values(W2);  // blocks past m: value bytes meet zero activations and Σx = 0
+  offset_dots<NT, 7>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
+}
+// IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'.
+template <int NT>
+[[gnu::always_inline]] inline void iq4_xsv_group(const tensor::BlockIQ4_XS* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockIQ4_XS& b = w[g];
+  __m512i W2[4];
+  nibble_group<true>(b.qs, 8, W2);
+  iq4_values(W2);
+  offset_dots<NT, 7>(W2, iq4_xs_scales(b), x, g, acc);
+}
+RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
+
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
+RAPID_QDOTV(iq4_nlv, tensor::BlockIQ4_NL)
 RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
 RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
 #undef RAPID_QDOTV
@@ -1116,6 +1143,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;
   k.dot_q6_kv = q6_kv;
+  k.dot_iq4_nlv = iq4_nlv;
+  k.dot_iq4_xsv = iq4_xsv;
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = q4_0_lanes;
   k.dot_q4_1_lanes = q4_1_lanes;

@@ -120,6 +120,8 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q4_1_LANES: return k.dot_q4_1_lanes;
     case tensor::DType::Q4_K_LANES: return k.dot_q4_k_lanes;
     case tensor::DType::Q6_K_LANES: return k.dot_q6_k_lanes;
+    case tensor::DType::IQ4_NL: return k.dot_iq4_nlv;
+    case tensor::DType::IQ4_XS: return k.dot_iq4_xsv;
     default: return nullptr;
   }
 }
@@ -314,7 +316,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MLX_LANES: case tensor::DType::MXFP4:
-    case tensor::DType::MXFP4_GGML: break;
+    case tensor::DType::MXFP4_GGML: case tensor::DType::IQ4_NL: case tensor::DType::IQ4_XS: break;
     default: return p;
   }
   auto add = [&](const void* b, size_t stride, size_t bytes) {

@@ -128,6 +128,19 @@ GgufFile::ArraySpan skip_array(Cursor& c, const std::string& key, const std::str
 
 }  // namespace
 
+namespace {
+// "16 (IQ2_XXS)": the id and, where GGML names it, the name a user knows from the file's name.
+std::string ggml_type_label(uint32_t id) {
+  static const char* const kNames[] = {"F32", "F16", "Q4_0", "Q4_1", nullptr, nullptr, "Q5_0", "Q5_1", "Q8_0",
+                                       "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS",
+                                       "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8",
+                                       "I16", "I32", "I64", "F64", "IQ1_M", "BF16", nullptr, nullptr, nullptr,
+                                       "TQ1_0", "TQ2_0", nullptr, nullptr, nullptr, "MXFP4", "NVFP4", "Q1_0"};
+  const char* name = id < std::size(kNames) ? kNames[id] : nullptr;
+  return std::to_string(id) + (name ? std::string(" (") + name + ")" : "");
+}
+}  // namespace
+
 bool ggml_type_to_dtype(uint32_t id, tensor::DType& out) {
   switch (id) {
     case 0: out = tensor::DType::F32; return true;
@@ -143,6 +156,8 @@ bool ggml_type_to_dtype(uint32_t id, tensor::DType& out) {
     case 13: out = tensor::DType::Q5_K; return true;
     case 14: out = tensor::DType::Q6_K; return true;
     case 15: out = tensor::DType::Q8_K; return true;
+    case 20: out = tensor::DType::IQ4_NL; return true;
+    case 23: out = tensor::DType::IQ4_XS; return true;
     case 24: out = tensor::DType::I8; return true;
     case 26: out = tensor::DType::I32; return true;
     case 30: out = tensor::DType::BF16; return true;
@@ -287,7 +302,7 @@ GgufFile read_gguf(const std::string& path) {
       ne[d] = int64_t(v);
     }
     uint32_t type = c.read<uint32_t>("tensor type");
-    if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + std::to_string(type));
+    if (!ggml_type_to_dtype(type, t.dtype)) throw bad("unsupported GGML type " + ggml_type_label(type));
     uint64_t off = c.read<uint64_t>("tensor offset");
     int64_t be = tensor::block_elems(t.dtype);
     if (ne[0] % be) throw bad("row of " + std::to_string(ne[0]) + " elements is not a whole number of " + tensor::dtype_name(t.dtype) + " blocks");

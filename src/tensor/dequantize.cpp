@@ -87,6 +87,21 @@ void deq_q2_k(const BlockQ2_K* b, int64_t nb, float* y) {
   }
 }
 
+// The 16 elements of a Q4_0-order half block: nibble j is element j (low) or j + 16 (high).
+void deq_iq4_half(const uint8_t* qs, float d, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * kIq4Values[qs[j] & 0x0f];
+    y[j + 16] = d * kIq4Values[qs[j] >> 4];
+  }
+}
+void deq_iq4_nl(const BlockIQ4_NL* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) deq_iq4_half(b[i].qs, h2f(b[i].d), y);
+}
+void deq_iq4_xs(const BlockIQ4_XS* b, int64_t nb, float* y) {
+  for (int64_t i = 0; i < nb; ++i)
+    for (int s = 0; s < 8; ++s, y += 32) deq_iq4_half(b[i].qs + 16 * s, h2f(b[i].d) * iq4_xs_scale(b[i], s), y);
+}
+
 void deq_q3_k(const BlockQ3_K* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     float dall = h2f(b[i].d);
@@ -289,6 +304,8 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::Q6_K: deq_q6_k(static_cast<const BlockQ6_K*>(row), nb, out); return;
     case DType::Q8_K: deq_q8_k(static_cast<const BlockQ8_K*>(row), nb, out); return;
     case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
+    case DType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(row), nb, out); return;
+    case DType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(row), nb, out); return;
     case DType::Q8_0_LANES: deq_lanes(p, nb, out, q8_0_lanes_block, deq_q8_0); return;
     case DType::Q4_0_LANES: deq_lanes(p, nb, out, q4_0_lanes_block, deq_q4_0); return;
     case DType::Q4_1_LANES: deq_lanes(p, nb, out, q4_1_lanes_block, deq_q4_1); return;

@@ -11,9 +11,10 @@ int64_t block_elems(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::MXFP4_GGML: case DType::Q8_0_LANES: case DType::Q4_0_LANES: case DType::Q4_1_LANES:
+    case DType::IQ4_NL:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES:
+    case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES: case DType::IQ4_XS:
       return kQKK;
     case DType::MXFP4:
       return mxfp4::kBlock;
@@ -39,6 +40,8 @@ size_t block_bytes(DType t) {
     case DType::Q8_K: return sizeof(BlockQ8_K);
     case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
+    case DType::IQ4_NL: return sizeof(BlockIQ4_NL);
+    case DType::IQ4_XS: return sizeof(BlockIQ4_XS);
     case DType::I32: case DType::U32: return 4;
     case DType::I8: case DType::U8: return 1;
     case DType::MLX_AFFINE: case DType::MLX_LANES: break;

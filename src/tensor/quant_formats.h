@@ -26,12 +26,25 @@ struct BlockQ8_K { float d; int8_t qs[256]; int16_t bsums[16]; };
 // MXFP4 (tensor/mxfp4.h) as GGML stores it: the E8M0 scale e, then element j in the low nibble of
 // qs[j] and j + 16 in the high one (Q4_0's order; DType::MXFP4 pairs elements 2j, 2j + 1 instead).
 struct BlockMXFP4 { uint8_t e; uint8_t qs[16]; };
+// IQ4_NL: Q4_0's layout, element j of a block is d·kIq4Values[nibble j] (Q4_0's nibble order).
+struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
+// IQ4_XS: sub-block s (32 elements, qs[16s..16s+15] in Q4_0's nibble order) has the 6-bit scale
+// ls = (scales_l[s / 2] >> 4·(s % 2)) & 15 | ((scales_h >> 2s) & 3) << 4 and is d·(ls − 32)·kIq4Values[q].
+struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
 #pragma pack(pop)
+
+// The 16 values an IQ4_NL / IQ4_XS nibble stands for (the format's table).
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// IQ4_XS sub-block s's scale minus 32 (−32..31).
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
+  return (((b.scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
+}
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
               sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
-              sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292 && sizeof(BlockMXFP4) == 17);
+              sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292 && sizeof(BlockMXFP4) == 17 &&
+              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
 
 // One activation block: 32 values as int8 with scale d (x ≈ d*q) and the integer sum of q,
 // which the kernels need for the weight offsets (Q4_1 min, Q4_0's -8, Q8_0's +128 bias trick).

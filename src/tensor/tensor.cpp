@@ -31,6 +31,8 @@ const char* dtype_name(DType t) {
     case DType::U32: return "U32";
     case DType::I8: return "I8";
     case DType::U8: return "U8";
+    case DType::IQ4_NL: return "IQ4_NL";
+    case DType::IQ4_XS: return "IQ4_XS";
   }
   return "?";
 }

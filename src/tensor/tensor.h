@@ -30,6 +30,10 @@ enum class DType : uint8_t {
   // MLX_AFFINE's. Never in a file.
   MLX_LANES,
   I32, U32, I8, U8,
+  // GGML's non-linear 4-bit formats (tensor::BlockIQ4_NL / BlockIQ4_XS): each nibble indexes a
+  // fixed table of 16 int8 values (kIq4Values); IQ4_NL has Q4_0's 32-element blocks with an f16
+  // scale, IQ4_XS 256-element super-blocks of eight 32-element sub-blocks with 6-bit scales.
+  IQ4_NL, IQ4_XS,
 };
 
 const char* dtype_name(DType t);
