@@ -56,9 +56,11 @@ Weight random_weight(tensor::DType t, int gs, int bits, int64_t rows, int64_t co
   w.data.resize(rows * cols / tensor::block_elems(t) * bb);
   for (auto& b : w.data) b = static_cast<uint8_t>(rng());
   for (size_t off = 0; off < w.data.size(); off += bb) {
-    const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K || t == tensor::DType::Q5_K;
+    const bool two = t == tensor::DType::Q4_1 || t == tensor::DType::Q5_1 || t == tensor::DType::Q4_K ||
+                     t == tensor::DType::Q5_K || t == tensor::DType::Q2_K;
     const size_t at = t == tensor::DType::Q6_K   ? offsetof(tensor::BlockQ6_K, d)
                       : t == tensor::DType::Q3_K ? offsetof(tensor::BlockQ3_K, d)
+                      : t == tensor::DType::Q2_K ? offsetof(tensor::BlockQ2_K, d)
                                                  : 0;
     for (int h = 0; h < (two ? 2 : 1); ++h) {  // d (and m / dmin)
       const uint16_t d = f16(rng, 0.001f, 0.05f);
@@ -127,7 +129,7 @@ const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1
                            {tensor::DType::MLX_AFFINE, 32}, {tensor::DType::MLX_AFFINE, 64},  {tensor::DType::MLX_AFFINE, 128},
                            {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
 // Lane kernels without a panel: matmul keeps them at every n (never a panel of another format's).
-const Format kLaneOnlyFormats[] = {{tensor::DType::Q3_K, 0}, {tensor::DType::Q5_K, 0}, {tensor::DType::IQ4_NL, 0},
+const Format kLaneOnlyFormats[] = {{tensor::DType::Q2_K, 0}, {tensor::DType::Q3_K, 0}, {tensor::DType::Q5_K, 0}, {tensor::DType::IQ4_NL, 0},
                                    {tensor::DType::IQ4_XS, 0}};
 
 }  // namespace

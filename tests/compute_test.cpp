@@ -1038,7 +1038,7 @@ uint8_t mxfp4_scale(int64_t b, std::mt19937& rng) { return static_cast<uint8_t>(
 std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
   std::vector<LaneRow> rows;
   for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1,
-                          tensor::DType::Q8_0, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K,
+                          tensor::DType::Q8_0, tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K,
                           tensor::DType::Q6_K, tensor::DType::IQ4_NL, tensor::DType::IQ4_XS})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
   for (int bits : {4, 8})
@@ -1093,7 +1093,7 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
   auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
           : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv
           : r.t == D::Q5_K ? k.dot_q5_kv : r.t == D::Q3_K ? k.dot_q3_kv : r.t == D::IQ4_NL ? k.dot_iq4_nlv
-          : r.t == D::IQ4_XS ? k.dot_iq4_xsv : k.dot_q6_kv;
+          : r.t == D::IQ4_XS ? k.dot_iq4_xsv : r.t == D::Q2_K ? k.dot_q2_kv : k.dot_q6_kv;
   if (qv) qv(Kernels::Rows::one(r.w.data()), a, nb / r.act_per_block(), nt, out, 1);
   return qv != nullptr;
 }
@@ -1119,7 +1119,7 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
     return out;
   }
   using D = tensor::DType;
-  if (r.t == D::Q3_K || r.t == D::IQ4_NL || r.t == D::IQ4_XS) {
+  if (r.t == D::Q2_K || r.t == D::Q3_K || r.t == D::IQ4_NL || r.t == D::IQ4_XS) {
     // No per-block kernel: the dequantized row against the int8 activations, in double.
     std::vector<float> wf(nb * 32);
     tensor::dequantize_row_raw(r.t, r.w.data(), nb * 32, wf.data());

@@ -107,7 +107,7 @@ struct Kernels {
   using QDotV = void (*)(const Rows& m, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo);
   static constexpr int kQDotVMaxNT = 16;
   QDotV dot_q4_0v, dot_q4_1v, dot_q8_0v, dot_q5_0v, dot_q5_1v;
-  QDotV dot_q3_kv, dot_q4_kv, dot_q5_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
+  QDotV dot_q2_kv, dot_q3_kv, dot_q4_kv, dot_q5_kv, dot_q6_kv;  // nb counts 256-element super-blocks (one lane group each)
   // IQ4_NL (nb blocks of 32, like dot_q4_0v) and IQ4_XS (nb super-blocks, like dot_q4_kv): each
   // nibble through the format's table; the same float operations on every ISA that has them.
   QDotV dot_iq4_nlv, dot_iq4_xsv;

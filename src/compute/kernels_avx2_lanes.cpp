@@ -1,4 +1,4 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K,
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K,
 // IQ4_NL, IQ4_XS, MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
 // over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
@@ -368,6 +368,61 @@ template <int NT>
   k16_dots<NT>(S, q3_k_scales(b.scales), b.d, x, g, acc);
 }
 
+// Q2_K: Q3_K's low two bits alone (unsigned: maddubs' operand as they are), per 16-element sub-block
+// a 4-bit scale and a 4-bit min, w = d·sc·q − dmin·m. Four vectors of pairs fit 16 bits for the dots
+// (8·3·127) and the activation sums (8·127); both are scaled by madd in integers, then the AVX-512
+// kernel's two FMAs per token and group.
+template <int NT>
+[[gnu::always_inline]] inline void q2_kv_group(const tensor::BlockQ2_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ2_K& b = w[g];
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256i R[8], S[8];
+  for (int n = 0; n < 2; ++n) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
+    for (int j = 0; j < 4; ++j) R[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+  }
+  transpose8x8(R, S);
+  // Lane k's two 16-bit halves both hold sub-block 2k's scale (min), or 2k + 1's in the *_hi vector.
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0f);
+  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
+  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  const __m256i odd = _mm256_add_epi8(even, _mm256_set1_epi8(2));
+  const __m256i sc_lo = _mm256_shuffle_epi8(sc16, even), sc_hi = _mm256_shuffle_epi8(sc16, odd);
+  // The mins apply to the halves' activation sums as int32 (16-bit values): low 16 bits only.
+  const __m256i low16 = _mm256_set1_epi32(0xffff);
+  const __m256i mn_lo = _mm256_and_si256(_mm256_shuffle_epi8(mn16, even), low16);
+  const __m256i mn_hi = _mm256_and_si256(_mm256_shuffle_epi8(mn16, odd), low16);
+  const __m256 dw = _mm256_set1_ps(_cvtsh_ss(b.d)), mw = _mm256_set1_ps(-_cvtsh_ss(b.dmin));
+  const __m256i ones = _mm256_set1_epi8(1);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m256i dots[2], half = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      dots[h] = _mm256_setzero_si256();
+      for (int v = 4 * h; v < 4 * h + 4; ++v) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * v));
+        dots[h] = _mm256_add_epi16(dots[h], _mm256_maddubs_epi16(S[v], xv));
+        if (h == 0) half = _mm256_add_epi16(half, _mm256_maddubs_epi16(ones, xv));
+      }
+    }
+    // The first half's activation sum; the second's is the block's sum less it.
+    const __m256i s0 = _mm256_madd_epi16(half, _mm256_set1_epi16(1));
+    const __m256i s1 = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8)), s0);
+    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(dots[0], sc_lo), _mm256_madd_epi16(dots[1], sc_hi));
+    const __m256i q = _mm256_add_epi32(_mm256_madd_epi16(s0, mn_lo), _mm256_madd_epi16(s1, mn_hi));
+    const __m256 d = _mm256_loadu_ps(xd + t * 8);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, d), acc[t]);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(mw, d), acc[t]);
+  }
+}
+
+RAPID_KV_LANES(q2_kv, tensor::BlockQ2_K)
 RAPID_KV_LANES(q4_kv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
@@ -476,6 +531,7 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_1v = q4_1v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
+  k.dot_q2_kv = q2_kv;
   k.dot_q3_kv = q3_kv;
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;

@@ -773,6 +773,52 @@ template <int NT>
   }
   k16_dots<NT>(q3_k_scales(b.scales), b.d, A2, neg, x, g, acc);
 }
+// Q2_K: Q3_K's low two bits alone (unsigned, so vpdpbusd's operand as they are), and per 16-element
+// sub-block a 4-bit scale and a 4-bit min: w = d·sc·q − dmin·m. Each half's dots and activation sums
+// stay in 16 bits (8·3·127, 8·127), so both scalings are pmaddwd / vpdpwssd in integers; then two
+// FMAs per token and group, the AVX2 kernel's.
+template <int NT>
+[[gnu::always_inline]] inline void q2_kv_group(const tensor::BlockQ2_K* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockQ2_K& b = w[g];
+  const __m512i qs = _mm512_loadu_si512(b.qs);
+  const __m512i qshift = lane_index([](int k, int) { return 2 * (k % 4); }), m3 = _mm512_set1_epi8(3);
+  __m512i W2[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512i iq = lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; });
+    W2[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(iq, qs), qshift), m3);
+  }
+  // Lane 8e + k: sub-block 2k's scale (min) in its low 16 bits, 2k + 1's in the other vector.
+  const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0f);
+  const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_and_si128(s, m4));
+  const __m512i mn32 = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
+  const __m512i even = lane_index([](int k, int) { return 2 * k; }), odd = lane_index([](int k, int) { return 2 * k + 1; });
+  const __m512i sc_lo = _mm512_permutexvar_epi32(even, sc32), sc_hi = _mm512_permutexvar_epi32(odd, sc32);
+  const __m256i mn_lo = _mm512_castsi512_si256(_mm512_permutexvar_epi32(even, mn32));
+  const __m256i mn_hi = _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd, mn32));
+  const __m256 dw = _mm256_set1_ps(h2f(b.d)), mw = _mm256_set1_ps(-h2f(b.dmin));
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const int32_t* xs = x.sum + g * x.ld * 8;
+  const float* xd = x.d + g * x.ld * 8;
+  const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m512i xv[4];
+    for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_si512(xg + 16 * j);
+    const __m512i h0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, W2[0], xv[0]), W2[1], xv[1]);
+    const __m512i h1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, W2[2], xv[2]), W2[3], xv[3]);
+    // The first half's activation sum; the second's is the block's sum less it.
+    const __m512i s0z = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, xv[0]), ones, xv[1]);
+    const __m256i s0 = _mm256_add_epi32(_mm512_castsi512_si256(s0z), _mm512_extracti64x4_epi64(s0z, 1));
+    const __m256i s1 = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8)), s0);
+    const __m512i p = _mm512_dpwssd_epi32(_mm512_madd_epi16(h0, sc_lo), h1, sc_hi);
+    const __m256i ps = _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
+    const __m256i qs8 = _mm256_add_epi32(_mm256_madd_epi16(s0, mn_lo), _mm256_madd_epi16(s1, mn_hi));
+    const __m256 d = _mm256_loadu_ps(xd + t * 8);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(dw, d), acc[t]);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qs8), _mm256_mul_ps(mw, d), acc[t]);
+  }
+}
 // A Q6_K / Q3_K super-block's dots for NT tokens from its pairs (|v| and signs), its 16 int8 scales
 // (one per 16 elements, an xmm) and its f16 d.
 template <int NT>
@@ -830,6 +876,7 @@ RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q4_klv, tensor::BlockQ4_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
+RAPID_KV_LANES(q2_kv, tensor::BlockQ2_K)
 RAPID_KV_LANES(q6_klv, tensor::BlockQ6_K)
 
 // A lane group's 128 bytes of 16-byte (nibble) blocks as two zmm: all of them, or (the row's last
@@ -1139,6 +1186,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0v = q8_0v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
+  k.dot_q2_kv = q2_kv;
   k.dot_q3_kv = q3_kv;
   k.dot_q4_kv = q4_kv;
   k.dot_q5_kv = q5_kv;

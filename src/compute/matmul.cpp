@@ -111,6 +111,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q8_0: return k.dot_q8_0v;
     case tensor::DType::Q5_0: return k.dot_q5_0v;
     case tensor::DType::Q5_1: return k.dot_q5_1v;
+    case tensor::DType::Q2_K: return k.dot_q2_kv;
     case tensor::DType::Q3_K: return k.dot_q3_kv;
     case tensor::DType::Q4_K: return k.dot_q4_kv;
     case tensor::DType::Q5_K: return k.dot_q5_kv;
@@ -218,8 +219,8 @@ ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t 
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
 constexpr int64_t kPanelMinTokens = 32;
 
-// The GGUF formats whose blocks panel_amx.cpp unpacks (MLX rows: mlx_lanes). Q3_K and Q5_K have
-// lane kernels but no panel: they stay on the lane kernel at every n (the same bits as ever).
+// The GGUF formats whose blocks panel_amx.cpp unpacks (MLX rows: mlx_lanes). Q2_K, Q3_K, Q5_K and
+// the IQ4 types have lane kernels but no panel: they stay on the lane kernel at every n.
 bool has_panel(tensor::DType t) {
   switch (t) {
     case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q5_0: case tensor::DType::Q5_1:

@@ -1,12 +1,13 @@
-"""GGML's non-linear 4-bit formats, IQ4_NL and IQ4_XS, on a real model: SmolLM2-135M-Instruct
-requantized from its Q8_0 file by llama.cpp's own quantizer (llama_model_quantize; SmolLM2's
-576-wide rows are not whole 256-element super-blocks, so its IQ4_XS file holds IQ4_XS in the
-1536-wide down projections and IQ4_NL elsewhere). The next-token log-probabilities `rapid-mlx serve`
-reports at the end of several prompts are llama-cpp-python's on the same file, within what two
-engines that quantize activations differently (llama.cpp: Q8_K blocks of 256 for IQ4_XS) can
-agree on; Q4_1, long validated, is run the same way as the yardstick.
+"""GGUF types that no released SmolLM2 file holds, on the real model: SmolLM2-135M-Instruct
+requantized from its Q8_0 file by llama.cpp's own quantizer (llama_model_quantize) to IQ4_NL and
+IQ4_XS. SmolLM2's 576-wide rows are not whole 256-element super-blocks, so the IQ4_XS file holds
+IQ4_XS in the 1536-wide down projections and IQ4_NL elsewhere (its Q2_K recipe holds no Q2_K at all:
+Q3_K and Q4_0 fallbacks, so Q2_K is left to compute_test). The next-token log-probabilities
+`rapid-mlx serve` reports at the end of several prompts are llama-cpp-python's on the same file,
+within what two engines that quantize activations differently (llama.cpp: Q8_K blocks of 256 for
+IQ4_XS) can agree on; Q4_1, long validated, is run the same way as the yardstick.
 
-The files are written once into the model cache (derived/smollm2-iq4/). Skips without
+The files are written once into the model cache (derived/smollm2-requantized/). Skips without
 llama-cpp-python; the formats' dequantization is checked against gguf-py in model_loader_test and
 their kernels against it in compute_test, on every ISA, in CI."""
 import json
@@ -20,7 +21,7 @@ import pytest
 from conftest import CACHE, MODEL, ROOT, launch, need_server, stop
 
 SOURCE = os.path.join(CACHE, "smollm2-135m-instruct", "SmolLM2-135M-Instruct.Q8_0.gguf")
-DERIVED = os.path.join(CACHE, "derived", "smollm2-iq4")
+DERIVED = os.path.join(CACHE, "derived", "smollm2-requantized")
 PROMPTS = ["The capital of France is", "def fibonacci(n):\n", "Once upon a time, there was a",
            "The three primary colors are", "import numpy as np\n", "Water boils at",
            "My favourite food is", "In 1492, Columbus"]
