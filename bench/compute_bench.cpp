@@ -137,7 +137,8 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
 // MLX affine weight (random packed values, bf16 scales/biases like mlx_lm's checkpoints) of the
 // same shape: bytes/s counts the packed values plus the scales and biases.
 void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t cols, int threads, int64_t n,
-                tensor::DType group_dtype = tensor::DType::BF16, bool lanes = false) {
+                tensor::DType group_dtype = tensor::DType::BF16, bool lanes = false,
+                compute::MatmulPath path = compute::MatmulPath::Fast) {
   HugeBytes w(rows * cols * bits / 8);
   std::mt19937 rng(1);
   for (auto& b : w) b = static_cast<uint8_t>(rng());
@@ -161,7 +162,7 @@ void BM_GemvMlx(benchmark::State& st, int bits, int gs, int64_t rows, int64_t co
   tt.group_dtype = group_dtype;
   tt.scales = sb.data();
   tt.biases = sb.data() + rows * cols / gs;
-  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + 2 * sb.size());
+  time_matmul(st, compute::WeightView::of(tt), threads, n, w.size() + 2 * sb.size(), path);
 }
 
 // MXFP4 weight (random nibbles, E8M0 scales 2^-8 .. 2^-5) of the same shapes: bytes/s counts the
@@ -526,6 +527,17 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_ffn_1t, tensor::DType::Q8_0_LANES, 1536, 5
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_lanes_down_1t, 8, 64, 576, 1536, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_down_1t, tensor::DType::Q8_0_LANES, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_big_1t, 4, 64, 4096, 4096, 1, 1)->UseRealTime();
+// MLX 2-, 3-, 5- and 6-bit lane kernels (before them, every n took the dequantizing fallback, the
+// _fallback rows: the exact path's route), one token and 8.
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx2_g64_big_1t, 2, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx3_g64_big_1t, 3, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx5_g64_big_1t, 5, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx6_g64_big_1t, 6, 64, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx6_g64_big_1t_fallback, 6, 64, 4096, 4096, 1, 1, tensor::DType::BF16, false,
+                  compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx3_g64_qwen35_up_1t_n8, 3, 64, 3584, 1024, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx6_g64_ffn_1t, 6, 64, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx6_g64_qwen35_up_1t_n8, 6, 64, 3584, 1024, 1, 8)->UseRealTime();
 // MLX 4-bit repacked (MLX_LANES) against the file's order (the rows above).
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_big_1t, 4, 64, 4096, 4096, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_ffn_1t, 4, 64, 1536, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();

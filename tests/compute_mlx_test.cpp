@@ -111,14 +111,14 @@ TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
 // Prefill-sized calls walk rows in blocks, converting a block's scales and biases at its start
 // (row_tiles): with 600 rows of 1024 columns the call spans several blocks, and each token of a
 // 40-token call must get the bits it gets alone or in a tile of 4 or 16, with 1 or 2 threads, for
-// 4- and 8-bit weights with f32 and bf16 scales, on every ISA.
+// every MLX width (2, 3, 4, 5, 6 and 8 bits) with f32 and bf16 scales, on every ISA.
 TEST(MlxMatmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
   std::mt19937 rng(29);
   const int64_t rows = 600, cols = 1024, n = 40;
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> x(n * cols);
   for (float& v : x) v = u(rng);
-  for (int bits : {4, 8})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (std::string dtype : {"f32", "bf16"}) {
       Case c;
       c.bits = bits, c.group_size = 64, c.dtype = dtype;

@@ -1041,7 +1041,7 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
                           tensor::DType::Q8_0, tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K,
                           tensor::DType::Q6_K, tensor::DType::IQ4_NL, tensor::DType::IQ4_XS})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
-  for (int bits : {4, 8})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int gs : {32, 64, 128})
       for (tensor::DType gd : {tensor::DType::F32, tensor::DType::F16, tensor::DType::BF16}) {
         if (nb % (gs / 32)) continue;
@@ -1071,7 +1071,8 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
 // The lane kernel of k for r (false if k has none) over nt tokens of packed activations.
 bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb, int nt, float* out) {
   if (r.gs) {
-    const Kernels::MlxDotV f = r.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
+    const Kernels::MlxDotV f = r.bits == 2 ? k.dot_mlx2v : r.bits == 3 ? k.dot_mlx3v : r.bits == 4 ? k.dot_mlx4v
+                             : r.bits == 5 ? k.dot_mlx5v : r.bits == 6 ? k.dot_mlx6v : k.dot_mlx8v;
     const bool half = r.gd != tensor::DType::F32;
     const Kernels::Rows m{.w = r.w.data(), .stride = 0, .rows = 1,
                           .scales = half ? static_cast<const void*>(r.sc16.data()) : r.sc.data(),
@@ -1110,6 +1111,20 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
     permute_act_for_mlx4(xn.data(), nb);
     k.dot_mxfp4_ggml(r.w.data(), xn.data(), nb, nb, 1, &out);
     return out;
+  }
+  if (r.gs && r.bits != 4 && r.bits != 8) {
+    // No per-block kernel: each value from the row's LSB-first bit stream, s·q + b, in double.
+    double s = 0;
+    for (int64_t i = 0; i < nb * 32; ++i) {
+      uint32_t q = 0;
+      for (int b = 0; b < r.bits; ++b) {
+        const int64_t bit = i * r.bits + b;
+        q |= static_cast<uint32_t>((r.w[bit / 8] >> (bit % 8)) & 1) << b;
+      }
+      const double w = static_cast<double>(r.sc[i / r.gs]) * q + r.bi[i / r.gs];
+      s += w * x[i / 32].d * x[i / 32].qs[i % 32];
+    }
+    return static_cast<float>(s);
   }
   if (r.gs) {
     const int bpg = r.gs / 32;

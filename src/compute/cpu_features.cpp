@@ -44,6 +44,7 @@ const CpuFeatures& cpu_features() {
     c.avx512vl = __builtin_cpu_supports("avx512vl");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    c.avx512vbmi = __builtin_cpu_supports("avx512vbmi");
     c.amx_int8 = c.avx512bw && c.avx512vl && amx_int8_usable();
 #endif
     return c;
@@ -53,7 +54,9 @@ const CpuFeatures& cpu_features() {
 
 Isa best_isa() {
   const auto& c = cpu_features();
-  if (c.avx512f && c.avx512bw && c.avx512vl && c.avx512vnni && c.avx512bf16) return Isa::Avx512;
+  // VBMI: the MLX 2/3/5/6-bit unpacking (vpermb, vpmultishiftqb); every CPU with the others and
+  // AVX-512 BF16 but Cooper Lake has it (Sapphire Rapids on, Zen 4 on).
+  if (c.avx512f && c.avx512bw && c.avx512vl && c.avx512vnni && c.avx512bf16 && c.avx512vbmi) return Isa::Avx512;
   if (c.avx2 && c.fma) return Isa::Avx2;
   return Isa::Scalar;
 }

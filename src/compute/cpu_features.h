@@ -8,7 +8,7 @@ enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
-  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false, avx512vbmi = false;
   // AMX-INT8 tiles, usable: the CPU has them, the kernel granted this process their state
   // (arch_prctl), and RAPID_AMX is not "0".
   bool amx_int8 = false;

@@ -126,6 +126,9 @@ struct Kernels {
   // MLX affine 8-bit rows (w = the row's bytes as stored) against activations in their plain order
   // (pack_act_lanes of quantize_act's blocks); the rest as dot_mlx4v. Optional like QDotV.
   MlxDotV dot_mlx8v;
+  // MLX affine 2-, 3-, 5- and 6-bit rows (their packed bit stream as stored) against plain-order
+  // activations; the rest as dot_mlx4v, whose float operations they share. Optional like QDotV.
+  MlxDotV dot_mlx2v, dot_mlx3v, dot_mlx5v, dot_mlx6v;
   // The same over DType::MLX_LANES rows (tensor/lane_layout.h), 4- and 8-bit: dot_mlx4v's /
   // dot_mlx8v's dots and float operations on the row before repacking, so bitwise their result,
   // without the permutes.

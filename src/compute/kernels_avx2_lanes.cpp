@@ -22,6 +22,7 @@
 #include "compute/avx2_transpose.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
+#include "compute/mlx_bits.h"
 #include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
 
@@ -125,10 +126,10 @@ inline void unpack_q4(const B* w, int m, __m256i* W) {
 
 // Per-block integer dots (one block per lane) of 8 unpacked weight vectors with one token's group.
 // 4-bit weights: 8 maddubs pairs of a lane sum to at most 8·2·15·127 = 30480, so they stay in 16
-// bits; 5-bit ones (≤ 31) only 4 at a time (31496), so each half of a block widens on its own.
+// bits (2- and 3-bit ones too); 5-bit ones (≤ 31) only 4 at a time (31496), 6-bit ones 2 (32004).
 template <int kBits = 4>
 inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
-  constexpr int kRun = kBits == 4 ? 8 : 4;  // vectors summed in 16 bits
+  constexpr int kRun = kBits <= 4 ? 8 : kBits == 5 ? 4 : 2;  // vectors summed in 16 bits
   auto x = [&](int d) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)); };
   __m256i r = _mm256_setzero_si256();
   for (int h = 0; h < 8; h += kRun) {
@@ -440,6 +441,20 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
+// MLX affine 2-, 3-, 5- and 6-bit (mlx_bits.h): each block's values as bytes, transposed into the
+// lanes, then MLX 4-bit's dots (plain-order activations).
+template <int kBits>
+void mlx_stream_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int, __m256 dw, __m256 mw, __m256* acc)
+                   __attribute__((always_inline)) {
+    __m256i R[8], W[8];
+    mlx_group_values<kBits>(w, nb, g, R);
+    transpose8x8(R, W);
+    scaled_offset_dots<NT, kBits>(W, dw, mw, x, g, acc);
+  };
+  mlx_lanes_rows(rows, nb, nt, out, ldo, group);
+}
+
 // MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per
 // vector to 2·E2M1 + 16, then Q5_0's dots (values ≤ 28 take its 4-vector runs in 16 bits).
 template <int NT>
@@ -539,6 +554,10 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_iq4_nlv = iq4_nlv;
   k.dot_iq4_xsv = iq4_xsv;
   k.dot_mlx4v = mlx4v;
+  k.dot_mlx2v = mlx_stream_v<2>;
+  k.dot_mlx3v = mlx_stream_v<3>;
+  k.dot_mlx5v = mlx_stream_v<5>;
+  k.dot_mlx6v = mlx_stream_v<6>;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }

@@ -23,6 +23,7 @@
 #include "compute/avx512_exp.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
+#include "compute/mlx_bits.h"
 #include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
 
@@ -1018,6 +1019,43 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
   }
   for (int j = 0; j < 4; ++j) W2[j] = _mm512_permutex2var_epi32(t[j / 2], second[j % 2], t[2 + j / 2]);
 }
+// MLX affine 2-, 3-, 5- and 6-bit rows (an LSB-first bit stream, mlx_bits.h): two blocks a zmm,
+// their 8·bits bytes loaded (masked: never past them); one vpermb gives each qword of 8 values the 8
+// bytes from the first one's, one vpmultishiftqb takes each value's bits from its offset there (8
+// values span at most 7 + 8·6 bits). Then the 8-bit rows' permutes into the lanes and MLX 4-bit's
+// dots: the AVX2 kernel's values and float operations, so its bits.
+template <int kBits>
+[[gnu::always_inline]] inline void mlx_stream_pair(const uint8_t* p, int blocks, __m512i& z) {
+  struct Tables {
+    alignas(64) uint8_t bytes[64], shifts[64];
+  };
+  static constexpr Tables t = [] {
+    Tables r{};
+    for (int j = 0; j < 64; ++j) {
+      const int first = (j / 32) * 32 * kBits + (j % 32) / 8 * 8 * kBits;  // bit offset of qword j / 8's first value
+      const int o = (j / 32) * 32 * kBits + (j % 32) * kBits;
+      r.bytes[j] = static_cast<uint8_t>(first / 8 + j % 8);
+      r.shifts[j] = static_cast<uint8_t>(o - first / 8 * 8);
+    }
+    return r;
+  }();
+  const int n = blocks * 4 * kBits;
+  const __m512i src = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+  const __m512i q = _mm512_permutexvar_epi8(_mm512_load_si512(t.bytes), src);
+  z = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(t.shifts), q), _mm512_set1_epi8((1 << kBits) - 1));
+}
+template <int kBits>
+void mlx_stream_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
+                   __attribute__((always_inline)) {
+    __m512i z[4], W2[4];
+    const uint8_t* p = w + g * 8 * 4 * kBits;
+    for (int i = 0; i < 4; ++i) mlx_stream_pair<kBits>(p + i * 8 * kBits, kFull ? 2 : std::clamp(m - 2 * i, 0, 2), z[i]);
+    transpose_bytes8(z, W2);
+    scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
+  };
+  mlx_lanes_rows(rows, nb, nt, out, ldo, group);
+}
 // The row's values q (u8) are the vpdpbusd operand as stored; w = s·q + b = s·(q − 128) + (b + 128·s)
 // keeps the integer part Q8_0's (Σ(q − 128)·x, exact) so that AMX panels, whose tiles are signed,
 // give the same bits. b + 128·s: one rounding (128·s is exact), the panels' std::fma.
@@ -1202,6 +1240,10 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_mlx4_lanes = mlx4v<true>;
   k.dot_mlx8v = mlx8v<false>;
   k.dot_mlx8_lanes = mlx8v<true>;
+  k.dot_mlx2v = mlx_stream_v<2>;
+  k.dot_mlx3v = mlx_stream_v<3>;
+  k.dot_mlx5v = mlx_stream_v<5>;
+  k.dot_mlx6v = mlx_stream_v<6>;
   k.dot_mxfp4v = mxfp4v;
   k.dot_mxfp4_ggmlv = mxfp4_ggmlv;
 }

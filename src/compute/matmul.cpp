@@ -189,11 +189,21 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
 
 // The MLX lane kernel (Kernels::MlxDotV) of w's bit width, if this ISA has one: it then runs for
 // every n, like QDotV.
+// 2-, 3-, 5- and 6-bit rows have only lane kernels (elsewhere the dequantizing fallback).
 Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
-  if (!mlx_fast(w, path) || (bpg != 1 && bpg != 2 && bpg != 4)) return nullptr;
+  if (path != MatmulPath::Fast || !is_mlx(w.dtype) || w.group_size % 32 || (bpg != 1 && bpg != 2 && bpg != 4))
+    return nullptr;
   if (w.dtype == tensor::DType::MLX_LANES) return w.bits == 4 ? k.dot_mlx4_lanes : k.dot_mlx8_lanes;
-  return w.bits == 4 ? k.dot_mlx4v : k.dot_mlx8v;
+  switch (w.bits) {
+    case 2: return k.dot_mlx2v;
+    case 3: return k.dot_mlx3v;
+    case 4: return k.dot_mlx4v;
+    case 5: return k.dot_mlx5v;
+    case 6: return k.dot_mlx6v;
+    case 8: return k.dot_mlx8v;
+    default: return nullptr;
+  }
 }
 bool mlx_lanes(const WeightView& w, MatmulPath path, const Kernels& k) { return mlx_lane_kernel(w, path, k) != nullptr; }
 
@@ -232,7 +242,8 @@ bool has_panel(tensor::DType t) {
 }
 bool use_panels(const WeightView& w, int64_t n, MatmulPath path, const Kernels& k) {
   if (!k.panel || n < kPanelMinTokens || path != MatmulPath::Fast) return false;
-  return (int_kernel_v(k, w.dtype) != nullptr && has_panel(w.dtype)) || mlx_lanes(w, path, k);
+  return (int_kernel_v(k, w.dtype) != nullptr && has_panel(w.dtype)) ||
+         (mlx_lanes(w, path, k) && (w.bits == 4 || w.bits == 8));  // the MLX widths panel_amx.cpp unpacks
 }
 
 // Rows [r0, r1) in panels of up to Kernels::kPanelRows.
@@ -387,7 +398,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
   const float* x = in.x;
   const tensor::ActQ8 *xq = in.xq, *xq4 = in.xq4;
   const auto* base = static_cast<const uint8_t*>(w.data);
-  if (mlx_fast(w, path)) {
+  if (mlx_fast(w, path) || mlx_lanes(w, path, k)) {
     const int64_t nb = cols / tensor::kQK, groups = cols / w.group_size;
     const tensor::ActQ8* xa = w.bits == 4 ? xq4 : xq;
     auto fn = w.bits == 4 ? k.dot_mlx4 : k.dot_mlx8;
@@ -640,7 +651,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     const bool ggml = outs[i].w->dtype == tensor::DType::MXFP4_GGML;
     need_v |= fp4_lanes && ggml;
     need_v4 |= fp4_lanes && !ggml;
-    need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || fp4;
+    need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || mlx_v || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
   }
   MatmulInputs& in = p.in;

@@ -126,9 +126,6 @@ GgufFile::ArraySpan skip_array(Cursor& c, const std::string& key, const std::str
   return a;
 }
 
-}  // namespace
-
-namespace {
 // "16 (IQ2_XXS)": the id and, where GGML names it, the name a user knows from the file's name.
 std::string ggml_type_label(uint32_t id) {
   static const char* const kNames[] = {"F32", "F16", "Q4_0", "Q4_1", nullptr, nullptr, "Q5_0", "Q5_1", "Q8_0",
