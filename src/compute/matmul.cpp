@@ -188,8 +188,8 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
 }
 
 // The MLX lane kernel (Kernels::MlxDotV) of w's bit width, if this ISA has one: it then runs for
-// every n, like QDotV.
-// 2-, 3-, 5- and 6-bit rows have only lane kernels (elsewhere the dequantizing fallback).
+// every n, like QDotV. 2-, 3-, 5- and 6-bit rows have no other integer kernel (without one, the
+// dequantizing fallback).
 Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
   if (path != MatmulPath::Fast || !is_mlx(w.dtype) || w.group_size % 32 || (bpg != 1 && bpg != 2 && bpg != 4))

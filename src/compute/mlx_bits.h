@@ -11,9 +11,6 @@
 namespace rapid::compute {
 namespace {
 
-// Whether MLX rows of `bits` take these kernels (4 and 8 have their own).
-constexpr bool mlx_stream_bits(int bits) { return bits == 2 || bits == 3 || bits == 5 || bits == 6; }
-
 // The 32 values of the block at p. Lane h (elements 16h..16h+15) reads 16 bytes from the dword
 // at or below byte 2·bits·h, where its elements start (kShift bytes on, for 3 and 5 bits), so both
 // lanes find element i's bits at offset 8·kShift·h + i·bits: a byte shuffle gives each even (odd)
