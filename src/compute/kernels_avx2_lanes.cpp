@@ -345,7 +345,7 @@ template <int NT>
     R[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
   }
-  transpose8x8(R, S);
+  transpose8x8_inline(R, S);
   for (int d = 0; d < 8; ++d) S[d] = _mm256_sub_epi8(S[d], _mm256_set1_epi8(32));
   k16_dots<NT>(S, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), b.d, x, g, acc);
 }
@@ -365,7 +365,7 @@ template <int NT>
       R[4 * n + j] = _mm256_sub_epi8(_mm256_or_si256(lo, where_bit(hm, 4 * n + j, b4)), b4);
     }
   }
-  transpose8x8(R, S);
+  transpose8x8_inline(R, S);
   k16_dots<NT>(S, q3_k_scales(b.scales), b.d, x, g, acc);
 }
 
@@ -382,7 +382,7 @@ template <int NT>
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
     for (int j = 0; j < 4; ++j) R[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
   }
-  transpose8x8(R, S);
+  transpose8x8_inline(R, S);
   // Lane k's two 16-bit halves both hold sub-block 2k's scale (min), or 2k + 1's in the *_hi vector.
   const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0f);
   const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
@@ -449,7 +449,7 @@ void mlx_stream_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
                    __attribute__((always_inline)) {
     __m256i R[8], W[8];
     mlx_group_values<kBits>(w, nb, g, R);
-    transpose8x8(R, W);
+    transpose8x8_inline(R, W);
     scaled_offset_dots<NT, kBits>(W, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
