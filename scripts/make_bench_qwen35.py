@@ -6,7 +6,7 @@ checkpoints: bench/harness/engine_ratios.py --only agent). Written by mlx-lm its
 affine 4-bit, group 64), with the tiny byte-level tokenizer of scripts/make_tiny_qwen35.py (so the
 vocabulary stays 512 and the embeddings small) and the real Qwen3.5 chat template.
 
-usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--vocab V] [--dtype bfloat16|float32]
+usage: .venv/bin/python scripts/make_bench_qwen35.py OUT [--layers N] [--vocab V] [--dtype bfloat16|float32] [--bits B]
        [--template Qwen3.5-4B.jinja]
 (--layers: 24 is the real depth; fewer keep a run on 2 cores short, every 4th is full attention;
 --vocab 248320: the real vocabulary size, so the tied embedding / LM head has the released shape and
@@ -51,6 +51,7 @@ def main():
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
+    ap.add_argument("--bits", type=int, choices=(2, 3, 4, 5, 6, 8), default=4, help="MLX affine bits (group 64)")
     ap.add_argument("--template", default=str(root / ".." / "shared" / "fixtures" / "chat-templates" /
                                               "Qwen3.5-4B.jinja"))
     a = ap.parse_args()
@@ -59,7 +60,7 @@ def main():
     tc["layer_types"] = ["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(a.layers)]
     model = tiny.build(7, tc)
     model.set_dtype(getattr(mx, a.dtype))
-    qmodel, qcfg = quantize_model(model, tiny.full_config(tc), 64, 4)
+    qmodel, qcfg = quantize_model(model, tiny.full_config(tc), 64, a.bits)
     out = Path(a.out)
     save_model(out, qmodel)
     save_config(qcfg, out / "config.json")
