@@ -27,6 +27,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
 #include "tensor/lane_layout.h"
+#include "tensor/mlx_affine.h"
 #include "tensor/tensor.h"
 
 using namespace rapid;
@@ -1113,15 +1114,11 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
     return out;
   }
   if (r.gs && r.bits != 4 && r.bits != 8) {
-    // No per-block kernel: each value from the row's LSB-first bit stream, s·q + b, in double.
+    // No per-block kernel: each value read from the row (tensor::mlx::unpack, checked against mlx
+    // in model_loader_test), s·q + b, in double.
     double s = 0;
     for (int64_t i = 0; i < nb * 32; ++i) {
-      uint32_t q = 0;
-      for (int b = 0; b < r.bits; ++b) {
-        const int64_t bit = i * r.bits + b;
-        q |= static_cast<uint32_t>((r.w[bit / 8] >> (bit % 8)) & 1) << b;
-      }
-      const double w = static_cast<double>(r.sc[i / r.gs]) * q + r.bi[i / r.gs];
+      const double w = static_cast<double>(r.sc[i / r.gs]) * tensor::mlx::unpack(r.w.data(), i, r.bits) + r.bi[i / r.gs];
       s += w * x[i / 32].d * x[i / 32].qs[i % 32];
     }
     return static_cast<float>(s);

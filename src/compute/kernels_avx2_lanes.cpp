@@ -296,17 +296,21 @@ template <int NT>
 // int8 scales (one per 16 elements, an xmm) and its f16 d: |w| ≤ 32 goes through maddubs with the
 // sign on x (four vectors of pairs still fit 16 bits), each 16-element half scaled in integers by
 // madd against its scale, one conversion per token and group.
+// Lane k's two 16-bit halves of lo / hi: entry 2k / 2k + 1 of the 16 int16 in s, a super-block's
+// per-16-element scales in its sub-blocks' lanes (Q6_K, Q3_K, Q2_K).
+inline void sub_block_lanes(__m256i s, __m256i& lo, __m256i& hi) {
+  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
+                                        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
+  lo = _mm256_shuffle_epi8(s, even);
+  hi = _mm256_shuffle_epi8(s, _mm256_add_epi8(even, _mm256_set1_epi8(2)));
+}
 template <int NT>
 [[gnu::always_inline]] inline void k16_dots(const __m256i* S, __m128i scales, uint16_t d, const ActLanes& x, int64_t g,
                                             __m256* acc) {
   __m256i A[8];
   for (int v = 0; v < 8; ++v) A[v] = _mm256_sign_epi8(S[v], S[v]);
-  // Lane k's two 16-bit halves both hold scale 2k (first 16 elements) / 2k + 1 (last 16).
-  const __m256i s16 = _mm256_cvtepi8_epi16(scales);
-  const __m256i sc_lo = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                                                  0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13));
-  const __m256i sc_hi = _mm256_shuffle_epi8(s16, _mm256_setr_epi8(2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15,
-                                                                  2, 3, 2, 3, 6, 7, 6, 7, 10, 11, 10, 11, 14, 15, 14, 15));
+  __m256i sc_lo, sc_hi;  // scale 2k (first 16 elements) / 2k + 1 (last 16)
+  sub_block_lanes(_mm256_cvtepi8_epi16(scales), sc_lo, sc_hi);
   const __m256 dw = _mm256_set1_ps(_cvtsh_ss(d));
   const int32_t* xq = x.q + g * x.ld * 64;
   const float* xd = x.d + g * x.ld * 8;
@@ -351,20 +355,22 @@ template <int NT>
 }
 // Q3_K: Q6_K's shape with 3-bit values − 4: element l of 32-element block k takes bits 2·(k % 4)
 // of qs[32·(k / 4) + l] and, as +4, bit k of hmask[l]. The AVX-512 kernel's float operations.
+// Block k's 32 two-bit values (bits 2·(k % 4) of qs[32·(k / 4) + l]) as R[k]: Q2_K's values,
+// Q3_K's low bits. 16-bit shifts: what crosses from the byte above lands outside the mask.
+inline void k2_low_bits(const uint8_t* qs, __m256i* R) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * n));
+    for (int j = 0; j < 4; ++j) R[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+  }
+}
 template <int NT>
 [[gnu::always_inline]] inline void q3_kv_group(const tensor::BlockQ3_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ3_K& b = w[g];
-  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask));
-  const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+  const __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)), b4 = _mm256_set1_epi8(4);
   __m256i R[8], S[8];
-  for (int n = 0; n < 2; ++n) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
-    for (int j = 0; j < 4; ++j) {
-      // 16-bit shifts: what crosses from the byte above lands outside m3.
-      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-      R[4 * n + j] = _mm256_sub_epi8(_mm256_or_si256(lo, where_bit(hm, 4 * n + j, b4)), b4);
-    }
-  }
+  k2_low_bits(b.qs, R);
+  for (int k = 0; k < 8; ++k) R[k] = _mm256_sub_epi8(_mm256_or_si256(R[k], where_bit(hm, k, b4)), b4);
   transpose8x8_inline(R, S);
   k16_dots<NT>(S, q3_k_scales(b.scales), b.d, x, g, acc);
 }
@@ -376,25 +382,18 @@ template <int NT>
 template <int NT>
 [[gnu::always_inline]] inline void q2_kv_group(const tensor::BlockQ2_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ2_K& b = w[g];
-  const __m256i m3 = _mm256_set1_epi8(3);
   __m256i R[8], S[8];
-  for (int n = 0; n < 2; ++n) {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * n));
-    for (int j = 0; j < 4; ++j) R[4 * n + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-  }
+  k2_low_bits(b.qs, R);
   transpose8x8_inline(R, S);
   // Lane k's two 16-bit halves both hold sub-block 2k's scale (min), or 2k + 1's in the *_hi vector.
   const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0f);
-  const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, m4));
-  const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
-  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
-                                        0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
-  const __m256i odd = _mm256_add_epi8(even, _mm256_set1_epi8(2));
-  const __m256i sc_lo = _mm256_shuffle_epi8(sc16, even), sc_hi = _mm256_shuffle_epi8(sc16, odd);
+  __m256i sc_lo, sc_hi, mn_lo, mn_hi;
+  sub_block_lanes(_mm256_cvtepu8_epi16(_mm_and_si128(s, m4)), sc_lo, sc_hi);
+  sub_block_lanes(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4)), mn_lo, mn_hi);
   // The mins apply to the halves' activation sums as int32 (16-bit values): low 16 bits only.
   const __m256i low16 = _mm256_set1_epi32(0xffff);
-  const __m256i mn_lo = _mm256_and_si256(_mm256_shuffle_epi8(mn16, even), low16);
-  const __m256i mn_hi = _mm256_and_si256(_mm256_shuffle_epi8(mn16, odd), low16);
+  mn_lo = _mm256_and_si256(mn_lo, low16);
+  mn_hi = _mm256_and_si256(mn_hi, low16);
   const __m256 dw = _mm256_set1_ps(_cvtsh_ss(b.d)), mw = _mm256_set1_ps(-_cvtsh_ss(b.dmin));
   const __m256i ones = _mm256_set1_epi8(1);
   const int32_t* xq = x.q + g * x.ld * 64;

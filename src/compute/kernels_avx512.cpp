@@ -753,22 +753,35 @@ template <int NT>
 // element l (0..31) of 32-element block k takes bits 2·(k % 4) of qs[32·(k / 4) + l] and, as +4,
 // bit k of hmask[l]. W2[j] byte i of lane 8e + k is element 8j + 4e + i, so one dword permute of
 // qs (of hmask) per pair and a per-lane shift (rotate) put both where they belong.
+// The two bits 2·(k % 4) of qs[32·(k / 4) + l] of each element l of 32-element block k (Q2_K's
+// values, Q3_K's low bits) as W2's pairs: one dword permute of qs and a per-lane shift per pair.
+inline void k2_low_bits(const uint8_t* qs, __m512i* W2) {
+  const __m512i q = _mm512_loadu_si512(qs);
+  const __m512i qshift = lane_index([](int k, int) { return 2 * (k % 4); }), m3 = _mm512_set1_epi8(3);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i iq = lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; });
+    W2[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(iq, q), qshift), m3);
+  }
+}
+// Lane 8e + k of lo / hi: entry 2k / 2k + 1 of the 16 int32 in s, a super-block's per-16-element
+// scales in its sub-blocks' lanes (Q6_K, Q3_K, Q2_K).
+inline void sub_block_lanes(__m512i s, __m512i& lo, __m512i& hi) {
+  lo = _mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k; }), s);
+  hi = _mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k + 1; }), s);
+}
 template <int NT>
 [[gnu::always_inline]] inline void q3_kv_group(const tensor::BlockQ3_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ3_K& b = w[g];
-  const __m512i qs = _mm512_loadu_si512(b.qs);
   const __m512i hm = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.hmask)));
-  const __m512i qshift = lane_index([](int k, int) { return 2 * (k % 4); });
   const __m512i hrot = lane_index([](int k, int) { return (k - 2) & 31; });  // bit k to bit 2
-  const __m512i m3 = _mm512_set1_epi8(3), b4 = _mm512_set1_epi8(4);
-  __m512i A2[4];
+  const __m512i b4 = _mm512_set1_epi8(4);
+  __m512i lo[4], A2[4];
   __mmask64 neg[4];
+  k2_low_bits(b.qs, lo);
   for (int j = 0; j < 4; ++j) {
-    const __m512i iq = lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; });
     const __m512i ih = lane_index([j](int, int e) { return 2 * j + e; });
-    const __m512i lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(iq, qs), qshift), m3);
     const __m512i hi = _mm512_rorv_epi32(_mm512_permutexvar_epi32(ih, hm), hrot);
-    const __m512i v = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo, hi, b4, 0xF8), b4);  // (lo | (hi & 4)) − 4
+    const __m512i v = _mm512_sub_epi8(_mm512_ternarylogic_epi32(lo[j], hi, b4, 0xF8), b4);  // (lo | (hi & 4)) − 4
     A2[j] = _mm512_abs_epi8(v);
     neg[j] = _mm512_movepi8_mask(v);
   }
@@ -781,21 +794,14 @@ template <int NT>
 template <int NT>
 [[gnu::always_inline]] inline void q2_kv_group(const tensor::BlockQ2_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ2_K& b = w[g];
-  const __m512i qs = _mm512_loadu_si512(b.qs);
-  const __m512i qshift = lane_index([](int k, int) { return 2 * (k % 4); }), m3 = _mm512_set1_epi8(3);
   __m512i W2[4];
-  for (int j = 0; j < 4; ++j) {
-    const __m512i iq = lane_index([j](int k, int e) { return 8 * (k / 4) + 2 * j + e; });
-    W2[j] = _mm512_and_si512(_mm512_srlv_epi32(_mm512_permutexvar_epi32(iq, qs), qshift), m3);
-  }
+  k2_low_bits(b.qs, W2);
   // Lane 8e + k: sub-block 2k's scale (min) in its low 16 bits, 2k + 1's in the other vector.
   const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)), m4 = _mm_set1_epi8(0x0f);
-  const __m512i sc32 = _mm512_cvtepu8_epi32(_mm_and_si128(s, m4));
-  const __m512i mn32 = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(s, 4), m4));
-  const __m512i even = lane_index([](int k, int) { return 2 * k; }), odd = lane_index([](int k, int) { return 2 * k + 1; });
-  const __m512i sc_lo = _mm512_permutexvar_epi32(even, sc32), sc_hi = _mm512_permutexvar_epi32(odd, sc32);
-  const __m256i mn_lo = _mm512_castsi512_si256(_mm512_permutexvar_epi32(even, mn32));
-  const __m256i mn_hi = _mm512_castsi512_si256(_mm512_permutexvar_epi32(odd, mn32));
+  __m512i sc_lo, sc_hi, mn_lo512, mn_hi512;
+  sub_block_lanes(_mm512_cvtepu8_epi32(_mm_and_si128(s, m4)), sc_lo, sc_hi);
+  sub_block_lanes(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(s, 4), m4)), mn_lo512, mn_hi512);
+  const __m256i mn_lo = _mm512_castsi512_si256(mn_lo512), mn_hi = _mm512_castsi512_si256(mn_hi512);
   const __m256 dw = _mm256_set1_ps(h2f(b.d)), mw = _mm256_set1_ps(-h2f(b.dmin));
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
@@ -826,11 +832,11 @@ template <int NT>
 [[gnu::always_inline]] inline void k16_dots(__m128i scales, uint16_t d, const __m512i* A2, const __mmask64* neg,
                                             const ActLanes& x, int64_t g, __m256* acc) {
   // Lane 8e + k: scale 2k (first 16 elements) / 2k + 1 (last 16) in its low 16 bits.
-  const __m512i s32 = _mm512_cvtepi8_epi32(scales);
   const __m512i low16 = _mm512_set1_epi32(0xffff);
-  const __m512i sc_lo = _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k; }), s32), low16);
-  const __m512i sc_hi =
-      _mm512_and_si512(_mm512_permutexvar_epi32(lane_index([](int k, int) { return 2 * k + 1; }), s32), low16);
+  __m512i sc_lo, sc_hi;
+  sub_block_lanes(_mm512_cvtepi8_epi32(scales), sc_lo, sc_hi);
+  sc_lo = _mm512_and_si512(sc_lo, low16);
+  sc_hi = _mm512_and_si512(sc_hi, low16);
   const __m256 dw = _mm256_set1_ps(h2f(d));
   const int32_t* xq = x.q + g * x.ld * 64;
   const float* xd = x.d + g * x.ld * 8;
@@ -1039,8 +1045,7 @@ template <int kBits>
     }
     return r;
   }();
-  const int n = blocks * 4 * kBits;
-  const __m512i src = _mm512_maskz_loadu_epi8(n >= 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1, p);
+  const __m512i src = load64<false>(p, 0, blocks * 4 * kBits);
   const __m512i q = _mm512_permutexvar_epi8(_mm512_load_si512(t.bytes), src);
   z = _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_load_si512(t.shifts), q), _mm512_set1_epi8((1 << kBits) - 1));
 }

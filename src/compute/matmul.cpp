@@ -137,10 +137,12 @@ int64_t row_grain(const WeightView& w, int64_t n) {
 
 namespace {
 
-// Rows [r0, r1) of one weight for all n activation rows. xq: x quantized (when qdot is set).
-bool mlx_fast(const WeightView& w, MatmulPath path) {
-  return path == MatmulPath::Fast && is_mlx(w.dtype) && (w.bits == 4 || w.bits == 8) && w.group_size % 32 == 0;
+// MLX rows of any width in whole 32-element blocks on the fast path; mlx_fast: of a width with
+// per-block kernels too (4 and 8 bits; the others have lane kernels only, mlx_lane_kernel).
+bool mlx_blocks(const WeightView& w, MatmulPath path) {
+  return path == MatmulPath::Fast && is_mlx(w.dtype) && w.group_size % 32 == 0;
 }
+bool mlx_fast(const WeightView& w, MatmulPath path) { return mlx_blocks(w, path) && (w.bits == 4 || w.bits == 8); }
 
 // n group values starting at index i, as f32 (the ISA's conversions: a scalar f16 one was ~20 % of
 // an MLX 4-bit decode step's GEMV, bench/README.md "MLX scales").
@@ -192,8 +194,7 @@ const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
 // dequantizing fallback).
 Kernels::MlxDotV mlx_lane_kernel(const WeightView& w, MatmulPath path, const Kernels& k) {
   const int bpg = w.group_size / tensor::kQK;
-  if (path != MatmulPath::Fast || !is_mlx(w.dtype) || w.group_size % 32 || (bpg != 1 && bpg != 2 && bpg != 4))
-    return nullptr;
+  if (!mlx_blocks(w, path) || (bpg != 1 && bpg != 2 && bpg != 4)) return nullptr;
   if (w.dtype == tensor::DType::MLX_LANES) return w.bits == 4 ? k.dot_mlx4_lanes : k.dot_mlx8_lanes;
   switch (w.bits) {
     case 2: return k.dot_mlx2v;

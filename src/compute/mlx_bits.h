@@ -11,6 +11,9 @@
 namespace rapid::compute {
 namespace {
 
+// Where mlx_block_values loads a block's lane 1 (elements 16..31): the dword at or below byte 2·bits.
+constexpr int mlx_lane1_byte(int bits) { return 2 * bits / 4 * 4; }
+
 // The 32 values of the block at p. Lane h (elements 16h..16h+15) reads 16 bytes from the dword
 // at or below byte 2·bits·h, where its elements start (kShift bytes on, for 3 and 5 bits), so both
 // lanes find element i's bits at offset 8·kShift·h + i·bits: a byte shuffle gives each even (odd)
@@ -20,7 +23,7 @@ namespace {
 // otherwise they read up to 12 bytes past the block.
 template <int kBits, bool kMasked>
 inline __m256i mlx_block_values(const uint8_t* p) {
-  constexpr int kLane1 = 2 * kBits / 4 * 4, kShift = 2 * kBits - kLane1;  // lane 1's load, its first byte
+  constexpr int kLane1 = mlx_lane1_byte(kBits), kShift = 2 * kBits - kLane1;  // lane 1's load, its first byte
   struct Tables {
     alignas(32) int8_t even[32], odd[32];
     alignas(32) int16_t mul_even[16], mul_odd[16];
@@ -62,8 +65,8 @@ inline __m256i mlx_block_values(const uint8_t* p) {
 template <int kBits>
 inline void mlx_group_values(const uint8_t* row, int64_t nb, int64_t g, __m256i* R) {
   constexpr int kBlock = 4 * kBits;
-  constexpr int kLane1 = 2 * kBits / 4 * 4;  // as mlx_block_values: its loads end kLane1 + 16 bytes on
-  constexpr int kOver = (kLane1 + 15) / kBlock;  // trailing blocks whose loads (up to kLane1 + 16 - kBlock bytes) pass their end
+  // Trailing blocks whose plain loads (ending mlx_lane1_byte + 16 bytes on) pass their end.
+  constexpr int kOver = (mlx_lane1_byte(kBits) + 15) / kBlock;
   const uint8_t* p = row + g * 8 * kBlock;
   if (8 * (g + 1) + kOver <= nb) {
     for (int k = 0; k < 8; ++k) R[k] = mlx_block_values<kBits, false>(p + k * kBlock);
