@@ -6,8 +6,8 @@
 
 Writes tests/golden/model_loader/:
   ggml_types.gguf                 one [4, 256] tensor "t.<TYPE>" per GGML type (Q4_0..Q6_K, Q8_0,
-                                  IQ4_NL, IQ4_XS, F16, BF16, F32); legacy types quantized by
-                                  gguf.quants.quantize, K- and IQ4 types random blocks with sane f16
+                                  IQ1_S..IQ4_XS, F16, BF16, F32); legacy types quantized by
+                                  gguf.quants.quantize, K- and IQ types random blocks with sane f16
                                   scales (gguf-py can only dequantize those)
   ggml_types_expected.safetensors "t.<TYPE>" = gguf.quants.dequantize of the same bytes (f32)
   llama3_rope.gguf                metadata-only llama GGUF with llama.cpp's rope_freqs for a llama3 rope_scaling
@@ -55,8 +55,14 @@ def random_kquant_blocks(rng, qtype, nblocks):
         b[:, 2:4] = f16_bytes(rng, nblocks, 0.001, 0.05)
     elif name == "Q6_K":  # ql[128] qh[64] scales[16] d
         b[:, 208:210] = f16_bytes(rng, nblocks, 0.0005, 0.01)
-    elif name in ("IQ4_NL", "IQ4_XS"):  # d first (IQ4_NL: d qs[16]; IQ4_XS: d scales_h scales_l[4] qs[128])
-        b[:, 0:2] = f16_bytes(rng, nblocks, 0.0005, 0.01)
+    elif name in ("IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S"):
+        b[:, 0:2] = f16_bytes(rng, nblocks, 0.0005, 0.01)  # d first (then each type's indices, signs, scales)
+    elif name == "IQ1_M":  # qs[32] qh[16] scales[4] (u16): d's 16 bits in the top nibbles of the scales
+        d = f16_bytes(rng, nblocks, 0.0005, 0.01).view(np.uint16).reshape(nblocks)
+        sc = b[:, 48:56].copy().view(np.uint16) & np.uint16(0x0fff)
+        for k in range(4):
+            sc[:, k] |= ((d >> np.uint16(4 * k)) & np.uint16(15)) << np.uint16(12)
+        b[:, 48:56] = sc.view(np.uint8)
     return b
 
 
@@ -69,14 +75,15 @@ def ggml_goldens():
     expected = {}
     rows, cols = 4, 256
     for name in ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0",
-                 "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"]:
+                 "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS",
+                 "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]:
         qt = T[name]
         x = rng.standard_normal((rows, cols)).astype(np.float32)
         if name == "F32":
             data = x
         elif name == "F16":
             data = x.astype(np.float16)
-        elif name.endswith("_K") or name.startswith("IQ4"):
+        elif name.endswith("_K") or name.startswith("IQ"):
             data = random_kquant_blocks(rng, qt, rows * cols // gguf.GGML_QUANT_SIZES[qt][0]).reshape(rows, -1)
         else:
             data = gguf.quants.quantize(x, qt)
@@ -267,6 +274,9 @@ if __name__ == "__main__":
         sys.exit(0)
     if sys.argv[1:] == ["rope"]:
         llama3_rope_gguf()
+        sys.exit(0)
+    if sys.argv[1:] == ["ggml"]:
+        ggml_goldens()
         sys.exit(0)
     if sys.argv[1:] == ["gemma"]:
         gemma_goldens()

@@ -55,6 +55,16 @@ std::vector<uint8_t> random_rows(tensor::DType t, int64_t rows, int64_t cols, st
     switch (t) {
       case tensor::DType::Q4_0: case tensor::DType::Q5_0: case tensor::DType::Q8_0: f16(b); break;
       case tensor::DType::IQ4_NL: case tensor::DType::IQ4_XS: f16(b); break;
+      case tensor::DType::IQ2_XXS: case tensor::DType::IQ2_XS: case tensor::DType::IQ2_S:
+      case tensor::DType::IQ3_XXS: case tensor::DType::IQ3_S: case tensor::DType::IQ1_S: f16(b); break;
+      case tensor::DType::IQ1_M: {  // d's 16 bits in the top nibbles of the four scale words (bytes 48..55)
+        uint16_t d, sc[4];
+        f16(reinterpret_cast<uint8_t*>(&d));
+        std::memcpy(sc, b + 48, 8);
+        for (int k = 0; k < 4; ++k) sc[k] = static_cast<uint16_t>((sc[k] & 0x0fff) | ((d >> (4 * k)) & 15) << 12);
+        std::memcpy(b + 48, sc, 8);
+        break;
+      }
       case tensor::DType::Q4_1: case tensor::DType::Q5_1: f16(b); f16(b + 2); break;
       case tensor::DType::Q2_K: f16(b + 80); f16(b + 82); break;
       case tensor::DType::Q3_K: f16(b + 108); break;
@@ -109,7 +119,9 @@ tensor::Tensor weight_tensor(tensor::DType t, int64_t rows, int64_t cols, const 
 
 const tensor::DType kAllGgml[] = {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1, tensor::DType::Q8_0,
                           tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K, tensor::DType::Q6_K,
-                          tensor::DType::IQ4_NL, tensor::DType::IQ4_XS};
+                          tensor::DType::IQ4_NL, tensor::DType::IQ4_XS, tensor::DType::IQ2_XXS, tensor::DType::IQ2_XS,
+                          tensor::DType::IQ2_S, tensor::DType::IQ3_XXS, tensor::DType::IQ3_S, tensor::DType::IQ1_S,
+                          tensor::DType::IQ1_M};
 
 }  // namespace
 

@@ -93,7 +93,9 @@ TEST(GgufDequant, EveryTypeMatchesGgufPy) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 15);  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
+  // F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS, and the lattice
+  // types IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M
+  EXPECT_EQ(checked, 22);
 }
 
 TEST(GgufReader, MetadataOfAllKinds) {
@@ -682,8 +684,8 @@ TEST(GgufReader, RefusesBadFiles) {
   EXPECT_EQ(reason(ok_header), "(accepted)");
 }
 
-// A GGML type the kernels do not take (the IQ1-IQ3 lattice types) is refused with the file, the
-// tensor and the type's name: t.IQ4_XS of the golden file relabelled IQ2_XXS (16).
+// A GGML type the kernels do not take (the ternary TQ types) is refused with the file, the tensor
+// and the type's name: t.IQ4_XS of the golden file relabelled TQ2_0 (35).
 TEST(GgufReader, UnsupportedTypeIsRefusedByName) {
   std::ifstream in(kGolden + "ggml_types.gguf", std::ios::binary);
   std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -695,15 +697,15 @@ TEST(GgufReader, UnsupportedTypeIsRefusedByName) {
   const size_t type_at = at + name.size() + 4 + 8 * nd;  // after n_dims and the dims
   std::memcpy(&type, b.data() + type_at, 4);
   ASSERT_EQ(type, 23u);  // IQ4_XS
-  type = 16;
+  type = 35;
   std::memcpy(b.data() + type_at, &type, 4);
-  const std::string p = write_tmp("iq2.gguf", b);
+  const std::string p = write_tmp("tq2.gguf", b);
   try {
     read_gguf(p);
     FAIL() << "accepted";
   } catch (const FileError& e) {
     EXPECT_EQ(e.path(), p);
-    EXPECT_EQ(e.reason(), "tensor 't.IQ4_XS': unsupported GGML type 16 (IQ2_XXS)");
+    EXPECT_EQ(e.reason(), "tensor 't.IQ4_XS': unsupported GGML type 35 (TQ2_0)");
   }
 }
 

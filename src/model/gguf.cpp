@@ -153,8 +153,15 @@ bool ggml_type_to_dtype(uint32_t id, tensor::DType& out) {
     case 13: out = tensor::DType::Q5_K; return true;
     case 14: out = tensor::DType::Q6_K; return true;
     case 15: out = tensor::DType::Q8_K; return true;
+    case 16: out = tensor::DType::IQ2_XXS; return true;
+    case 17: out = tensor::DType::IQ2_XS; return true;
+    case 18: out = tensor::DType::IQ3_XXS; return true;
+    case 19: out = tensor::DType::IQ1_S; return true;
     case 20: out = tensor::DType::IQ4_NL; return true;
+    case 21: out = tensor::DType::IQ3_S; return true;
+    case 22: out = tensor::DType::IQ2_S; return true;
     case 23: out = tensor::DType::IQ4_XS; return true;
+    case 29: out = tensor::DType::IQ1_M; return true;
     case 24: out = tensor::DType::I8; return true;
     case 26: out = tensor::DType::I32; return true;
     case 30: out = tensor::DType::BF16; return true;

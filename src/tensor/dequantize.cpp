@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "tensor/fp16.h"
+#include "tensor/iq_grids.h"
 #include "tensor/lane_layout.h"
 #include "tensor/mlx_affine.h"
 #include "tensor/mxfp4.h"
@@ -306,6 +307,10 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::MXFP4_GGML: deq_mxfp4_ggml(static_cast<const BlockMXFP4*>(row), nb, out); return;
     case DType::IQ4_NL: deq_iq4_nl(static_cast<const BlockIQ4_NL*>(row), nb, out); return;
     case DType::IQ4_XS: deq_iq4_xs(static_cast<const BlockIQ4_XS*>(row), nb, out); return;
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M:
+      iq::dequantize(t, row, nb, out);
+      return;
     case DType::Q8_0_LANES: deq_lanes(p, nb, out, q8_0_lanes_block, deq_q8_0); return;
     case DType::Q4_0_LANES: deq_lanes(p, nb, out, q4_0_lanes_block, deq_q4_0); return;
     case DType::Q4_1_LANES: deq_lanes(p, nb, out, q4_1_lanes_block, deq_q4_1); return;

@@ -15,6 +15,8 @@ int64_t block_elems(DType t) {
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES: case DType::IQ4_XS:
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
+    case DType::IQ1_S: case DType::IQ1_M:
       return kQKK;
     case DType::MXFP4:
       return mxfp4::kBlock;
@@ -42,6 +44,13 @@ size_t block_bytes(DType t) {
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
     case DType::IQ4_NL: return sizeof(BlockIQ4_NL);
     case DType::IQ4_XS: return sizeof(BlockIQ4_XS);
+    case DType::IQ2_XXS: return sizeof(BlockIQ2_XXS);
+    case DType::IQ2_XS: return sizeof(BlockIQ2_XS);
+    case DType::IQ2_S: return sizeof(BlockIQ2_S);
+    case DType::IQ3_XXS: return sizeof(BlockIQ3_XXS);
+    case DType::IQ3_S: return sizeof(BlockIQ3_S);
+    case DType::IQ1_S: return sizeof(BlockIQ1_S);
+    case DType::IQ1_M: return sizeof(BlockIQ1_M);
     case DType::I32: case DType::U32: return 4;
     case DType::I8: case DType::U8: return 1;
     case DType::MLX_AFFINE: case DType::MLX_LANES: break;

@@ -31,6 +31,28 @@ struct BlockIQ4_NL { uint16_t d; uint8_t qs[16]; };
 // IQ4_XS: sub-block s (32 elements, qs[16s..16s+15] in Q4_0's nibble order) has the 6-bit scale
 // ls = (scales_l[s / 2] >> 4·(s % 2)) & 15 | ((scales_h >> 2s) & 3) << 4 and is d·(ls − 32)·kIq4Values[q].
 struct BlockIQ4_XS { uint16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
+// IQ1 / IQ2 / IQ3 (super-blocks of 256): groups of 8 (IQ1, IQ2) or 4 (IQ3) weights are rows of a
+// fixed lattice (tensor/iq_grids.h), times sign bits, times a sub-block scale from the f16 d.
+// IQ2_XXS: per 32 elements two uint32 words (qs[4s], qs[4s + 1] as uint16 pairs): the first holds
+// four 8-bit grid indices, the second four 7-bit sign groups (bits 7g..) and the 4-bit scale
+// (bits 28..31); element scale d·(0.5 + scale)·0.25.
+struct BlockIQ2_XXS { uint16_t d; uint16_t qs[32]; };
+// IQ2_XS: per 8 elements a uint16, 9-bit grid index then 7 sign bits; 4-bit scales per 16 elements.
+struct BlockIQ2_XS { uint16_t d; uint16_t qs[32]; uint8_t scales[8]; };
+// IQ2_S: per 8 elements an index of 8 + 2 (qh) bits and a whole sign byte; scales as IQ2_XS.
+struct BlockIQ2_S { uint16_t d; uint8_t qs[32]; uint8_t signs[32]; uint8_t qh[8]; uint8_t scales[8]; };
+// IQ3_XXS: per 4 elements an 8-bit grid index; per 32 a uint32 of four 7-bit sign groups and a
+// 4-bit scale (bits 28..31), element scale d·(0.5 + scale)·0.5.
+struct BlockIQ3_XXS { uint16_t d; uint8_t qs[64]; uint8_t scales_signs[32]; };
+// IQ3_S: per 4 elements an index of 8 + 1 (qh) bits; one sign bit per element; 4-bit scales per 32
+// elements, element scale d·(1 + 2·scale).
+struct BlockIQ3_S { uint16_t d; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; };
+// IQ1_S: per 8 elements an index of 8 + 3 (qh) bits into the ±1 / 0 lattice; per 32 elements qh[s]
+// also holds a 3-bit scale (bits 12..14) and the sign of a ±0.125 shift (bit 15).
+struct BlockIQ1_S { uint16_t d; uint8_t qs[32]; uint16_t qh[8]; };
+// IQ1_M: IQ1_S's indices with 3 + 1 (shift sign) high bits per 8 elements in qh nibbles, 3-bit
+// scales per 16 elements, and the f16 d spread over the top nibbles of the four scale words.
+struct BlockIQ1_M { uint8_t qs[32]; uint8_t qh[16]; uint16_t scales[4]; };
 #pragma pack(pop)
 
 // The 16 values an IQ4_NL / IQ4_XS nibble stands for (the format's table).
@@ -44,7 +66,9 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
               sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
               sizeof(BlockQ6_K) == 210 && sizeof(BlockQ8_K) == 292 && sizeof(BlockMXFP4) == 17 &&
-              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136);
+              sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockIQ2_XXS) == 66 &&
+              sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82 && sizeof(BlockIQ3_XXS) == 98 &&
+              sizeof(BlockIQ3_S) == 110 && sizeof(BlockIQ1_S) == 50 && sizeof(BlockIQ1_M) == 56);
 
 // One activation block: 32 values as int8 with scale d (x ≈ d*q) and the integer sum of q,
 // which the kernels need for the weight offsets (Q4_1 min, Q4_0's -8, Q8_0's +128 bias trick).

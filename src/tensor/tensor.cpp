@@ -33,6 +33,13 @@ const char* dtype_name(DType t) {
     case DType::U8: return "U8";
     case DType::IQ4_NL: return "IQ4_NL";
     case DType::IQ4_XS: return "IQ4_XS";
+    case DType::IQ2_XXS: return "IQ2_XXS";
+    case DType::IQ2_XS: return "IQ2_XS";
+    case DType::IQ2_S: return "IQ2_S";
+    case DType::IQ3_XXS: return "IQ3_XXS";
+    case DType::IQ3_S: return "IQ3_S";
+    case DType::IQ1_S: return "IQ1_S";
+    case DType::IQ1_M: return "IQ1_M";
   }
   return "?";
 }

@@ -34,6 +34,9 @@ enum class DType : uint8_t {
   // fixed table of 16 int8 values (kIq4Values); IQ4_NL has Q4_0's 32-element blocks with an f16
   // scale, IQ4_XS 256-element super-blocks of eight 32-element sub-blocks with 6-bit scales.
   IQ4_NL, IQ4_XS,
+  // GGML's lattice formats (tensor::BlockIQ2_XXS ... BlockIQ1_M, tensor/iq_grids.h): 256-element
+  // super-blocks whose groups of 8 or 4 weights index a fixed table of magnitudes.
+  IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
 };
 
 const char* dtype_name(DType t);
