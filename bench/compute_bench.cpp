@@ -431,11 +431,13 @@ BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_qwen35_up_1t_n8, tensor::DType::IQ4_NL, 3584, 
 BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_qwen35_up_1t_n8, tensor::DType::IQ4_XS, 3584, 1024, 1, 8)->UseRealTime();
 // Q2_K: its lane kernels against the dequantizing fallback they replace.
 BENCHMARK_CAPTURE(BM_Gemv, q2_k_big_1t, tensor::DType::Q2_K, 4096, 4096, 1, 1)->UseRealTime();
-// The IQ1-IQ3 lattice types have no integer kernel: every n dequantizes rows to f32 (the fallback).
+// The IQ1-IQ3 lattice types: each super-block decoded from its lattice, then int8 dots.
 BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_big_1t, tensor::DType::IQ2_XXS, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq2_s_big_1t, tensor::DType::IQ2_S, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq3_s_big_1t, tensor::DType::IQ3_S, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq1_m_big_1t, tensor::DType::IQ1_M, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_big_1t_fallback, tensor::DType::IQ2_XXS, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_qwen35_up_1t_n8, tensor::DType::IQ2_XXS, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q2_k_big_1t_fallback, tensor::DType::Q2_K, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q2_k_qwen35_up_1t_n8, tensor::DType::Q2_K, 3584, 1024, 1, 8)->UseRealTime();
 // Q5_K's lane kernel over a batch and a prefill chunk: Qwen3.5-0.8B's MLP up projection.

@@ -130,7 +130,9 @@ const Format kFormats[] = {{tensor::DType::Q4_0, 0},        {tensor::DType::Q4_1
                            {tensor::DType::MLX_AFFINE, 32, 8}, {tensor::DType::MLX_AFFINE, 64, 8}, {tensor::DType::MLX_AFFINE, 128, 8}};
 // Lane kernels without a panel: matmul keeps them at every n (never a panel of another format's).
 const Format kLaneOnlyFormats[] = {{tensor::DType::Q2_K, 0}, {tensor::DType::Q3_K, 0}, {tensor::DType::Q5_K, 0}, {tensor::DType::IQ4_NL, 0},
-                                   {tensor::DType::IQ4_XS, 0}};
+                                   {tensor::DType::IQ4_XS, 0}, {tensor::DType::IQ2_XXS, 0}, {tensor::DType::IQ2_XS, 0},
+                                   {tensor::DType::IQ2_S, 0}, {tensor::DType::IQ3_XXS, 0}, {tensor::DType::IQ3_S, 0},
+                                   {tensor::DType::IQ1_S, 0}};  // IQ1_M's d is not at offset 0 (random_weight)
 
 }  // namespace
 

@@ -1052,7 +1052,9 @@ std::vector<LaneRow> lane_rows(int64_t nb, std::mt19937& rng) {
   std::vector<LaneRow> rows;
   for (tensor::DType t : {tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q5_0, tensor::DType::Q5_1,
                           tensor::DType::Q8_0, tensor::DType::Q2_K, tensor::DType::Q3_K, tensor::DType::Q4_K, tensor::DType::Q5_K,
-                          tensor::DType::Q6_K, tensor::DType::IQ4_NL, tensor::DType::IQ4_XS})
+                          tensor::DType::Q6_K, tensor::DType::IQ4_NL, tensor::DType::IQ4_XS, tensor::DType::IQ2_XXS,
+                          tensor::DType::IQ2_XS, tensor::DType::IQ2_S, tensor::DType::IQ3_XXS, tensor::DType::IQ3_S,
+                          tensor::DType::IQ1_S, tensor::DType::IQ1_M})
     if (nb % (tensor::block_elems(t) / 32) == 0) rows.push_back({t, 0, random_rows(t, 1, nb * 32, rng), {}, {}, {}});
   for (int bits : {2, 3, 4, 5, 6, 8})
     for (int gs : {32, 64, 128})
@@ -1107,7 +1109,10 @@ bool run_lanes(const Kernels& k, const LaneRow& r, const ActLanes& a, int64_t nb
   auto qv = r.t == D::Q4_0 ? k.dot_q4_0v : r.t == D::Q4_1 ? k.dot_q4_1v : r.t == D::Q8_0 ? k.dot_q8_0v
           : r.t == D::Q5_0 ? k.dot_q5_0v : r.t == D::Q5_1 ? k.dot_q5_1v : r.t == D::Q4_K ? k.dot_q4_kv
           : r.t == D::Q5_K ? k.dot_q5_kv : r.t == D::Q3_K ? k.dot_q3_kv : r.t == D::IQ4_NL ? k.dot_iq4_nlv
-          : r.t == D::IQ4_XS ? k.dot_iq4_xsv : r.t == D::Q2_K ? k.dot_q2_kv : k.dot_q6_kv;
+          : r.t == D::IQ4_XS ? k.dot_iq4_xsv : r.t == D::Q2_K ? k.dot_q2_kv : r.t == D::IQ2_XXS ? k.dot_iq2_xxsv
+          : r.t == D::IQ2_XS ? k.dot_iq2_xsv : r.t == D::IQ2_S ? k.dot_iq2_sv : r.t == D::IQ3_XXS ? k.dot_iq3_xxsv
+          : r.t == D::IQ3_S ? k.dot_iq3_sv : r.t == D::IQ1_S ? k.dot_iq1_sv : r.t == D::IQ1_M ? k.dot_iq1_mv
+          : k.dot_q6_kv;
   if (qv) qv(Kernels::Rows::one(r.w.data()), a, nb / r.act_per_block(), nt, out, 1);
   return qv != nullptr;
 }
@@ -1143,7 +1148,8 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
     return out;
   }
   using D = tensor::DType;
-  if (r.t == D::Q2_K || r.t == D::Q3_K || r.t == D::IQ4_NL || r.t == D::IQ4_XS) {
+  if (r.t == D::Q2_K || r.t == D::Q3_K || r.t == D::IQ4_NL || r.t == D::IQ4_XS || r.t == D::IQ2_XXS ||
+      r.t == D::IQ2_XS || r.t == D::IQ2_S || r.t == D::IQ3_XXS || r.t == D::IQ3_S || r.t == D::IQ1_S || r.t == D::IQ1_M) {
     // No per-block kernel: the dequantized row against the int8 activations, in double.
     std::vector<float> wf(nb * 32);
     tensor::dequantize_row_raw(r.t, r.w.data(), nb * 32, wf.data());

@@ -56,7 +56,7 @@ TEST(ModelFiles, GgufRepoChoosesOneQuantization) {
   m = select_model_files(kGgufRepo, "BF16");  // split: every part, opened by the first
   EXPECT_EQ(m.entry, "BF16/Qwen3.5-4B-BF16-00001-of-00002.gguf");
   EXPECT_EQ(m.files.size(), 2u);
-  // Without Q4_K_M: a type with its own kernels before the IQ2 file listed first.
+  // Without Q4_K_M: a K type (faster kernels) before the IQ2 file listed first.
   m = select_model_files({"M-IQ2_XS.gguf", "M-Q2_K.gguf", "M-IQ4_XS.gguf"}, "");
   EXPECT_EQ(m.entry, "M-IQ4_XS.gguf");
   m = select_model_files({"M-IQ2_XS.gguf", "M-IQ1_M.gguf", "M-Q2_K.gguf"}, "");

@@ -111,6 +111,9 @@ struct Kernels {
   // IQ4_NL (nb blocks of 32, like dot_q4_0v) and IQ4_XS (nb super-blocks, like dot_q4_kv): each
   // nibble through the format's table; the same float operations on every ISA that has them.
   QDotV dot_iq4_nlv, dot_iq4_xsv;
+  // The IQ1-IQ3 lattice types (nb super-blocks, iq_lattice_rows.h): each super-block decoded to
+  // int8 once per call, the same code on AVX2 and AVX-512, so the same bits.
+  QDotV dot_iq2_xxsv, dot_iq2_xsv, dot_iq2_sv, dot_iq3_xxsv, dot_iq3_sv, dot_iq1_sv, dot_iq1_mv;
   // Rows in the lane layouts (tensor/lane_layout.h: DType::Q8_0_LANES, Q4_0_LANES, Q4_1_LANES,
   // Q4_K_LANES, Q6_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's /
   // q6_kv's integer dots and float operations, so bitwise their result on the row before

@@ -25,6 +25,8 @@
 #include "compute/mlx_bits.h"
 #include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
+#include "compute/signed_dots.h"
+#include "compute/iq_lattice_rows.h"
 
 namespace rapid::compute {
 namespace {
@@ -317,16 +319,8 @@ template <int NT>
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     const int32_t* xg = xq + t * 64;
-    __m256i half[2];
-    for (int h = 0; h < 2; ++h) {
-      __m256i s = _mm256_setzero_si256();
-      for (int v = 4 * h; v < 4 * h + 4; ++v) {
-        const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * v)), S[v]);
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(A[v], xv));
-      }
-      half[h] = s;
-    }
-    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(half[0], sc_lo), _mm256_madd_epi16(half[1], sc_hi));
+    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(signed_half<false>(A, S, xg, 0), sc_lo),
+                                       _mm256_madd_epi16(signed_half<false>(A, S, xg, 4), sc_hi));
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
   }
 }
@@ -552,6 +546,7 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q6_kv = q6_kv;
   k.dot_iq4_nlv = iq4_nlv;
   k.dot_iq4_xsv = iq4_xsv;
+  fill_lattice_kernels(k);
   k.dot_mlx4v = mlx4v;
   k.dot_mlx2v = mlx_stream_v<2>;
   k.dot_mlx3v = mlx_stream_v<3>;

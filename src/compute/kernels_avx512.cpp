@@ -26,6 +26,7 @@
 #include "compute/mlx_bits.h"
 #include "compute/mxfp4_rows.h"
 #include "compute/qdotv_dispatch.h"
+#include "compute/iq_lattice_rows.h"
 
 namespace rapid::compute {
 namespace {
@@ -1236,6 +1237,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q6_kv = q6_kv;
   k.dot_iq4_nlv = iq4_nlv;
   k.dot_iq4_xsv = iq4_xsv;
+  fill_lattice_kernels(k);  // the AVX2 kernels' code (iq_lattice_rows.h), so their bits
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = q4_0_lanes;
   k.dot_q4_1_lanes = q4_1_lanes;

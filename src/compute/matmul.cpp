@@ -123,6 +123,13 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q6_K_LANES: return k.dot_q6_k_lanes;
     case tensor::DType::IQ4_NL: return k.dot_iq4_nlv;
     case tensor::DType::IQ4_XS: return k.dot_iq4_xsv;
+    case tensor::DType::IQ2_XXS: return k.dot_iq2_xxsv;
+    case tensor::DType::IQ2_XS: return k.dot_iq2_xsv;
+    case tensor::DType::IQ2_S: return k.dot_iq2_sv;
+    case tensor::DType::IQ3_XXS: return k.dot_iq3_xxsv;
+    case tensor::DType::IQ3_S: return k.dot_iq3_sv;
+    case tensor::DType::IQ1_S: return k.dot_iq1_sv;
+    case tensor::DType::IQ1_M: return k.dot_iq1_mv;
     default: return nullptr;
   }
 }

@@ -99,7 +99,7 @@ ModelFiles select_model_files(const std::vector<std::string>& repo_files, const 
   }
   if (!ggufs.empty()) {
     // The usual 4-bit choices first, then larger, then smaller: the K types, then the IQ1-IQ3
-    // lattice types (which decode on the slower dequantizing path), then unquantized files.
+    // lattice types (whose kernels are slower per weight), then unquantized files.
     for (const char* q : {"Q4_K_M", "Q4_K_S", "IQ4_XS", "Q4_0", "Q4_1", "IQ4_NL", "Q5_K_M", "Q5_K_S", "Q6_K", "Q8_0",
                           "Q3_K_L", "Q3_K_M", "Q3_K_S", "Q2_K_L", "Q2_K", "IQ3_M", "IQ3_S", "IQ3_XS", "IQ3_XXS",
                           "IQ2_M", "IQ2_S", "IQ2_XS", "IQ2_XXS", "IQ1_M", "IQ1_S", "BF16", "F16", "F32"})

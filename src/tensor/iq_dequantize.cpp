@@ -30,6 +30,11 @@ Grids make_grids() {
   expand(kIq1sPacked, 8, kIq1, g.iq1s);
   expand(kIq3xxsPacked, 4, kIq3xxs, g.iq3xxs);
   expand(kIq3sPacked, 4, kIq3s, g.iq3s);
+  for (uint32_t i = 0; i < 128; ++i) {
+    g.sign_bytes[i] = 0;
+    for (int j = 0; j < 8; ++j)
+      if ((signs_of_seven(i) >> j) & 1) g.sign_bytes[i] |= uint64_t{0xff} << (8 * j);
+  }
   return g;
 }
 

@@ -20,6 +20,8 @@ extern const uint16_t kIq1sPacked[2048];
 struct Grids {
   uint64_t iq2xxs[256], iq2xs[512], iq2s[1024], iq1s[2048];
   uint32_t iq3xxs[256], iq3s[512];
+  // For each 7-bit sign group i, byte j = 0xff where signs_of_seven(i) makes element j negative.
+  uint64_t sign_bytes[128];
 };
 const Grids& grids();  // expanded once, on first use
 

@@ -1,0 +1,229 @@
+// Lane kernels (Kernels::QDotV) of GGML's IQ1-IQ3 lattice types, for the TUs built with -mavx2 or
+// above (kernels_avx2_lanes.cpp, kernels_avx512.cpp): both compile this same code, so a token's
+// result is bitwise the same on AVX2 and AVX-512 machines. Internal linkage, as qdotv_dispatch.h.
+//
+// A super-block is one lane group (sub-block k of 32 elements in lane k, Q4_K's scheme). Every
+// lattice type is, per element, a small signed integer q times an odd integer scale per 16 or 32
+// elements times one float per super-block (tensor/iq_grids.h):
+//   IQ2_XXS / IQ2_XS / IQ2_S  grid · sign,            (2s + 1) · d/8;
+//   IQ3_XXS                   grid · sign,            (2s + 1) · d/4;
+//   IQ3_S                     grid · sign,            (2s + 1) · d;
+//   IQ1_S / IQ1_M             8·grid ± 1 (the ±1/8 shift), (2s + 1) · d/8.
+// So a super-block is decoded once per row and call into 8 vectors of int8 (|q| ≤ 62), transposed
+// into the lanes, and each token's dot is integer up to one conversion per super-block: |q|
+// against x with q's sign, one maddubs per vector (2·62·127 fits in 16 bits) widened at once, the
+// two 16-element halves times their scales in 32 bits.
+#pragma once
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "compute/avx2_transpose.h"
+#include "compute/kernels.h"
+#include "compute/qdotv_dispatch.h"
+#include "compute/signed_dots.h"
+#include "tensor/iq_grids.h"
+#include "tensor/quant_formats.h"
+
+namespace rapid::compute {
+namespace {
+namespace lattice {
+
+// A decoded super-block: R[k] = sub-block k's 32 values, lo / hi[k] = the integer scales of its
+// first / last 16 elements, d the float they all share.
+struct Block {
+  __m256i R[8];
+  alignas(32) int32_t lo[8], hi[8];
+  float d;
+};
+
+inline uint32_t u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Byte j = 0xff where bit j of `bits` is set.
+inline __m256i bit_bytes(uint32_t bits) {
+  const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread), bit), bit);
+}
+// Magnitudes negated where `signs` has a bit set.
+inline __m256i signed_values(__m256i mag, uint32_t signs) {
+  const __m256i m = bit_bytes(signs);
+  return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
+}
+// Lattice rows by index: four 8-byte rows (int32 indices in `idx`) or eight 4-byte ones.
+// (Scalar loads: AMD's gathers were slower.)
+inline __m256i rows64(const uint64_t* grid, int i0, int i1, int i2, int i3) {
+  return _mm256_set_epi64x(static_cast<int64_t>(grid[i3]), static_cast<int64_t>(grid[i2]), static_cast<int64_t>(grid[i1]),
+                           static_cast<int64_t>(grid[i0]));
+}
+inline __m256i rows64(const uint64_t* grid, __m128i idx) {
+  return rows64(grid, _mm_extract_epi32(idx, 0), _mm_extract_epi32(idx, 1), _mm_extract_epi32(idx, 2), _mm_extract_epi32(idx, 3));
+}
+inline __m256i rows32(const uint32_t* grid, __m256i idx) {
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
+}
+// Eight index bytes at p as int32.
+inline __m256i bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+// Magnitudes negated by four 7-bit sign groups (int32 lanes of `groups`), through the byte masks of
+// tensor::iq::Grids::sign_bytes.
+inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, __m128i groups) {
+  const __m256i m = rows64(G.sign_bytes, groups);
+  return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
+}
+// The four 7-bit sign groups of `aux` (bits 0..27).
+inline __m128i seven_groups(uint32_t aux) {
+  return _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 7, 14, 21)), _mm_set1_epi32(127));
+}
+inline void same_scale(Block& o, int k, int s) { o.lo[k] = o.hi[k] = s; }
+// IQ2_XS / IQ2_S: sub-block k's two 4-bit scales in scales[k].
+inline void nibble_scales(Block& o, int k, uint8_t s) {
+  o.lo[k] = 2 * (s & 15) + 1;
+  o.hi[k] = 2 * (s >> 4) + 1;
+}
+// IQ1: 8·v ± 1 per 8-element group, v the int8 −1 / 0 / 1 rows, `shift` the ±1 bytes.
+inline __m256i iq1_values(__m256i v, __m256i shift) {
+  const __m256i v2 = _mm256_add_epi8(v, v), v4 = _mm256_add_epi8(v2, v2);
+  return _mm256_add_epi8(_mm256_add_epi8(v4, v4), shift);
+}
+
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XXS& b, Block& o) {
+  const auto& g = G.iq2xxs;
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t aux = u32(b.qs + 4 * k + 2);
+    const __m128i idx = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(b.qs + 4 * k))));
+    o.R[k] = signed_by_groups(G, rows64(g, idx), seven_groups(aux));
+    same_scale(o, k, static_cast<int>(2 * (aux >> 28) + 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XS& b, Block& o) {
+  const auto& g = G.iq2xs;
+  for (int k = 0; k < 8; ++k) {
+    const __m128i q = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 4 * k)));
+    o.R[k] = signed_by_groups(G, rows64(g, _mm_and_si128(q, _mm_set1_epi32(511))), _mm_srli_epi32(q, 9));
+    nibble_scales(o, k, b.scales[k]);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_S& b, Block& o) {
+  const auto& g = G.iq2s;
+  for (int k = 0; k < 8; ++k) {
+    // Index l: qs byte | bits 2l, 2l + 1 of qh[k] << 8.
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b.qh[k]), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi32(3));
+    const __m128i idx = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(b.qs + 4 * k)))), _mm_slli_epi32(hi, 8));
+    o.R[k] = signed_values(rows64(g, idx), u32(b.signs + 4 * k));
+    nibble_scales(o, k, b.scales[k]);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ3_XXS& b, Block& o) {
+  const auto& g = G.iq3xxs;
+  for (int k = 0; k < 8; ++k) {
+    const uint32_t aux = u32(b.scales_signs + 4 * k);
+    o.R[k] = signed_by_groups(G, rows32(g, bytes8(b.qs + 8 * k)), seven_groups(aux));
+    same_scale(o, k, static_cast<int>(2 * (aux >> 28) + 1));
+  }
+  o.d = _cvtsh_ss(b.d) * 0.25f;
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ3_S& b, Block& o) {
+  const auto& g = G.iq3s;
+  for (int k = 0; k < 8; ++k) {
+    // Index i: qs byte | bit i of qh[k] << 8.
+    const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[k]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                                        _mm256_set1_epi32(1));
+    o.R[k] = signed_values(rows32(g, _mm256_or_si256(bytes8(b.qs + 8 * k), _mm256_slli_epi32(hi, 8))), u32(b.signs + 4 * k));
+    same_scale(o, k, 2 * ((b.scales[k / 2] >> (4 * (k % 2))) & 15) + 1);
+  }
+  o.d = _cvtsh_ss(b.d);
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_S& b, Block& o) {
+  const auto& g = G.iq1s;
+  for (int k = 0; k < 8; ++k) {
+    const int qh = b.qh[k];
+    const uint8_t* q = b.qs + 4 * k;
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh), _mm_setr_epi32(0, 3, 6, 9)), _mm_set1_epi32(7));
+    const __m256i v = rows64(g, _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(q)))), _mm_slli_epi32(hi, 8)));
+    o.R[k] = iq1_values(v, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+    same_scale(o, k, 2 * ((qh >> 12) & 7) + 1);
+  }
+  o.d = _cvtsh_ss(b.d) * 0.125f;
+}
+inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_M& b, Block& o) {
+  const auto& g = G.iq1s;
+  const uint16_t* sc = b.scales;
+  o.d = _cvtsh_ss(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000))) *
+        0.125f;
+  for (int k = 0; k < 8; ++k) {
+    int idx[4];
+    int64_t shift[4];
+    for (int l = 0; l < 4; ++l) {
+      const int gr = 4 * k + l, h = (b.qh[gr / 2] >> (4 * (gr % 2))) & 15;
+      idx[l] = b.qs[gr] | (h & 7) << 8;
+      shift[l] = h & 8 ? -1 : 0x0101010101010101;  // bytes −1 / +1
+    }
+    o.R[k] = iq1_values(rows64(g, idx[0], idx[1], idx[2], idx[3]), _mm256_set_epi64x(shift[3], shift[2], shift[1], shift[0]));
+    // Scale j (3 bits) covers elements 16j..16j+15: word j / 4, bits 3·(j % 4).
+    o.lo[k] = 2 * ((sc[k / 2] >> (3 * (2 * k % 4))) & 7) + 1;
+    o.hi[k] = 2 * ((sc[k / 2] >> (3 * ((2 * k + 1) % 4))) & 7) + 1;
+  }
+}
+
+// NT tokens' dots with the decoded, transposed super-block (S[v] lane k = values 4v..4v+3 of
+// sub-block k).
+template <int NT>
+[[gnu::always_inline]] inline void dots(const Block& b, const __m256i* S, const ActLanes& x, int64_t g, __m256* acc) {
+  __m256i A[8];
+  for (int v = 0; v < 8; ++v) A[v] = _mm256_sign_epi8(S[v], S[v]);
+  const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.lo));
+  const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.hi));
+  const __m256 dw = _mm256_set1_ps(b.d);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float* xd = x.d + g * x.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    const __m256i p = _mm256_add_epi32(_mm256_mullo_epi32(signed_half<true>(A, S, xg, 0), lo),
+                                       _mm256_mullo_epi32(signed_half<true>(A, S, xg, 4), hi));
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
+}
+
+template <int NT, class B>
+[[gnu::always_inline]] inline void group(const tensor::iq::Grids& G, const B* w, const ActLanes& x, int64_t g, __m256* acc) {
+  Block b;
+  decode(G, w[g], b);
+  __m256i S[8];
+  transpose8x8_inline(b.R, S);
+  dots<NT>(b, S, x, g, acc);
+}
+
+}  // namespace lattice
+
+// The QDotV entry points (nb super-blocks a row).
+template <class B>
+void lattice_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  // Once per call: an opaque call per super-block would also spill the decoded vectors.
+  const tensor::iq::Grids& G = tensor::iq::grids();
+  kv_lanes<B>(rows, x, nb, nt, out, ldo,
+              [&G]<int NT>(const B* w, const ActLanes& xa, int64_t g, __m256* acc)
+                  __attribute__((always_inline)) { lattice::group<NT>(G, w, xa, g, acc); });
+}
+
+// Fills k's lattice kernels.
+[[maybe_unused]] inline void fill_lattice_kernels(Kernels& k) {
+  k.dot_iq2_xxsv = lattice_v<tensor::BlockIQ2_XXS>;
+  k.dot_iq2_xsv = lattice_v<tensor::BlockIQ2_XS>;
+  k.dot_iq2_sv = lattice_v<tensor::BlockIQ2_S>;
+  k.dot_iq3_xxsv = lattice_v<tensor::BlockIQ3_XXS>;
+  k.dot_iq3_sv = lattice_v<tensor::BlockIQ3_S>;
+  k.dot_iq1_sv = lattice_v<tensor::BlockIQ1_S>;
+  k.dot_iq1_mv = lattice_v<tensor::BlockIQ1_M>;
+}
+
+}  // namespace
+}  // namespace rapid::compute
