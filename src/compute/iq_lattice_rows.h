@@ -56,28 +56,24 @@ inline __m256i signed_values(__m256i mag, uint32_t signs) {
   return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
 }
 // Lattice rows by index: four 8-byte rows (int32 indices in `idx`) or eight 4-byte ones.
-// (Scalar loads: AMD's gathers were slower.)
+// (Scalar loads: 4-lane gathers measured no faster on AMD EPYC, bench/README.md.)
 inline __m256i rows64(const uint64_t* grid, int i0, int i1, int i2, int i3) {
   return _mm256_set_epi64x(static_cast<int64_t>(grid[i3]), static_cast<int64_t>(grid[i2]), static_cast<int64_t>(grid[i1]),
                            static_cast<int64_t>(grid[i0]));
-}
-inline __m256i rows64(const uint64_t* grid, __m128i idx) {
-  return rows64(grid, _mm_extract_epi32(idx, 0), _mm_extract_epi32(idx, 1), _mm_extract_epi32(idx, 2), _mm_extract_epi32(idx, 3));
 }
 inline __m256i rows32(const uint32_t* grid, __m256i idx) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(grid), idx, 4);
 }
 // Eight index bytes at p as int32.
 inline __m256i bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-// Magnitudes negated by four 7-bit sign groups (int32 lanes of `groups`), through the byte masks of
-// tensor::iq::Grids::sign_bytes.
-inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, __m128i groups) {
-  const __m256i m = rows64(G.sign_bytes, groups);
+// Magnitudes negated by four 7-bit sign groups, through the byte masks of Grids::sign_bytes.
+inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, int s0, int s1, int s2, int s3) {
+  const __m256i m = rows64(G.sign_bytes, s0, s1, s2, s3);
   return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
 }
-// The four 7-bit sign groups of `aux` (bits 0..27).
-inline __m128i seven_groups(uint32_t aux) {
-  return _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(static_cast<int>(aux)), _mm_setr_epi32(0, 7, 14, 21)), _mm_set1_epi32(127));
+// The same with the four groups in bits 0..27 of `aux`.
+inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, uint32_t aux) {
+  return signed_by_groups(G, mag, aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
 }
 inline void same_scale(Block& o, int k, int s) { o.lo[k] = o.hi[k] = s; }
 // IQ2_XS / IQ2_S: sub-block k's two 4-bit scales in scales[k].
@@ -94,9 +90,8 @@ inline __m256i iq1_values(__m256i v, __m256i shift) {
 inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XXS& b, Block& o) {
   const auto& g = G.iq2xxs;
   for (int k = 0; k < 8; ++k) {
-    const uint32_t aux = u32(b.qs + 4 * k + 2);
-    const __m128i idx = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(b.qs + 4 * k))));
-    o.R[k] = signed_by_groups(G, rows64(g, idx), seven_groups(aux));
+    const uint32_t idx = u32(b.qs + 4 * k), aux = u32(b.qs + 4 * k + 2);
+    o.R[k] = signed_by_groups(G, rows64(g, idx & 255, (idx >> 8) & 255, (idx >> 16) & 255, idx >> 24), aux);
     same_scale(o, k, static_cast<int>(2 * (aux >> 28) + 1));
   }
   o.d = _cvtsh_ss(b.d) * 0.125f;
@@ -104,8 +99,9 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XXS& b, Bl
 inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XS& b, Block& o) {
   const auto& g = G.iq2xs;
   for (int k = 0; k < 8; ++k) {
-    const __m128i q = _mm_cvtepu16_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.qs + 4 * k)));
-    o.R[k] = signed_by_groups(G, rows64(g, _mm_and_si128(q, _mm_set1_epi32(511))), _mm_srli_epi32(q, 9));
+    const uint16_t* q = b.qs + 4 * k;
+    o.R[k] = signed_by_groups(G, rows64(g, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), q[0] >> 9, q[1] >> 9, q[2] >> 9,
+                              q[3] >> 9);
     nibble_scales(o, k, b.scales[k]);
   }
   o.d = _cvtsh_ss(b.d) * 0.125f;
@@ -113,10 +109,10 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XS& b, Blo
 inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_S& b, Block& o) {
   const auto& g = G.iq2s;
   for (int k = 0; k < 8; ++k) {
-    // Index l: qs byte | bits 2l, 2l + 1 of qh[k] << 8.
-    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(b.qh[k]), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi32(3));
-    const __m128i idx = _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(b.qs + 4 * k)))), _mm_slli_epi32(hi, 8));
-    o.R[k] = signed_values(rows64(g, idx), u32(b.signs + 4 * k));
+    const uint8_t* q = b.qs + 4 * k;
+    const int h = b.qh[k];  // index l: qs byte | bits 2l, 2l + 1 of qh[k] << 8
+    o.R[k] = signed_values(rows64(g, q[0] | (h & 3) << 8, q[1] | (h >> 2 & 3) << 8, q[2] | (h >> 4 & 3) << 8, q[3] | (h >> 6) << 8),
+                           u32(b.signs + 4 * k));
     nibble_scales(o, k, b.scales[k]);
   }
   o.d = _cvtsh_ss(b.d) * 0.125f;
@@ -125,7 +121,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ3_XXS& b, Bl
   const auto& g = G.iq3xxs;
   for (int k = 0; k < 8; ++k) {
     const uint32_t aux = u32(b.scales_signs + 4 * k);
-    o.R[k] = signed_by_groups(G, rows32(g, bytes8(b.qs + 8 * k)), seven_groups(aux));
+    o.R[k] = signed_by_groups(G, rows32(g, bytes8(b.qs + 8 * k)), aux);
     same_scale(o, k, static_cast<int>(2 * (aux >> 28) + 1));
   }
   o.d = _cvtsh_ss(b.d) * 0.25f;
@@ -146,8 +142,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_S& b, Bloc
   for (int k = 0; k < 8; ++k) {
     const int qh = b.qh[k];
     const uint8_t* q = b.qs + 4 * k;
-    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(qh), _mm_setr_epi32(0, 3, 6, 9)), _mm_set1_epi32(7));
-    const __m256i v = rows64(g, _mm_or_si128(_mm_cvtepu8_epi32(_mm_cvtsi32_si128(static_cast<int>(u32(q)))), _mm_slli_epi32(hi, 8)));
+    const __m256i v = rows64(g, q[0] | (qh & 7) << 8, q[1] | (qh >> 3 & 7) << 8, q[2] | (qh >> 6 & 7) << 8, q[3] | (qh >> 9 & 7) << 8);
     o.R[k] = iq1_values(v, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
     same_scale(o, k, 2 * ((qh >> 12) & 7) + 1);
   }
@@ -159,14 +154,13 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_M& b, Bloc
   o.d = _cvtsh_ss(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000))) *
         0.125f;
   for (int k = 0; k < 8; ++k) {
-    int idx[4];
-    int64_t shift[4];
-    for (int l = 0; l < 4; ++l) {
-      const int gr = 4 * k + l, h = (b.qh[gr / 2] >> (4 * (gr % 2))) & 15;
-      idx[l] = b.qs[gr] | (h & 7) << 8;
-      shift[l] = h & 8 ? -1 : 0x0101010101010101;  // bytes −1 / +1
-    }
-    o.R[k] = iq1_values(rows64(g, idx[0], idx[1], idx[2], idx[3]), _mm256_set_epi64x(shift[3], shift[2], shift[1], shift[0]));
+    // Groups 4k..4k+3: nibbles of qh[2k], qh[2k + 1], low first; 3 index bits and the shift's sign.
+    const uint32_t h = b.qh[2 * k] | static_cast<uint32_t>(b.qh[2 * k + 1]) << 8;
+    const uint8_t* q = b.qs + 4 * k;
+    const __m256i v = rows64(g, q[0] | (h & 7) << 8, q[1] | (h >> 4 & 7) << 8, q[2] | (h >> 8 & 7) << 8, q[3] | (h >> 12 & 7) << 8);
+    // Bit 3 of nibble l set: the 8 bytes of group l shift by −1, else +1.
+    const uint32_t neg = (h >> 3 & 1) * 0xffu | (h >> 7 & 1) * 0xff00u | (h >> 11 & 1) * 0xff0000u | (h >> 15 & 1) * 0xff000000u;
+    o.R[k] = iq1_values(v, _mm256_or_si256(bit_bytes(neg), _mm256_set1_epi8(1)));
     // Scale j (3 bits) covers elements 16j..16j+15: word j / 4, bits 3·(j % 4).
     o.lo[k] = 2 * ((sc[k / 2] >> (3 * (2 * k % 4))) & 7) + 1;
     o.hi[k] = 2 * ((sc[k / 2] >> (3 * ((2 * k + 1) % 4))) & 7) + 1;
