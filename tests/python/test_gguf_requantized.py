@@ -1,6 +1,8 @@
 """GGUF types that no released SmolLM2 file holds, on the real model: SmolLM2-135M-Instruct
 requantized from its Q8_0 file by llama.cpp's own quantizer (llama_model_quantize) to IQ4_NL and
-IQ4_XS (and, by ggml's tensor quantizer, to the IQ1-IQ3 lattice types). SmolLM2's 576-wide rows are not whole 256-element super-blocks, so the IQ4_XS file holds
+IQ4_XS, and by ggml's tensor quantizer to the IQ1-IQ3 lattice types (checked against the file's
+exact distribution, llama_numpy, below). SmolLM2's 576-wide rows are not whole 256-element
+super-blocks, so the IQ4_XS file holds
 IQ4_XS in the 1536-wide down projections and IQ4_NL elsewhere (its Q2_K recipe holds no Q2_K at all:
 Q3_K and Q4_0 fallbacks, so Q2_K is left to compute_test). The next-token log-probabilities
 `rapid-mlx serve` reports at the end of several prompts are llama-cpp-python's on the same file,
