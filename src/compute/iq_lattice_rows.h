@@ -50,13 +50,12 @@ inline __m256i bit_bytes(uint32_t bits) {
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ull));
   return _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), spread), bit), bit);
 }
+// Magnitudes negated where the byte mask m is 0xff.
+inline __m256i negate_where(__m256i mag, __m256i m) { return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m); }
 // Magnitudes negated where `signs` has a bit set.
-inline __m256i signed_values(__m256i mag, uint32_t signs) {
-  const __m256i m = bit_bytes(signs);
-  return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
-}
-// Lattice rows by index: four 8-byte rows (int32 indices in `idx`) or eight 4-byte ones.
-// (Scalar loads: 4-lane gathers measured no faster on AMD EPYC, bench/README.md.)
+inline __m256i signed_values(__m256i mag, uint32_t signs) { return negate_where(mag, bit_bytes(signs)); }
+// Lattice rows by index: four 8-byte rows by scalar loads (4-lane gathers measured no faster on
+// AMD EPYC, bench/README.md), or eight 4-byte ones by one gather (indices in int32 lanes).
 inline __m256i rows64(const uint64_t* grid, int i0, int i1, int i2, int i3) {
   return _mm256_set_epi64x(static_cast<int64_t>(grid[i3]), static_cast<int64_t>(grid[i2]), static_cast<int64_t>(grid[i1]),
                            static_cast<int64_t>(grid[i0]));
@@ -68,18 +67,17 @@ inline __m256i rows32(const uint32_t* grid, __m256i idx) {
 inline __m256i bytes8(const uint8_t* p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
 // Magnitudes negated by four 7-bit sign groups, through the byte masks of Grids::sign_bytes.
 inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, int s0, int s1, int s2, int s3) {
-  const __m256i m = rows64(G.sign_bytes, s0, s1, s2, s3);
-  return _mm256_sub_epi8(_mm256_xor_si256(mag, m), m);
+  return negate_where(mag, rows64(G.sign_bytes, s0, s1, s2, s3));
 }
 // The same with the four groups in bits 0..27 of `aux`.
 inline __m256i signed_by_groups(const tensor::iq::Grids& G, __m256i mag, uint32_t aux) {
   return signed_by_groups(G, mag, aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
 }
 inline void same_scale(Block& o, int k, int s) { o.lo[k] = o.hi[k] = s; }
-// IQ2_XS / IQ2_S: sub-block k's two 4-bit scales in scales[k].
-inline void nibble_scales(Block& o, int k, uint8_t s) {
-  o.lo[k] = 2 * (s & 15) + 1;
-  o.hi[k] = 2 * (s >> 4) + 1;
+// IQ2_XS / IQ2_S: sub-block k's two 4-bit scales, 2k and 2k + 1.
+inline void nibble_scales(Block& o, int k, const uint8_t* scales) {
+  o.lo[k] = 2 * tensor::iq_scale4(scales, 2 * k) + 1;
+  o.hi[k] = 2 * tensor::iq_scale4(scales, 2 * k + 1) + 1;
 }
 // IQ1: 8·v ± 1 per 8-element group, v the int8 −1 / 0 / 1 rows, `shift` the ±1 bytes.
 inline __m256i iq1_values(__m256i v, __m256i shift) {
@@ -102,7 +100,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_XS& b, Blo
     const uint16_t* q = b.qs + 4 * k;
     o.R[k] = signed_by_groups(G, rows64(g, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), q[0] >> 9, q[1] >> 9, q[2] >> 9,
                               q[3] >> 9);
-    nibble_scales(o, k, b.scales[k]);
+    nibble_scales(o, k, b.scales);
   }
   o.d = _cvtsh_ss(b.d) * 0.125f;
 }
@@ -113,7 +111,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ2_S& b, Bloc
     const int h = b.qh[k];  // index l: qs byte | bits 2l, 2l + 1 of qh[k] << 8
     o.R[k] = signed_values(rows64(g, q[0] | (h & 3) << 8, q[1] | (h >> 2 & 3) << 8, q[2] | (h >> 4 & 3) << 8, q[3] | (h >> 6) << 8),
                            u32(b.signs + 4 * k));
-    nibble_scales(o, k, b.scales[k]);
+    nibble_scales(o, k, b.scales);
   }
   o.d = _cvtsh_ss(b.d) * 0.125f;
 }
@@ -133,7 +131,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ3_S& b, Bloc
     const __m256i hi = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.qh[k]), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
                                         _mm256_set1_epi32(1));
     o.R[k] = signed_values(rows32(g, _mm256_or_si256(bytes8(b.qs + 8 * k), _mm256_slli_epi32(hi, 8))), u32(b.signs + 4 * k));
-    same_scale(o, k, 2 * ((b.scales[k / 2] >> (4 * (k % 2))) & 15) + 1);
+    same_scale(o, k, 2 * tensor::iq_scale4(b.scales, k) + 1);
   }
   o.d = _cvtsh_ss(b.d);
 }
@@ -150,9 +148,7 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_S& b, Bloc
 }
 inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_M& b, Block& o) {
   const auto& g = G.iq1s;
-  const uint16_t* sc = b.scales;
-  o.d = _cvtsh_ss(static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000))) *
-        0.125f;
+  o.d = _cvtsh_ss(tensor::iq1_m_d(b)) * 0.125f;
   for (int k = 0; k < 8; ++k) {
     // Groups 4k..4k+3: nibbles of qh[2k], qh[2k + 1], low first; 3 index bits and the shift's sign.
     const uint32_t h = b.qh[2 * k] | static_cast<uint32_t>(b.qh[2 * k + 1]) << 8;
@@ -161,9 +157,8 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_M& b, Bloc
     // Bit 3 of nibble l set: the 8 bytes of group l shift by −1, else +1.
     const uint32_t neg = (h >> 3 & 1) * 0xffu | (h >> 7 & 1) * 0xff00u | (h >> 11 & 1) * 0xff0000u | (h >> 15 & 1) * 0xff000000u;
     o.R[k] = iq1_values(v, _mm256_or_si256(bit_bytes(neg), _mm256_set1_epi8(1)));
-    // Scale j (3 bits) covers elements 16j..16j+15: word j / 4, bits 3·(j % 4).
-    o.lo[k] = 2 * ((sc[k / 2] >> (3 * (2 * k % 4))) & 7) + 1;
-    o.hi[k] = 2 * ((sc[k / 2] >> (3 * ((2 * k + 1) % 4))) & 7) + 1;
+    o.lo[k] = 2 * tensor::iq1_m_scale(b, 2 * k) + 1;
+    o.hi[k] = 2 * tensor::iq1_m_scale(b, 2 * k + 1) + 1;
   }
 }
 

@@ -69,7 +69,7 @@ void iq2_xxs(const BlockIQ2_XXS* b, int64_t nb, float* y) {
 
 // IQ2_XS and IQ2_S: scale k (4 bits) covers groups 2k and 2k + 1 of 8.
 inline float iq2_scale(float d, const uint8_t* scales, int k) {
-  return d * (0.5f + static_cast<float>((scales[k / 2] >> (4 * (k % 2))) & 15)) * 0.25f;
+  return d * (0.5f + static_cast<float>(iq_scale4(scales, k))) * 0.25f;
 }
 
 void iq2_xs(const BlockIQ2_XS* b, int64_t nb, float* y) {
@@ -116,7 +116,7 @@ void iq3_s(const BlockIQ3_S* b, int64_t nb, float* y) {
   for (int64_t i = 0; i < nb; ++i) {
     const float d = h2f(b[i].d);
     for (int s = 0; s < 8; ++s) {
-      const float db = d * static_cast<float>(1 + 2 * ((b[i].scales[s / 2] >> (4 * (s % 2))) & 15));
+      const float db = d * static_cast<float>(1 + 2 * iq_scale4(b[i].scales, s));
       for (int q = 8 * s; q < 8 * s + 8; ++q, y += 4) {
         const int idx = b[i].qs[q] | ((b[i].qh[q / 8] >> (q % 8)) & 1) << 8;
         put(g.iq3s[idx], b[i].signs[q / 2] >> (4 * (q % 2)), db, 4, y);
@@ -145,12 +145,9 @@ void iq1_s(const BlockIQ1_S* b, int64_t nb, float* y) {
 void iq1_m(const BlockIQ1_M* b, int64_t nb, float* y) {
   const Grids& g = grids();
   for (int64_t i = 0; i < nb; ++i) {
-    const uint16_t* sc = b[i].scales;
-    const uint16_t dbits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000));
-    const float d = h2f(dbits);
+    const float d = h2f(iq1_m_d(b[i]));
     for (int gr = 0; gr < 32; ++gr, y += 8) {
-      const int k = gr / 2;  // 3-bit scale k of 16 covers groups 2k, 2k + 1
-      const float dl = d * static_cast<float>(2 * ((sc[k / 4] >> (3 * (k % 4))) & 7) + 1);
+      const float dl = d * static_cast<float>(2 * iq1_m_scale(b[i], gr / 2) + 1);  // scale k covers groups 2k, 2k + 1
       const int h = (b[i].qh[gr / 2] >> (4 * (gr % 2))) & 15;
       put_iq1(g.iq1s[b[i].qs[gr] | (h & 7) << 8], dl, h & 8 ? -0.125f : 0.125f, y);
     }

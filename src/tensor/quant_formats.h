@@ -61,6 +61,14 @@ inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -
 inline int iq4_xs_scale(const BlockIQ4_XS& b, int s) {
   return (((b.scales_l[s / 2] >> (4 * (s % 2))) & 15) | (((b.scales_h >> (2 * s)) & 3) << 4)) - 32;
 }
+// The lattice types' 4-bit scale j (IQ2_XS, IQ2_S: per 16 elements; IQ3_S: per 32), low nibble first.
+inline int iq_scale4(const uint8_t* scales, int j) { return (scales[j / 2] >> (4 * (j % 2))) & 15; }
+// IQ1_M's f16 d (the top nibbles of its four scale words) and its 3-bit scale j (per 16 elements).
+inline uint16_t iq1_m_d(const BlockIQ1_M& b) {
+  const uint16_t* sc = b.scales;
+  return static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0xf0) | ((sc[2] >> 4) & 0xf00) | (sc[3] & 0xf000));
+}
+inline int iq1_m_scale(const BlockIQ1_M& b, int j) { return (b.scales[j / 4] >> (3 * (j % 4))) & 7; }
 
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
