@@ -117,7 +117,8 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
              compute::MatmulPath path = compute::MatmulPath::Fast) {
   // A lane layout: the load-time repack (model/lane_repack.h) of the GGUF type's rows.
   tensor::DType from = t;
-  for (tensor::DType g : {tensor::DType::Q8_0, tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q4_K, tensor::DType::Q6_K})
+  for (tensor::DType g : {tensor::DType::Q8_0, tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q4_K, tensor::DType::Q6_K,
+                          tensor::DType::IQ4_NL})
     if (tensor::lane_layout_of(g) == t) from = g;
   auto w = random_weights(from, rows, cols);
   if (from != t) {
@@ -402,6 +403,7 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t, tensor::DType::Q8_0, 49152, 576, 1, 1)
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t, tensor::DType::Q8_0, 49152, 576, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_big_1t, tensor::DType::Q4_0, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_1t, tensor::DType::Q4_1, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_big_1t, tensor::DType::Q4_0_LANES, 4096, 4096, 1, 1)->UseRealTime();
 // One Qwen3-30B-A3B expert projection (768 x 2048) in Q4_0: a decode step's row, and the ~32 rows
 // an expert gets in a 512-token prefill (512 x top-8 / 128 experts).
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t, tensor::DType::Q4_0, 768, 2048, 1, 1)->UseRealTime();
@@ -427,6 +429,7 @@ BENCHMARK_CAPTURE(BM_Gemv, q3_k_qwen35_up_1t_n8, tensor::DType::Q3_K, 3584, 1024
 // refused at load), one token and a batch of 8 on Qwen3.5-0.8B's MLP up projection.
 BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_big_1t, tensor::DType::IQ4_NL, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_big_1t, tensor::DType::IQ4_XS, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_lanes_big_1t, tensor::DType::IQ4_NL_LANES, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_qwen35_up_1t_n8, tensor::DType::IQ4_NL, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_qwen35_up_1t_n8, tensor::DType::IQ4_XS, 3584, 1024, 1, 8)->UseRealTime();
 // Q2_K: its lane kernels against the dequantizing fallback they replace.
@@ -438,6 +441,11 @@ BENCHMARK_CAPTURE(BM_Gemv, iq3_s_big_1t, tensor::DType::IQ3_S, 4096, 4096, 1, 1)
 BENCHMARK_CAPTURE(BM_Gemv, iq1_m_big_1t, tensor::DType::IQ1_M, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_big_1t_fallback, tensor::DType::IQ2_XXS, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_qwen35_up_1t_n8, tensor::DType::IQ2_XXS, 3584, 1024, 1, 8)->UseRealTime();
+// A prefill chunk of the lattice types (each row decoded once for all token tiles) and of Q2_K.
+BENCHMARK_CAPTURE(BM_Gemv, iq2_xxs_qwen35_up_1t_n128, tensor::DType::IQ2_XXS, 3584, 1024, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq3_s_qwen35_up_1t_n128, tensor::DType::IQ3_S, 3584, 1024, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq1_m_qwen35_up_1t_n128, tensor::DType::IQ1_M, 3584, 1024, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q2_k_qwen35_up_1t_n128, tensor::DType::Q2_K, 3584, 1024, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q2_k_big_1t_fallback, tensor::DType::Q2_K, 4096, 4096, 1, 1, compute::MatmulPath::Exact)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q2_k_qwen35_up_1t_n8, tensor::DType::Q2_K, 3584, 1024, 1, 8)->UseRealTime();
 // Q5_K's lane kernel over a batch and a prefill chunk: Qwen3.5-0.8B's MLP up projection.

@@ -102,6 +102,7 @@ const LaneFormat kLaneFormats[] = {
     {tensor::DType::Q4_1, tensor::DType::Q4_1_LANES, &Kernels::dot_q4_1v, &Kernels::dot_q4_1_lanes},
     {tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, &Kernels::dot_q4_kv, &Kernels::dot_q4_k_lanes},
     {tensor::DType::Q6_K, tensor::DType::Q6_K_LANES, &Kernels::dot_q6_kv, &Kernels::dot_q6_k_lanes},
+    {tensor::DType::IQ4_NL, tensor::DType::IQ4_NL_LANES, &Kernels::dot_iq4_nlv, &Kernels::dot_iq4_nl_lanes},
 };
 // A kernel's nb: 32-element blocks, or super-blocks for the K-quants.
 int64_t kernel_nb(tensor::DType t, int64_t nb) { return nb / (tensor::block_elems(t) / 32); }
@@ -1303,6 +1304,9 @@ TEST(LaneLayout, HoldsTheRowsValues) {
             std::memcpy(back, &q, sizeof q);
           } else if (f.from == tensor::DType::Q4_1) {
             const tensor::BlockQ4_1 q = tensor::q4_1_lanes_block(row, nb, blk);
+            std::memcpy(back, &q, sizeof q);
+          } else if (f.from == tensor::DType::IQ4_NL) {
+            const tensor::BlockIQ4_NL q = tensor::iq4_nl_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
           } else if (f.from == tensor::DType::Q4_K) {
             if (blk >= kernel_nb(f.from, nb)) break;  // super-blocks

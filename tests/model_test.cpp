@@ -482,35 +482,40 @@ tensor::Tensor q8_tensor(const std::string& name, int64_t rows, int64_t cols, co
 }
 }  // namespace
 
-// Q8_0 / Q4_0 / Q4_1 rows holding an 8-block group become *_LANES with the same values; two names
+// Q8_0 / Q4_0 / Q4_1 / IQ4_NL rows holding an 8-block group become *_LANES with the same values; two names
 // over the same bytes (tied embeddings) share one copy; shorter rows and other formats stay.
 TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
   const compute::Kernels& k = compute::kernels();
-  if (!k.dot_q8_0_lanes || !k.dot_q4_0_lanes || !k.dot_q4_1_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
-  std::vector<uint8_t> a(4 * 9 * 34), c(4 * 7 * 34), q4(4 * 8 * 18), q5(4 * 8 * 24);
+  if (!k.dot_q8_0_lanes || !k.dot_q4_0_lanes || !k.dot_q4_1_lanes || !k.dot_iq4_nl_lanes) GTEST_SKIP() << "nothing is repacked on this ISA";
+  std::vector<uint8_t> a(4 * 9 * 34), c(4 * 7 * 34), q4(4 * 8 * 18), q5(4 * 8 * 24), nl(4 * 8 * 18);
   for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 7);  // d ≈ 0.06
   for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i % 34 == 1 ? 0x2c : i * 5);
   for (size_t i = 0; i < q4.size(); ++i) q4[i] = static_cast<uint8_t>(i % 18 == 1 ? 0x2c : i * 3);
+  for (size_t i = 0; i < nl.size(); ++i) nl[i] = static_cast<uint8_t>(i % 18 == 1 ? 0x2c : i * 11);
   WeightStore ws;
   ws.add(q8_tensor("a", 4, 288, a));  // a group and a tail block
   ws.add(q8_tensor("tied", 4, 288, a));
   ws.add(q8_tensor("c", 4, 224, c));  // 7 blocks: no group
   tensor::Tensor t4 = q8_tensor("q4", 4, 256, q4), t5 = q8_tensor("q5_1", 4, 256, q5);
   t4.dtype = tensor::DType::Q4_0, t5.dtype = tensor::DType::Q5_1;  // Q5_1: no lane layout
+  tensor::Tensor tn = q8_tensor("nl", 4, 256, nl);
+  tn.dtype = tensor::DType::IQ4_NL;
   ws.add(t4);
   ws.add(t5);
+  ws.add(tn);
   tensor::Tensor ex = q8_tensor("experts", 2, 256, q4);  // stacked experts stay mapped
   ex.dtype = tensor::DType::Q4_0, ex.shape = {2, 2, 256};
   ws.add(ex);
   // Copies over 60 % of the available memory: nothing is repacked.
-  const RepackReport none = repack_for_lane_kernels(ws, (a.size() + q4.size()) * 3 / 2);
+  const RepackReport none = repack_for_lane_kernels(ws, (a.size() + q4.size() + nl.size()) * 3 / 2);
   EXPECT_EQ(none.tensors, 0);
-  EXPECT_EQ(none.skipped_bytes, a.size() + q4.size());
+  EXPECT_EQ(none.skipped_bytes, a.size() + q4.size() + nl.size());
   EXPECT_EQ(ws.get("a").dtype, tensor::DType::Q8_0);
   const RepackReport rep = repack_for_lane_kernels(ws);
-  EXPECT_EQ(rep.tensors, 3);
-  EXPECT_EQ(rep.bytes, a.size() + q4.size());
+  EXPECT_EQ(rep.tensors, 4);
+  EXPECT_EQ(rep.bytes, a.size() + q4.size() + nl.size());
   EXPECT_EQ(ws.get("q4").dtype, tensor::DType::Q4_0_LANES);
+  EXPECT_EQ(ws.get("nl").dtype, tensor::DType::IQ4_NL_LANES);
   EXPECT_EQ(ws.get("q5_1").dtype, tensor::DType::Q5_1);
   EXPECT_EQ(ws.get("q5_1").data, static_cast<const void*>(q5.data()));
   EXPECT_EQ(ws.get("experts").dtype, tensor::DType::Q4_0);
@@ -520,7 +525,7 @@ TEST(LaneRepack, RepacksGroupedRowsOnceAndLeavesTheRest) {
   EXPECT_NE(pa.data, static_cast<const void*>(a.data()));
   EXPECT_EQ(pc.dtype, tensor::DType::Q8_0);
   EXPECT_EQ(pc.data, static_cast<const void*>(c.data()));
-  for (const auto& [orig, name] : {std::pair{t4, "q4"}, std::pair{q8_tensor("a", 4, 288, a), "a"}})
+  for (const auto& [orig, name] : {std::pair{t4, "q4"}, std::pair{tn, "nl"}, std::pair{q8_tensor("a", 4, 288, a), "a"}})
     for (int64_t r = 0; r < 4; ++r) {
       std::vector<float> x(orig.cols()), y(orig.cols());
       tensor::dequantize_row(orig, r, x.data());

@@ -17,6 +17,9 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <string>
+
+#include "common/error.h"
 
 #include "compute/avx2_transpose.h"
 #include "compute/kernels.h"
@@ -162,15 +165,14 @@ inline void decode(const tensor::iq::Grids& G, const tensor::BlockIQ1_M& b, Bloc
   }
 }
 
-// NT tokens' dots with the decoded, transposed super-block (S[v] lane k = values 4v..4v+3 of
-// sub-block k).
+// NT tokens' dots with a decoded, transposed super-block (S[v] lane k = values 4v..4v+3 of
+// sub-block k), lo / hi its scales, d its float.
 template <int NT>
-[[gnu::always_inline]] inline void dots(const Block& b, const __m256i* S, const ActLanes& x, int64_t g, __m256* acc) {
+[[gnu::always_inline]] inline void dots(const __m256i* S, __m256i lo, __m256i hi, float d, const ActLanes& x, int64_t g,
+                                        __m256* acc) {
   __m256i A[8];
   for (int v = 0; v < 8; ++v) A[v] = _mm256_sign_epi8(S[v], S[v]);
-  const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.lo));
-  const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.hi));
-  const __m256 dw = _mm256_set1_ps(b.d);
+  const __m256 dw = _mm256_set1_ps(d);
   const int32_t* xq = x.q + g * x.ld * 64;
   const float* xd = x.d + g * x.ld * 8;
 #pragma GCC unroll 16
@@ -188,7 +190,80 @@ template <int NT, class B>
   decode(G, w[g], b);
   __m256i S[8];
   transpose8x8_inline(b.R, S);
-  dots<NT>(b, S, x, g, acc);
+  dots<NT>(S, _mm256_load_si256(reinterpret_cast<const __m256i*>(b.lo)),
+           _mm256_load_si256(reinterpret_cast<const __m256i*>(b.hi)), b.d, x, g, acc);
+}
+
+// A super-block decoded for many token tiles (Kernels::decode_iq): the transposed vectors of
+// group() as signed q, the scales as int8 (odd, below 32), c = 128·(lo·Σq over the first halves +
+// hi·Σq over the last), per lane. Against activations biased to unsigned (x + 128, as dpbusd takes
+// them) a half's dot is Σ(x + 128)·q, and subtracting c gives dots()'s integer exactly.
+struct Decoded {
+  __m256i S[8];
+  alignas(32) int32_t c[8];
+  int8_t lo[8], hi[8];
+  float d;
+};
+static_assert(sizeof(Decoded) == Kernels::kIqDecodedBytes && alignof(Decoded) == 32);
+
+template <class B>
+void decode_rows(const Kernels::Rows& m, int64_t nb, uint8_t* out) {
+  const tensor::iq::Grids& G = tensor::iq::grids();
+  auto* o = reinterpret_cast<Decoded*>(out);
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const auto* w = reinterpret_cast<const B*>(m.w + r * m.stride);
+    for (int64_t g = 0; g < nb; ++g, ++o) {
+      Block b;
+      decode(G, w[g], b);
+      transpose8x8_inline(b.R, o->S);
+      const __m256i lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.lo));
+      const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.hi));
+      __m256i sum_lo = _mm256_setzero_si256(), sum_hi = _mm256_setzero_si256();
+      for (int v = 0; v < 4; ++v) {
+        sum_lo = _mm256_add_epi32(sum_lo, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, o->S[v]), _mm256_set1_epi16(1)));
+        sum_hi = _mm256_add_epi32(sum_hi, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, o->S[v + 4]), _mm256_set1_epi16(1)));
+      }
+      const __m256i c = _mm256_add_epi32(_mm256_mullo_epi32(sum_lo, lo), _mm256_mullo_epi32(sum_hi, hi));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o->c), _mm256_slli_epi32(c, 7));
+      for (int k = 0; k < 8; ++k) o->lo[k] = static_cast<int8_t>(b.lo[k]), o->hi[k] = static_cast<int8_t>(b.hi[k]);
+      o->d = b.d;
+    }
+  }
+}
+
+inline __m256i widen8(const int8_t* s) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))); }
+
+// acc + Σ over 4-byte groups of unsigned u times signed q, exactly (|q| ≤ 62: a maddubs pair stays
+// within int16, 2·255·62).
+inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i q) {
+#ifdef __AVX512VNNI__
+  return _mm256_dpbusd_epi32(acc, u, q);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
+#endif
+}
+
+// dots() over a Decoded super-block, xb the activations biased to unsigned: the same integer, so
+// the same float operations give the same bits.
+template <int NT>
+[[gnu::always_inline]] inline void decoded_dots(const Decoded& b, const ActLanes& xb, int64_t g, __m256* acc) {
+  const __m256i lo = widen8(b.lo), hi = widen8(b.hi);
+  const __m256i c = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.c));
+  const __m256 dw = _mm256_set1_ps(b.d);
+  const int32_t* xq = xb.q + g * xb.ld * 64;
+  const float* xd = xb.d + g * xb.ld * 8;
+#pragma GCC unroll 16
+  for (int t = 0; t < NT; ++t) {
+    const int32_t* xg = xq + t * 64;
+    __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();
+    for (int v = 0; v < 4; ++v) {
+      s_lo = dp_u8s8(s_lo, _mm256_load_si256(reinterpret_cast<const __m256i*>(xg + 8 * v)), b.S[v]);
+      s_hi = dp_u8s8(s_hi, _mm256_load_si256(reinterpret_cast<const __m256i*>(xg + 8 * v + 32)), b.S[v + 4]);
+    }
+    const __m256i p = _mm256_sub_epi32(_mm256_add_epi32(_mm256_mullo_epi32(s_lo, lo), _mm256_mullo_epi32(s_hi, hi)), c);
+    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+  }
 }
 
 }  // namespace lattice
@@ -203,6 +278,25 @@ void lattice_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt,
                   __attribute__((always_inline)) { lattice::group<NT>(G, w, xa, g, acc); });
 }
 
+inline void decode_iq(tensor::DType t, const Kernels::Rows& m, int64_t nb, uint8_t* out) {
+  using D = tensor::DType;
+  switch (t) {
+    case D::IQ2_XXS: return lattice::decode_rows<tensor::BlockIQ2_XXS>(m, nb, out);
+    case D::IQ2_XS: return lattice::decode_rows<tensor::BlockIQ2_XS>(m, nb, out);
+    case D::IQ2_S: return lattice::decode_rows<tensor::BlockIQ2_S>(m, nb, out);
+    case D::IQ3_XXS: return lattice::decode_rows<tensor::BlockIQ3_XXS>(m, nb, out);
+    case D::IQ3_S: return lattice::decode_rows<tensor::BlockIQ3_S>(m, nb, out);
+    case D::IQ1_S: return lattice::decode_rows<tensor::BlockIQ1_S>(m, nb, out);
+    case D::IQ1_M: return lattice::decode_rows<tensor::BlockIQ1_M>(m, nb, out);
+    default: throw Error(std::string("decode_iq: not a lattice type: ") + tensor::dtype_name(t));
+  }
+}
+void iq_decodedv(const Kernels::Rows& rows, const ActLanes& xb, int64_t nb, int nt, float* out, int64_t ldo) {
+  kv_lanes<lattice::Decoded>(rows, xb, nb, nt, out, ldo,
+                             []<int NT>(const lattice::Decoded* w, const ActLanes& xa, int64_t g, __m256* acc)
+                                 __attribute__((always_inline)) { lattice::decoded_dots<NT>(w[g], xa, g, acc); });
+}
+
 // Fills k's lattice kernels.
 [[maybe_unused]] inline void fill_lattice_kernels(Kernels& k) {
   k.dot_iq2_xxsv = lattice_v<tensor::BlockIQ2_XXS>;
@@ -212,6 +306,8 @@ void lattice_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt,
   k.dot_iq3_sv = lattice_v<tensor::BlockIQ3_S>;
   k.dot_iq1_sv = lattice_v<tensor::BlockIQ1_S>;
   k.dot_iq1_mv = lattice_v<tensor::BlockIQ1_M>;
+  k.decode_iq = decode_iq;
+  k.dot_iq_decodedv = iq_decodedv;
 }
 
 }  // namespace

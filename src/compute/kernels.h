@@ -114,11 +114,22 @@ struct Kernels {
   // The IQ1-IQ3 lattice types (nb super-blocks, iq_lattice_rows.h): each super-block decoded to
   // int8 once per call, the same code on AVX2 and AVX-512, so the same bits.
   QDotV dot_iq2_xxsv, dot_iq2_xsv, dot_iq2_sv, dot_iq3_xxsv, dot_iq3_sv, dot_iq1_sv, dot_iq1_mv;
+  // The same decode kept for many token tiles (prefill), where it is most of those kernels' cost:
+  // decode_iq writes rows [0, m.rows) of a lattice type t as kIqDecodedBytes per super-block (row r
+  // at out + r·nb·kIqDecodedBytes, out 32-byte aligned), and dot_iq_decodedv dots such rows
+  // (m.stride = nb·kIqDecodedBytes) against activations biased to unsigned (bias_act_lanes; their
+  // integer dots are exact either way) with the type kernel's float operations, so bitwise its
+  // result. Optional like QDotV (both set together).
+  static constexpr size_t kIqDecodedBytes = 320;
+  using IqDecode = void (*)(tensor::DType t, const Rows& m, int64_t nb, uint8_t* out);
+  IqDecode decode_iq;
+  QDotV dot_iq_decodedv;
   // Rows in the lane layouts (tensor/lane_layout.h: DType::Q8_0_LANES, Q4_0_LANES, Q4_1_LANES,
   // Q4_K_LANES, Q6_K_LANES with nb super-blocks): dot_q8_0v's / q4_0v's / q4_1v's / q4_kv's /
   // q6_kv's integer dots and float operations, so bitwise their result on the row before
   // repacking, without the gathers. Optional like QDotV.
   QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes, dot_q4_k_lanes, dot_q6_k_lanes;
+  QDotV dot_iq4_nl_lanes;  // DType::IQ4_NL_LANES: dot_iq4_nlv's bits
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as the file
   // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial
@@ -156,6 +167,9 @@ struct Kernels {
 // ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum. Blocks past nb are zeros. ld = n.
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
                     int32_t* sum);
+
+// pack_act_lanes' values as unsigned bytes (+ 128) for dot_iq_decodedv: count int32 words of q into out.
+void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out);
 
 // x (n rows of nb blocks) into PanelActs' layout; with T = 2·⌈n/32⌉ tiles, q holds 512·nb·T bytes,
 // d and ds 16·nb·T floats.

@@ -958,20 +958,6 @@ void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
   };
   group_lanes(rows, nb, nt, out, ldo, group);
 }
-void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
-  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
-    const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
-    __m512i W2[4];
-    if constexpr (kFull) {
-      nibble_halves(r.groups + 128 * g, W2);
-      offset_dots<NT, 3>(W2, f16x8(r.heads + 16 * g), x, g, acc);
-    } else {
-      nibble_group<false>(r.tail_qs, m, W2);
-      offset_dots<NT, 3>(W2, f16_first(r.tail, m), x, g, acc);
-    }
-  };
-  group_lanes(rows, nb, nt, out, ldo, group);
-}
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
@@ -1151,6 +1137,31 @@ template <int NT>
   offset_dots<NT, 7>(W2, iq4_xs_scales(b), x, g, acc);
 }
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
+// Q4_0_LANES, and IQ4_NL_LANES (Q4_0's bytes, kTable): its nibbles through the table, then
+// iq4_nlv_group's dots, so its bits.
+template <bool kTable>
+void nibble_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  static_assert(sizeof(tensor::BlockQ4_0) == sizeof(tensor::BlockIQ4_NL));
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
+    __m512i W2[4];
+    __m256 d;
+    if constexpr (kFull) {
+      nibble_halves(r.groups + 128 * g, W2);
+      d = f16x8(r.heads + 16 * g);
+    } else {
+      nibble_group<false>(r.tail_qs, m, W2);
+      d = f16_first(r.tail, m);
+    }
+    if constexpr (kTable) {
+      iq4_values(W2);  // a tail's lanes past m meet zero activations and Σx = 0
+      offset_dots<NT, 7>(W2, d, x, g, acc);
+    } else {
+      offset_dots<NT, 3>(W2, d, x, g, acc);
+    }
+  };
+  group_lanes(rows, nb, nt, out, ldo, group);
+}
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
@@ -1239,7 +1250,8 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_iq4_xsv = iq4_xsv;
   fill_lattice_kernels(k);  // the AVX2 kernels' code (iq_lattice_rows.h), so their bits
   k.dot_q8_0_lanes = q8_0_lanes;
-  k.dot_q4_0_lanes = q4_0_lanes;
+  k.dot_q4_0_lanes = nibble_lanes<false>;
+  k.dot_iq4_nl_lanes = nibble_lanes<true>;
   k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_q4_k_lanes = q4_klv;
   k.dot_q6_k_lanes = q6_klv;

@@ -121,6 +121,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q4_1_LANES: return k.dot_q4_1_lanes;
     case tensor::DType::Q4_K_LANES: return k.dot_q4_k_lanes;
     case tensor::DType::Q6_K_LANES: return k.dot_q6_k_lanes;
+    case tensor::DType::IQ4_NL_LANES: return k.dot_iq4_nl_lanes;
     case tensor::DType::IQ4_NL: return k.dot_iq4_nlv;
     case tensor::DType::IQ4_XS: return k.dot_iq4_xsv;
     case tensor::DType::IQ2_XXS: return k.dot_iq2_xxsv;
@@ -221,6 +222,7 @@ struct MatmulInputs {
   const tensor::ActQ8* xq;        // int8 blocks
   const tensor::ActQ8* xq4;       // the same in nibble order (MLX 4-bit, MXFP4)
   ActLanes xl, xl4;               // xq / xq4 packed by pack_act_lanes (QDotV and MLX 8-bit / MLX 4-bit)
+  ActLanes xlb;                   // xl's values biased to unsigned (Kernels::dot_iq_decodedv)
   PanelActs xp;                   // xq packed by pack_panel_acts (Kernels::Panel)
   int64_t n;                      // rows
 };
@@ -336,7 +338,8 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MLX_LANES: case tensor::DType::MXFP4:
-    case tensor::DType::MXFP4_GGML: case tensor::DType::IQ4_NL: case tensor::DType::IQ4_XS: break;
+    case tensor::DType::MXFP4_GGML: case tensor::DType::IQ4_NL: case tensor::DType::IQ4_XS:
+    case tensor::DType::IQ4_NL_LANES: break;
     default: return p;
   }
   auto add = [&](const void* b, size_t stride, size_t bytes) {
@@ -398,6 +401,39 @@ void row_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes
   row_span_tiles(r0, r1, n, tile, row_bytes, prefetch, 1, block, [&](int64_t r, int64_t, int64_t t, int nt) { f(r, t, nt); });
 }
 constexpr auto kNoBlockSetup = [](int64_t, int64_t) {};
+
+// The IQ1-IQ3 lattice types over several token tiles (prefill): their kernels decode each
+// super-block per call, most of their cost, so rows are decoded once per row block instead
+// (Kernels::decode_iq) and every tile dots the decoded rows. The same integer dots and float
+// operations as the type's kernel, so the same bits.
+bool lattice_predecode(const WeightView& w, int64_t n, const Kernels& k) {
+  switch (w.dtype) {
+    case tensor::DType::IQ2_XXS: case tensor::DType::IQ2_XS: case tensor::DType::IQ2_S: case tensor::DType::IQ3_XXS:
+    case tensor::DType::IQ3_S: case tensor::DType::IQ1_S: case tensor::DType::IQ1_M:
+      return k.decode_iq != nullptr && n > lane_tile(n);
+    default: return false;
+  }
+}
+void run_predecoded(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, const Kernels& k) {
+  const int64_t nb = w.cols / tensor::block_elems(w.dtype);
+  const size_t drow = static_cast<size_t>(nb) * Kernels::kIqDecodedBytes;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  thread_local std::vector<uint8_t> buf;
+  uint8_t* dec = nullptr;
+  int64_t b0 = r0;
+  auto decode = [&](int64_t b, int64_t e) {
+    buf.resize(static_cast<size_t>(e - b) * drow + 32);
+    dec = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 31) & ~uintptr_t{31});
+    k.decode_iq(w.dtype, {.w = base + b * w.row_stride, .stride = w.row_stride, .rows = e - b}, nb, dec);
+    b0 = b;
+  };
+  // Blocks of about 128 KiB decoded (row_span_tiles' size): they stay in L2 across the tiles.
+  row_span_tiles(r0, r1, in.n, lane_tile(in.n), drow, RowPrefetch{}, kLaneRowSpan, decode,
+                 [&](int64_t r, int64_t e, int64_t t, int nt) {
+                   const Kernels::Rows m{.w = dec + (r - b0) * drow, .stride = drow, .rows = e - r};
+                   k.dot_iq_decodedv(m, lanes_at(in.xlb, t), nb, nt, y + t * w.rows + r, w.rows);
+                 });
+}
 
 void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& in, float* y, Kernels::QDot qdot,
               Kernels::QDotV qv, const float* gsum, const Kernels& k, MatmulPath path) {
@@ -493,6 +529,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     });
     return;
   }
+  if (qv && lattice_predecode(w, n, k)) return run_predecoded(w, r0, r1, in, y, k);
   if (qv) {
     const int64_t nbw = cols / tensor::block_elems(w.dtype);
     // A tile's tokens share each unpacked weight group; a call takes a span of rows.
@@ -559,6 +596,10 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, f
         sum[i * 8 + k] = a ? a->sum : 0;
       }
     }
+}
+
+void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out) {
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(q[i]) ^ 0x80808080u);
 }
 
 void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int8_t* q, float* d, float* ds) {
@@ -662,8 +703,11 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || mlx_v || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
   }
+  bool need_biased = false;
+  for (int i = 0; i < count; ++i) need_biased |= path == MatmulPath::Fast && lattice_predecode(*outs[i].w, n, k);
   MatmulInputs& in = p.in;
-  in = MatmulInputs{x, nullptr, nullptr, {nullptr, nullptr, nullptr, nullptr, n}, {nullptr, nullptr, nullptr, nullptr, n}, {}, n};
+  const ActLanes none{nullptr, nullptr, nullptr, nullptr, n};
+  in = MatmulInputs{x, nullptr, nullptr, none, none, none, {}, n};
   if (need_q) {
     scratch.xq.resize(static_cast<size_t>(nb * n));
     for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
@@ -671,6 +715,14 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
   }
   if (p.panels) in.xp = pack_panels(in.xq, nb, n, scratch);
   if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch);
+  if (need_biased) {
+    const int64_t words = (nb + 7) / 8 * n * 64;
+    scratch.lqb.resize(static_cast<size_t>(words + 16));
+    auto* q = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(scratch.lqb.data()) + 63) & ~uintptr_t{63});
+    bias_act_lanes(in.xl.q, words, q);
+    in.xlb = in.xl;
+    in.xlb.q = q;
+  }
   mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, p.gsum);
   if (need_q4) {
     scratch.xq_mlx4 = scratch.xq;

@@ -43,6 +43,7 @@ struct MatmulScratch {
   std::vector<std::pair<int, std::vector<float>>> mlx_gsum;
   std::vector<int32_t> lq, lsum;  // xq packed by pack_act_lanes (for Kernels::QDotV)
   std::vector<int32_t> lq4;       // xq_mlx4's values packed the same way (Kernels::MlxDotV)
+  std::vector<int32_t> lqb;       // lq's values + 128 (bias_act_lanes, Kernels::dot_iq_decodedv)
   std::vector<float> ld, lds;
   std::vector<int8_t> pq;  // xq packed by pack_panel_acts (AMX panels)
   std::vector<float> pd, pds;

@@ -32,6 +32,10 @@ template <>
 struct Lanes<BlockQ4_1> : NibbleLanes {
   static constexpr int kHead = 4;
 };
+template <>
+struct Lanes<BlockIQ4_NL> : NibbleLanes {
+  static constexpr int kHead = 2;
+};
 
 // The regions of a row (lane_layout.h): the tail is its m blocks' heads, then their quants.
 template <class B>
@@ -234,7 +238,7 @@ void mlx_lanes_row(int bits, const uint8_t* row, int64_t nb, uint8_t* out) {
 
 bool is_lane_layout(DType t) {
   return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES ||
-         t == DType::Q6_K_LANES || t == DType::MLX_LANES;
+         t == DType::Q6_K_LANES || t == DType::MLX_LANES || t == DType::IQ4_NL_LANES;
 }
 
 DType lane_layout_of(DType t) {
@@ -244,6 +248,7 @@ DType lane_layout_of(DType t) {
     case DType::Q4_1: return DType::Q4_1_LANES;
     case DType::Q4_K: return DType::Q4_K_LANES;
     case DType::Q6_K: return DType::Q6_K_LANES;
+    case DType::IQ4_NL: return DType::IQ4_NL_LANES;
     default: return t;
   }
 }
@@ -254,6 +259,7 @@ void repack_lanes(DType from, const void* src, int64_t cols, void* dst) {
     case DType::Q8_0: return repack_q8_0_lanes(static_cast<const BlockQ8_0*>(src), cols / kQK, d);
     case DType::Q4_0: return repack_q4_0_lanes(static_cast<const BlockQ4_0*>(src), cols / kQK, d);
     case DType::Q4_1: return repack_q4_1_lanes(static_cast<const BlockQ4_1*>(src), cols / kQK, d);
+    case DType::IQ4_NL: return repack(static_cast<const BlockIQ4_NL*>(src), cols / kQK, d);
     case DType::Q4_K:
       return repack_q4_k_lanes(static_cast<const BlockQ4_K*>(src), cols / kQKK, static_cast<BlockQ4_K*>(dst));
     case DType::Q6_K:
@@ -270,5 +276,6 @@ void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst) { repack(
 BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ8_0>(row, nb, b); }
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ4_0>(row, nb, b); }
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockQ4_1>(row, nb, b); }
+BlockIQ4_NL iq4_nl_lanes_block(const uint8_t* row, int64_t nb, int64_t b) { return block_of<BlockIQ4_NL>(row, nb, b); }
 
 }  // namespace rapid::tensor

@@ -14,6 +14,7 @@
 // Q4_0_LANES / Q4_1_LANES: a group is 128 bytes; qs dword d (0..3) of block 8g + k is at
 //   64·(d / 2) + 4·(8·(d % 2) + k), the dword pairs the Q4 kernels gather (nibbles as stored); heads
 //   are the f16 d (Q4_0) or the (d, m) pairs (Q4_1).
+// IQ4_NL_LANES: Q4_0_LANES' bytes (IQ4_NL's blocks are Q4_0's in layout; the nibbles index its table).
 // Q4_K_LANES: each super-block keeps d, dmin and its 12 scale bytes; its 128 qs bytes become two
 //   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
 //   kernel puts in byte i of lane L of its pairs h / h + 2 (sub-block k = L % 8 in lane k): the
@@ -56,6 +57,7 @@ void repack_q4_1_lanes(const BlockQ4_1* src, int64_t nb, uint8_t* dst);
 BlockQ8_0 q8_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_0 q4_0_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 BlockQ4_1 q4_1_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
+BlockIQ4_NL iq4_nl_lanes_block(const uint8_t* row, int64_t nb, int64_t b);
 // MLX affine of `bits` (4 or 8): one row of nb blocks from src into dst (the same 4·bits·nb bytes;
 // dst may be src: each group is rewritten through a copy); block b's 4·bits bytes, or the whole
 // row's, back in element order (dequantization, AMX panels).

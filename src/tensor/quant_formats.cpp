@@ -11,7 +11,7 @@ int64_t block_elems(DType t) {
   switch (t) {
     case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
     case DType::MXFP4_GGML: case DType::Q8_0_LANES: case DType::Q4_0_LANES: case DType::Q4_1_LANES:
-    case DType::IQ4_NL:
+    case DType::IQ4_NL: case DType::IQ4_NL_LANES:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
     case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES: case DType::IQ4_XS:
@@ -42,7 +42,7 @@ size_t block_bytes(DType t) {
     case DType::Q8_K: return sizeof(BlockQ8_K);
     case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
-    case DType::IQ4_NL: return sizeof(BlockIQ4_NL);
+    case DType::IQ4_NL: case DType::IQ4_NL_LANES: return sizeof(BlockIQ4_NL);
     case DType::IQ4_XS: return sizeof(BlockIQ4_XS);
     case DType::IQ2_XXS: return sizeof(BlockIQ2_XXS);
     case DType::IQ2_XS: return sizeof(BlockIQ2_XS);
