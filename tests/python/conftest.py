@@ -21,6 +21,19 @@ MODEL_NAME = "smollm2"
 CTX = 2048
 
 
+def tiny_chat_model():
+    """tiny-qwen3-chat (scripts/make_tiny_chat_model.py, random weights), written into the model cache
+    on first use. Every test that needs it asks here: test_hub runs before test_warm_turns, once its
+    only writer, so on a fresh machine test_hub's 12 tests skipped."""
+    d = os.path.join(CACHE, "tiny-qwen3-chat")
+    if not os.path.exists(os.path.join(d, "model.safetensors")):
+        import sys
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        import make_tiny_chat_model
+        make_tiny_chat_model.make(d)
+    return d
+
+
 def _serve_available():
     if not os.path.exists(BIN):
         return False, f"{BIN} not built"

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, CACHE, MODEL, launch, need_server, stop
+from conftest import BIN, CACHE, MODEL, launch, need_server, stop, tiny_chat_model
 from fake_hub import FakeHub
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
@@ -29,8 +29,9 @@ def read(path):
 
 @pytest.fixture(scope="module")
 def hub():
-    if not os.path.exists(MODEL) or not os.path.isdir(TINY):
-        pytest.skip("test models absent (scripts/fetch_models.sh, scripts/derive_models.sh)")
+    if not os.path.exists(MODEL):
+        pytest.skip(f"model file absent: {MODEL} (run scripts/fetch_models.sh)")
+    tiny_chat_model()
     h = FakeHub()
     gguf = read(MODEL)
     h.add(GGUF_REPO, {"SmolLM2-135M-Instruct-Q4_1.gguf": gguf, "SmolLM2-135M-Instruct-IQ2_XS.gguf": b"GGUF" + b"\0" * 60,

@@ -8,7 +8,6 @@ prefix that every next prompt shares is the common prefix of two renders that di
 follow-up message's text; warming must make the cache hold that prefix (whole blocks of it)."""
 import json
 import os
-import sys
 import time
 
 import jinja2
@@ -17,12 +16,8 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
-from conftest import API_KEY, CACHE, MODEL_NAME, ROOT, launch, need_server, stop
+from conftest import API_KEY, MODEL_NAME, launch, need_server, stop, tiny_chat_model
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import make_tiny_chat_model  # noqa: E402
-
-MODEL_DIR = os.path.join(CACHE, "tiny-qwen3-chat")
 SYSTEM = ("You are a coding agent working in a large repository. Follow the user's instructions, "
           "explain what you change, and call the tools you are given when they help. ") * 12
 TOOLS = [{"type": "function", "function": {
@@ -32,9 +27,7 @@ TOOLS = [{"type": "function", "function": {
 
 @pytest.fixture(scope="module")
 def model_dir():
-    if not os.path.exists(os.path.join(MODEL_DIR, "model.safetensors")):
-        make_tiny_chat_model.make(MODEL_DIR)
-    return MODEL_DIR
+    return tiny_chat_model()
 
 
 @pytest.fixture(scope="module")
