@@ -317,8 +317,9 @@ void note_weight_bytes(size_t bytes) {
 // there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
 // 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
 // 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
-// Every format a decode row loop streams takes it (the K-quants, Q5_0 / Q5_1, MLX affine, both MXFP4
-// layouts; dense float rows do not), and every stream of a row: the packed values and, where they
+// Every format a decode row loop streams takes it (the K-quants, Q5_0 / Q5_1, the IQ4 types, MLX
+// affine, both MXFP4 layouts; not dense float rows, nor the IQ1-IQ3 lattice types, whose decode
+// runs at a fraction of the bandwidth), and every stream of a row: the packed values and, where they
 // are arrays of their own, the row's MLX scales and biases or MXFP4 scales (the same rows ahead, so
 // a few bytes ahead each); only the row's own bytes, not its stride (gpt-oss's interleaved gate / up
 // views skip a row). On the AMD EPYC (AVX2, 2 shared cores, load 3-9; bench/README.md: "Weight-row
@@ -333,8 +334,8 @@ RowPrefetch row_prefetch(const WeightView& w) {
   RowPrefetch p;
   if (!g_row_prefetch.load(std::memory_order_relaxed)) return p;
   switch (w.dtype) {
-    case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0:
-    case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
+    case tensor::DType::Q4_0: case tensor::DType::Q4_1: case tensor::DType::Q8_0: case tensor::DType::Q2_K:
+    case tensor::DType::Q3_K: case tensor::DType::Q4_K: case tensor::DType::Q5_K: case tensor::DType::Q6_K:
     case tensor::DType::Q5_0: case tensor::DType::Q5_1: case tensor::DType::Q8_0_LANES: case tensor::DType::Q4_0_LANES:
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MLX_LANES: case tensor::DType::MXFP4:
