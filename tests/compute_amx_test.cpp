@@ -97,7 +97,9 @@ Kernels::QDotV lane_kernel(const Kernels& k, tensor::DType t) {
 float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, const ActLanes& xl, const ActLanes& xl4,
                   int64_t t) {
   const int64_t nb = cols / 32;
-  auto at = [&](const ActLanes& l) { return ActLanes{l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; };
+  auto at = [&](const ActLanes& l) {
+    return ActLanes{l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld, l.hs ? l.hs + t * 8 : nullptr};
+  };
   float out = 0;
   if (w.dtype == tensor::DType::MLX_AFFINE) {
     // The kernel reads the row's f16 scales and biases as a file holds them (the panel their f32).
@@ -156,11 +158,12 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
       xq4.assign(xq.begin(), xq.begin() + n * nb);
       permute_act_for_mlx4(xq4.data(), n * nb);
       const int64_t g = (nb + 7) / 8 * n;
-      std::vector<int32_t> lq(g * 64), lq4(g * 64), ls(g * 8);
+      std::vector<int32_t> lq(g * 64), lq4(g * 64), ls(g * 8), lhs(g * 8);
       std::vector<float> ld(g * 8), lds(g * 8);
-      pack_act_lanes(xq4.data(), nb, n, lq4.data(), ld.data(), lds.data(), ls.data());
-      pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data());  // same d, ds, sum
-      const ActLanes xl{lq.data(), ld.data(), lds.data(), ls.data(), n}, xl4{lq4.data(), ld.data(), lds.data(), ls.data(), n};
+      pack_act_lanes(xq4.data(), nb, n, lq4.data(), ld.data(), lds.data(), ls.data(), nullptr);
+      pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data(), lhs.data());  // same d, ds, sum
+      const ActLanes xl{lq.data(), ld.data(), lds.data(), ls.data(), n, lhs.data()},
+          xl4{lq4.data(), ld.data(), lds.data(), ls.data(), n};
       const int64_t tb = (n + 31) / 32 * 2 * nb;
       std::vector<int8_t> pq(tb * 512);
       std::vector<float> pd(tb * 16), pds(tb * 16);

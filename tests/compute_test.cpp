@@ -1167,15 +1167,17 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
 // n tokens of nb random activation blocks (in nibble order for MLX rows), and their lane packing.
 struct LaneActs {
   std::vector<tensor::ActQ8> xq;
-  std::vector<int32_t> q, sum;
+  std::vector<int32_t> q, sum, hs;
   std::vector<float> d, ds;
   int64_t n;
   LaneActs(const std::vector<tensor::ActQ8>& x, int64_t nb, int64_t n_) : xq(x), n(n_) {
     const int64_t g = (nb + 7) / 8 * n;
-    q.resize(g * 64), sum.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
-    pack_act_lanes(xq.data(), nb, n, q.data(), d.data(), ds.data(), sum.data());
+    q.resize(g * 64), sum.resize(g * 8), hs.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
+    pack_act_lanes(xq.data(), nb, n, q.data(), d.data(), ds.data(), sum.data(), hs.data());
   }
-  ActLanes at(int64_t t) const { return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n}; }
+  ActLanes at(int64_t t) const {
+    return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n, hs.data() + t * 8};
+  }
 };
 LaneActs random_acts(int64_t nb, int64_t n, bool nibble_order, std::mt19937& rng) {
   std::vector<tensor::ActQ8> xq(n * nb);

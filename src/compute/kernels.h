@@ -15,6 +15,7 @@ struct ActLanes {
   const float* ds;
   const int32_t* sum;
   int64_t ld;  // rows in the packed buffer (the group stride, in rows)
+  const int32_t* hs = nullptr;  // the blocks' two 16-element half sums (pack_act_lanes), Q2_K's
 };
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
@@ -164,9 +165,12 @@ struct Kernels {
 // n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major so that the
 // tokens of a tile sit at fixed offsets. For group g (blocks 8g..8g+7) and row t, with
 // i = g*ld + t: q[i*64 + 8m + k] = bytes 4m..4m+3 of block 8g+k; d[i*8 + k] = its scale,
-// ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum. Blocks past nb are zeros. ld = n.
+// ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum; hs[i*8 + k] (unless hs is null) the sums of
+// its first and last 16 values as int16 in the low and high half (for a madd against two int16
+// weights per lane: Q2_K's mins, computed once here instead of per row). Blocks past nb are zeros.
+// ld = n.
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
-                    int32_t* sum);
+                    int32_t* sum, int32_t* hs);
 
 // pack_act_lanes' values as unsigned bytes (+ 128) for dot_iq_decodedv: count int32 words of q into out.
 void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out);

@@ -384,32 +384,27 @@ template <int NT>
   __m256i sc_lo, sc_hi, mn_lo, mn_hi;
   sub_block_lanes(_mm256_cvtepu8_epi16(_mm_and_si128(s, m4)), sc_lo, sc_hi);
   sub_block_lanes(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), m4)), mn_lo, mn_hi);
-  // The mins apply to the halves' activation sums as int32 (16-bit values): low 16 bits only.
+  // The mins meet the activations' half sums (pack_act_lanes' hs: first half low, last half high)
+  // in one pmaddwd: lane k holds 2k's min low, 2k + 1's high.
   const __m256i low16 = _mm256_set1_epi32(0xffff);
-  mn_lo = _mm256_and_si256(mn_lo, low16);
-  mn_hi = _mm256_and_si256(mn_hi, low16);
+  const __m256i mn = _mm256_or_si256(_mm256_and_si256(mn_lo, low16), _mm256_slli_epi32(mn_hi, 16));
   const __m256 dw = _mm256_set1_ps(_cvtsh_ss(b.d)), mw = _mm256_set1_ps(-_cvtsh_ss(b.dmin));
-  const __m256i ones = _mm256_set1_epi8(1);
   const int32_t* xq = x.q + g * x.ld * 64;
-  const int32_t* xs = x.sum + g * x.ld * 8;
+  const int32_t* xh = x.hs + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     const int32_t* xg = xq + t * 64;
-    __m256i dots[2], half = _mm256_setzero_si256();
+    __m256i dots[2];
     for (int h = 0; h < 2; ++h) {
       dots[h] = _mm256_setzero_si256();
       for (int v = 4 * h; v < 4 * h + 4; ++v) {
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * v));
         dots[h] = _mm256_add_epi16(dots[h], _mm256_maddubs_epi16(S[v], xv));
-        if (h == 0) half = _mm256_add_epi16(half, _mm256_maddubs_epi16(ones, xv));
       }
     }
-    // The first half's activation sum; the second's is the block's sum less it.
-    const __m256i s0 = _mm256_madd_epi16(half, _mm256_set1_epi16(1));
-    const __m256i s1 = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8)), s0);
     const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(dots[0], sc_lo), _mm256_madd_epi16(dots[1], sc_hi));
-    const __m256i q = _mm256_add_epi32(_mm256_madd_epi16(s0, mn_lo), _mm256_madd_epi16(s1, mn_hi));
+    const __m256i q = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + t * 8)), mn);
     const __m256 d = _mm256_loadu_ps(xd + t * 8);
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw, d), acc[t]);
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_mul_ps(mw, d), acc[t]);

@@ -789,9 +789,10 @@ template <int NT>
   k16_dots<NT>(q3_k_scales(b.scales), b.d, A2, neg, x, g, acc);
 }
 // Q2_K: Q3_K's low two bits alone (unsigned, so vpdpbusd's operand as they are), and per 16-element
-// sub-block a 4-bit scale and a 4-bit min: w = d·sc·q − dmin·m. Each half's dots and activation sums
-// stay in 16 bits (8·3·127, 8·127), so both scalings are pmaddwd / vpdpwssd in integers; then two
-// FMAs per token and group, the AVX2 kernel's.
+// sub-block a 4-bit scale and a 4-bit min: w = d·sc·q − dmin·m. Each half's dots stay in 16 bits
+// (8·3·127), so the scales are pmaddwd / vpdpwssd in integers; the mins meet the activations' half
+// sums (pack_act_lanes' hs, 16·127) in one pmaddwd per token; then two FMAs per token and group,
+// the AVX2 kernel's.
 template <int NT>
 [[gnu::always_inline]] inline void q2_kv_group(const tensor::BlockQ2_K* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockQ2_K& b = w[g];
@@ -802,12 +803,13 @@ template <int NT>
   __m512i sc_lo, sc_hi, mn_lo512, mn_hi512;
   sub_block_lanes(_mm512_cvtepu8_epi32(_mm_and_si128(s, m4)), sc_lo, sc_hi);
   sub_block_lanes(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(s, 4), m4)), mn_lo512, mn_hi512);
-  const __m256i mn_lo = _mm512_castsi512_si256(mn_lo512), mn_hi = _mm512_castsi512_si256(mn_hi512);
+  // Lane k: sub-block 2k's min in its low 16 bits, 2k + 1's in its high 16, as hs holds the sums.
+  const __m256i mn = _mm256_or_si256(_mm512_castsi512_si256(mn_lo512), _mm256_slli_epi32(_mm512_castsi512_si256(mn_hi512), 16));
   const __m256 dw = _mm256_set1_ps(h2f(b.d)), mw = _mm256_set1_ps(-h2f(b.dmin));
   const int32_t* xq = x.q + g * x.ld * 64;
-  const int32_t* xs = x.sum + g * x.ld * 8;
+  const int32_t* xh = x.hs + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
-  const __m512i zero = _mm512_setzero_si512(), ones = _mm512_set1_epi8(1);
+  const __m512i zero = _mm512_setzero_si512();
 #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) {
     const int32_t* xg = xq + t * 64;
@@ -815,13 +817,9 @@ template <int NT>
     for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_si512(xg + 16 * j);
     const __m512i h0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, W2[0], xv[0]), W2[1], xv[1]);
     const __m512i h1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, W2[2], xv[2]), W2[3], xv[3]);
-    // The first half's activation sum; the second's is the block's sum less it.
-    const __m512i s0z = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, ones, xv[0]), ones, xv[1]);
-    const __m256i s0 = _mm256_add_epi32(_mm512_castsi512_si256(s0z), _mm512_extracti64x4_epi64(s0z, 1));
-    const __m256i s1 = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8)), s0);
     const __m512i p = _mm512_dpwssd_epi32(_mm512_madd_epi16(h0, sc_lo), h1, sc_hi);
     const __m256i ps = _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1));
-    const __m256i qs8 = _mm256_add_epi32(_mm256_madd_epi16(s0, mn_lo), _mm256_madd_epi16(s1, mn_hi));
+    const __m256i qs8 = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xh + t * 8)), mn);
     const __m256 d = _mm256_loadu_ps(xd + t * 8);
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(dw, d), acc[t]);
     acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qs8), _mm256_mul_ps(mw, d), acc[t]);

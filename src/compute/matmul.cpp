@@ -233,7 +233,9 @@ int64_t lane_tile(int64_t n) {
   const int64_t tiles = (n + kMax - 1) / kMax;
   return (n + tiles - 1) / tiles;
 }
-ActLanes lanes_at(const ActLanes& l, int64_t t) { return {l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld}; }
+ActLanes lanes_at(const ActLanes& l, int64_t t) {
+  return {l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld, l.hs ? l.hs + t * 8 : nullptr};
+}
 
 // AMX panels (Kernels::Panel) pay once enough tokens share a panel's unpacking (bench/README.md:
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
@@ -579,7 +581,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
 }  // namespace
 
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
-                    int32_t* sum) {
+                    int32_t* sum, int32_t* hs) {
   const int64_t ng = (nb + 7) / 8;
   for (int64_t g = 0; g < ng; ++g)
     for (int64_t t = 0; t < n; ++t) {
@@ -595,6 +597,12 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, f
         d[i * 8 + k] = a ? a->d : 0.0f;
         ds[i * 8 + k] = a ? a->d * static_cast<float>(a->sum) : 0.0f;
         sum[i * 8 + k] = a ? a->sum : 0;
+        if (hs) {
+          int32_t h[2] = {0, 0};
+          for (int e = 0; a && e < 32; ++e) h[e / 16] += a->qs[e];
+          hs[i * 8 + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(h[0])) |
+                                               static_cast<uint32_t>(static_cast<uint16_t>(h[1])) << 16);
+        }
       }
     }
 }
@@ -627,16 +635,20 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
 namespace {
 
 // xq packed by pack_act_lanes: values into qbuf (aligned to a 64-byte line, as the kernels load 64
-// bytes), scales and sums into the scratch's buffers (the same for xq and its nibble-order copy).
-ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<int32_t>& qbuf, MatmulScratch& s) {
+// bytes), scales and sums into the scratch's buffers (the same for xq and its nibble-order copy);
+// half sums (which the order changes) only for the plain order, `half_sums`.
+ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<int32_t>& qbuf, MatmulScratch& s,
+                    bool half_sums) {
   const int64_t groups = (nb + 7) / 8 * n;
   qbuf.resize(static_cast<size_t>(groups * 64 + 16));
   auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~uintptr_t{63});
   s.ld.resize(static_cast<size_t>(groups * 8));
   s.lds.resize(static_cast<size_t>(groups * 8));
   s.lsum.resize(static_cast<size_t>(groups * 8));
-  pack_act_lanes(xq, nb, n, lq, s.ld.data(), s.lds.data(), s.lsum.data());
-  return {lq, s.ld.data(), s.lds.data(), s.lsum.data(), n};
+  if (half_sums) s.lhs.resize(static_cast<size_t>(groups * 8));
+  int32_t* hs = half_sums ? s.lhs.data() : nullptr;
+  pack_act_lanes(xq, nb, n, lq, s.ld.data(), s.lds.data(), s.lsum.data(), hs);
+  return {lq, s.ld.data(), s.lds.data(), s.lsum.data(), n, hs};
 }
 
 PanelActs pack_panels(const tensor::ActQ8* xq, int64_t nb, int64_t n, MatmulScratch& s) {
@@ -715,7 +727,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     in.xq = scratch.xq.data();
   }
   if (p.panels) in.xp = pack_panels(in.xq, nb, n, scratch);
-  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch);
+  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch, true);
   if (need_biased) {
     const int64_t words = (nb + 7) / 8 * n * 64;
     scratch.lqb.resize(static_cast<size_t>(words + 16));
@@ -729,7 +741,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     scratch.xq_mlx4 = scratch.xq;
     permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
     in.xq4 = scratch.xq_mlx4.data();
-    if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch);
+    if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch, false);
   }
 }
 
