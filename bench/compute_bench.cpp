@@ -118,7 +118,7 @@ void BM_Gemv(benchmark::State& st, tensor::DType t, int64_t rows, int64_t cols, 
   // A lane layout: the load-time repack (model/lane_repack.h) of the GGUF type's rows.
   tensor::DType from = t;
   for (tensor::DType g : {tensor::DType::Q8_0, tensor::DType::Q4_0, tensor::DType::Q4_1, tensor::DType::Q4_K, tensor::DType::Q6_K,
-                          tensor::DType::IQ4_NL})
+                          tensor::DType::IQ4_NL, tensor::DType::IQ4_XS})
     if (tensor::lane_layout_of(g) == t) from = g;
   auto w = random_weights(from, rows, cols);
   if (from != t) {
@@ -430,6 +430,10 @@ BENCHMARK_CAPTURE(BM_Gemv, q3_k_qwen35_up_1t_n8, tensor::DType::Q3_K, 3584, 1024
 BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_big_1t, tensor::DType::IQ4_NL, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_big_1t, tensor::DType::IQ4_XS, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_lanes_big_1t, tensor::DType::IQ4_NL_LANES, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_lanes_big_1t, tensor::DType::IQ4_XS_LANES, 4096, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_lanes_qwen35_up_1t_n8, tensor::DType::IQ4_XS_LANES, 3584, 1024, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_qwen35_up_1t_n128, tensor::DType::IQ4_XS, 3584, 1024, 1, 128)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_lanes_qwen35_up_1t_n128, tensor::DType::IQ4_XS_LANES, 3584, 1024, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_qwen35_up_1t_n8, tensor::DType::IQ4_NL, 3584, 1024, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, iq4_xs_qwen35_up_1t_n8, tensor::DType::IQ4_XS, 3584, 1024, 1, 8)->UseRealTime();
 // Q2_K: its lane kernels against the dequantizing fallback they replace.

@@ -103,6 +103,7 @@ const LaneFormat kLaneFormats[] = {
     {tensor::DType::Q4_K, tensor::DType::Q4_K_LANES, &Kernels::dot_q4_kv, &Kernels::dot_q4_k_lanes},
     {tensor::DType::Q6_K, tensor::DType::Q6_K_LANES, &Kernels::dot_q6_kv, &Kernels::dot_q6_k_lanes},
     {tensor::DType::IQ4_NL, tensor::DType::IQ4_NL_LANES, &Kernels::dot_iq4_nlv, &Kernels::dot_iq4_nl_lanes},
+    {tensor::DType::IQ4_XS, tensor::DType::IQ4_XS_LANES, &Kernels::dot_iq4_xsv, &Kernels::dot_iq4_xs_lanes},
 };
 // A kernel's nb: 32-element blocks, or super-blocks for the K-quants.
 int64_t kernel_nb(tensor::DType t, int64_t nb) { return nb / (tensor::block_elems(t) / 32); }
@@ -1310,6 +1311,11 @@ TEST(LaneLayout, HoldsTheRowsValues) {
           } else if (f.from == tensor::DType::IQ4_NL) {
             const tensor::BlockIQ4_NL q = tensor::iq4_nl_lanes_block(row, nb, blk);
             std::memcpy(back, &q, sizeof q);
+          } else if (f.from == tensor::DType::IQ4_XS) {
+            if (blk >= kernel_nb(f.from, nb)) break;  // super-blocks
+            const tensor::BlockIQ4_XS q = tensor::iq4_xs_lanes_block(reinterpret_cast<const tensor::BlockIQ4_XS*>(row)[blk]);
+            ASSERT_EQ(std::memcmp(&q, src.data() + r * rb + bb * blk, bb), 0) << what << " super-block " << blk;
+            continue;
           } else if (f.from == tensor::DType::Q4_K) {
             if (blk >= kernel_nb(f.from, nb)) break;  // super-blocks
             const tensor::BlockQ4_K q = tensor::q4_k_lanes_block(reinterpret_cast<const tensor::BlockQ4_K*>(row)[blk]);

@@ -131,6 +131,7 @@ struct Kernels {
   // repacking, without the gathers. Optional like QDotV.
   QDotV dot_q8_0_lanes, dot_q4_0_lanes, dot_q4_1_lanes, dot_q4_k_lanes, dot_q6_k_lanes;
   QDotV dot_iq4_nl_lanes;  // DType::IQ4_NL_LANES: dot_iq4_nlv's bits
+  QDotV dot_iq4_xs_lanes;  // DType::IQ4_XS_LANES (nb super-blocks): dot_iq4_xsv's bits
   // MLX affine 4-bit rows in the same lane layout (activations in nibble order, packed by
   // pack_act_lanes); group_size 32, 64 or 128; scales/biases are the row's groups as the file
   // stores them (group_dtype F32, F16 or BF16), widened in the kernel; a row ending in a partial

@@ -1134,7 +1134,17 @@ template <int NT>
   iq4_values(W2);
   offset_dots<NT, 7>(W2, iq4_xs_scales(b), x, g, acc);
 }
+// IQ4_XS_LANES: the qs bytes already in nibble_halves' order, the same values and dots after.
+template <int NT>
+[[gnu::always_inline]] inline void iq4_xslv_group(const tensor::BlockIQ4_XS* w, const ActLanes& x, int64_t g, __m256* acc) {
+  const tensor::BlockIQ4_XS& b = w[g];
+  __m512i W2[4];
+  nibble_halves(b.qs, W2);
+  iq4_values(W2);
+  offset_dots<NT, 7>(W2, iq4_xs_scales(b), x, g, acc);
+}
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
+RAPID_KV_LANES(iq4_xslv, tensor::BlockIQ4_XS)
 // Q4_0_LANES, and IQ4_NL_LANES (Q4_0's bytes, kTable): its nibbles through the table, then
 // iq4_nlv_group's dots, so its bits.
 template <bool kTable>
@@ -1250,6 +1260,7 @@ void fill_kernels_avx512(Kernels& k) {
   k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_0_lanes = nibble_lanes<false>;
   k.dot_iq4_nl_lanes = nibble_lanes<true>;
+  k.dot_iq4_xs_lanes = iq4_xslv;
   k.dot_q4_1_lanes = q4_1_lanes;
   k.dot_q4_k_lanes = q4_klv;
   k.dot_q6_k_lanes = q6_klv;

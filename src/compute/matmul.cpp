@@ -122,6 +122,7 @@ Kernels::QDotV int_kernel_v(const Kernels& k, tensor::DType t) {
     case tensor::DType::Q4_K_LANES: return k.dot_q4_k_lanes;
     case tensor::DType::Q6_K_LANES: return k.dot_q6_k_lanes;
     case tensor::DType::IQ4_NL_LANES: return k.dot_iq4_nl_lanes;
+    case tensor::DType::IQ4_XS_LANES: return k.dot_iq4_xs_lanes;
     case tensor::DType::IQ4_NL: return k.dot_iq4_nlv;
     case tensor::DType::IQ4_XS: return k.dot_iq4_xsv;
     case tensor::DType::IQ2_XXS: return k.dot_iq2_xxsv;
@@ -342,7 +343,7 @@ RowPrefetch row_prefetch(const WeightView& w) {
     case tensor::DType::Q4_1_LANES: case tensor::DType::Q4_K_LANES: case tensor::DType::Q6_K_LANES:
     case tensor::DType::MLX_AFFINE: case tensor::DType::MLX_LANES: case tensor::DType::MXFP4:
     case tensor::DType::MXFP4_GGML: case tensor::DType::IQ4_NL: case tensor::DType::IQ4_XS:
-    case tensor::DType::IQ4_NL_LANES: break;
+    case tensor::DType::IQ4_NL_LANES: case tensor::DType::IQ4_XS_LANES: break;
     default: return p;
   }
   auto add = [&](const void* b, size_t stride, size_t bytes) {
@@ -716,8 +717,11 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || mlx_v || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
   }
-  bool need_biased = false;
-  for (int i = 0; i < count; ++i) need_biased |= path == MatmulPath::Fast && lattice_predecode(*outs[i].w, n, k);
+  bool need_biased = false, need_hs = false;  // only the lattice predecode / Q2_K read them
+  for (int i = 0; i < count; ++i) {
+    need_biased |= path == MatmulPath::Fast && lattice_predecode(*outs[i].w, n, k);
+    need_hs |= outs[i].w->dtype == tensor::DType::Q2_K;
+  }
   MatmulInputs& in = p.in;
   const ActLanes none{nullptr, nullptr, nullptr, nullptr, n};
   in = MatmulInputs{x, nullptr, nullptr, none, none, none, {}, n};
@@ -727,7 +731,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     in.xq = scratch.xq.data();
   }
   if (p.panels) in.xp = pack_panels(in.xq, nb, n, scratch);
-  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch, true);
+  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch, need_hs);
   if (need_biased) {
     const int64_t words = (nb + 7) / 8 * n * 64;
     scratch.lqb.resize(static_cast<size_t>(words + 16));

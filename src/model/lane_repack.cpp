@@ -36,6 +36,7 @@ std::vector<tensor::DType> repackable_types() {
       {tensor::DType::Q4_K, k.dot_q4_k_lanes},
       {tensor::DType::Q6_K, k.dot_q6_k_lanes},
       {tensor::DType::IQ4_NL, k.dot_iq4_nl_lanes},
+      {tensor::DType::IQ4_XS, k.dot_iq4_xs_lanes},
   };
   std::vector<tensor::DType> r;
   for (auto [t, kernel] : kernel_of)

@@ -317,6 +317,7 @@ void dequantize_row_raw(DType t, const void* row, int64_t cols, float* out) {
     case DType::IQ4_NL_LANES: deq_lanes(p, nb, out, iq4_nl_lanes_block, deq_iq4_nl); return;
     case DType::Q4_K_LANES: deq_super_lanes(row, nb, out, q4_k_lanes_block, deq_q4_k); return;
     case DType::Q6_K_LANES: deq_super_lanes(row, nb, out, q6_k_lanes_block, deq_q6_k); return;
+    case DType::IQ4_XS_LANES: deq_super_lanes(row, nb, out, iq4_xs_lanes_block, deq_iq4_xs); return;
     case DType::MLX_AFFINE: case DType::MXFP4: break;  // scales apart: dequantize_row(Tensor)
   }
   throw Error("dequantize: unsupported dtype for a weight row");

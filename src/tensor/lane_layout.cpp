@@ -146,6 +146,22 @@ void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst) {
   }
 }
 
+// IQ4_XS_LANES: qs dword d of sub-block k moves where Q4_0_LANES puts dword d of block k.
+void repack_iq4_xs_lanes(const BlockIQ4_XS* src, int64_t nsb, BlockIQ4_XS* dst) {
+  for (int64_t s = 0; s < nsb; ++s) {
+    BlockIQ4_XS out = src[s];
+    for (int k = 0; k < kLaneGroupBlocks; ++k)
+      for (int d = 0; d < NibbleLanes::kDwords; ++d) std::memcpy(out.qs + NibbleLanes::at(k, d), src[s].qs + 16 * k + 4 * d, 4);
+    dst[s] = out;
+  }
+}
+BlockIQ4_XS iq4_xs_lanes_block(const BlockIQ4_XS& lanes) {
+  BlockIQ4_XS out = lanes;
+  for (int k = 0; k < kLaneGroupBlocks; ++k)
+    for (int d = 0; d < NibbleLanes::kDwords; ++d) std::memcpy(out.qs + 16 * k + 4 * d, lanes.qs + NibbleLanes::at(k, d), 4);
+  return out;
+}
+
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   BlockQ4_K out = lanes;
   move_nibbles(lanes.qs, q4k_tables().to_gguf, out.qs);
@@ -238,7 +254,7 @@ void mlx_lanes_row(int bits, const uint8_t* row, int64_t nb, uint8_t* out) {
 
 bool is_lane_layout(DType t) {
   return t == DType::Q8_0_LANES || t == DType::Q4_0_LANES || t == DType::Q4_1_LANES || t == DType::Q4_K_LANES ||
-         t == DType::Q6_K_LANES || t == DType::MLX_LANES || t == DType::IQ4_NL_LANES;
+         t == DType::Q6_K_LANES || t == DType::MLX_LANES || t == DType::IQ4_NL_LANES || t == DType::IQ4_XS_LANES;
 }
 
 DType lane_layout_of(DType t) {
@@ -249,6 +265,7 @@ DType lane_layout_of(DType t) {
     case DType::Q4_K: return DType::Q4_K_LANES;
     case DType::Q6_K: return DType::Q6_K_LANES;
     case DType::IQ4_NL: return DType::IQ4_NL_LANES;
+    case DType::IQ4_XS: return DType::IQ4_XS_LANES;
     default: return t;
   }
 }
@@ -264,6 +281,8 @@ void repack_lanes(DType from, const void* src, int64_t cols, void* dst) {
       return repack_q4_k_lanes(static_cast<const BlockQ4_K*>(src), cols / kQKK, static_cast<BlockQ4_K*>(dst));
     case DType::Q6_K:
       return repack_q6_k_lanes(static_cast<const BlockQ6_K*>(src), cols / kQKK, static_cast<BlockQ6_K*>(dst));
+    case DType::IQ4_XS:
+      return repack_iq4_xs_lanes(static_cast<const BlockIQ4_XS*>(src), cols / kQKK, static_cast<BlockIQ4_XS*>(dst));
     default: throw Error(std::string("repack_lanes: ") + dtype_name(from) + " has no lane layout");
   }
 }

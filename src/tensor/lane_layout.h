@@ -15,6 +15,8 @@
 //   64·(d / 2) + 4·(8·(d % 2) + k), the dword pairs the Q4 kernels gather (nibbles as stored); heads
 //   are the f16 d (Q4_0) or the (d, m) pairs (Q4_1).
 // IQ4_NL_LANES: Q4_0_LANES' bytes (IQ4_NL's blocks are Q4_0's in layout; the nibbles index its table).
+// IQ4_XS_LANES: each super-block keeps d and its scales; its 128 qs bytes (Q4_0's 8 blocks' nibbles)
+//   are in a Q4_0_LANES group's order.
 // Q4_K_LANES: each super-block keeps d, dmin and its 12 scale bytes; its 128 qs bytes become two
 //   halves P0, P1 where byte 4·L + i of P_h holds, low / high nibble, the values the Q4_K lane
 //   kernel puts in byte i of lane L of its pairs h / h + 2 (sub-block k = L % 8 in lane k): the
@@ -69,5 +71,7 @@ void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst);
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes);
 void repack_q6_k_lanes(const BlockQ6_K* src, int64_t nsb, BlockQ6_K* dst);
 BlockQ6_K q6_k_lanes_block(const BlockQ6_K& lanes);
+void repack_iq4_xs_lanes(const BlockIQ4_XS* src, int64_t nsb, BlockIQ4_XS* dst);
+BlockIQ4_XS iq4_xs_lanes_block(const BlockIQ4_XS& lanes);
 
 }  // namespace rapid::tensor

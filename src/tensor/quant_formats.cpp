@@ -14,7 +14,7 @@ int64_t block_elems(DType t) {
     case DType::IQ4_NL: case DType::IQ4_NL_LANES:
       return kQK;
     case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
-    case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES: case DType::IQ4_XS:
+    case DType::Q8_K: case DType::Q4_K_LANES: case DType::Q6_K_LANES: case DType::IQ4_XS: case DType::IQ4_XS_LANES:
     case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS: case DType::IQ3_S:
     case DType::IQ1_S: case DType::IQ1_M:
       return kQKK;
@@ -43,7 +43,7 @@ size_t block_bytes(DType t) {
     case DType::MXFP4: return mxfp4::kBlockBytes;  // the nibbles; the scale byte is in `scales`
     case DType::MXFP4_GGML: return sizeof(BlockMXFP4);
     case DType::IQ4_NL: case DType::IQ4_NL_LANES: return sizeof(BlockIQ4_NL);
-    case DType::IQ4_XS: return sizeof(BlockIQ4_XS);
+    case DType::IQ4_XS: case DType::IQ4_XS_LANES: return sizeof(BlockIQ4_XS);
     case DType::IQ2_XXS: return sizeof(BlockIQ2_XXS);
     case DType::IQ2_XS: return sizeof(BlockIQ2_XS);
     case DType::IQ2_S: return sizeof(BlockIQ2_S);

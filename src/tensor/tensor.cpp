@@ -27,6 +27,7 @@ const char* dtype_name(DType t) {
     case DType::Q4_K_LANES: return "Q4_K_LANES";
     case DType::Q6_K_LANES: return "Q6_K_LANES";
     case DType::IQ4_NL_LANES: return "IQ4_NL_LANES";
+    case DType::IQ4_XS_LANES: return "IQ4_XS_LANES";
     case DType::MLX_LANES: return "MLX_LANES";
     case DType::I32: return "I32";
     case DType::U32: return "U32";

@@ -37,8 +37,9 @@ enum class DType : uint8_t {
   // GGML's lattice formats (tensor::BlockIQ2_XXS ... BlockIQ1_M, tensor/iq_grids.h): 256-element
   // super-blocks whose groups of 8 or 4 weights index a fixed table of magnitudes.
   IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
-  // IQ4_NL repacked at load time as Q4_0_LANES (its blocks are Q4_0's in layout). Never in a file.
-  IQ4_NL_LANES,
+  // IQ4_NL repacked at load time as Q4_0_LANES (its blocks are Q4_0's in layout); IQ4_XS with each
+  // super-block's 128 qs bytes (Q4_0's 8 blocks) in a Q4_0_LANES group's order. Never in a file.
+  IQ4_NL_LANES, IQ4_XS_LANES,
 };
 
 const char* dtype_name(DType t);
