@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "compute/aligned_buffer.h"
 #include "compute/kernels.h"
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
@@ -426,8 +427,7 @@ void run_predecoded(const WeightView& w, int64_t r0, int64_t r1, const MatmulInp
   uint8_t* dec = nullptr;
   int64_t b0 = r0;
   auto decode = [&](int64_t b, int64_t e) {
-    buf.resize(static_cast<size_t>(e - b) * drow + 32);
-    dec = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 31) & ~uintptr_t{31});
+    dec = aligned64(buf, static_cast<size_t>(e - b) * drow);
     k.decode_iq(w.dtype, {.w = base + b * w.row_stride, .stride = w.row_stride, .rows = e - b}, nb, dec);
     b0 = b;
   };
@@ -599,10 +599,11 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, f
         ds[i * 8 + k] = a ? a->d * static_cast<float>(a->sum) : 0.0f;
         sum[i * 8 + k] = a ? a->sum : 0;
         if (hs) {
-          int32_t h[2] = {0, 0};
-          for (int e = 0; a && e < 32; ++e) h[e / 16] += a->qs[e];
-          hs[i * 8 + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(h[0])) |
-                                               static_cast<uint32_t>(static_cast<uint16_t>(h[1])) << 16);
+          int32_t h0 = 0;  // the first half's sum; the second's is the block's sum less it
+          for (int e = 0; a && e < 16; ++e) h0 += a->qs[e];
+          const int32_t h1 = a ? a->sum - h0 : 0;
+          hs[i * 8 + k] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(h0)) |
+                                               static_cast<uint32_t>(static_cast<uint16_t>(h1)) << 16);
         }
       }
     }
@@ -641,8 +642,7 @@ namespace {
 ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<int32_t>& qbuf, MatmulScratch& s,
                     bool half_sums) {
   const int64_t groups = (nb + 7) / 8 * n;
-  qbuf.resize(static_cast<size_t>(groups * 64 + 16));
-  auto* lq = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(qbuf.data()) + 63) & ~uintptr_t{63});
+  int32_t* lq = aligned64(qbuf, static_cast<size_t>(groups * 64));
   s.ld.resize(static_cast<size_t>(groups * 8));
   s.lds.resize(static_cast<size_t>(groups * 8));
   s.lsum.resize(static_cast<size_t>(groups * 8));
@@ -654,8 +654,7 @@ ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<
 
 PanelActs pack_panels(const tensor::ActQ8* xq, int64_t nb, int64_t n, MatmulScratch& s) {
   const int64_t tb = (n + 31) / 32 * 2 * nb;  // (tile, block) pairs
-  s.pq.resize(static_cast<size_t>(tb * 512 + 64));
-  auto* q = reinterpret_cast<int8_t*>((reinterpret_cast<uintptr_t>(s.pq.data()) + 63) & ~uintptr_t{63});
+  int8_t* q = aligned64(s.pq, static_cast<size_t>(tb * 512));
   s.pd.resize(static_cast<size_t>(tb * 16));
   s.pds.resize(static_cast<size_t>(tb * 16));
   pack_panel_acts(xq, nb, n, q, s.pd.data(), s.pds.data());
@@ -698,7 +697,7 @@ struct Prepared {
 void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch, MatmulPath path,
              const Kernels& k, Prepared& p) {
   const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
-  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false;
+  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false, need_biased = false, need_hs = false;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
     if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
@@ -716,11 +715,9 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
     need_v4 |= fp4_lanes && !ggml;
     need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || mlx_v || fp4;
     need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
-  }
-  bool need_biased = false, need_hs = false;  // only the lattice predecode / Q2_K read them
-  for (int i = 0; i < count; ++i) {
-    need_biased |= path == MatmulPath::Fast && lattice_predecode(*outs[i].w, n, k);
-    need_hs |= outs[i].w->dtype == tensor::DType::Q2_K;
+    // Only the lattice predecode reads biased values, only Q2_K half sums.
+    need_biased |= p.qv[i] != nullptr && lattice_predecode(*outs[i].w, n, k);
+    need_hs |= p.qv[i] != nullptr && outs[i].w->dtype == tensor::DType::Q2_K;
   }
   MatmulInputs& in = p.in;
   const ActLanes none{nullptr, nullptr, nullptr, nullptr, n};
@@ -734,8 +731,7 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
   if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch, need_hs);
   if (need_biased) {
     const int64_t words = (nb + 7) / 8 * n * 64;
-    scratch.lqb.resize(static_cast<size_t>(words + 16));
-    auto* q = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(scratch.lqb.data()) + 63) & ~uintptr_t{63});
+    int32_t* q = aligned64(scratch.lqb, static_cast<size_t>(words));
     bias_act_lanes(in.xl.q, words, q);
     in.xlb = in.xl;
     in.xlb.q = q;

@@ -31,6 +31,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compute/aligned_buffer.h"
 #include "compute/avx2_transpose.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
@@ -62,15 +63,8 @@ void configure_tiles() {
   _tile_loadconfig(&c);
 }
 
-// v resized to hold n elements from a 64-byte boundary (tile loads and stores, aligned vectors);
-// the buffers are thread_local vectors, so a thread that never runs a panel never allocates them.
-template <class T>
-T* aligned64(std::vector<T>& v, size_t n) {
-  v.resize(n + 64 / sizeof(T));
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(v.data()) + 63) & ~uintptr_t{63});
-}
-
-// A panel's weights, unpacked: B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
+// A panel's weights, unpacked (its buffers, like the others here, are thread_local vectors, so a
+// thread that never runs a panel never allocates them): B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
 // holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows' scales (and offsets) as
 // f32 vectors over the 32 rows (zero past the panel).
 // Q6_K (split): the H tiles as above, the L tiles after them at b + (2·(nb + blk) + h)·512.

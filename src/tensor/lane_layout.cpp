@@ -146,21 +146,24 @@ void repack_q4_k_lanes(const BlockQ4_K* src, int64_t nsb, BlockQ4_K* dst) {
   }
 }
 
-// IQ4_XS_LANES: qs dword d of sub-block k moves where Q4_0_LANES puts dword d of block k.
-void repack_iq4_xs_lanes(const BlockIQ4_XS* src, int64_t nsb, BlockIQ4_XS* dst) {
-  for (int64_t s = 0; s < nsb; ++s) {
-    BlockIQ4_XS out = src[s];
-    for (int k = 0; k < kLaneGroupBlocks; ++k)
-      for (int d = 0; d < NibbleLanes::kDwords; ++d) std::memcpy(out.qs + NibbleLanes::at(k, d), src[s].qs + 16 * k + 4 * d, 4);
-    dst[s] = out;
-  }
-}
-BlockIQ4_XS iq4_xs_lanes_block(const BlockIQ4_XS& lanes) {
-  BlockIQ4_XS out = lanes;
+namespace {
+// IQ4_XS_LANES: qs dword d of sub-block k sits where Q4_0_LANES puts dword d of block k. b with
+// its qs moved into that order (to_lanes) or back.
+BlockIQ4_XS iq4_xs_moved(const BlockIQ4_XS& b, bool to_lanes) {
+  BlockIQ4_XS out = b;
   for (int k = 0; k < kLaneGroupBlocks; ++k)
-    for (int d = 0; d < NibbleLanes::kDwords; ++d) std::memcpy(out.qs + 16 * k + 4 * d, lanes.qs + NibbleLanes::at(k, d), 4);
+    for (int d = 0; d < NibbleLanes::kDwords; ++d) {
+      const size_t plain = 16 * k + 4 * d, lanes = NibbleLanes::at(k, d);
+      std::memcpy(out.qs + (to_lanes ? lanes : plain), b.qs + (to_lanes ? plain : lanes), 4);
+    }
   return out;
 }
+}  // namespace
+
+void repack_iq4_xs_lanes(const BlockIQ4_XS* src, int64_t nsb, BlockIQ4_XS* dst) {
+  for (int64_t s = 0; s < nsb; ++s) dst[s] = iq4_xs_moved(src[s], true);
+}
+BlockIQ4_XS iq4_xs_lanes_block(const BlockIQ4_XS& lanes) { return iq4_xs_moved(lanes, false); }
 
 BlockQ4_K q4_k_lanes_block(const BlockQ4_K& lanes) {
   BlockQ4_K out = lanes;

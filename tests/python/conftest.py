@@ -19,19 +19,19 @@ GOLDEN = os.path.join(ROOT, "tests", "golden", "server", "smollm2_prompts.json")
 API_KEY = "test-key-123"
 MODEL_NAME = "smollm2"
 CTX = 2048
+TINY_CHAT = os.path.join(CACHE, "tiny-qwen3-chat")
 
 
 def tiny_chat_model():
     """tiny-qwen3-chat (scripts/make_tiny_chat_model.py, random weights), written into the model cache
     on first use. Every test that needs it asks here: test_hub runs before test_warm_turns, once its
     only writer, so on a fresh machine test_hub's 12 tests skipped."""
-    d = os.path.join(CACHE, "tiny-qwen3-chat")
-    if not os.path.exists(os.path.join(d, "model.safetensors")):
+    if not os.path.exists(os.path.join(TINY_CHAT, "model.safetensors")):
         import sys
         sys.path.insert(0, os.path.join(ROOT, "scripts"))
         import make_tiny_chat_model
-        make_tiny_chat_model.make(d)
-    return d
+        make_tiny_chat_model.make(TINY_CHAT)
+    return TINY_CHAT
 
 
 def _serve_available():

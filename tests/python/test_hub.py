@@ -13,12 +13,11 @@ import subprocess
 
 import pytest
 
-from conftest import BIN, CACHE, MODEL, launch, need_server, stop, tiny_chat_model
+from conftest import BIN, MODEL, TINY_CHAT as TINY, launch, need_server, stop, tiny_chat_model
 from fake_hub import FakeHub
 
 huggingface_hub = pytest.importorskip("huggingface_hub")
 
-TINY = os.path.join(CACHE, "tiny-qwen3-chat")  # scripts/make_tiny_chat_model.py (safetensors)
 GGUF_REPO, ST_REPO = "test-org/SmolLM2-135M-Instruct-GGUF", "test-org/tiny-qwen3-chat"
 
 
