@@ -160,14 +160,14 @@ TEST(AmxPanel, BitwiseEqualsLaneKernels) {
       const int64_t g = (nb + 7) / 8 * n;
       std::vector<int32_t> lq(g * 64), lq4(g * 64), ls(g * 8), lhs(g * 8);
       std::vector<float> ld(g * 8), lds(g * 8);
-      pack_act_lanes(xq4.data(), nb, n, lq4.data(), ld.data(), lds.data(), ls.data(), nullptr);
-      pack_act_lanes(xq.data(), nb, n, lq.data(), ld.data(), lds.data(), ls.data(), lhs.data());  // same d, ds, sum
+      pack_act_lanes(xq4.data(), nb, n, 0, n, lq4.data(), ld.data(), lds.data(), ls.data(), nullptr);
+      pack_act_lanes(xq.data(), nb, n, 0, n, lq.data(), ld.data(), lds.data(), ls.data(), lhs.data());  // same d, ds, sum
       const ActLanes xl{lq.data(), ld.data(), lds.data(), ls.data(), n, lhs.data()},
           xl4{lq4.data(), ld.data(), lds.data(), ls.data(), n};
       const int64_t tb = (n + 31) / 32 * 2 * nb;
       std::vector<int8_t> pq(tb * 512);
       std::vector<float> pd(tb * 16), pds(tb * 16);
-      pack_panel_acts(xq.data(), nb, n, pq.data(), pd.data(), pds.data());
+      pack_panel_acts(xq.data(), nb, n, 0, tb / nb, pq.data(), pd.data(), pds.data());
       const PanelActs xp{pq.data(), pd.data(), pds.data(), nb, n};
       for (int prow : {32, 20, 16, 7, 1}) {
         PanelRows p{f.dtype, w.data.data(), f.dtype == tensor::DType::MLX_AFFINE ? static_cast<size_t>(cols * f.bits / 8)

@@ -341,7 +341,7 @@ struct Packed {
     if (nibble_order) permute_act_for_mlx4(x.data(), static_cast<int64_t>(x.size()));
     const int64_t g = (nb + 7) / 8 * n;
     q.resize(g * 64), sum.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
-    pack_act_lanes(x.data(), nb, n, q.data(), d.data(), ds.data(), sum.data(), nullptr);
+    pack_act_lanes(x.data(), nb, n, 0, n, q.data(), d.data(), ds.data(), sum.data(), nullptr);
   }
   ActLanes at(int64_t t) const { return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n}; }
 };

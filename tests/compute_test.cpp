@@ -1174,7 +1174,7 @@ struct LaneActs {
   LaneActs(const std::vector<tensor::ActQ8>& x, int64_t nb, int64_t n_) : xq(x), n(n_) {
     const int64_t g = (nb + 7) / 8 * n;
     q.resize(g * 64), sum.resize(g * 8), hs.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
-    pack_act_lanes(xq.data(), nb, n, q.data(), d.data(), ds.data(), sum.data(), hs.data());
+    pack_act_lanes(xq.data(), nb, n, 0, n, q.data(), d.data(), ds.data(), sum.data(), hs.data());
   }
   ActLanes at(int64_t t) const {
     return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n, hs.data() + t * 8};

@@ -163,22 +163,23 @@ struct Kernels {
   static constexpr int kPanelRows = 32;
 };
 
-// n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major so that the
-// tokens of a tile sit at fixed offsets. For group g (blocks 8g..8g+7) and row t, with
+// Rows [t0, t1) of n activation rows of nb blocks (x[t*nb + b]) in "lane = block" order, group-major
+// so that the tokens of a tile sit at fixed offsets. For group g (blocks 8g..8g+7) and row t, with
 // i = g*ld + t: q[i*64 + 8m + k] = bytes 4m..4m+3 of block 8g+k; d[i*8 + k] = its scale,
 // ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum; hs[i*8 + k] (unless hs is null) the sums of
 // its first and last 16 values as int16 in the low and high half (for a madd against two int16
 // weights per lane: Q2_K's mins, computed once here instead of per row). Blocks past nb are zeros.
 // ld = n.
-void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
-                    int32_t* sum, int32_t* hs);
+void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, int64_t t1, int32_t* q, float* d,
+                    float* ds, int32_t* sum, int32_t* hs);
 
 // pack_act_lanes' values as unsigned bytes (+ 128) for dot_iq_decodedv: count int32 words of q into out.
 void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out);
 
-// x (n rows of nb blocks) into PanelActs' layout; with T = 2·⌈n/32⌉ tiles, q holds 512·nb·T bytes,
-// d and ds 16·nb·T floats.
-void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int8_t* q, float* d, float* ds);
+// Tiles [i0, i1) of x (n rows of nb blocks) into PanelActs' layout; with T = 2·⌈n/32⌉ tiles, q holds
+// 512·nb·T bytes, d and ds 16·nb·T floats.
+void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t i0, int64_t i1, int8_t* q, float* d,
+                     float* ds);
 
 // MLX (and MXFP4) packs 4-bit values LSB-first, so byte j holds elements 2j and 2j+1; reordering each
 // activation block to [x0 x2 .. x30 x1 x3 .. x31] lets the Q4 nibble kernels run unchanged.

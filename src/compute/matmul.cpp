@@ -164,13 +164,12 @@ void groups_f32(const void* p, tensor::DType dt, int64_t i, int64_t n, float* ou
   }
 }
 
-// For each activation row t and group g of group_size gs: Σ over the group's blocks of dx·Σx, the
+// For activation rows t in [t0, t1) and each group g of group_size gs: Σ over the group's blocks of dx·Σx, the
 // activation side of an MLX row's bias term (w = scale·q + bias); see Kernels::MlxDot.
-void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t n, int gs, std::vector<float>& out) {
+void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t t0, int64_t t1, int gs, float* out) {
   const int bpg = gs / tensor::kQK;
   const int64_t groups = nb / bpg;
-  out.resize(static_cast<size_t>(n * groups));
-  for (int64_t t = 0; t < n; ++t)
+  for (int64_t t = t0; t < t1; ++t)
     for (int64_t g = 0; g < groups; ++g) {
       float s = 0;
       for (int i = 0; i < bpg; ++i) {
@@ -193,7 +192,7 @@ bool mxfp4_lanes(const WeightView& w, MatmulPath path, const Kernels& k) {
   return w.dtype == tensor::DType::MXFP4_GGML ? k.dot_mxfp4_ggmlv != nullptr : k.dot_mxfp4v != nullptr;
 }
 
-const float* mlx_gsum_for(const MatmulScratch& s, int gs) {
+float* mlx_gsum_for(MatmulScratch& s, int gs) {
   for (auto& [g, v] : s.mlx_gsum)
     if (g == gs) return v.data();
   return nullptr;
@@ -581,11 +580,11 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
 
 }  // namespace
 
-void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int32_t* q, float* d, float* ds,
-                    int32_t* sum, int32_t* hs) {
+void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, int64_t t1, int32_t* q, float* d,
+                    float* ds, int32_t* sum, int32_t* hs) {
   const int64_t ng = (nb + 7) / 8;
   for (int64_t g = 0; g < ng; ++g)
-    for (int64_t t = 0; t < n; ++t) {
+    for (int64_t t = t0; t < t1; ++t) {
       const int64_t i = g * n + t;
       for (int k = 0; k < 8; ++k) {
         const int64_t b = 8 * g + k;
@@ -613,9 +612,9 @@ void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out) {
   for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(q[i]) ^ 0x80808080u);
 }
 
-void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int8_t* q, float* d, float* ds) {
-  const int64_t tiles = (n + 31) / 32 * 2;  // panels take tiles in pairs
-  for (int64_t i = 0; i < tiles; ++i)
+void pack_panel_acts(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t i0, int64_t i1, int8_t* q, float* d,
+                     float* ds) {
+  for (int64_t i = i0; i < i1; ++i)
     for (int64_t b = 0; b < nb; ++b) {
       const int64_t j = i * nb + b;
       for (int64_t t = 0; t < 16; ++t) {
@@ -636,49 +635,40 @@ void matmul(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool
 
 namespace {
 
-// xq packed by pack_act_lanes: values into qbuf (aligned to a 64-byte line, as the kernels load 64
-// bytes), scales and sums into the scratch's buffers (the same for xq and its nibble-order copy);
-// half sums (which the order changes) only for the plain order, `half_sums`.
-ActLanes pack_lanes(const tensor::ActQ8* xq, int64_t nb, int64_t n, std::vector<int32_t>& qbuf, MatmulScratch& s,
-                    bool half_sums) {
-  const int64_t groups = (nb + 7) / 8 * n;
-  int32_t* lq = aligned64(qbuf, static_cast<size_t>(groups * 64));
-  s.ld.resize(static_cast<size_t>(groups * 8));
-  s.lds.resize(static_cast<size_t>(groups * 8));
-  s.lsum.resize(static_cast<size_t>(groups * 8));
-  if (half_sums) s.lhs.resize(static_cast<size_t>(groups * 8));
-  int32_t* hs = half_sums ? s.lhs.data() : nullptr;
-  pack_act_lanes(xq, nb, n, lq, s.ld.data(), s.lds.data(), s.lsum.data(), hs);
-  return {lq, s.ld.data(), s.lds.data(), s.lsum.data(), n, hs};
-}
+// Where prepare writes each form of the activations (null: no weight of the call reads it), sized
+// for all n rows. Every form is per row (panels per 32 rows), so any split of the rows fills them.
+struct Forms {
+  tensor::ActQ8 *xq = nullptr, *xq4 = nullptr;  // int8 blocks; the same in nibble order
+  int32_t *lq = nullptr, *lq4 = nullptr;         // xq / xq4 packed by pack_act_lanes
+  int32_t *lqb = nullptr;                        // lq's values biased to unsigned
+  int32_t *lsum = nullptr, *lhs = nullptr;       // their sums; Q2_K's half sums
+  float *ld = nullptr, *lds = nullptr;
+  int8_t* pq = nullptr;                          // xq packed by pack_panel_acts
+  float *pd = nullptr, *pds = nullptr;
+  std::pair<int, float*> gsum[8];                // MLX bias sums per group size
+  int ngsum = 0;
+};
 
-PanelActs pack_panels(const tensor::ActQ8* xq, int64_t nb, int64_t n, MatmulScratch& s) {
-  const int64_t tb = (n + 31) / 32 * 2 * nb;  // (tile, block) pairs
-  int8_t* q = aligned64(s.pq, static_cast<size_t>(tb * 512));
-  s.pd.resize(static_cast<size_t>(tb * 16));
-  s.pds.resize(static_cast<size_t>(tb * 16));
-  pack_panel_acts(xq, nb, n, q, s.pd.data(), s.pds.data());
-  return {q, s.pd.data(), s.pds.data(), nb, n};
-}
-
-// The bias sums of each MLX group size that a per-block MLX kernel uses (the lane kernel takes the
-// biases per block instead); entries are kept across calls, so nothing is reallocated.
-void mlx_group_sums(const MatmulOut* outs, int count, const tensor::ActQ8* xq, int64_t nb, int64_t n,
-                    MatmulScratch& scratch, MatmulPath path, const Kernels& k, const float** gsum) {
-  int fresh[8], nfresh = 0;
-  for (int i = 0; i < count; ++i) {
-    if (!mlx_fast(*outs[i].w, path) || mlx_lanes(*outs[i].w, path, k)) continue;
-    const int gs = outs[i].w->group_size;
-    if (std::find(fresh, fresh + nfresh, gs) != fresh + nfresh) continue;
-    auto it = std::find_if(scratch.mlx_gsum.begin(), scratch.mlx_gsum.end(), [&](auto& e) { return e.first == gs; });
-    if (it == scratch.mlx_gsum.end()) it = scratch.mlx_gsum.insert(it, {gs, {}});
-    mlx_bias_sums(xq, nb, n, gs, it->second);
-    fresh[nfresh++] = gs;
+// Rows [t0, t1) of every form f names, from x's rows of cols values (t0 a multiple of 32).
+void fill_forms(const Forms& f, const float* x, int64_t cols, int64_t n, int64_t t0, int64_t t1, const Kernels& k) {
+  const int64_t nb = cols / tensor::kQK, ng = (nb + 7) / 8;
+  for (int64_t t = t0; t < t1; ++t) k.quantize_act(x + t * cols, cols, f.xq + t * nb);
+  if (f.pq) pack_panel_acts(f.xq, nb, n, t0 / 16, (t1 + 31) / 32 * 2, f.pq, f.pd, f.pds);
+  if (f.lq) pack_act_lanes(f.xq, nb, n, t0, t1, f.lq, f.ld, f.lds, f.lsum, f.lhs);
+  for (int64_t g = 0; f.lqb && g < ng; ++g)
+    bias_act_lanes(f.lq + (g * n + t0) * 64, (t1 - t0) * 64, f.lqb + (g * n + t0) * 64);
+  for (int i = 0; i < f.ngsum; ++i) mlx_bias_sums(f.xq, nb, t0, t1, f.gsum[i].first, f.gsum[i].second);
+  if (f.xq4) {
+    std::copy(f.xq + t0 * nb, f.xq + t1 * nb, f.xq4 + t0 * nb);
+    permute_act_for_mlx4(f.xq4 + t0 * nb, (t1 - t0) * nb);
+    // The same scales and sums as lq's: written again, to the same values.
+    if (f.lq4) pack_act_lanes(f.xq4, nb, n, t0, t1, f.lq4, f.ld, f.lds, f.lsum, nullptr);
   }
-  for (int i = 0; i < count; ++i)
-    if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k))
-      gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
 }
+
+// Rows per chunk when prepare spreads over the pool: whole panel pairs, and enough work per chunk
+// to pay for a parallel region (a decode step's few rows stay on the calling thread).
+constexpr int64_t kFormRows = 32;
 
 }  // namespace
 
@@ -693,56 +683,109 @@ struct Prepared {
   bool panels = false;
 };
 
-// Quantizes and packs x once for all count weights (what each of their kernels needs).
-void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch, MatmulPath path,
-             const Kernels& k, Prepared& p) {
-  const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
-  bool need_q = false, need_q4 = false, need_v = false, need_v4 = false, need_biased = false, need_hs = false;
+// Which forms a call's weights read (what each of their kernels needs).
+struct Needs {
+  bool q = false, q4 = false, v = false, v4 = false, biased = false, hs = false;
+  int gs[8], ngs = 0;  // MLX group sizes whose bias sums a per-block kernel reads
+};
+
+Needs choose_kernels(const MatmulOut* outs, int count, int64_t n, MatmulPath path, const Kernels& k, Prepared& p) {
+  const int64_t cols = outs[0].w->cols;
+  Needs need;
   if (count > 8) throw Error("matmul_multi: at most 8 weights");
   for (int i = 0; i < count; ++i) {
-    if (outs[i].w->cols != cols) throw Error("matmul_multi: weights differ in input size");
-    p.qd[i] = path == MatmulPath::Fast ? int_kernel(k, outs[i].w->dtype) : nullptr;
-    p.qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, outs[i].w->dtype) : nullptr;
+    const WeightView& w = *outs[i].w;
+    if (w.cols != cols) throw Error("matmul_multi: weights differ in input size");
+    p.qd[i] = path == MatmulPath::Fast ? int_kernel(k, w.dtype) : nullptr;
+    p.qv[i] = path == MatmulPath::Fast ? int_kernel_v(k, w.dtype) : nullptr;
     // A weight that takes panels reads only their packing: no lane packing or nibble-order copy.
-    const bool pan = use_panels(*outs[i].w, n, path, k);
+    const bool pan = use_panels(w, n, path, k);
     p.panels |= pan;
-    need_v |= p.qv[i] != nullptr && !pan;
-    const bool mlx_v = mlx_lanes(*outs[i].w, path, k) && !pan;
-    (outs[i].w->bits == 4 ? need_v4 : need_v) |= mlx_v;
-    const bool fp4 = mxfp4_fast(*outs[i].w, path), fp4_lanes = mxfp4_lanes(*outs[i].w, path, k);
-    const bool ggml = outs[i].w->dtype == tensor::DType::MXFP4_GGML;
-    need_v |= fp4_lanes && ggml;
-    need_v4 |= fp4_lanes && !ggml;
-    need_q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(*outs[i].w, path) || mlx_v || fp4;
-    need_q4 |= (mlx_fast(*outs[i].w, path) && outs[i].w->bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
+    need.v |= p.qv[i] != nullptr && !pan;
+    const bool mlx_v = mlx_lanes(w, path, k) && !pan;
+    (w.bits == 4 ? need.v4 : need.v) |= mlx_v;
+    const bool fp4 = mxfp4_fast(w, path), fp4_lanes = mxfp4_lanes(w, path, k);
+    const bool ggml = w.dtype == tensor::DType::MXFP4_GGML;
+    need.v |= fp4_lanes && ggml;
+    need.v4 |= fp4_lanes && !ggml;
+    need.q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(w, path) || mlx_v || fp4;
+    need.q4 |= (mlx_fast(w, path) && w.bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
     // Only the lattice predecode reads biased values, only Q2_K half sums.
-    need_biased |= p.qv[i] != nullptr && lattice_predecode(*outs[i].w, n, k);
-    need_hs |= p.qv[i] != nullptr && outs[i].w->dtype == tensor::DType::Q2_K;
+    need.biased |= p.qv[i] != nullptr && lattice_predecode(w, n, k);
+    need.hs |= p.qv[i] != nullptr && w.dtype == tensor::DType::Q2_K;
+    // The per-block MLX kernels read bias sums per group (the lane kernel takes the biases per block).
+    if (mlx_fast(w, path) && !mlx_lanes(w, path, k) && std::find(need.gs, need.gs + need.ngs, w.group_size) == need.gs + need.ngs)
+      need.gs[need.ngs++] = w.group_size;
   }
-  MatmulInputs& in = p.in;
+  return need;
+}
+
+// Sizes the scratch for n rows of nb blocks in every form need names (kept across calls, so
+// nothing is reallocated once the largest call has run).
+Forms size_forms(const Needs& need, int64_t nb, int64_t n, bool panels, MatmulScratch& s) {
+  Forms f;
+  if (!need.q) return f;
+  const size_t groups = static_cast<size_t>((nb + 7) / 8 * n);
+  s.xq.resize(static_cast<size_t>(nb * n));
+  f.xq = s.xq.data();
+  if (panels) {
+    const int64_t tb = (n + 31) / 32 * 2 * nb;  // (tile, block) pairs
+    f.pq = aligned64(s.pq, static_cast<size_t>(tb * 512));
+    s.pd.resize(static_cast<size_t>(tb * 16));
+    s.pds.resize(static_cast<size_t>(tb * 16));
+    f.pd = s.pd.data();
+    f.pds = s.pds.data();
+  }
+  if (need.v || need.v4) {  // lanes' values aligned to a 64-byte line, as the kernels load 64 bytes
+    s.ld.resize(groups * 8);
+    s.lds.resize(groups * 8);
+    s.lsum.resize(groups * 8);
+    f.ld = s.ld.data();
+    f.lds = s.lds.data();
+    f.lsum = s.lsum.data();
+  }
+  if (need.v) f.lq = aligned64(s.lq, groups * 64);
+  if (need.v && need.hs) {  // half sums (which the nibble order changes) only for the plain order
+    s.lhs.resize(groups * 8);
+    f.lhs = s.lhs.data();
+  }
+  if (need.v && need.biased) f.lqb = aligned64(s.lqb, groups * 64);
+  for (int i = 0; i < need.ngs; ++i) {
+    auto it = std::find_if(s.mlx_gsum.begin(), s.mlx_gsum.end(), [&](auto& e) { return e.first == need.gs[i]; });
+    if (it == s.mlx_gsum.end()) it = s.mlx_gsum.insert(it, {need.gs[i], {}});
+    it->second.resize(static_cast<size_t>(n * (nb / (need.gs[i] / tensor::kQK))));
+  }
+  for (int i = 0; i < need.ngs; ++i)  // after every insert, which may move the entries
+    f.gsum[f.ngsum++] = {need.gs[i], mlx_gsum_for(s, need.gs[i])};
+  if (need.q4) {
+    s.xq_mlx4.resize(static_cast<size_t>(nb * n));
+    f.xq4 = s.xq_mlx4.data();
+    if (need.v4) f.lq4 = aligned64(s.lq4, groups * 64);
+  }
+  return f;
+}
+
+// Quantizes and packs x once for all count weights, spread over the pool (when given) for many rows.
+void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch, MatmulPath path,
+             const Kernels& k, ThreadPool* pool, Prepared& p) {
+  const int64_t cols = outs[0].w->cols, nb = cols / tensor::kQK;
+  const Needs need = choose_kernels(outs, count, n, path, k, p);
+  const Forms f = size_forms(need, nb, n, p.panels, scratch);
+  if (f.xq) {
+    if (pool && pool->size() > 1 && n > kFormRows)
+      pool->parallel_for(n, kFormRows, [&](int64_t t0, int64_t t1) { fill_forms(f, x, cols, n, t0, t1, k); });
+    else
+      fill_forms(f, x, cols, n, 0, n, k);
+  }
   const ActLanes none{nullptr, nullptr, nullptr, nullptr, n};
-  in = MatmulInputs{x, nullptr, nullptr, none, none, none, {}, n};
-  if (need_q) {
-    scratch.xq.resize(static_cast<size_t>(nb * n));
-    for (int64_t t = 0; t < n; ++t) k.quantize_act(x + t * cols, cols, scratch.xq.data() + t * nb);
-    in.xq = scratch.xq.data();
-  }
-  if (p.panels) in.xp = pack_panels(in.xq, nb, n, scratch);
-  if (need_v) in.xl = pack_lanes(in.xq, nb, n, scratch.lq, scratch, need_hs);
-  if (need_biased) {
-    const int64_t words = (nb + 7) / 8 * n * 64;
-    int32_t* q = aligned64(scratch.lqb, static_cast<size_t>(words));
-    bias_act_lanes(in.xl.q, words, q);
-    in.xlb = in.xl;
-    in.xlb.q = q;
-  }
-  mlx_group_sums(outs, count, in.xq, nb, n, scratch, path, k, p.gsum);
-  if (need_q4) {
-    scratch.xq_mlx4 = scratch.xq;
-    permute_act_for_mlx4(scratch.xq_mlx4.data(), static_cast<int64_t>(scratch.xq_mlx4.size()));
-    in.xq4 = scratch.xq_mlx4.data();
-    if (need_v4) in.xl4 = pack_lanes(in.xq4, nb, n, scratch.lq4, scratch, false);
-  }
+  MatmulInputs& in = p.in;
+  in = MatmulInputs{x, f.xq, f.xq4, none, none, none, {}, n};
+  if (f.pq) in.xp = PanelActs{f.pq, f.pd, f.pds, nb, n};
+  if (f.lq) in.xl = ActLanes{f.lq, f.ld, f.lds, f.lsum, n, f.lhs};
+  if (f.lqb) in.xlb = ActLanes{f.lqb, f.ld, f.lds, f.lsum, n, f.lhs};
+  if (f.lq4) in.xl4 = ActLanes{f.lq4, f.ld, f.lds, f.lsum, n, nullptr};
+  for (int i = 0; i < count; ++i)
+    if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k)) p.gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
 }
 
 // Rows [r0, r1) of weight i of a prepared call.
@@ -762,7 +805,7 @@ void matmul_multi(const MatmulOut* outs, int count, const float* x, int64_t n, T
   if (count <= 0) return;
   const Kernels& k = kernels();
   Prepared p;
-  prepare(outs, count, x, n, scratch, path, k, p);
+  prepare(outs, count, x, n, scratch, path, k, &pool, p);
   int64_t start[9];
   start[0] = 0;
   for (int i = 0; i < count; ++i) start[i + 1] = start[i] + outs[i].w->rows;
@@ -816,7 +859,7 @@ void matmul_groups(const MatmulGroup* groups, int count, ThreadPool& pool, Matmu
       prep[g] = prep[same];
     } else {
       const MatmulOut outs[2] = {G.a, G.b};
-      prepare(outs, G.b.w ? 2 : 1, G.x, G.n, scratch[g], path, k, prep[g]);
+      prepare(outs, G.b.w ? 2 : 1, G.x, G.n, scratch[g], path, k, &pool, prep[g]);
     }
     panels |= prep[g].panels;
     start[g + 1] = start[g] + G.a.w->rows;
@@ -840,9 +883,9 @@ struct MatmulPrepared {
 };
 
 MatmulPlan::MatmulPlan(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch,
-                       MatmulPath path)
+                       MatmulPath path, ThreadPool* pool)
     : p_(std::make_unique<MatmulPrepared>()) {
-  prepare(outs, count, x, n, scratch, path, kernels(), p_->p);
+  prepare(outs, count, x, n, scratch, path, kernels(), pool, p_->p);
   std::copy_n(outs, count, p_->outs);
   p_->path = path;
 }

@@ -78,7 +78,7 @@ struct MatmulPrepared;
 class MatmulPlan {
  public:
   MatmulPlan(const MatmulOut* outs, int count, const float* x, int64_t n, MatmulScratch& scratch,
-             MatmulPath path = MatmulPath::Fast);
+             MatmulPath path = MatmulPath::Fast, ThreadPool* pool = nullptr);
   ~MatmulPlan();
   // Rows [r0, r1) of weight i into outs[i].y, for all n activation rows.
   void rows(int i, int64_t r0, int64_t r1) const;

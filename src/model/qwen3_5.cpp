@@ -468,7 +468,8 @@ class Qwen35Model final : public Model {
     float* fba = fused_ ? fz + n * (C_ + value_dim_) : nullptr;
     const compute::MatmulOut fused[2] = {{&L.qkvz.w, fz}, {&L.ba.w, fba}};
     const compute::MatmulOut split[4] = {{&L.qkv.w, qkv}, {&L.z.w, z}, {&L.b.w, b_.data()}, {&L.a.w, a_.data()}};
-    const compute::MatmulPlan plan(fused_ ? fused : split, fused_ ? 2 : 4, xn_.data(), n, ctx_.scratch, ctx_.path);
+    const compute::MatmulPlan plan(fused_ ? fused : split, fused_ ? 2 : 4, xn_.data(), n, ctx_.scratch, ctx_.path,
+                                   ctx_.pool);
     const int64_t Hv = gd_.v_heads;
     // y [n][value_dim] goes to a buffer of its own: the projections stay intact until every
     // sequence has read its rows (and the rollback window has copied them).
