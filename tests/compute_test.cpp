@@ -1187,6 +1187,29 @@ LaneActs random_acts(int64_t nb, int64_t n, bool nibble_order, std::mt19937& rng
   return LaneActs(xq, nb, n);
 }
 const int64_t kLaneNbs[] = {1, 5, 8, 18, 48, 50};
+
+// matmul packs MLX 4-bit activations in nibble order straight from the plain blocks, and per token
+// range over its threads: both must give the buffers that packing the permuted blocks at once gives.
+TEST(PackActLanes, NibbleOrderAndTokenRangesGiveThePermutedBlocksPacking) {
+  std::mt19937 rng(31);
+  for (int64_t nb : kLaneNbs) {
+    const int64_t n = 5, g = (nb + 7) / 8 * n;
+    std::vector<tensor::ActQ8> xq(n * nb);
+    for (int64_t t = 0; t < n; ++t)
+      kernels_for(Isa::Scalar).quantize_act(random_vec(nb * 32, rng).data(), nb * 32, xq.data() + t * nb);
+    std::vector<tensor::ActQ8> xq4 = xq;
+    permute_act_for_mlx4(xq4.data(), n * nb);
+    const LaneActs want(xq4, nb, n);
+    std::vector<int32_t> q(g * 64, -1), sum(g * 8, -1);
+    std::vector<float> d(g * 8, -1), ds(g * 8, -1);
+    for (auto [t0, t1] : {std::pair<int64_t, int64_t>{3, 5}, {0, 1}, {1, 3}})
+      pack_act_lanes(xq.data(), nb, n, t0, t1, q.data(), d.data(), ds.data(), sum.data(), nullptr, true);
+    EXPECT_EQ(q, want.q) << "nb " << nb;
+    EXPECT_EQ(sum, want.sum) << "nb " << nb;
+    EXPECT_EQ(d, want.d) << "nb " << nb;
+    EXPECT_EQ(ds, want.ds) << "nb " << nb;
+  }
+}
 // Σ |w·x| over a GGUF row (0 for MLX / MXFP4 rows): random K-quant rows can sum terms of ~1e4 to ~1,
 // where two float orders of the same integer dots differ by far more than 1e-4 of the result.
 double row_magnitude(const LaneRow& r, const tensor::ActQ8* x, int64_t nb) {

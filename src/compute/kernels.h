@@ -169,9 +169,9 @@ struct Kernels {
 // ds[i*8 + k] = d·sum, sum[i*8 + k] = its integer sum; hs[i*8 + k] (unless hs is null) the sums of
 // its first and last 16 values as int16 in the low and high half (for a madd against two int16
 // weights per lane: Q2_K's mins, computed once here instead of per row). Blocks past nb are zeros.
-// ld = n.
+// ld = n. With nibble_order, q holds the blocks' values in permute_act_for_mlx4's order.
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, int64_t t1, int32_t* q, float* d,
-                    float* ds, int32_t* sum, int32_t* hs);
+                    float* ds, int32_t* sum, int32_t* hs, bool nibble_order = false);
 
 // pack_act_lanes' values as unsigned bytes (+ 128) for dot_iq_decodedv: count int32 words of q into out.
 void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out);

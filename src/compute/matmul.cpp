@@ -581,7 +581,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
 }  // namespace
 
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, int64_t t1, int32_t* q, float* d,
-                    float* ds, int32_t* sum, int32_t* hs) {
+                    float* ds, int32_t* sum, int32_t* hs, bool nibble_order) {
   const int64_t ng = (nb + 7) / 8;
   for (int64_t g = 0; g < ng; ++g)
     for (int64_t t = t0; t < t1; ++t) {
@@ -591,7 +591,12 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, i
         const tensor::ActQ8* a = b < nb ? &x[t * nb + b] : nullptr;
         for (int m = 0; m < 8; ++m) {
           int32_t v = 0;
-          if (a) std::memcpy(&v, a->qs + 4 * m, 4);
+          if (a && !nibble_order) {
+            std::memcpy(&v, a->qs + 4 * m, 4);
+          } else if (a) {  // bytes 4m..4m+3 of permute_act_for_mlx4's order: every other value from e
+            const auto* e = reinterpret_cast<const uint8_t*>(a->qs) + 8 * (m & 3) + (m >> 2);
+            v = static_cast<int32_t>(e[0] | e[2] << 8 | e[4] << 16 | static_cast<uint32_t>(e[6]) << 24);
+          }
           q[i * 64 + 8 * m + k] = v;
         }
         d[i * 8 + k] = a ? a->d : 0.0f;
@@ -661,9 +666,10 @@ void fill_forms(const Forms& f, const float* x, int64_t cols, int64_t n, int64_t
   if (f.xq4) {
     std::copy(f.xq + t0 * nb, f.xq + t1 * nb, f.xq4 + t0 * nb);
     permute_act_for_mlx4(f.xq4 + t0 * nb, (t1 - t0) * nb);
-    // The same scales and sums as lq's: written again, to the same values.
-    if (f.lq4) pack_act_lanes(f.xq4, nb, n, t0, t1, f.lq4, f.ld, f.lds, f.lsum, nullptr);
   }
+  // The same scales and sums as lq's (written again, to the same values); the values permuted as
+  // they are packed, not through xq4, which only the per-block kernels read.
+  if (f.lq4) pack_act_lanes(f.xq, nb, n, t0, t1, f.lq4, f.ld, f.lds, f.lsum, nullptr, true);
 }
 
 // Rows per chunk when prepare spreads over the pool: whole panel pairs, and enough work per chunk
@@ -709,7 +715,8 @@ Needs choose_kernels(const MatmulOut* outs, int count, int64_t n, MatmulPath pat
     need.v |= fp4_lanes && ggml;
     need.v4 |= fp4_lanes && !ggml;
     need.q |= p.qd[i] != nullptr || p.qv[i] != nullptr || mlx_fast(w, path) || mlx_v || fp4;
-    need.q4 |= (mlx_fast(w, path) && w.bits == 4 && !pan) || (fp4 && !(fp4_lanes && ggml));
+    // Nibble-order blocks only for the per-block kernels (the lane ones read nibble-order lanes).
+    need.q4 |= (mlx_fast(w, path) && w.bits == 4 && !pan && !mlx_v) || (fp4 && !fp4_lanes);
     // Only the lattice predecode reads biased values, only Q2_K half sums.
     need.biased |= p.qv[i] != nullptr && lattice_predecode(w, n, k);
     need.hs |= p.qv[i] != nullptr && w.dtype == tensor::DType::Q2_K;
@@ -760,8 +767,8 @@ Forms size_forms(const Needs& need, int64_t nb, int64_t n, bool panels, MatmulSc
   if (need.q4) {
     s.xq_mlx4.resize(static_cast<size_t>(nb * n));
     f.xq4 = s.xq_mlx4.data();
-    if (need.v4) f.lq4 = aligned64(s.lq4, groups * 64);
   }
+  if (need.v4) f.lq4 = aligned64(s.lq4, groups * 64);
   return f;
 }
 
