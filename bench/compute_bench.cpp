@@ -566,6 +566,9 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_1t, 4, 64, 248320, 1024, 1
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_ffn_1t_n8, 4, 64, 1536, 576, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_ffn_1t_n8, 4, 64, 1536, 576, 1, 8, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_ffn_1t_n16, 4, 64, 1536, 576, 1, 16, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_down_1t_n8, 4, 64, 576, 1536, 1, 8, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_g64_gemm128_1t, 4, 64, 1536, 576, 1, 128)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_gemm128_1t, 8, 64, 1536, 576, 1, 128)->UseRealTime();
 // MXFP4 vs MLX affine 4-bit at the same shapes (gpt-oss-20b's expert: hidden 2880, 2x2880 gate/up).
@@ -588,6 +591,8 @@ BENCHMARK_CAPTURE(BM_SmolLM2, prefill, true)->Arg(1)->Arg(2)->Unit(benchmark::kM
 
 BENCHMARK(BM_SmolLM2Batch)->Args({1, 128})->Args({8, 128})->Args({8, 16})->Args({1, 1024})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK(BM_SmolLM2Turn)->Args({170, 2000})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+// A decode step and a 9-token speculative verify at the code-edit benchmark's context.
+BENCHMARK(BM_SmolLM2Turn)->Args({1, 1536})->Args({9, 1536})->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 BENCHMARK_CAPTURE(BM_AttentionLayers, decode1_ctx2000, 1, 2000)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_AttentionLayers, decode8_ctx150, 8, 150)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Attention, prefill170_ctx2000_2t, 1, 170, 2000, 2)->UseRealTime();
