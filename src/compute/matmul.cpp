@@ -164,8 +164,8 @@ void groups_f32(const void* p, tensor::DType dt, int64_t i, int64_t n, float* ou
   }
 }
 
-// For activation rows t in [t0, t1) and each group g of group_size gs: Σ over the group's blocks of dx·Σx, the
-// activation side of an MLX row's bias term (w = scale·q + bias); see Kernels::MlxDot.
+// For activation rows t in [t0, t1) and each group g of group_size gs: Σ over the group's blocks of
+// dx·Σx, the activation side of an MLX row's bias term (w = scale·q + bias); see Kernels::MlxDot.
 void mlx_bias_sums(const tensor::ActQ8* xq, int64_t nb, int64_t t0, int64_t t1, int gs, float* out) {
   const int bpg = gs / tensor::kQK;
   const int64_t groups = nb / bpg;
@@ -721,8 +721,8 @@ Needs choose_kernels(const MatmulOut* outs, int count, int64_t n, MatmulPath pat
     need.biased |= p.qv[i] != nullptr && lattice_predecode(w, n, k);
     need.hs |= p.qv[i] != nullptr && w.dtype == tensor::DType::Q2_K;
     // The per-block MLX kernels read bias sums per group (the lane kernel takes the biases per block).
-    if (mlx_fast(w, path) && !mlx_lanes(w, path, k) && std::find(need.gs, need.gs + need.ngs, w.group_size) == need.gs + need.ngs)
-      need.gs[need.ngs++] = w.group_size;
+    const bool fresh_gs = std::find(need.gs, need.gs + need.ngs, w.group_size) == need.gs + need.ngs;
+    if (mlx_fast(w, path) && !mlx_lanes(w, path, k) && fresh_gs) need.gs[need.ngs++] = w.group_size;
   }
   return need;
 }
@@ -792,7 +792,8 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
   if (f.lqb) in.xlb = ActLanes{f.lqb, f.ld, f.lds, f.lsum, n, f.lhs};
   if (f.lq4) in.xl4 = ActLanes{f.lq4, f.ld, f.lds, f.lsum, n, nullptr};
   for (int i = 0; i < count; ++i)
-    if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k)) p.gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
+    if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k))
+      p.gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);
 }
 
 // Rows [r0, r1) of weight i of a prepared call.
