@@ -289,11 +289,37 @@ class DecoderModel final : public Model {
     qscale_.resize(n);
   }
 
+  // fn(t0, t1) over the batch's rows [0, n): on the pool for a prefill's many rows (a row's values
+  // never depend on the split), on this thread for a decode's few (a region costs more than they do).
+  template <class F>
+  void each_rows(int64_t n, F&& fn) {
+    constexpr int64_t kRows = 32;
+    if (n > kRows) pool_.parallel_for(n, kRows, fn);
+    else fn(0, n);
+  }
+
+  // x += r row by row, then the next sublayer's input norm of x into xn_.
+  void add_then_norm(const float* r, const std::vector<float>& norm, int64_t n) {
+    each_rows(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        if (r) compute::add_inplace(x_.data() + t * H_, r + t * H_, H_);
+        compute::rms_norm(x_.data() + t * H_, norm.data(), H_, eps_, spec_.norm_add_one, xn_.data() + t * H_);
+      }
+    });
+  }
+
+  // Gemma's sandwich norm of a sublayer's output rows, in place.
+  void norm_rows(float* y, const std::vector<float>& norm, int64_t n) {
+    each_rows(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        compute::rms_norm(y + t * H_, norm.data(), H_, eps_, spec_.norm_add_one, y + t * H_);
+    });
+  }
+
   // All batch rows go through every projection at once; KV stores and attention are per entry.
   void run_layer(const Layer& L, int32_t li, int64_t n) {
     const bool one = spec_.norm_add_one;
-    for (int64_t t = 0; t < n; ++t)
-      compute::rms_norm(x_.data() + t * H_, L.in_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+    add_then_norm(nullptr, L.in_norm, n);
     {
       compute::MatmulOut outs[3] = {{&L.q.w, q_.data()}, {&L.k.w, k_.data()}, {&L.v.w, v_.data()}};
       compute::matmul_multi(outs, 3, xn_.data(), n, pool_, ctx_.scratch, ctx_.path);
@@ -305,22 +331,24 @@ class DecoderModel final : public Model {
     const float* cs = L.sliding ? lcos_.data() : gcos_.data();
     const float* sn = L.sliding ? lsin_.data() : gsin_.data();
     const int64_t half = rope.half();
-    for (int64_t t = 0; t < n; ++t) {
-      float* qt = q_.data() + t * nh_ * hd_;
-      float* kt = k_.data() + t * nkv_ * hd_;
-      if (!L.q_norm.empty()) {
-        for (int64_t h = 0; h < nh_; ++h) compute::rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
-        for (int64_t h = 0; h < nkv_; ++h) compute::rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
+    each_rows(n, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        float* qt = q_.data() + t * nh_ * hd_;
+        float* kt = k_.data() + t * nkv_ * hd_;
+        if (!L.q_norm.empty()) {
+          for (int64_t h = 0; h < nh_; ++h) compute::rms_norm(qt + h * hd_, L.q_norm.data(), hd_, eps_, one, qt + h * hd_);
+          for (int64_t h = 0; h < nkv_; ++h) compute::rms_norm(kt + h * hd_, L.k_norm.data(), hd_, eps_, one, kt + h * hd_);
+        }
+        if (pairs_) {
+          rope.apply_pairs(qt, nh_, hd_, cs + t * half, sn + t * half);
+          rope.apply_pairs(kt, nkv_, hd_, cs + t * half, sn + t * half);
+        } else {
+          rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
+          rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
+        }
+        if (qscale_[t] != 1.0f) compute::scale_inplace(qt, qscale_[t], nh_ * hd_);  // after RoPE, as ministral3
       }
-      if (pairs_) {
-        rope.apply_pairs(qt, nh_, hd_, cs + t * half, sn + t * half);
-        rope.apply_pairs(kt, nkv_, hd_, cs + t * half, sn + t * half);
-      } else {
-        rope.apply(qt, nh_, hd_, cs + t * half, sn + t * half);
-        rope.apply(kt, nkv_, hd_, cs + t * half, sn + t * half);
-      }
-      if (qscale_[t] != 1.0f) compute::scale_inplace(qt, qscale_[t], nh_ * hd_);  // after RoPE, as ministral3
-    }
+    });
     store_kv_segments(seqs_, li, nkv_, hd_, nh_ * hd_, q_.data(), k_.data(), v_.data(), att_.data(), segs_);
     const compute::AttentionParams ap{.n_heads = nh_, .n_kv_heads = nkv_, .head_dim = hd_, .scale = attn_scale_,
                              .window = L.sliding ? cfg_.sliding_window : 0,
@@ -328,14 +356,8 @@ class DecoderModel final : public Model {
                              .sinks = L.sinks.empty() ? nullptr : L.sinks.data()};
     compute::attention_batch(segs_.data(), segs_.size(), ap, pool_);
     L.o(att_.data(), n, tmp_.data(), ctx_);
-    if (spec_.sandwich_norms)
-      for (int64_t t = 0; t < n; ++t)
-        compute::rms_norm(tmp_.data() + t * H_, L.post_attn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
-    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
-
-    const std::vector<float>& ffn_norm = spec_.sandwich_norms ? L.pre_ffn_norm : L.post_attn_norm;
-    for (int64_t t = 0; t < n; ++t)
-      compute::rms_norm(x_.data() + t * H_, ffn_norm.data(), H_, eps_, one, xn_.data() + t * H_);
+    if (spec_.sandwich_norms) norm_rows(tmp_.data(), L.post_attn_norm, n);
+    add_then_norm(tmp_.data(), spec_.sandwich_norms ? L.pre_ffn_norm : L.post_attn_norm, n);
     if (L.moe) {
       L.moe->forward(xn_.data(), n, tmp_.data(), ctx_, moe_scratch_);
       compute::add_inplace(x_.data(), tmp_.data(), n * H_);
@@ -353,10 +375,10 @@ class DecoderModel final : public Model {
                          },
                          ctx_.path);
     L.down(gate_.data(), n, tmp_.data(), ctx_);
-    if (spec_.sandwich_norms)
-      for (int64_t t = 0; t < n; ++t)
-        compute::rms_norm(tmp_.data() + t * H_, L.post_ffn_norm.data(), H_, eps_, one, tmp_.data() + t * H_);
-    compute::add_inplace(x_.data(), tmp_.data(), n * H_);
+    if (spec_.sandwich_norms) norm_rows(tmp_.data(), L.post_ffn_norm, n);
+    each_rows(n, [&](int64_t t0, int64_t t1) {
+      compute::add_inplace(x_.data() + t0 * H_, tmp_.data() + t0 * H_, (t1 - t0) * H_);
+    });
   }
 
   std::shared_ptr<Checkpoint> ckpt_;
