@@ -206,6 +206,16 @@ struct Decoded {
 };
 static_assert(sizeof(Decoded) == Kernels::kIqDecodedBytes && alignof(Decoded) == 32);
 
+// acc + Σ over 4-byte groups of unsigned u times signed q, exactly (|q| ≤ 62: a maddubs pair stays
+// within int16, 2·255·62).
+inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i q) {
+#ifdef __AVX512VNNI__
+  return _mm256_dpbusd_epi32(acc, u, q);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
+#endif
+}
+
 template <class B>
 void decode_rows(const Kernels::Rows& m, int64_t nb, uint8_t* out) {
   const tensor::iq::Grids& G = tensor::iq::grids();
@@ -221,8 +231,8 @@ void decode_rows(const Kernels::Rows& m, int64_t nb, uint8_t* out) {
       const __m256i hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(b.hi));
       __m256i sum_lo = _mm256_setzero_si256(), sum_hi = _mm256_setzero_si256();
       for (int v = 0; v < 4; ++v) {
-        sum_lo = _mm256_add_epi32(sum_lo, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, o->S[v]), _mm256_set1_epi16(1)));
-        sum_hi = _mm256_add_epi32(sum_hi, _mm256_madd_epi16(_mm256_maddubs_epi16(ones, o->S[v + 4]), _mm256_set1_epi16(1)));
+        sum_lo = dp_u8s8(sum_lo, ones, o->S[v]);
+        sum_hi = dp_u8s8(sum_hi, ones, o->S[v + 4]);
       }
       const __m256i c = _mm256_add_epi32(_mm256_mullo_epi32(sum_lo, lo), _mm256_mullo_epi32(sum_hi, hi));
       _mm256_store_si256(reinterpret_cast<__m256i*>(o->c), _mm256_slli_epi32(c, 7));
@@ -233,16 +243,6 @@ void decode_rows(const Kernels::Rows& m, int64_t nb, uint8_t* out) {
 }
 
 inline __m256i widen8(const int8_t* s) { return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s))); }
-
-// acc + Σ over 4-byte groups of unsigned u times signed q, exactly (|q| ≤ 62: a maddubs pair stays
-// within int16, 2·255·62).
-inline __m256i dp_u8s8(__m256i acc, __m256i u, __m256i q) {
-#ifdef __AVX512VNNI__
-  return _mm256_dpbusd_epi32(acc, u, q);
-#else
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, q), _mm256_set1_epi16(1)));
-#endif
-}
 
 // dots() over a Decoded super-block, xb the activations biased to unsigned: the same integer, so
 // the same float operations give the same bits.

@@ -779,10 +779,9 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
   const Needs need = choose_kernels(outs, count, n, path, k, p);
   const Forms f = size_forms(need, nb, n, p.panels, scratch);
   if (f.xq) {
-    if (pool && pool->size() > 1 && n > kFormRows)
-      pool->parallel_for(n, kFormRows, [&](int64_t t0, int64_t t1) { fill_forms(f, x, cols, n, t0, t1, k); });
-    else
-      fill_forms(f, x, cols, n, 0, n, k);
+    auto fill = [&](int64_t t0, int64_t t1) { fill_forms(f, x, cols, n, t0, t1, k); };
+    if (pool) pool->parallel_for(n, kFormRows, fill);
+    else fill(0, n);
   }
   const ActLanes none{nullptr, nullptr, nullptr, nullptr, n};
   MatmulInputs& in = p.in;

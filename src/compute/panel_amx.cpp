@@ -64,9 +64,9 @@ void configure_tiles() {
 }
 
 // A panel's weights, unpacked (its buffers, like the others here, are thread_local vectors, so a
-// thread that never runs a panel never allocates them): B tile h (rows 16h..16h+15) of block blk at b + (2·blk + h)·512,
-// holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows' scales (and offsets) as
-// f32 vectors over the 32 rows (zero past the panel).
+// thread that never runs a panel never allocates them): B tile h (rows 16h..16h+15) of block blk
+// at b + (2·blk + h)·512, holding value 4j+i of its row r at j*64 + r*4 + i; per block the rows'
+// scales (and offsets) as f32 vectors over the 32 rows (zero past the panel).
 // Q6_K (split): the H tiles as above, the L tiles after them at b + (2·(nb + blk) + h)·512.
 struct Unpacked {
   std::vector<uint8_t> raw;  // b, 64-byte aligned inside

@@ -64,15 +64,8 @@ void ThreadPool::worker() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(1, grain);
+void ThreadPool::run_region(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   const int threads = size();
-  if (threads == 1 || n <= grain) {
-    fn(0, n);
-    return;
-  }
   auto job = std::make_shared<Job>();
   job->fn = &fn;
   job->n = n;

@@ -4,6 +4,7 @@
 // completion is counted per index (not per worker), so a worker that the OS has descheduled never
 // stalls the caller: the others take its share.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,10 +27,18 @@ class ThreadPool {
 
   // Calls fn(begin, end) over [0, n) split into chunks of whole multiples of `grain` (the last
   // one may be shorter), spread over the threads. Where the chunks fall depends on timing.
-  // Returns when all chunks are done. Not reentrant (do not nest).
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Returns when all chunks are done. Not reentrant (do not nest). With one thread, or n ≤ grain
+  // (a decode step's few rows), fn(0, n) runs on the calling thread: no region, no std::function.
+  template <class F>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    grain = std::max<int64_t>(1, grain);
+    if (size() == 1 || n <= grain) return fn(int64_t{0}, n);
+    run_region(n, grain, std::function<void(int64_t, int64_t)>(std::ref(fn)));
+  }
 
  private:
+  void run_region(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   struct Job {
     const std::function<void(int64_t, int64_t)>* fn = nullptr;
     int64_t n = 0, grain = 1, split = 1;

@@ -289,13 +289,11 @@ class DecoderModel final : public Model {
     qscale_.resize(n);
   }
 
-  // fn(t0, t1) over the batch's rows [0, n): on the pool for a prefill's many rows (a row's values
-  // never depend on the split), on this thread for a decode's few (a region costs more than they do).
+  // fn(t0, t1) over the batch's rows [0, n), 32 at a time on the pool (a row's values never depend
+  // on the split; a decode's few rows stay on this thread, as a region costs more than they do).
   template <class F>
   void each_rows(int64_t n, F&& fn) {
-    constexpr int64_t kRows = 32;
-    if (n > kRows) pool_.parallel_for(n, kRows, fn);
-    else fn(0, n);
+    pool_.parallel_for(n, 32, fn);
   }
 
   // x += r row by row, then the next sublayer's input norm of x into xn_.
