@@ -644,7 +644,7 @@ namespace {
 // for all n rows. Every form is per row (panels per 32 rows), so any split of the rows fills them.
 struct Forms {
   tensor::ActQ8 *xq = nullptr, *xq4 = nullptr;  // int8 blocks; the same in nibble order
-  int32_t *lq = nullptr, *lq4 = nullptr;         // xq / xq4 packed by pack_act_lanes
+  int32_t *lq = nullptr, *lq4 = nullptr;         // xq packed by pack_act_lanes, plain / nibble order
   int32_t *lqb = nullptr;                        // lq's values biased to unsigned
   int32_t *lsum = nullptr, *lhs = nullptr;       // their sums; Q2_K's half sums
   float *ld = nullptr, *lds = nullptr;

@@ -38,11 +38,11 @@ struct WeightView {
 // Reusable scratch (activation quantization); one per calling thread.
 struct MatmulScratch {
   std::vector<tensor::ActQ8> xq;
-  std::vector<tensor::ActQ8> xq_mlx4;  // xq in nibble order, for MLX 4-bit weights
+  std::vector<tensor::ActQ8> xq_mlx4;  // xq in nibble order, for the per-block MLX 4-bit / MXFP4 kernels
   // Per MLX group size: for each activation row and group, Σ dx·Σx over the group's blocks.
   std::vector<std::pair<int, std::vector<float>>> mlx_gsum;
   std::vector<int32_t> lq, lsum, lhs;  // xq packed by pack_act_lanes (for Kernels::QDotV)
-  std::vector<int32_t> lq4;       // xq_mlx4's values packed the same way (Kernels::MlxDotV)
+  std::vector<int32_t> lq4;       // xq packed the same way in nibble order (Kernels::MlxDotV, MXFP4)
   std::vector<int32_t> lqb;       // lq's values + 128 (bias_act_lanes, Kernels::dot_iq_decodedv)
   std::vector<float> ld, lds;
   std::vector<int8_t> pq;  // xq packed by pack_panel_acts (AMX panels)
