@@ -81,7 +81,7 @@ void time_prefetch_ab(benchmark::State& st, const compute::WeightView& v, int th
     }
     ++i;
   }
-  compute::set_row_prefetch(true);
+  compute::set_row_prefetch(false);
   auto min_med = [](std::vector<double>& a) {
     std::sort(a.begin(), a.end());
     return std::pair{a.front(), a[a.size() / 2]};

@@ -632,6 +632,8 @@ TEST(Matmul, RowPrefetchAsksForEveryStreamOfTheRowAhead) {
   WeightView w;
   w.data = buf[0];
   w.dtype = tensor::DType::Q6_K, w.cols = 1024, w.row_stride = 4 * 210;
+  EXPECT_EQ(row_prefetch(w).ahead, 0);  // off until asked for (matmul.cpp says why)
+  set_row_prefetch(true);
   RowPrefetch p = row_prefetch(w);
   EXPECT_EQ(p.streams, 1);
   EXPECT_EQ(p.bytes[0], 840u);
@@ -675,6 +677,7 @@ TEST(Matmul, RowPrefetchAsksForEveryStreamOfTheRowAhead) {
   p = row_prefetch(w);
   EXPECT_EQ(p.streams, 1);
   EXPECT_EQ(p.bytes[0], 1530u);
+  set_row_prefetch(false);
 }
 
 // Weights over half the last-level cache (every model's of the process together) are asked for
@@ -692,12 +695,14 @@ TEST(Matmul, RowPrefetchGoesToL2ForWeightsBeyondTheCache) {
   std::vector<float> near(n * rows), far(n * rows);
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   const size_t llc = l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+  set_row_prefetch(true);
   note_weight_bytes(llc / 4);  // a model
   EXPECT_FALSE(row_prefetch(w).to_l2);
   matmul(w, x.data(), n, near.data(), pool, s);
   note_weight_bytes(llc / 4 + 1);  // and a second one: together over half the cache
   EXPECT_TRUE(row_prefetch(w).to_l2);
   matmul(w, x.data(), n, far.data(), pool, s);
+  set_row_prefetch(false);
   EXPECT_EQ(std::memcmp(near.data(), far.data(), near.size() * 4), 0);
 }
 

@@ -285,10 +285,10 @@ void run_panels(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs&
 }  // namespace
 
 namespace {
-// Whether row_prefetch asks for anything (set_row_prefetch, RAPID_ROW_PREFETCH=0).
+// Whether row_prefetch asks for anything (set_row_prefetch, RAPID_ROW_PREFETCH=1): off unless asked.
 std::atomic<bool> g_row_prefetch{[] {
   const char* e = std::getenv("RAPID_ROW_PREFETCH");
-  return !(e && !std::strcmp(e, "0"));
+  return e && !std::strcmp(e, "1");
 }()};
 }  // namespace
 
@@ -311,27 +311,20 @@ void note_weight_bytes(size_t bytes) {
   g_prefetch_to_l2.store(total > llc_bytes() / 2, std::memory_order_relaxed);
 }
 
-// Decode streams each weight row once: asking for the row ~4 KiB ahead keeps more lines in flight
-// than the hardware prefetcher does on one core. Measured on Sapphire Rapids (bench/README.md:
-// Qwen3.5 decode breakdown): Q4_0 LM head best of 5 +12-15% bytes/s (medians within noise);
-// Q8_0 (slower with the old non-temporal hint, so left out then) gains with T0: Qwen3.5-0.8B-shape
-// decode best of 6 alternated runs 9.0 -> 9.6 / 16.4 -> 17.5 tok/s (1 / 2 threads), SmolLM2 Q8_0
-// 59 -> 75 tok/s at 2 threads. Into all cache levels (T0), not non-temporal:
-// there, NTA made an L3-resident 4096 x 4096 Q4_0 GEMV 3.5x slower (compute_bench q4_0_big_1t
-// 2.5 -> 0.67 ms with T0) and T0 streams a DRAM-resident one ~12% faster (q4_0_qwen35_vocab_1t
-// 16.8 -> 14.0-15.3 ms); 2 KiB or 8 KiB ahead are slower than 4 KiB on both.
-// Every format a decode row loop streams takes it (the K-quants, Q5_0 / Q5_1, the IQ4 types, MLX
-// affine, both MXFP4 layouts; not dense float rows, nor the IQ1-IQ3 lattice types, whose decode
-// runs at a fraction of the bandwidth), and every stream of a row: the packed values and, where they
-// are arrays of their own, the row's MLX scales and biases or MXFP4 scales (the same rows ahead, so
-// a few bytes ahead each); only the row's own bytes, not its stride (gpt-oss's interleaved gate / up
-// views skip a row). On the AMD EPYC (AVX2, 2 shared cores, load 3-9; bench/README.md: "Weight-row
-// prefetch for every decode format") it is neutral for every format, Q4_0 / Q8_0 included:
-// compute_bench's prefetch_* rows (off and on in alternate calls of one process) give off / on
-// CPU-time ratios 0.94-1.06 (medians 0.95-1.02) over three passes at the DRAM-resident
-// 248320 x 1024 LM head, 0.99-1.02 L3-resident. So nothing is slower there, and the other formats
-// stream their rows as Q4_0 / Q8_0 do where it was measured faster (their gain on Sapphire Rapids
-// is not measured yet). RAPID_ROW_PREFETCH=0 turns it off to check a machine end to end.
+// Decode streams each weight row once; asking for the row ~4 KiB ahead is meant to keep more lines
+// in flight than the hardware prefetcher does on one core. Off unless asked for (RAPID_ROW_PREFETCH=1,
+// set_row_prefetch). From 8c8fd8b on, GCC had deleted it from the build (compute/prefetch.h says
+// why), so every figure since was measured without it. Compiled in, it slows the AMD EPYC (Zen 4):
+// compute_bench's prefetch_* rows (off and on in alternate calls) give off / on 0.47-0.88, and a
+// 2-thread SmolLM2 Q4_1 decode went 281 -> 215 tok/s (bench/README.md: "Prefetches the compiler
+// deleted"). Sapphire Rapids measured a gain before that commit (Q4_0 LM head +12-15 % best of 5,
+// medians within noise; Qwen3.5-0.8B-shape Q8_0 decode 9.0 -> 9.6 tok/s): check there with the
+// prefetch_* rows before turning it on for any machine.
+// It covers every format a decode row loop streams (the K-quants, Q5_0 / Q5_1, the IQ4 types, MLX
+// affine, both MXFP4 layouts; not dense float rows, nor the IQ1-IQ3 lattice types), and every
+// stream of a row: the packed values and, where they are arrays of their own, the row's MLX scales
+// and biases or MXFP4 scales; only the row's own bytes, not its stride (gpt-oss's interleaved gate /
+// up views skip a row). T0, or T1 once the weights exceed half the last-level cache.
 RowPrefetch row_prefetch(const WeightView& w) {
   constexpr size_t kAheadBytes = 4096;
   RowPrefetch p;

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "compute/prefetch.h"
 #include "compute/thread_pool.h"
 #include "tensor/quant_formats.h"
 #include "tensor/tensor.h"
@@ -116,17 +117,17 @@ struct RowPrefetch {
     for (int i = 0; i < streams; ++i) {
       const uint8_t* p = base[i] + (r + ahead) * stride[i];
       if (to_l2) {
-        for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 2);
+        for (size_t o = 0; o < bytes[i]; o += 64) prefetch_l2(p + o);
       } else {
-        for (size_t o = 0; o < bytes[i]; o += 64) __builtin_prefetch(p + o, 0, 3);
+        for (size_t o = 0; o < bytes[i]; o += 64) prefetch_l1(p + o);
       }
     }
   }
 };
 RowPrefetch row_prefetch(const WeightView& w);
-// Turns that prefetch off (or back on) for every later matmul: for paired before / after
-// measurements in one process (compute_bench's GemvPrefetch rows). RAPID_ROW_PREFETCH=0 starts
-// a process with it off, to compare the same binary end to end.
+// Turns that prefetch on (or back off) for every later matmul: for paired before / after
+// measurements in one process (compute_bench's prefetch_* rows). It starts off; RAPID_ROW_PREFETCH=1
+// starts a process with it on, to compare the same binary end to end.
 void set_row_prefetch(bool on);
 // The bytes of weights a model streams (create_model, after its repack), added to those of the
 // process's other models (a draft model decodes beside its target). Weights over half the
