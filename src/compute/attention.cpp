@@ -62,9 +62,10 @@ inline int64_t first_key(int64_t pos, int64_t window) {
 // attention time on AMD EPYC, bench/README.md); fetching the next chunk's rows while this one is
 // computed hides them. A hint only: nothing is read that the arithmetic depends on.
 // Into L2 (T1), not L1 (T0): a chunk is 256 lines, far more than the L1's few miss buffers hold, so
-// T0 left most of them waiting in turn. T1 halved a 30-layer 2000-key decode's attention over KV
-// from DRAM (AMD EPYC, BM_AttentionLayers/decode1_ctx2000 3.5-3.9 -> 1.8-2.0 ms) and sped a 2048-token
-// SmolLM2 decode by 17-24 %; an L2-resident layer (BM_Attention/decode1_ctx2000_1t) is ~5 % slower.
+// T0 left most of them waiting in turn. On the AMD EPYC, T1 took a 30-layer 2000-key decode's
+// attention over KV from DRAM from 3.2-4.0 to 1.9-2.8 ms (T0: 2.9-4.0) and a 2048-token SmolLM2
+// decode up 20-40 %; an L2-resident layer is 5-7 % slower (bench/README.md: "Prefetches the
+// compiler deleted").
 inline void prefetch_slots(const KvView& kv, int64_t h, int64_t pos, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t *k = kv.key_at(pos + i, h), *v = kv.value_at(pos + i, h);
