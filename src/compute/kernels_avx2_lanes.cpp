@@ -1,5 +1,5 @@
 // AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K,
-// IQ4_NL, IQ4_XS, MLX affine 4-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
+// IQ4_NL, IQ4_XS, MLX affine 2- to 8-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
 // over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
 // 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
@@ -429,6 +429,55 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
+// MLX affine 8-bit (Kernels::MlxDotV): a lane group's 256 bytes are its 8 blocks in order, one 8×8
+// dword transpose puts them in the lanes (kLanes: DType::MLX_LANES, whose full groups are stored so
+// already; its tail blocks are as stored). The values q (0..255) would overflow maddubs' int16
+// pairs, so they go in as q − 128 with its sign moved onto x (|q − 128| ≤ 128 fits u8, a pair sums
+// to at most 2·128·127) and each vector's pairs widen to int32 at once: Σ(q − 128)·x exactly, the
+// AVX-512 kernel's integer part, then its float operations (w = s·(q − 128) + (b + 128·s)), so the
+// same bits. Per token and group that is 8 sign / maddubs / madd triples against the per-block
+// kernel's 8 conversions, products and FMAs in one dependency chain; and the scales are read as
+// stored, with no per-row f32 copy.
+template <bool kLanes>
+void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
+                   __attribute__((always_inline)) {
+    const uint8_t* p = w + g * 8 * 32;
+    __m256i W[8];
+    if constexpr (kLanes && kFull) {
+      for (int d = 0; d < 8; ++d) W[d] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d));
+    } else {
+      __m256i R[8];
+      // Blocks past m: q = 0, i.e. −128 against activations that are zero there.
+      for (int k = 0; k < 8; ++k)
+        R[k] = kFull || k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)) : _mm256_setzero_si256();
+      transpose8x8_inline(R, W);
+    }
+    __m256i A[8];
+    for (int d = 0; d < 8; ++d) {
+      W[d] = _mm256_xor_si256(W[d], _mm256_set1_epi8(static_cast<char>(0x80)));  // q − 128, signed
+      A[d] = _mm256_sign_epi8(W[d], W[d]);                                       // |q − 128|, as u8
+    }
+    const int32_t* xq = x.q + g * x.ld * 64;
+    const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+    const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) {
+      const int32_t* xg = xq + t * 64;
+      __m256i isum = _mm256_setzero_si256();
+      for (int d = 0; d < 8; ++d) {
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d));
+        const __m256i pairs = _mm256_maddubs_epi16(A[d], _mm256_sign_epi8(xv, W[d]));
+        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ones));
+      }
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+      acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
+    }
+  };
+  mlx_lanes_rows(rows, nb, nt, out, ldo, group);
+}
+
 // MLX affine 2-, 3-, 5- and 6-bit (mlx_bits.h): each block's values as bytes, transposed into the
 // lanes, then MLX 4-bit's dots (plain-order activations).
 template <int kBits>
@@ -543,6 +592,8 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_iq4_xsv = iq4_xsv;
   fill_lattice_kernels(k);
   k.dot_mlx4v = mlx4v;
+  k.dot_mlx8v = mlx8v<false>;
+  k.dot_mlx8_lanes = mlx8v<true>;
   k.dot_mlx2v = mlx_stream_v<2>;
   k.dot_mlx3v = mlx_stream_v<3>;
   k.dot_mlx5v = mlx_stream_v<5>;
