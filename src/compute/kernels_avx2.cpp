@@ -410,31 +410,43 @@ RAPID_DISPATCH_NT(q4_k, tensor::BlockQ4_K)
 RAPID_DISPATCH_NT(q6_k, tensor::BlockQ6_K)
 #undef RAPID_DISPATCH_NT
 
-// exp8 holds up to 88: beyond it (g < -88) silu(g) is ±0 like std::exp's (g / (1 + inf)). The tail
-// goes through the same vector operations (padded), so an element's value never depends on where a
-// row range starts or ends.
-inline __m256 silu_mul8(__m256 g, __m256 u) {
-  const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), g), hi = _mm256_set1_ps(88.0f);
+// g·σ(a)·u for the gated MLPs (silu: a = g; gelu_tanh: a = 2z). exp8 holds up to 88: beyond it
+// (a < -88) the result is ±0 like std::exp's (g / (1 + inf)).
+inline __m256 gated8(__m256 g, __m256 a, __m256 u) {
+  const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), a), hi = _mm256_set1_ps(88.0f);
   const __m256 e = exp8(_mm256_min_ps(neg, hi));
   const __m256 s = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   const __m256 out = _mm256_blendv_ps(s, _mm256_mul_ps(g, _mm256_setzero_ps()), _mm256_cmp_ps(neg, hi, _CMP_GT_OQ));
   return _mm256_mul_ps(out, u);
 }
-void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+// f(g, u) over a row, 8 at a time. The tail goes through the same vector operations (padded), so an
+// element's value never depends on where a row range starts or ends.
+template <class F>
+void gated_rows(const float* gate, const float* up, int64_t n, float* out, F f) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, silu_mul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, f(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   if (i == n) return;
   alignas(32) float g[8] = {}, u[8] = {};
   std::memcpy(g, gate + i, (n - i) * sizeof(float));
   std::memcpy(u, up + i, (n - i) * sizeof(float));
-  _mm256_store_ps(g, silu_mul8(_mm256_load_ps(g), _mm256_load_ps(u)));
+  _mm256_store_ps(g, f(_mm256_load_ps(g), _mm256_load_ps(u)));
   std::memcpy(out + i, g, (n - i) * sizeof(float));
+}
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  gated_rows(gate, up, n, out, [](__m256 g, __m256 u) { return gated8(g, g, u); });
+}
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  gated_rows(gate, up, n, out, [](__m256 g, __m256 u) {
+    const __m256 a = _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(kGeluTanhB), _mm256_mul_ps(g, g), _mm256_set1_ps(kGeluTanhA)));
+    return gated8(g, a, u);
+  });
 }
 
 }  // namespace
 
 void fill_kernels_avx2(Kernels& k) {
   k.silu_mul = silu_mul;
+  k.gelu_tanh_mul = gelu_tanh_mul;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;

@@ -1182,16 +1182,26 @@ RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
 
 }  // namespace
 
-// exp16 saturates (+inf above ~88.7, 0 below -104), so silu is exact at the extremes (-0, g); the
-// tail is masked, the same operations per lane, so a value never depends on the row range.
-static void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+// g·σ(a)·u for the gated MLPs (silu: a = g; gelu_tanh: a = 2z). exp16 saturates (+inf above ~88.7,
+// 0 below -104), so the result is exact at the extremes (-0, g); the tail is masked, the same
+// operations per lane, so a value never depends on the row range.
+template <class A>
+static void gated_rows(const float* gate, const float* up, int64_t n, float* out, A arg) {
   const __m512 one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), arg(g)));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + i)));
   }
+}
+static void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  gated_rows(gate, up, n, out, [](__m512 g) { return g; });
+}
+static void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  gated_rows(gate, up, n, out, [](__m512 g) {
+    return _mm512_mul_ps(g, _mm512_fmadd_ps(_mm512_set1_ps(kGeluTanhB), _mm512_mul_ps(g, g), _mm512_set1_ps(kGeluTanhA)));
+  });
 }
 
 // 16 running (max, first index) lanes, then the largest lane value with the smallest index; the
@@ -1220,6 +1230,7 @@ static int64_t argmax_f32(const float* x, int64_t n) {
 
 void fill_kernels_avx512(Kernels& k) {
   k.silu_mul = silu_mul;
+  k.gelu_tanh_mul = gelu_tanh_mul;
   k.argmax_f32 = argmax_f32;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;

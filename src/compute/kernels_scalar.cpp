@@ -253,9 +253,17 @@ static void silu_mul(const float* gate, const float* up, int64_t n, float* out) 
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+static void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i], a = g * (kGeluTanhA + kGeluTanhB * (g * g));
+    out[i] = g / (1.0f + std::exp(-a)) * up[i];
+  }
+}
+
 void fill_kernels_scalar(Kernels& k) {
   k.argmax_f32 = argmax_f32;
   k.silu_mul = silu_mul;
+  k.gelu_tanh_mul = gelu_tanh_mul;
   k.dot_f32 = dot_f32;
   k.dot_f16 = dot_f16;
   k.dot_bf16 = dot_bf16;

@@ -93,11 +93,7 @@ void gated_act_rows(const GatedAct& a, float* g, float* u, int64_t n, int64_t ld
 }
 
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
-  const float k = 0.7978845608028654f;  // sqrt(2/pi)
-  for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + std::tanh(k * (g + 0.044715f * g * g * g))) * up[i];
-  }
+  kernels().gelu_tanh_mul(gate, up, n, out);
 }
 
 void gelu_erf_inplace(float* x, int64_t n) {
