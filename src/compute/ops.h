@@ -10,9 +10,9 @@ void rms_norm(const float* x, const float* w, int64_t n, float eps, bool add_one
 void layer_norm(const float* x, const float* w, const float* b, int64_t n, float eps, float* out);
 // In-place softmax over n values (max-subtracted, f32).
 void softmax(float* x, int64_t n);
-// out[i] = act(gate[i]) * up[i]
 // Σ x[i]² in double (the norms' reduction; eight chains, a fixed order).
 double sum_squares(const float* x, int64_t n);
+// out[i] = act(gate[i]) * up[i] with the active ISA's kernel (Kernels::silu_mul, gelu_tanh_mul).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // gpt-oss's clamped SwiGLU: g = min(gate, limit), u = clamp(up, ±limit),
