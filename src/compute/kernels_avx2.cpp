@@ -437,8 +437,8 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 }
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   gated_rows(gate, up, n, out, [](__m256 g, __m256 u) {
-    const __m256 a = _mm256_mul_ps(g, _mm256_fmadd_ps(_mm256_set1_ps(kGeluTanhB), _mm256_mul_ps(g, g), _mm256_set1_ps(kGeluTanhA)));
-    return gated8(g, a, u);
+    const __m256 b = _mm256_fmadd_ps(_mm256_set1_ps(kGeluTanhB), _mm256_mul_ps(g, g), _mm256_set1_ps(kGeluTanhA));
+    return gated8(g, _mm256_mul_ps(g, b), u);
   });
 }
 

@@ -1,6 +1,6 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K,
-// IQ4_NL, IQ4_XS, MLX affine 2- to 8-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit lane,
-// over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K, IQ4_NL, IQ4_XS,
+// MLX affine 2- to 8-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit
+// lane, over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
 // block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
 // 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
 //
@@ -450,7 +450,8 @@ void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
       __m256i R[8];
       // Blocks past m: q = 0, i.e. −128 against activations that are zero there.
       for (int k = 0; k < 8; ++k)
-        R[k] = kFull || k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k)) : _mm256_setzero_si256();
+        R[k] = kFull || k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * k))
+                              : _mm256_setzero_si256();
       transpose8x8_inline(R, W);
     }
     __m256i A[8];

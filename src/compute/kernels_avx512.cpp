@@ -1200,7 +1200,8 @@ static void silu_mul(const float* gate, const float* up, int64_t n, float* out) 
 }
 static void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   gated_rows(gate, up, n, out, [](__m512 g) {
-    return _mm512_mul_ps(g, _mm512_fmadd_ps(_mm512_set1_ps(kGeluTanhB), _mm512_mul_ps(g, g), _mm512_set1_ps(kGeluTanhA)));
+    const __m512 b = _mm512_fmadd_ps(_mm512_set1_ps(kGeluTanhB), _mm512_mul_ps(g, g), _mm512_set1_ps(kGeluTanhA));
+    return _mm512_mul_ps(g, b);
   });
 }
 

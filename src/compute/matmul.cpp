@@ -317,9 +317,9 @@ void note_weight_bytes(size_t bytes) {
 // why), so every figure since was measured without it. Compiled in, it slows the AMD EPYC (Zen 4):
 // compute_bench's prefetch_* rows (off and on in alternate calls) give off / on 0.47-0.88, and a
 // 2-thread SmolLM2 Q4_1 decode ran 212-223 tok/s with it, 271-289 without (bench/README.md:
-// "Prefetches the compiler deleted"). Sapphire Rapids measured a gain before that commit (Q4_0 LM head +12-15 % best of 5,
-// medians within noise; Qwen3.5-0.8B-shape Q8_0 decode 9.0 -> 9.6 tok/s): check there with the
-// prefetch_* rows before turning it on for any machine.
+// "Prefetches the compiler deleted"). Sapphire Rapids measured a gain before that commit (Q4_0 LM
+// head +12-15 % best of 5, medians within noise; Qwen3.5-0.8B-shape Q8_0 decode 9.0 -> 9.6
+// tok/s): check there with the prefetch_* rows before turning it on for any machine.
 // It covers every format a decode row loop streams (the K-quants, Q5_0 / Q5_1, the IQ4 types, MLX
 // affine, both MXFP4 layouts; not dense float rows, nor the IQ1-IQ3 lattice types), and every
 // stream of a row: the packed values and, where they are arrays of their own, the row's MLX scales
