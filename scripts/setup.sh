@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the build and the tests need on a fresh Debian 12 machine (idempotent):
 # the Debian -dev packages, and a Python venv (.venv) with the test oracles and real API clients.
+# usage: scripts/setup.sh [--packages | --test-clients]   (--packages: the Debian packages only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +19,9 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# --packages: the Debian packages alone (all the build needs; scripts/test.sh builds while the venvs
+# below install).
+[ "${1:-}" = "--packages" ] && { echo "[setup] packages ok"; exit 0; }
 
 # A venv holding one requirements file, reinstalled when that file changes.
 venv() {
