@@ -404,6 +404,10 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t, tensor::DType::Q8_0, 49152, 576, 2, 1)
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_big_1t, tensor::DType::Q4_0, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_big_1t, tensor::DType::Q4_1, 4096, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_big_1t, tensor::DType::Q4_0_LANES, 4096, 4096, 1, 1)->UseRealTime();
+// SmolLM2's up projection as a 16-token prefill tile: 576 columns end each row in a 2-block tail
+// (in token pairs), 512 have none (bench/README.md, "Row tails in token pairs").
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_up_1t_n16, tensor::DType::Q4_1_LANES, 1536, 576, 1, 16)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_512_1t_n16, tensor::DType::Q4_1_LANES, 1536, 512, 1, 16)->UseRealTime();
 // One Qwen3-30B-A3B expert projection (768 x 2048) in Q4_0: a decode step's row, and the ~32 rows
 // an expert gets in a 512-token prefill (512 x top-8 / 128 experts).
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_expert_1t, tensor::DType::Q4_0, 768, 2048, 1, 1)->UseRealTime();

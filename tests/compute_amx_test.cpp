@@ -97,9 +97,7 @@ Kernels::QDotV lane_kernel(const Kernels& k, tensor::DType t) {
 float lane_result(const Kernels& k, const Weight& w, int64_t r, int64_t cols, const ActLanes& xl, const ActLanes& xl4,
                   int64_t t) {
   const int64_t nb = cols / 32;
-  auto at = [&](const ActLanes& l) {
-    return ActLanes{l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld, l.hs ? l.hs + t * 8 : nullptr};
-  };
+  auto at = [&](const ActLanes& l) { return l.at(t); };
   float out = 0;
   if (w.dtype == tensor::DType::MLX_AFFINE) {
     // The kernel reads the row's f16 scales and biases as a file holds them (the panel their f32).

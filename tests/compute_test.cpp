@@ -359,25 +359,31 @@ TEST(Matmul, EveryFormatMatchesDequantizedReference) {
 // the matrices here span several blocks (700 rows of 1024 columns), so every token of a 40-token
 // call (3 tiles; AMX panels where present) must still get the bits it gets alone, in a tile of 4
 // or of 16, with 1 or 2 threads, for every GGUF block format and MXFP4's GGML blocks, on every ISA.
+// 1088 columns end each row in a 2-block tail, which matmul pairs by token for 2+ tokens
+// (pair_tail_lanes): each token's bits must still be its own.
 TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
   std::mt19937 rng(23);
-  const int64_t rows = 700, cols = 1024, n = 40;
+  const int64_t rows = 700, n = 40;
   std::vector<tensor::DType> types(std::begin(kAllGgml), std::end(kAllGgml));
   types.push_back(tensor::DType::MXFP4_GGML);
-  const auto x = random_vec(n * cols, rng);
-  for (tensor::DType t : types) {
-    std::vector<uint8_t> buf;
-    if (t == tensor::DType::MXFP4_GGML) {  // E8M0 bytes near 127 (scales near 1), random nibbles
-      buf.resize(static_cast<size_t>(rows * cols / 32 * 17));
-      for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i % 17 == 0 ? 124 + rng() % 6 : rng());
-    } else {
-      buf = random_rows(t, rows, cols, rng);
+  for (int64_t cols : {1024, 1088}) {
+    for (tensor::DType t : types) {
+      if (cols % tensor::block_elems(t)) continue;  // K-quants: 256-element super-blocks
+      const auto x = random_vec(n * cols, rng);
+      std::vector<uint8_t> buf;
+      if (t == tensor::DType::MXFP4_GGML) {  // E8M0 bytes near 127 (scales near 1), random nibbles
+        buf.resize(static_cast<size_t>(rows * cols / 32 * 17));
+        for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i % 17 == 0 ? 124 + rng() % 6 : rng());
+      } else {
+        buf = random_rows(t, rows, cols, rng);
+      }
+      const tensor::Tensor tt = weight_tensor(t, rows, cols, buf);
+      testing_util::for_each_isa([&](Isa isa) {
+        testing_util::expect_batch_and_thread_invariant(WeightView::of(tt), x.data(), n,
+                                                        std::string(tensor::dtype_name(t)) + " " + isa_name(isa) +
+                                                            " cols " + std::to_string(cols));
+      });
     }
-    const tensor::Tensor tt = weight_tensor(t, rows, cols, buf);
-    testing_util::for_each_isa([&](Isa isa) {
-      testing_util::expect_batch_and_thread_invariant(WeightView::of(tt), x.data(), n,
-                                                      std::string(tensor::dtype_name(t)) + " " + isa_name(isa));
-    });
   }
 }
 
@@ -1181,19 +1187,25 @@ float run_per_block(const Kernels& k, const LaneRow& r, const tensor::ActQ8* x, 
   qd(r.w.data(), x, nb, nb / r.act_per_block(), 1, &out);
   return out;
 }
-// n tokens of nb random activation blocks (in nibble order for MLX rows), and their lane packing.
+// n tokens of nb random activation blocks (in nibble order for MLX rows), and their lane packing;
+// with the tail in token pairs where matmul pairs it (a 1-4 block tail, 2+ tokens).
 struct LaneActs {
   std::vector<tensor::ActQ8> xq;
-  std::vector<int32_t> q, sum, hs;
-  std::vector<float> d, ds;
+  std::vector<int32_t> q, sum, hs, pq, psum;
+  std::vector<float> d, ds, pd, pds;
   int64_t n;
-  LaneActs(const std::vector<tensor::ActQ8>& x, int64_t nb, int64_t n_) : xq(x), n(n_) {
+  LaneActs(const std::vector<tensor::ActQ8>& x, int64_t nb, int64_t n_, bool pairs = true) : xq(x), n(n_) {
     const int64_t g = (nb + 7) / 8 * n;
     q.resize(g * 64), sum.resize(g * 8), hs.resize(g * 8), d.resize(g * 8), ds.resize(g * 8);
     pack_act_lanes(xq.data(), nb, n, 0, n, q.data(), d.data(), ds.data(), sum.data(), hs.data());
+    if (!pairs || n < 2 || !pairs_tail(nb)) return;
+    pq.resize(n * 64), psum.resize(n * 8), pd.resize(n * 8), pds.resize(n * 8);
+    pair_tail_lanes(at(0), nb, n, pq.data(), pd.data(), pds.data(), psum.data());
   }
   ActLanes at(int64_t t) const {
-    return {q.data() + t * 64, d.data() + t * 8, ds.data() + t * 8, sum.data() + t * 8, n, hs.data() + t * 8};
+    ActLanes a{q.data(), d.data(), ds.data(), sum.data(), n, hs.data()};
+    if (!pq.empty()) a.pq = pq.data(), a.pd = pd.data(), a.pds = pds.data(), a.psum = psum.data();
+    return a.at(t);
   }
 };
 LaneActs random_acts(int64_t nb, int64_t n, bool nibble_order, std::mt19937& rng) {
@@ -1202,7 +1214,7 @@ LaneActs random_acts(int64_t nb, int64_t n, bool nibble_order, std::mt19937& rng
   if (nibble_order) permute_act_for_mlx4(xq.data(), n * nb);
   return LaneActs(xq, nb, n);
 }
-const int64_t kLaneNbs[] = {1, 5, 8, 18, 48, 50};
+const int64_t kLaneNbs[] = {1, 5, 8, 12, 18, 48, 50};  // tails of 1, 5, 0, 4 and 2 blocks
 
 // matmul packs MLX 4-bit activations in nibble order straight from the plain blocks, and per token
 // range over its threads: both must give the buffers that packing the permuted blocks at once gives.

@@ -637,7 +637,9 @@ TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {
   EXPECT_GT(rep.tensors, 0);
   for (auto& [name, t] : ck->weights.all()) {  // these models tie their embeddings
     EXPECT_EQ(ck->weights.mapping_of(t.data), nullptr) << name;
-    if (t.scales) EXPECT_EQ(ck->weights.mapping_of(t.scales), nullptr) << name;
+    if (t.scales) {
+      EXPECT_EQ(ck->weights.mapping_of(t.scales), nullptr) << name;
+    }
   }
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   EXPECT_LE(test_mem::resident_bytes_of(file), 64 * page);
@@ -650,7 +652,9 @@ TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {
   int packed_tensors = 0;
   for (auto& [name, t] : ck->weights.all()) packed_tensors += t.dtype == lanes;
   EXPECT_GT(packed_tensors, 0) << tensor::dtype_name(lanes);
-  if (*GetParam().tensor) EXPECT_EQ(ck->weights.get(GetParam().tensor).dtype, lanes);
+  if (*GetParam().tensor) {
+    EXPECT_EQ(ck->weights.get(GetParam().tensor).dtype, lanes);
+  }
   for (auto& [name, t] : plain_ck->weights.all()) ASSERT_NE(t.dtype, lanes) << name;
   const int64_t V = plain->config().vocab_size;
   auto sa = plain->new_state(128), sb = packed->new_state(128);

@@ -16,6 +16,19 @@ struct ActLanes {
   const int32_t* sum;
   int64_t ld;  // rows in the packed buffer (the group stride, in rows)
   const int32_t* hs = nullptr;  // the blocks' two 16-element half sums (pack_act_lanes), Q2_K's
+  // Optional (pair_tail_lanes; null otherwise): a last group of 1-4 blocks as token pairs, so a
+  // kernel dots two tokens' tail blocks in one pass instead of two mostly empty ones. Entry t
+  // holds that group's lanes 0-3 of token t then of token t + 1: values pq[64t + 8v + 4h + k]
+  // (vector v, lane k, h = 0 for t and 1 for t + 1), and pd, pds, psum[8t + 4h + k] likewise.
+  const int32_t* pq = nullptr;
+  const float *pd = nullptr, *pds = nullptr;
+  const int32_t* psum = nullptr;
+  // The same activations from row t of the tile on.
+  ActLanes at(int64_t t) const {
+    return {q + t * 64, d + t * 8, ds + t * 8, sum + t * 8, ld, hs ? hs + t * 8 : nullptr,
+            pq ? pq + t * 64 : nullptr, pd ? pd + t * 8 : nullptr, pds ? pds + t * 8 : nullptr,
+            psum ? psum + t * 8 : nullptr};
+  }
 };
 
 // Up to Kernels::kPanelRows rows of one weight, for Kernels::Panel.
@@ -180,6 +193,12 @@ struct Kernels {
 // ld = n. With nibble_order, q holds the blocks' values in permute_act_for_mlx4's order.
 void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, int64_t t1, int32_t* q, float* d,
                     float* ds, int32_t* sum, int32_t* hs, bool nibble_order = false);
+
+// Whether a row of nb blocks ends in a lane group that pair_tail_lanes can pair (1-4 blocks).
+inline bool pairs_tail(int64_t nb) { return nb % 8 >= 1 && nb % 8 <= 4; }
+// ActLanes' paired tail (pq and pd, pds, psum; see there) of x's n tokens (pack_act_lanes over nb
+// blocks, pairs_tail(nb)); the last token pairs with zeros. pq holds 64·n values, the others 8·n.
+void pair_tail_lanes(const ActLanes& x, int64_t nb, int64_t n, int32_t* pq, float* pd, float* pds, int32_t* psum);
 
 // pack_act_lanes' values as unsigned bytes (+ 128) for dot_iq_decodedv: count int32 words of q into out.
 void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out);

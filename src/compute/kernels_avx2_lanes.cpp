@@ -142,19 +142,42 @@ inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
   return r;
 }
 
+// A row's tail group (kTail: its last, partial one) over token pairs (ActLanes::pq,
+// qdotv_dispatch.h's paired_tail_loop): when the group has 1-4 blocks, each weight vector's lanes
+// 0-3 go to both halves and meet one pair entry, so 8 vectors' dots serve two tokens (the AVX-512
+// kernels do the same). Returns how many tokens it did (all, or none when there are no pairs).
+template <int NT, bool kTail, int kBits, class Tail>
+[[gnu::always_inline]] inline int paired_tail(const __m256i* W, const ActLanes& x, __m256* acc, Tail&& tail) {
+  if constexpr (!kTail || NT < 2) {
+    return 0;
+  } else {
+    if (!x.pq) return 0;
+    __m256i Wd[8];
+    for (int d = 0; d < 8; ++d) Wd[d] = _mm256_permute2x128_si256(W[d], W[d], 0x00);
+    paired_tail_loop<NT>(acc, [&](int t) { return lane_dots<kBits>(Wd, x.pq + t * 64); }, tail);
+    return NT;
+  }
+}
+
 // NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, Q4_K, MLX
-// affine; Q5_1 with kBits = 5): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds.
-template <int NT, int kBits = 4>
+// affine; Q5_1 with kBits = 5): d·dx·Σq·x + m·(dx·Σx), the second from the packed ds. kTail: the
+// row's partial last group (paired_tail).
+template <int NT, int kBits = 4, bool kTail = false>
 [[gnu::always_inline]] inline void scaled_offset_dots(const __m256i* W, __m256 dw, __m256 mw, const ActLanes& x,
                                                       int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+  auto f = [](__m256i isum, __m256 dw, __m256 mw, const float* d, const float* ds, __m256 a) {
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(ds), a);
+  };
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00), mwd = _mm256_permute2f128_ps(mw, mw, 0x00);
+  const int t0 = paired_tail<NT, kTail, kBits>(W, x, acc, [&](int t, __m256i isum, __m256 c) {
+    return f(isum, dwd, mwd, x.pd + t * 8, x.pds + t * 8, c);
+  });
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256 sum = _mm256_cvtepi32_ps(lane_dots<kBits>(W, xq + t * 64));
-    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-    acc[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xds + t * 8), acc[t]);
-  }
+  for (int t = t0; t < NT; ++t)
+    acc[t] = f(lane_dots<kBits>(W, xq + t * 64), dw, mw, xd + t * 8, xds + t * 8, acc[t]);
 }
 
 // Group g (blocks [8g, 8g+m)) of a row for NT tokens; blocks past m contribute exact zeros.
@@ -165,22 +188,27 @@ template <int NT, bool kFull>
   __m256i W[8];
   unpack_q4<tensor::BlockQ4_1, kFull>(w, m, W);
   const __m256i dm = heads<tensor::BlockQ4_1, kFull>(w, m);
-  scaled_offset_dots<NT>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
+  scaled_offset_dots<NT, 4, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
 
 // NT tokens' sums over one group of 8 blocks whose weights are d·(q − 2^kShift) with q stored
 // unsigned (Q4_0, Q5_0): the offset leaves exactly in int32 with 2^kShift·Σx.
-template <int NT, int kShift, int kBits>
+template <int NT, int kShift, int kBits, bool kTail = false>
 [[gnu::always_inline]] inline void offset_dots(const __m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
+  auto f = [](__m256i dots, const int32_t* sx, __m256 dw, const float* d, __m256 a) {
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx));
+    const __m256i isum = _mm256_sub_epi32(dots, _mm256_slli_epi32(s, kShift));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+  };
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00);
+  const int t0 = paired_tail<NT, kTail, kBits>(W, x, acc, [&](int t, __m256i dots, __m256 c) {
+    return f(dots, x.psum + t * 8, dwd, x.pd + t * 8, c);
+  });
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
-    const __m256i isum = _mm256_sub_epi32(lane_dots<kBits>(W, xq + t * 64), _mm256_slli_epi32(sx, kShift));
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-  }
+  for (int t = t0; t < NT; ++t) acc[t] = f(lane_dots<kBits>(W, xq + t * 64), xs + t * 8, dw, xd + t * 8, acc[t]);
 }
 
 // Q4_0: w = d·(q − 8).
@@ -190,7 +218,7 @@ template <int NT, bool kFull>
   w += 8 * g;
   __m256i W[8];
   unpack_q4<tensor::BlockQ4_0, kFull>(w, m, W);
-  offset_dots<NT, 3, 4>(W, q4_0_scales<kFull>(w, m), x, g, acc);
+  offset_dots<NT, 3, 4, !kFull>(W, q4_0_scales<kFull>(w, m), x, g, acc);
 }
 
 // Q5_0 / Q5_1 are Q4_0 / Q4_1 with a 5th bit per element from the block's 32-bit qh (bit e ↔
@@ -235,7 +263,7 @@ template <int NT, bool kFull>
   unpack_q4<tensor::BlockQ5_0, kFull>(w, m, W);
   q5_heads<tensor::BlockQ5_0, kFull>(w, m, lo, hi);
   add_fifth_bits(_mm256_or_si256(_mm256_srli_epi32(lo, 16), _mm256_slli_epi32(hi, 16)), W);  // qh at byte 2
-  offset_dots<NT, 4, 5>(W, f16_lo(lo), x, g, acc);
+  offset_dots<NT, 4, 5, !kFull>(W, f16_lo(lo), x, g, acc);
 }
 // Q5_1: w = d·q + m, Q4_1's form.
 template <int NT, bool kFull>
@@ -246,7 +274,7 @@ template <int NT, bool kFull>
   unpack_q4<tensor::BlockQ5_1, kFull>(w, m, W);
   q5_heads<tensor::BlockQ5_1, kFull>(w, m, dm, qh);
   add_fifth_bits(qh, W);
-  scaled_offset_dots<NT, 5>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
+  scaled_offset_dots<NT, 5, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
 // The 32 values of each sub-block k (R[k], byte l = element l) of a Q4_K / Q5_K super-block.
 inline void k4_subblocks(const uint8_t* qs, __m256i* R) {
@@ -424,7 +452,7 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
                    __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
-    scaled_offset_dots<NT>(W, dw, mw, x, g, acc);
+    scaled_offset_dots<NT, 4, !kFull>(W, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
@@ -488,19 +516,19 @@ void mlx_stream_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
     __m256i R[8], W[8];
     mlx_group_values<kBits>(w, nb, g, R);
     transpose8x8_inline(R, W);
-    scaled_offset_dots<NT, kBits>(W, dw, mw, x, g, acc);
+    scaled_offset_dots<NT, kBits, !kFull>(W, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
 // MXFP4 (mxfp4_rows.h's lane scheme): the codes unpacked like any 4-bit nibbles, one pshufb per
 // vector to 2·E2M1 + 16, then Q5_0's dots (values ≤ 28 take its 4-vector runs in 16 bits).
-template <int NT>
+template <int NT, bool kTail>
 [[gnu::always_inline]] inline void mxfp4v_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
   const __m128i lut128 = mxfp4_biased_lut();
   const __m256i lut = _mm256_set_m128i(lut128, lut128);
   for (int d = 0; d < 8; ++d) W[d] = _mm256_shuffle_epi8(lut, W[d]);
-  offset_dots<NT, 4, 5>(W, dw, x, g, acc);
+  offset_dots<NT, 4, 5, kTail>(W, dw, x, g, acc);
 }
 // DType::MXFP4: 16 nibble bytes per block (MLX 4-bit's packing, nibble-order activations), the
 // E8M0 bytes in their own array.
@@ -508,7 +536,7 @@ void mxfp4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, fl
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, const uint8_t* e, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m256i W[8];
     unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
-    mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
+    mxfp4v_dots<NT, !kFull>(W, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -519,7 +547,7 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
     __m256i W[8];
     unpack_q4<tensor::BlockMXFP4, kFull>(w + 8 * g, m, W);
     const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g) + offsetof(tensor::BlockMXFP4, e);
-    mxfp4v_dots<NT>(W, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(tensor::BlockMXFP4), kFull>(p, m)), x, g, acc);
+    mxfp4v_dots<NT, !kFull>(W, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(tensor::BlockMXFP4), kFull>(p, m)), x, g, acc);
   };
   group_lanes(rows, nb, nt, out, ldo, group);
 }

@@ -471,34 +471,62 @@ inline __m256i lane_dots(const __m512i* W2, const int32_t* xg) {
   return _mm256_add_epi32(_mm512_castsi512_si256(s0), _mm512_extracti64x4_epi64(s0, 1));
 }
 
+// A row's tail group (kTail: its last, partial one) over token pairs (ActLanes::pq,
+// qdotv_dispatch.h's paired_tail_loop): when the group has 1-4 blocks, lanes 0-3 of each weight
+// vector go to both halves (W2 quarters 0, 0, 2, 2) and meet one pair entry, so 4 dots serve two
+// tokens. `tail(t, dots, c)` is the per-token loop's float tail for pair entry t and fused acc c.
+// Returns how many tokens it did (all, or none when there are no pairs).
+template <int NT, bool kTail, class Tail>
+[[gnu::always_inline]] inline int paired_tail(const __m512i* W2, const ActLanes& x, __m256* acc, Tail&& tail) {
+  if constexpr (!kTail || NT < 2) {
+    return 0;
+  } else {
+    if (!x.pq) return 0;
+    __m512i Wd[4];
+    for (int j = 0; j < 4; ++j) Wd[j] = _mm512_shuffle_i64x2(W2[j], W2[j], _MM_SHUFFLE(2, 2, 0, 0));
+    paired_tail_loop<NT>(acc, [&](int t) { return lane_dots(Wd, x.pq + t * 64); }, tail);
+    return NT;
+  }
+}
+
 // The two tails of a lane group's per-token loop, the same float operations as the AVX2 lane
 // kernels (kernels_avx2_lanes.cpp) so that a token's result is bitwise the same on both ISAs.
 // Weights d·q + m per block (Q4_1, Q4_K, MLX affine): acc += sum·(dw·dx), then += mw·(dx·Σx).
-template <int NT>
+// kTail: the row's partial last group (paired_tail).
+template <int NT, bool kTail = false>
 [[gnu::always_inline]] inline void scaled_offset_dots(const __m512i* W2, __m256 dw, __m256 mw, const ActLanes& x,
                                                       int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
+  auto f = [](__m256i isum, __m256 dw, __m256 mw, const float* d, const float* ds, __m256 a) {
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(ds), a);
+  };
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00), mwd = _mm256_permute2f128_ps(mw, mw, 0x00);
+  const int t0 = paired_tail<NT, kTail>(W2, x, acc, [&](int t, __m256i isum, __m256 c) {
+    return f(isum, dwd, mwd, x.pd + t * 8, x.pds + t * 8, c);
+  });
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256 sum = _mm256_cvtepi32_ps(lane_dots(W2, xq + t * 64));
-    acc[t] = _mm256_fmadd_ps(sum, _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-    acc[t] = _mm256_fmadd_ps(mw, _mm256_loadu_ps(xds + t * 8), acc[t]);
-  }
+  for (int t = t0; t < NT; ++t) acc[t] = f(lane_dots(W2, xq + t * 64), dw, mw, xd + t * 8, xds + t * 8, acc[t]);
 }
 // Weights d·(q − 2^kShift) with q stored unsigned (Q4_0, Q8_0): the offset leaves exactly in int32.
-template <int NT, int kShift>
+template <int NT, int kShift, bool kTail = false>
 [[gnu::always_inline]] inline void offset_dots(const __m512i* W2, __m256 dw, const ActLanes& x, int64_t g,
                                                __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
+  auto f = [](__m256i dots, const int32_t* sx, __m256 dw, const float* d, __m256 a) {
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx));
+    const __m256i isum = _mm256_sub_epi32(dots, _mm256_slli_epi32(s, kShift));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+  };
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00);
+  const int t0 = paired_tail<NT, kTail>(W2, x, acc, [&](int t, __m256i dots, __m256 c) {
+    return f(dots, x.psum + t * 8, dwd, x.pd + t * 8, c);
+  });
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
-    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, kShift));
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-  }
+  for (int t = t0; t < NT; ++t) acc[t] = f(lane_dots(W2, xq + t * 64), xs + t * 8, dw, xd + t * 8, acc[t]);
 }
 
 // A permute index over the 32 dwords of two zmm: lane 8e + k (e = 0, 1; k = 0..7) takes f(k, e).
@@ -557,7 +585,7 @@ template <int NT, bool kFull>
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_1, kFull>(p, m, W2);
   const __m256i dm = q4_1_heads<kFull>(p, m);
-  scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+  scaled_offset_dots<NT, !kFull>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
 
 // Q4_0: w = d·(q − 8).
@@ -566,7 +594,7 @@ template <int NT, bool kFull>
   const auto* p = reinterpret_cast<const uint8_t*>(w + 8 * g);
   __m512i W2[4];
   unpack_q4<tensor::BlockQ4_0, kFull>(p, m, W2);
-  offset_dots<NT, 3>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
+  offset_dots<NT, 3, !kFull>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
 }
 
 // 64 bytes at p + off, masked to the group's first n bytes (never reading or faulting past them).
@@ -627,7 +655,7 @@ template <int NT, bool kFull>
   unpack_q4<tensor::BlockQ5_0, kFull>(p, m, W2);
   const __m256 dw = q5_0_heads<kFull>(p, m, qh);
   add_fifth_bits(qh, W2);
-  offset_dots<NT, 4>(W2, dw, x, g, acc);
+  offset_dots<NT, 4, !kFull>(W2, dw, x, g, acc);
 }
 // Q5_1: w = d·q + m, Q4_1's form.
 template <int NT, bool kFull>
@@ -638,7 +666,7 @@ template <int NT, bool kFull>
   unpack_q4<tensor::BlockQ5_1, kFull>(p, m, W2);
   const __m256i dm = q5_1_heads<kFull>(p, m, qh);
   add_fifth_bits(qh, W2);
-  scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+  scaled_offset_dots<NT, !kFull>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
 }
 
 // Q8_0: weights biased to unsigned (+128); the bias is removed exactly in int32 with 128·Σx.
@@ -652,7 +680,7 @@ template <int NT, bool kFull>
     gather16<sizeof(tensor::BlockQ8_0), kFull>(p, offsetof(tensor::BlockQ8_0, qs) + 16 * i, m, half);
     for (int h = 0; h < 2; ++h) W2[2 * i + h] = _mm512_xor_si512(dword_pair(half, h), bias);
   }
-  offset_dots<NT, 7>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
+  offset_dots<NT, 7, !kFull>(W2, q8_0_scales<kFull>(p, m), x, g, acc);
 }
 
 // Q4_K: a super-block is one lane group, sub-block k (nibble half k & 1 of the 32 bytes at
@@ -951,7 +979,7 @@ void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       transpose_bytes8(z, W2);
       // Lanes past m become 0x80; harmless, their activation bytes and Σx are zero.
       for (int j = 0; j < 4; ++j) W2[j] = _mm512_xor_si512(W2[j], _mm512_set1_epi8(static_cast<char>(0x80)));
-      offset_dots<NT, 7>(W2, f16_first(r.tail, m), x, g, acc);
+      offset_dots<NT, 7, true>(W2, f16_first(r.tail, m), x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);
@@ -967,7 +995,7 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
     } else {
       nibble_group<false>(r.tail_qs, m, W2);
       const __m256i dm = _mm256_maskz_loadu_epi32(static_cast<__mmask8>((1u << m) - 1), r.tail);
-      scaled_offset_dots<NT>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
+      scaled_offset_dots<NT, true>(W2, f16_lo(dm), f16_hi(dm), x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);
@@ -985,7 +1013,7 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
     __m512i W2[4];
     if (kLanes && kFull) nibble_halves(w + g * 8 * 16, W2);
     else nibble_group<kFull>(w + g * 8 * 16, m, W2);
-    scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
+    scaled_offset_dots<NT, !kFull>(W2, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
@@ -1042,27 +1070,33 @@ void mlx_stream_v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
     const uint8_t* p = w + g * 8 * 4 * kBits;
     for (int i = 0; i < 4; ++i) mlx_stream_pair<kBits>(p + i * 8 * kBits, kFull ? 2 : std::clamp(m - 2 * i, 0, 2), z[i]);
     transpose_bytes8(z, W2);
-    scaled_offset_dots<NT>(W2, dw, mw, x, g, acc);
+    scaled_offset_dots<NT, !kFull>(W2, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 // The row's values q (u8) are the vpdpbusd operand as stored; w = s·q + b = s·(q − 128) + (b + 128·s)
 // keeps the integer part Q8_0's (Σ(q − 128)·x, exact) so that AMX panels, whose tiles are signed,
 // give the same bits. b + 128·s: one rounding (128·s is exact), the panels' std::fma.
-template <int NT>
+template <int NT, bool kTail>
 [[gnu::always_inline]] inline void mlx8_dots(const __m512i* W2, __m256 dw, __m256 mw, const ActLanes& x, int64_t g,
                                              __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
   const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
+  auto f = [](__m256i dots, const int32_t* sx, __m256 dw, __m256 mw128, const float* d, const float* ds, __m256 a) {
+    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx));
+    const __m256i isum = _mm256_sub_epi32(dots, _mm256_slli_epi32(s, 7));
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+    return _mm256_fmadd_ps(mw128, _mm256_loadu_ps(ds), a);
+  };
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00), mwd = _mm256_permute2f128_ps(mw128, mw128, 0x00);
+  const int t0 = paired_tail<NT, kTail>(W2, x, acc, [&](int t, __m256i dots, __m256 c) {
+    return f(dots, x.psum + t * 8, dwd, mwd, x.pd + t * 8, x.pds + t * 8, c);
+  });
 #pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const __m256i sx = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * 8));
-    const __m256i isum = _mm256_sub_epi32(lane_dots(W2, xq + t * 64), _mm256_slli_epi32(sx, 7));
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-    acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
-  }
+  for (int t = t0; t < NT; ++t)
+    acc[t] = f(lane_dots(W2, xq + t * 64), xs + t * 8, dw, mw128, xd + t * 8, xds + t * 8, acc[t]);
 }
 // kLanes: DType::MLX_LANES (8-bit), whose full groups are W2 as stored; its tail blocks are as stored.
 template <bool kLanes>
@@ -1076,25 +1110,25 @@ void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
     } else {
       transpose_bytes8(z, W2);
     }
-    mlx8_dots<NT>(W2, dw, mw, x, g, acc);
+    mlx8_dots<NT, !kFull>(W2, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
 // MXFP4, both layouts (mxfp4_rows.h's lane scheme): nibbles as Q4_0 / MLX 4-bit, one pshufb per
 // pair to 2·E2M1 + 16, then Q5_0's dots; the same lane scales and float operations as AVX2's.
-template <int NT>
+template <int NT, bool kTail>
 [[gnu::always_inline]] inline void mxfp4v_dots(__m512i* W2, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
   const __m512i lut = _mm512_broadcast_i32x4(mxfp4_biased_lut());
   for (int j = 0; j < 4; ++j) W2[j] = _mm512_shuffle_epi8(lut, W2[j]);
-  offset_dots<NT, 4>(W2, dw, x, g, acc);
+  offset_dots<NT, 4, kTail>(W2, dw, x, g, acc);
 }
 // DType::MXFP4: a group's 128 nibble bytes are two zmm (mlx4v's loads); nibble-order activations.
 void mxfp4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, const uint8_t* e, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m512i W2[4];
     nibble_group<kFull>(w + g * 8 * 16, m, W2);
-    mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
+    mxfp4v_dots<NT, !kFull>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<1, kFull>(e + 8 * g, m)), x, g, acc);
   };
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -1105,7 +1139,7 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
     const uint8_t* p = w + g * 8 * sizeof(B);
     __m512i W2[4];
     unpack_q4<B, kFull>(p, m, W2);
-    mxfp4v_dots<NT>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(B), kFull>(p + offsetof(B, e), m)), x, g, acc);
+    mxfp4v_dots<NT, !kFull>(W2, mxfp4_lane_scales(mxfp4_scale_bytes<sizeof(B), kFull>(p + offsetof(B, e), m)), x, g, acc);
   };
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -1123,7 +1157,7 @@ template <int NT, bool kFull>
   __m512i W2[4];
   unpack_q4<tensor::BlockIQ4_NL, kFull>(p, m, W2);
   iq4_values(W2);  // blocks past m: value bytes meet zero activations and Σx = 0
-  offset_dots<NT, 7>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
+  offset_dots<NT, 7, !kFull>(W2, q4_0_scales<kFull>(p, m), x, g, acc);
 }
 // IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'.
 template <int NT>
@@ -1163,9 +1197,9 @@ void nibble_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
     }
     if constexpr (kTable) {
       iq4_values(W2);  // a tail's lanes past m meet zero activations and Σx = 0
-      offset_dots<NT, 7>(W2, d, x, g, acc);
+      offset_dots<NT, 7, !kFull>(W2, d, x, g, acc);
     } else {
-      offset_dots<NT, 3>(W2, d, x, g, acc);
+      offset_dots<NT, 3, !kFull>(W2, d, x, g, acc);
     }
   };
   group_lanes(rows, nb, nt, out, ldo, group);

@@ -234,9 +234,6 @@ int64_t lane_tile(int64_t n) {
   const int64_t tiles = (n + kMax - 1) / kMax;
   return (n + tiles - 1) / tiles;
 }
-ActLanes lanes_at(const ActLanes& l, int64_t t) {
-  return {l.q + t * 64, l.d + t * 8, l.ds + t * 8, l.sum + t * 8, l.ld, l.hs ? l.hs + t * 8 : nullptr};
-}
 
 // AMX panels (Kernels::Panel) pay once enough tokens share a panel's unpacking (bench/README.md:
 // compute_bench's Gemm rows); below that the lane kernels run. Either gives the same bits.
@@ -427,7 +424,7 @@ void run_predecoded(const WeightView& w, int64_t r0, int64_t r1, const MatmulInp
   row_span_tiles(r0, r1, in.n, lane_tile(in.n), drow, RowPrefetch{}, kLaneRowSpan, decode,
                  [&](int64_t r, int64_t e, int64_t t, int nt) {
                    const Kernels::Rows m{.w = dec + (r - b0) * drow, .stride = drow, .rows = e - r};
-                   k.dot_iq_decodedv(m, lanes_at(in.xlb, t), nb, nt, y + t * w.rows + r, w.rows);
+                   k.dot_iq_decodedv(m, in.xlb.at(t), nb, nt, y + t * w.rows + r, w.rows);
                  });
 }
 
@@ -470,7 +467,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
         const Kernels::Rows m{.w = base + a * w.row_stride, .stride = w.row_stride, .rows = z - a, .scales = s,
                               .biases = b, .group_stride = gbytes, .group_dtype = w.group_dtype,
                               .group_size = w.group_size};
-        lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + a, rows);
+        lanes(m, xl.at(t), nb, nt, y + t * rows + a, rows);
       };
       row_span_tiles(r0, r1, n, tile, w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
                      [&](int64_t r, int64_t e, int64_t t, int nt) {
@@ -509,7 +506,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
                        m.scales = static_cast<const uint8_t*>(w.scales) + r * w.scale_stride;
                        m.group_stride = w.scale_stride;
                      }
-                     lanes(m, lanes_at(xl, t), nb, nt, y + t * rows + r, rows);
+                     lanes(m, xl.at(t), nb, nt, y + t * rows + r, rows);
                    });
     return;
   }
@@ -532,7 +529,7 @@ void run_rows(const WeightView& w, int64_t r0, int64_t r1, const MatmulInputs& i
     row_span_tiles(r0, r1, n, lane_tile(n), w.row_stride, row_prefetch(w), kLaneRowSpan, kNoBlockSetup,
                    [&](int64_t r, int64_t e, int64_t t, int nt) {
                      const Kernels::Rows m{.w = base + r * w.row_stride, .stride = w.row_stride, .rows = e - r};
-                     qv(m, lanes_at(in.xl, t), nbw, nt, y + t * rows + r, rows);
+                     qv(m, in.xl.at(t), nbw, nt, y + t * rows + r, rows);
                    });
     return;
   }
@@ -606,6 +603,20 @@ void pack_act_lanes(const tensor::ActQ8* x, int64_t nb, int64_t n, int64_t t0, i
     }
 }
 
+void pair_tail_lanes(const ActLanes& x, int64_t nb, int64_t n, int32_t* pq, float* pd, float* pds, int32_t* psum) {
+  const int64_t g = nb / 8;  // the tail group
+  for (int64_t t = 0; t < n; ++t)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t u = t + h, i = g * x.ld + u;  // the pair's token h; past n: zeros
+      for (int k = 0; k < 4; ++k) {
+        for (int v = 0; v < 8; ++v) pq[64 * t + 8 * v + 4 * h + k] = u < n ? x.q[64 * i + 8 * v + k] : 0;
+        pd[8 * t + 4 * h + k] = u < n ? x.d[8 * i + k] : 0.0f;
+        pds[8 * t + 4 * h + k] = u < n ? x.ds[8 * i + k] : 0.0f;
+        psum[8 * t + 4 * h + k] = u < n ? x.sum[8 * i + k] : 0;
+      }
+    }
+}
+
 void bias_act_lanes(const int32_t* q, int64_t count, int32_t* out) {
   for (int64_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(q[i]) ^ 0x80808080u);
 }
@@ -641,6 +652,8 @@ struct Forms {
   int32_t *lqb = nullptr;                        // lq's values biased to unsigned
   int32_t *lsum = nullptr, *lhs = nullptr;       // their sums; Q2_K's half sums
   float *ld = nullptr, *lds = nullptr;
+  int32_t *tq = nullptr, *tq4 = nullptr, *tsum = nullptr;  // lq's / lq4's tail in token pairs
+  float *td = nullptr, *tds = nullptr;
   int8_t* pq = nullptr;                          // xq packed by pack_panel_acts
   float *pd = nullptr, *pds = nullptr;
   std::pair<int, float*> gsum[8];                // MLX bias sums per group size
@@ -720,35 +733,34 @@ Needs choose_kernels(const MatmulOut* outs, int count, int64_t n, MatmulPath pat
   return need;
 }
 
+// v holds n elements; their start.
+template <class T>
+T* sized(std::vector<T>& v, size_t n) {
+  v.resize(n);
+  return v.data();
+}
+
 // Sizes the scratch for n rows of nb blocks in every form need names (kept across calls, so
 // nothing is reallocated once the largest call has run).
 Forms size_forms(const Needs& need, int64_t nb, int64_t n, bool panels, MatmulScratch& s) {
   Forms f;
   if (!need.q) return f;
-  const size_t groups = static_cast<size_t>((nb + 7) / 8 * n);
-  s.xq.resize(static_cast<size_t>(nb * n));
-  f.xq = s.xq.data();
+  const size_t groups = static_cast<size_t>((nb + 7) / 8 * n), nn = static_cast<size_t>(n);
+  f.xq = sized(s.xq, static_cast<size_t>(nb) * nn);
   if (panels) {
-    const int64_t tb = (n + 31) / 32 * 2 * nb;  // (tile, block) pairs
-    f.pq = aligned64(s.pq, static_cast<size_t>(tb * 512));
-    s.pd.resize(static_cast<size_t>(tb * 16));
-    s.pds.resize(static_cast<size_t>(tb * 16));
-    f.pd = s.pd.data();
-    f.pds = s.pds.data();
+    const size_t tb = static_cast<size_t>((n + 31) / 32 * 2 * nb);  // (tile, block) pairs
+    f.pq = aligned64(s.pq, tb * 512);
+    f.pd = sized(s.pd, tb * 16);
+    f.pds = sized(s.pds, tb * 16);
   }
   if (need.v || need.v4) {  // lanes' values aligned to a 64-byte line, as the kernels load 64 bytes
-    s.ld.resize(groups * 8);
-    s.lds.resize(groups * 8);
-    s.lsum.resize(groups * 8);
-    f.ld = s.ld.data();
-    f.lds = s.lds.data();
-    f.lsum = s.lsum.data();
+    f.ld = sized(s.ld, groups * 8);
+    f.lds = sized(s.lds, groups * 8);
+    f.lsum = sized(s.lsum, groups * 8);
   }
   if (need.v) f.lq = aligned64(s.lq, groups * 64);
-  if (need.v && need.hs) {  // half sums (which the nibble order changes) only for the plain order
-    s.lhs.resize(groups * 8);
-    f.lhs = s.lhs.data();
-  }
+  // Half sums (which the nibble order changes) only for the plain order.
+  if (need.v && need.hs) f.lhs = sized(s.lhs, groups * 8);
   if (need.v && need.biased) f.lqb = aligned64(s.lqb, groups * 64);
   for (int i = 0; i < need.ngs; ++i) {
     auto it = std::find_if(s.mlx_gsum.begin(), s.mlx_gsum.end(), [&](auto& e) { return e.first == need.gs[i]; });
@@ -757,11 +769,15 @@ Forms size_forms(const Needs& need, int64_t nb, int64_t n, bool panels, MatmulSc
   }
   for (int i = 0; i < need.ngs; ++i)  // after every insert, which may move the entries
     f.gsum[f.ngsum++] = {need.gs[i], mlx_gsum_for(s, need.gs[i])};
-  if (need.q4) {
-    s.xq_mlx4.resize(static_cast<size_t>(nb * n));
-    f.xq4 = s.xq_mlx4.data();
-  }
+  if (need.q4) f.xq4 = sized(s.xq_mlx4, static_cast<size_t>(nb) * nn);
   if (need.v4) f.lq4 = aligned64(s.lq4, groups * 64);
+  if ((need.v || need.v4) && n >= 2 && pairs_tail(nb)) {  // the lane kernels' paired tails (both ISAs)
+    if (need.v) f.tq = aligned64(s.tq, nn * 64);
+    if (need.v4) f.tq4 = aligned64(s.tq4, nn * 64);
+    f.td = sized(s.td, nn * 8);
+    f.tds = sized(s.tds, nn * 8);
+    f.tsum = sized(s.tsum, nn * 8);
+  }
   return f;
 }
 
@@ -783,6 +799,13 @@ void prepare(const MatmulOut* outs, int count, const float* x, int64_t n, Matmul
   if (f.lq) in.xl = ActLanes{f.lq, f.ld, f.lds, f.lsum, n, f.lhs};
   if (f.lqb) in.xlb = ActLanes{f.lqb, f.ld, f.lds, f.lsum, n, f.lhs};
   if (f.lq4) in.xl4 = ActLanes{f.lq4, f.ld, f.lds, f.lsum, n, nullptr};
+  // After every token is packed (an entry reads the next token's lanes).
+  auto pair = [&](ActLanes& l, int32_t* tq) {
+    pair_tail_lanes(l, nb, n, tq, f.td, f.tds, f.tsum);
+    l.pq = tq, l.pd = f.td, l.pds = f.tds, l.psum = f.tsum;
+  };
+  if (f.tq) pair(in.xl, f.tq);
+  if (f.tq4) pair(in.xl4, f.tq4);
   for (int i = 0; i < count; ++i)
     if (mlx_fast(*outs[i].w, path) && !mlx_lanes(*outs[i].w, path, k))
       p.gsum[i] = mlx_gsum_for(scratch, outs[i].w->group_size);

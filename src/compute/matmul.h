@@ -46,6 +46,8 @@ struct MatmulScratch {
   std::vector<int32_t> lq4;       // xq packed the same way in nibble order (Kernels::MlxDotV, MXFP4)
   std::vector<int32_t> lqb;       // lq's values + 128 (bias_act_lanes, Kernels::dot_iq_decodedv)
   std::vector<float> ld, lds;
+  std::vector<int32_t> tq, tq4, tsum;  // lq's / lq4's tail group in token pairs (pair_tail_lanes)
+  std::vector<float> td, tds;
   std::vector<int8_t> pq;  // xq packed by pack_panel_acts (AMX panels)
   std::vector<float> pd, pds;
 };

@@ -14,6 +14,23 @@
 namespace rapid::compute {
 namespace {
 
+// A row's tail group over token pairs (ActLanes::pq), both ISAs: for each pair entry t (lanes 0-3:
+// token t, 4-7: token t + 1) the two tokens' accumulators are fused into one vector, `tail(t,
+// dots(t), fused)` runs the per-token loop's float operations on it, and it is split back. Lanes
+// 0-3 of each token get exactly the loop's operations; lanes 4-7 would only have added +0, which
+// leaves an accumulator (never −0) as it is, so the bits are the loop's. An odd last token takes
+// its entry alone (the other half, the next token's or zeros, is dropped).
+template <int NT, class Dots, class Tail>
+[[gnu::always_inline]] inline void paired_tail_loop(__m256* acc, Dots&& dots, Tail&& tail) {
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; t += 2) {
+    const __m256 other = t + 1 < NT ? acc[t + 1] : acc[t];
+    const __m256 c = tail(t, dots(t), _mm256_permute2f128_ps(acc[t], other, 0x20));
+    acc[t] = _mm256_permute2f128_ps(c, acc[t], 0x30);
+    if (t + 1 < NT) acc[t + 1] = _mm256_permute2f128_ps(c, acc[t + 1], 0x31);
+  }
+}
+
 // Calls f.template operator()<NT>() with NT = nt (1..kQDotVMaxNT): one instantiation per tile size.
 template <class F, int... NT>
 void with_nt(std::integer_sequence<int, NT...>, int nt, F&& f) {
