@@ -54,5 +54,12 @@ if [ "${1:-}" = "--test-clients" ]; then
     .venv/bin/pip download -q --no-binary :all: --no-deps llama-cpp-python==0.3.36 -d "$LCP_DIR" ||
       echo "[setup] warning: could not download the sdist; test_llamacpp_suite.py will skip"
   fi
+  # llama.cpp itself, built from that sdist into .venv once (~5 min on 2 cores; no multimodal
+  # library): the independent reference of the GGUF tests (llama.cpp's greedy and teacher-forced
+  # goldens, the Q8_0 copies of scripts/derive_models.sh). Without it those tests would only skip.
+  if [ -f "$LCP_DIR/llama_cpp_python-0.3.36.tar.gz" ] && ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
+    echo "[setup] building llama-cpp-python 0.3.36 into .venv (the GGUF tests' reference)"
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" .venv/bin/pip install -q "$LCP_DIR/llama_cpp_python-0.3.36.tar.gz"
+  fi
 fi
 echo "[setup] ok"

@@ -36,7 +36,7 @@ std::unique_ptr<engine::EmbeddingEngine> load_engine(const std::string& dir, int
 #define NEED_MODEL(dir)                      \
   std::string why;                           \
   const std::string& dir = tiny_embedding_model(&why); \
-  if (dir.empty()) GTEST_SKIP() << why;
+  if (dir.empty()) SET_MISSING(why);
 
 std::vector<std::vector<int32_t>> inputs() {
   return {{14990, 1879, 151643}, {785, 3974, 13876, 38835, 151643}, {87, 151643}, {16, 17, 18, 19, 20, 21, 22, 23}};
@@ -131,7 +131,7 @@ TEST(EmbeddingEngine, PoolingArithmetic) {
 TEST(EmbeddingEngine, HybridModelIsRefusedAtConstruction) {
   std::string why;
   const std::string& root = qwen35::tiny_models(&why);
-  if (root.empty()) GTEST_SKIP() << why;
+  if (root.empty()) SET_MISSING(why);
   auto ckpt = std::shared_ptr<model::Checkpoint>(model::load_checkpoint(root + "/dense-tied/hf-f32"));
   try {
     engine::EmbeddingEngine eng(model::create_model(ckpt, model::ModelOptions{}), EmbeddingEngineOptions{});

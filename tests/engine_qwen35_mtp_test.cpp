@@ -24,7 +24,7 @@ namespace {
 #define REQUIRE_MTP()                                   \
   std::string why_;                                     \
   const std::string mroot = qwen35::mtp_models(&why_);  \
-  if (mroot.empty()) GTEST_SKIP() << why_
+  if (mroot.empty()) SET_MISSING(why_)
 
 struct Tiny {
   std::shared_ptr<model::Model> model;

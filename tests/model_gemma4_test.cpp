@@ -41,7 +41,7 @@ namespace {
 #define REQUIRE_GEMMA4()                                   \
   std::string why_;                                        \
   const std::string root = gemma4_tiny::tiny_models(&why_); \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 }  // namespace
 
@@ -125,7 +125,7 @@ const std::string& gguf_models(std::string* why) {
 #define REQUIRE_GEMMA4_GGUF()                  \
   std::string why_;                            \
   const std::string root = gguf_models(&why_); \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 }  // namespace
 

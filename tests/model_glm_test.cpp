@@ -29,7 +29,7 @@ namespace {
 #define REQUIRE_GLM()                                   \
   std::string why_;                                     \
   const std::string root = glm_tiny::tiny_models(&why_); \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 // A copy of root/copy under a fresh temporary directory with `edit` applied to its config.json.
 template <class F>

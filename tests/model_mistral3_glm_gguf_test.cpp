@@ -46,7 +46,7 @@ const char* kConfigs[] = {"devstral", "ministral3"};
   std::string why_;                                                                                          \
   const std::string root =                                                                                   \
       qwen35::model_set("mistral3-tiny", "/ministral3/gguf-f32/greedy.json", "mistral3_gguf.py", &why_);     \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 std::unique_ptr<Model> make(const std::string& path, compute::MatmulPath mp) {
   ModelOptions o;
@@ -217,7 +217,7 @@ TEST(Mistral3Gguf, MalformedFilesAreRefusedWithPathAndKey) {
 #define REQUIRE_GLM()                                                                                       \
   std::string why_;                                                                                         \
   const std::string root = qwen35::model_set("glm-tiny", "/glm/gguf-f32-kvb/greedy.json", "glm_gguf.py", &why_); \
-  if (root.empty()) GTEST_SKIP() << why_;                                                                   \
+  if (root.empty()) SET_MISSING(why_);                                                                   \
   const std::string d = root + "/glm/"
 
 TEST(GlmGguf, ConfigMatchesTheHfCheckpoint) {
@@ -349,7 +349,7 @@ TEST(Mistral3GlmGguf, CorruptedHeadersAreRefusedWithFileError) {
   std::string why;
   const std::string m = qwen35::model_set("mistral3-tiny", "/ministral3/gguf-f32/greedy.json", "mistral3_gguf.py", &why);
   const std::string g = qwen35::model_set("glm-tiny", "/glm/gguf-f32-kvb/greedy.json", "glm_gguf.py", &why);
-  if (m.empty() || g.empty()) GTEST_SKIP() << why;
+  if (m.empty() || g.empty()) SET_MISSING(why);
   const fs::path tmp = fs::temp_directory_path() / ("rapid-m3glm-fuzz-" + std::to_string(::getpid()) + ".gguf");
   for (const std::string& src : {m + "/devstral/gguf-f32/model.gguf", g + "/glm/gguf-f32/model.gguf",
                                 g + "/glm/gguf-f32-kvb/model.gguf"}) {

@@ -46,7 +46,7 @@ const std::string& gguf_models(std::string* why) {
 #define REQUIRE_GGUF()                         \
   std::string why_;                            \
   const std::string root = gguf_models(&why_); \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 std::unique_ptr<Model> make(const std::string& path, compute::MatmulPath mp) {
   ModelOptions o;
@@ -245,7 +245,7 @@ const std::string& next_models(std::string* why) {
 #define REQUIRE_SET(models, sub)           \
   std::string why_;                        \
   const std::string root = models(&why_);  \
-  if (root.empty()) GTEST_SKIP() << why_;  \
+  if (root.empty()) SET_MISSING(why_);  \
   const std::string d = root + sub
 #define REQUIRE_NEXT_GGUF() REQUIRE_SET(next_models, "/qwen3-next/")
 

@@ -20,6 +20,7 @@
 #include "model/convert.h"
 #include "model/weights.h"
 #include "model_parity_helpers.h"
+#include "qwen35_models.h"
 
 namespace fs = std::filesystem;
 using namespace rapid;
@@ -30,23 +31,19 @@ namespace {
 
 const char* kConfigs[] = {"dense-tied", "vheads-untied"};
 
+// The set's GGUF copies (and, with llama-cpp-python, llama.cpp's goldens), written into qwen35-tiny
+// under its lock.
 const std::string& gguf_models(std::string* why) {
   static std::string reason;
   static const std::string dir = [] {
-    const char* c = std::getenv("RAPID_MODEL_CACHE");
-    const char* home = std::getenv("HOME");
-    const std::string root = std::string(c ? c : std::string(home ? home : "") + "/.cache/rapid-mlx/models") + "/qwen35-tiny";
+    const std::string root = qwen35::cache_root() + "/qwen35-tiny";
     if (fs::exists(root + "/dense-tied/gguf-q8_0/teacher_forced.json")) return root;
     const std::string src = RAPID_SOURCE_DIR, py = src + "/.venv/bin/python ";
     std::string cmd;
     if (!fs::exists(root + "/vheads-untied/hf-f32/greedy.json"))
       cmd = py + src + "/scripts/make_tiny_qwen35.py '" + root + "' > /dev/null && ";
     cmd += py + src + "/scripts/qwen35_gguf.py '" + root + "' > /dev/null";
-    if (std::system(cmd.c_str()) != 0 || !fs::exists(root + "/vheads-untied/gguf-f32/model.gguf")) {
-      reason = "could not generate the tiny Qwen3.5 GGUFs (needs mlx-lm in .venv): " + cmd;
-      return std::string();
-    }
-    return root;
+    return qwen35::ensure_set_by(root, "/vheads-untied/gguf-f32/model.gguf", cmd, reason);
   }();
   if (why) *why = reason;
   return dir;
@@ -55,7 +52,7 @@ const std::string& gguf_models(std::string* why) {
 #define REQUIRE_GGUF()                            \
   std::string why_;                               \
   const std::string root = gguf_models(&why_);    \
-  if (root.empty()) GTEST_SKIP() << why_
+  if (root.empty()) SET_MISSING(why_)
 
 // llama.cpp's goldens exist only where llama-cpp-python was installed when the set was made.
 #define REQUIRE_LLAMA_GOLDENS(sub)                                                             \

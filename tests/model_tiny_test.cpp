@@ -68,7 +68,7 @@ class Tiny : public testing::TestWithParam<TinyModel> {
     std::string why;
     const TinyModel& t = GetParam();
     root_ = model_set(t.set, &why);
-    if (root_.empty()) GTEST_SKIP() << why;
+    if (root_.empty()) SET_MISSING(why);
   }
   std::string dir(const char* copy) const { return root_ + "/" + GetParam().config + "/" + copy; }
 
