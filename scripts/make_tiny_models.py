@@ -6,7 +6,9 @@
 Writes tests/golden/tiny/<arch>/ (HF safetensors + config.json + generation_config.json +
 logits.json = transformers' logits for a fixed token sequence), and GGUF variants
 tests/golden/tiny/<arch>-<qtype>.gguf (written like llama.cpp's converter: GGUF names, Q/K rows
-permuted for llama) with logits-<qtype>.json computed by transformers from the GGUF itself.
+permuted for llama) with <arch>-<qtype>.logits.json computed by transformers from the GGUF itself
+(or, where transformers cannot load the file, by mlx-lm on its weights dequantized by gguf-py;
+--gguf-goldens-only rewrites just these from the committed files, in .venv without torch).
 Everything is seeded, so re-running reproduces the same files.
 """
 import argparse
@@ -15,7 +17,6 @@ import os
 import sys
 
 import numpy as np
-import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "golden", "tiny")
@@ -30,6 +31,7 @@ def common_kwargs():
 
 
 def build(arch):
+    import torch
     import transformers as tf
     torch.manual_seed({"llama": 1, "qwen2": 2, "qwen3": 3, "gemma3": 4}[arch])
     kw = common_kwargs()
@@ -69,6 +71,7 @@ def build(arch):
 
 
 def logits_of(model):
+    import torch
     with torch.no_grad():
         out = model(torch.tensor([TOKENS])).logits[0].float().numpy()
     return out
@@ -81,6 +84,7 @@ def save_logits(path, logits, note):
 
 
 def make_hf(arch):
+    import torch
     model = build(arch)
     d = os.path.join(OUT, arch)
     os.makedirs(d, exist_ok=True)
@@ -190,6 +194,7 @@ def make_gguf(arch, model, qtype_name):
 
 
 def gguf_logits(path, arch):
+    import torch
     import transformers as tf
     m = tf.AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
                                                 dtype=torch.float32)
@@ -197,23 +202,57 @@ def gguf_logits(path, arch):
     return logits_of(m)
 
 
+def file_weight_logits(path, arch):
+    """mlx-lm's float32 logits of `arch` holding the GGUF's own weights, dequantized by llama.cpp's
+    gguf-py (where transformers' GGUF loader cannot read the file; needs no torch: .venv has both)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_lm.utils import load_model
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from qwen35_gguf import import_gguf
+    gguf = import_gguf()
+    from pathlib import Path
+    model, _ = load_model(Path(OUT) / arch)
+    tensors = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    weights = []
+    for name, p in tree_flatten(model.parameters()):
+        t = tensors[gemma3_post_attn_name(arch, name) or gguf_name(name)]
+        a = gguf.quants.dequantize(t.data, t.tensor_type).reshape(p.shape)
+        weights.append((name, mx.array(np.ascontiguousarray(a, dtype=np.float32))))
+    model.load_weights(weights, strict=True)
+    return np.array(model(mx.array([TOKENS]))[0].astype(mx.float32))
+
+
+def write_gguf_golden(path, arch):
+    out = path[:-len(".gguf")] + ".logits.json"
+    try:
+        save_logits(out, gguf_logits(path, arch), "transformers logits of the model loaded from this GGUF (gguf_file=)")
+    except Exception as e:  # transformers 5's GGUF loader ignores qwen3.attention.key_length
+        print(f"transformers cannot load {path} ({e}); mlx-lm on its weights instead", file=sys.stderr)
+        save_logits(out, file_weight_logits(path, arch),
+                    "mlx-lm float32 logits of the model holding this GGUF's weights, dequantized by gguf-py")
+    print("wrote", out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=["llama", "qwen2", "qwen3", "gemma3"])
     ap.add_argument("--no-gguf", action="store_true")
+    ap.add_argument("--gguf-goldens-only", action="store_true",
+                    help="only the GGUF files' logits goldens, from the committed files")
     args = ap.parse_args()
     os.makedirs(OUT, exist_ok=True)
+    if args.gguf_goldens_only:
+        for arch, qt in (("llama", "q8_0"), ("qwen3", "q4_0")):
+            if arch in args.only:
+                write_gguf_golden(os.path.join(OUT, f"{arch}-{qt}.gguf"), arch)
+        return
     for arch in args.only:
         model = make_hf(arch)
         if args.no_gguf or arch not in ("llama", "qwen3"):
             continue
         qt = {"llama": "Q8_0", "qwen3": "Q4_0"}[arch]
-        p = make_gguf(arch, model, qt)
-        try:
-            save_logits(os.path.join(OUT, f"{arch}-{qt.lower()}.logits.json"), gguf_logits(p, arch),
-                        "transformers logits of the model loaded from this GGUF (gguf_file=)")
-        except Exception as e:  # transformers' GGUF support varies by version; the weights still serve
-            print(f"warning: transformers could not load {p}: {e}", file=sys.stderr)
+        write_gguf_golden(make_gguf(arch, model, qt), arch)
 
 
 if __name__ == "__main__":
