@@ -77,8 +77,9 @@ def our_logprobs(srv):
 
 
 def distances(path, tmp_path):
-    """Per prompt: the largest |ours − llama.cpp's| log-probability over our top TOP tokens, and
-    whether our top token is llama.cpp's or within 0.5 of it (a near tie either engine may break)."""
+    """Per prompt: the largest |ours − llama.cpp's| log-probability over our top TOP tokens, whether
+    our top token is llama.cpp's or within 0.5 of it (a near tie either engine may break), and what
+    exact_judge needs to settle a disagreement."""
     need_server()
     ref = llama_logprobs(path)
     srv = launch([], str(tmp_path / f"{os.path.basename(path)}.log"), model=path, name="m")
@@ -95,8 +96,20 @@ def distances(path, tmp_path):
         text = {llm.detokenize([int(i)]).decode(errors="replace"): i for i in np.argsort(-lp)[:200]}
         worst = max(abs(v - lp[text[t]]) if t in text else math.inf for t, v in top.items())
         best = max(top, key=top.get)
-        rows.append((p, worst, lp.max() - lp[text[best]] if best in text else math.inf))
+        rows.append((p, worst, lp.max() - lp[text[best]] if best in text else math.inf, (ids, top, lp, llm)))
     return rows
+
+
+def exact_judge(path, ids, top, theirs, llm):
+    """Where ours and llama.cpp's log-probabilities disagree on one prompt: each engine's largest
+    distance from the file's exact ones (llama_numpy's float64 pass over gguf-py's dequantization),
+    ours over our top TOP tokens, llama.cpp's over the exact top TOP."""
+    import llama_numpy
+    exact = llama_numpy.next_token_logprobs(path, [ids])[0]
+    text = {llm.detokenize([int(t)]).decode(errors="replace"): t for t in np.argsort(-exact)[:200]}
+    mine = max(abs(v - exact[text[t]]) if t in text else math.inf for t, v in top.items())
+    o = np.argsort(-exact)[:TOP]
+    return mine, float(np.abs(theirs[o] - exact[o]).max())
 
 
 @pytest.fixture(scope="module")
@@ -108,21 +121,27 @@ def llama_cpp():
 def q4_1_worst(llama_cpp, tmp_path_factory):
     if not os.path.exists(MODEL):
         pytest.skip(f"{MODEL} absent (run scripts/fetch_models.sh)")
-    return max(w for _, w, _ in distances(MODEL, tmp_path_factory.mktemp("q4_1")))
+    return max(r[1] for r in distances(MODEL, tmp_path_factory.mktemp("q4_1")))
 
 
 @pytest.mark.parametrize("ftype", ["IQ4_NL", "IQ4_XS"])
 def test_next_token_logprobs_are_llamacpps(ftype, q4_1_worst, tmp_path):
-    rows = distances(quantized(ftype), tmp_path)
-    for p, worst, gap in rows:
+    path = quantized(ftype)
+    rows = distances(path, tmp_path)
+    bound = max(0.75, 3 * q4_1_worst)
+    for p, worst, gap, (ids, top, lp, llm) in rows:
         # Measured (AMD EPYC, AVX-512), the worst of the top 5 per prompt: Q4_1 0.08-0.27 (median
         # 0.14), IQ4_NL 0.09-0.28 (0.13), IQ4_XS 0.05-0.69 (0.17; llama.cpp's Q8_K activations for
         # it are coarser than our 32-element blocks, and the worst is a token 3 nats below the top).
-        assert worst <= max(0.75, 3 * q4_1_worst), f"{ftype} {p!r}: log-probabilities {worst:.3f} apart"
+        # On an AVX2-only EPYC, IQ4_XS "The capital of France is" came out 0.755 apart: there
+        # llama.cpp was 0.78 from the exact log-probabilities and ours 0.12. A disagreement past the
+        # bound is settled by the exact ones: ours must be within the bound of them, and closer.
+        if worst > bound:
+            mine, theirs = exact_judge(path, ids, top, lp, llm)
+            assert mine <= bound and mine < theirs, \
+                f"{ftype} {p!r}: log-probabilities {worst:.3f} apart; from the exact ones ours {mine:.3f}, llama.cpp's {theirs:.3f}"
         assert gap <= 0.5, f"{ftype} {p!r}: our top token is {gap:.3f} below llama.cpp's best"
-    assert np.median([w for _, w, _ in rows]) <= 0.25, rows
-
-
+    assert np.median([r[1] for r in rows]) <= 0.25, [r[:3] for r in rows]
 
 
 def exact_distances(path, tmp_path):
