@@ -11,6 +11,7 @@ scripts/make_tiny_gemma4.py, e2b / kv / moe, with llama.cpp's gguf-py and the co
 
 Skips when the binary is not built or mlx-lm is not installed; the llama.cpp comparison skips
 without llama-cpp-python."""
+import importlib.util
 import json
 import subprocess
 import sys
@@ -27,9 +28,17 @@ from test_gemma4 import CONFIGS, TINY
 LLAMA_DEFAULT_SOFTCAP = 30.0
 
 
+def has_llama_cpp():
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
 @pytest.fixture(scope="module")
 def tiny():
-    if not all((TINY / c / "gguf-f32-qkv" / "model.gguf").exists() for c in CONFIGS):
+    # A set written before llama-cpp-python was installed gets llama.cpp's goldens added (the script
+    # writes only what is missing).
+    goldens = [TINY / c / copy / "greedy.json" for c in CONFIGS for copy in ("gguf-f32", "gguf-f32-qkv")]
+    if not all((TINY / c / "gguf-f32-qkv" / "model.gguf").exists() for c in CONFIGS) or \
+            (has_llama_cpp() and not all(g.exists() for g in goldens)):
         if not (TINY / "moe" / "hf-f32" / "greedy.json").exists():
             subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_gemma4.py"), str(TINY)], check=True,
                            stdout=subprocess.DEVNULL)
@@ -46,8 +55,7 @@ def capped(logits, cap):
 @pytest.mark.parametrize("copy", ["gguf-f32", "gguf-f32-qkv"])
 def test_llamacpp_on_the_gguf_gives_mlx_lm_greedy_output(tiny, config, copy):
     pytest.importorskip("llama_cpp")
-    if not (tiny / config / copy / "greedy.json").exists():
-        pytest.skip("llama.cpp goldens not written (llama-cpp-python missing when the set was made)")
+    assert (tiny / config / copy / "greedy.json").exists(), "scripts/gemma4_gguf.py wrote no llama.cpp goldens"
     mlx = json.load(open(tiny / config / "hf-f32" / "greedy.json"))
     lc = json.load(open(tiny / config / copy / "greedy.json"))
     cfg = json.load(open(tiny / config / "hf-f32" / "config.json"))
