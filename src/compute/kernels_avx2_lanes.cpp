@@ -167,17 +167,13 @@ template <int NT, int kBits = 4, bool kTail = false>
                                                       int64_t g, __m256* acc) {
   const int32_t* xq = x.q + g * x.ld * 64;
   const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
-  auto f = [](__m256i isum, __m256 dw, __m256 mw, const float* d, const float* ds, __m256 a) {
-    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
-    return _mm256_fmadd_ps(mw, _mm256_loadu_ps(ds), a);
-  };
   const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00), mwd = _mm256_permute2f128_ps(mw, mw, 0x00);
   const int t0 = paired_tail<NT, kTail, kBits>(W, x, acc, [&](int t, __m256i isum, __m256 c) {
-    return f(isum, dwd, mwd, x.pd + t * 8, x.pds + t * 8, c);
+    return scaled_offset_tail(isum, dwd, mwd, x.pd + t * 8, x.pds + t * 8, c);
   });
 #pragma GCC unroll 16
   for (int t = t0; t < NT; ++t)
-    acc[t] = f(lane_dots<kBits>(W, xq + t * 64), dw, mw, xd + t * 8, xds + t * 8, acc[t]);
+    acc[t] = scaled_offset_tail(lane_dots<kBits>(W, xq + t * 64), dw, mw, xd + t * 8, xds + t * 8, acc[t]);
 }
 
 // Group g (blocks [8g, 8g+m)) of a row for NT tokens; blocks past m contribute exact zeros.
@@ -198,17 +194,13 @@ template <int NT, int kShift, int kBits, bool kTail = false>
   const int32_t* xq = x.q + g * x.ld * 64;
   const int32_t* xs = x.sum + g * x.ld * 8;
   const float* xd = x.d + g * x.ld * 8;
-  auto f = [](__m256i dots, const int32_t* sx, __m256 dw, const float* d, __m256 a) {
-    const __m256i s = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx));
-    const __m256i isum = _mm256_sub_epi32(dots, _mm256_slli_epi32(s, kShift));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
-  };
   const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00);
   const int t0 = paired_tail<NT, kTail, kBits>(W, x, acc, [&](int t, __m256i dots, __m256 c) {
-    return f(dots, x.psum + t * 8, dwd, x.pd + t * 8, c);
+    return offset_tail<kShift>(dots, x.psum + t * 8, dwd, x.pd + t * 8, c);
   });
 #pragma GCC unroll 16
-  for (int t = t0; t < NT; ++t) acc[t] = f(lane_dots<kBits>(W, xq + t * 64), xs + t * 8, dw, xd + t * 8, acc[t]);
+  for (int t = t0; t < NT; ++t)
+    acc[t] = offset_tail<kShift>(lane_dots<kBits>(W, xq + t * 64), xs + t * 8, dw, xd + t * 8, acc[t]);
 }
 
 // Q4_0: w = d·(q − 8).

@@ -14,6 +14,25 @@
 namespace rapid::compute {
 namespace {
 
+// The lane kernels' per-token float tails, one definition for both ISAs so that a token's result
+// is bitwise the same on either. Weights d·q + m per block (Q4_1, Q4_K, MLX affine): a += isum·(dw·dx),
+// then += mw·(dx·Σx).
+[[gnu::always_inline]] inline __m256 scaled_offset_tail(__m256i isum, __m256 dw, __m256 mw, const float* d,
+                                                        const float* ds, __m256 a) {
+  a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+  return _mm256_fmadd_ps(mw, _mm256_loadu_ps(ds), a);
+}
+// dots − 2^kShift·Σx (sx), exact in int32: weights stored unsigned with an offset (Q4_0, Q8_0, ...).
+template <int kShift>
+[[gnu::always_inline]] inline __m256i unbiased(__m256i dots, const int32_t* sx) {
+  return _mm256_sub_epi32(dots, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx)), kShift));
+}
+// Weights d·(q − 2^kShift): a += (dots − 2^kShift·Σx)·(dw·dx).
+template <int kShift>
+[[gnu::always_inline]] inline __m256 offset_tail(__m256i dots, const int32_t* sx, __m256 dw, const float* d, __m256 a) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(unbiased<kShift>(dots, sx)), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+}
+
 // A row's tail group over token pairs (ActLanes::pq), both ISAs: for each pair entry t (lanes 0-3:
 // token t, 4-7: token t + 1) the two tokens' accumulators are fused into one vector, `tail(t,
 // dots(t), fused)` runs the per-token loop's float operations on it, and it is split back. Lanes
