@@ -473,6 +473,11 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_down_1t_n8, tensor::DType::Q4_1_LANES, 576
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_1t_n8, tensor::DType::Q8_0_LANES, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, tensor::DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();
+// The same on two threads (an 8-stream decode step's LM head), both layouts; and the repacked
+// layout's one-token decode on two threads (DRAM bound: q8_0_vocab_2t is the GGUF layout's).
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_2t_n8, tensor::DType::Q8_0, 49152, 576, 2, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_2t_n8, tensor::DType::Q8_0_LANES, 49152, 576, 2, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_2t, tensor::DType::Q8_0_LANES, 49152, 576, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_gemm128_1t, tensor::DType::Q4_1, 1536, 576, 1, 128)->UseRealTime();
 // Qwen3.5-0.8B's MLP up projection (3584 x 1024) as Q4_0: whole 8-block groups (the AVX2 lane kernels).
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_qwen35_up_1t, tensor::DType::Q4_0, 3584, 1024, 1, 1)->UseRealTime();

@@ -1281,7 +1281,7 @@ TEST(Kernels, LaneKernelsMatchAndIgnoreTheTile) {
   }
 }
 
-// AVX-512 has a lane kernel for every format that AVX2 has (and Q8_0; MXFP4's two layouts too), with the AVX2 kernel's float operations
+// AVX-512 has a lane kernel for every format that AVX2 has (MXFP4's two layouts too), with the AVX2 kernel's float operations
 // (only the exact integer part differs), so a token gets the same bits on either machine.
 TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
   if (best_isa() < Isa::Avx512) GTEST_SKIP() << "no AVX-512 here";
@@ -1292,7 +1292,7 @@ TEST(Kernels, LaneKernelsAreBitwiseTheSameOnAvx2AndAvx512) {
       const int64_t n = Kernels::kQDotVMaxNT;
       const LaneActs x = random_acts(nb, n, r.nibble_order(), rng);
       float a2[Kernels::kQDotVMaxNT], a5[Kernels::kQDotVMaxNT];
-      if (!run_lanes(k2, r, x.at(0), nb, n, a2)) continue;  // Q8_0: per block on AVX2
+      if (!run_lanes(k2, r, x.at(0), nb, n, a2)) continue;  // no AVX2 lane kernel for this format
       ASSERT_TRUE(run_lanes(k5, r, x.at(0), nb, n, a5)) << r.name();
       for (int i = 0; i < n; ++i)
         ASSERT_EQ(std::memcmp(&a2[i], &a5[i], 4), 0) << r.name() << " nb " << nb << " t " << i << ": " << a2[i] << " vs " << a5[i];

@@ -1,8 +1,9 @@
-// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q2_K-Q6_K, IQ4_NL, IQ4_XS,
-// MLX affine 2- to 8-bit and MXFP4 (both layouts): eight blocks at a time with one block per 32-bit
-// lane, over activations packed by pack_act_lanes (built with -mavx2 -mfma -mf16c). Q8_0 stays per
-// block: measured here, its lane form (signed weights need a 32-bit widening per vector) gained
-// 1.2x at 8-16 rows and lost 20 % on rows of 18 blocks.
+// AVX2 lane kernels (Kernels::QDotV, MlxDotV) for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (and its repacked
+// Q8_0_LANES), Q2_K-Q6_K, IQ4_NL, IQ4_XS, MLX affine 2- to 8-bit and MXFP4 (both layouts): eight
+// blocks at a time with one block per 32-bit lane, over activations packed by pack_act_lanes (built
+// with -mavx2 -mfma -mf16c). Q8_0's signed weights need a 32-bit widening per vector, so its lane
+// form saves less than the 4-bit ones' (bench/README.md, "AVX2 Q8_0 lane kernels": prefill 1.3x,
+// one-token decode within a few per cent of the per-block kernel it replaced).
 //
 // Why: the per-block kernels (kernels_avx2.cpp) pay an int→float conversion, a scale product, a
 // broadcast and an FMA for every block and token; on AVX2 that, not DRAM, bounds a Q4 decode step
@@ -16,7 +17,10 @@
 // gets the same bits on either ISA (compute_test checks it): change both or neither.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
+#include <utility>
 
 #include "compute/avx2_hsum.h"
 #include "compute/avx2_transpose.h"
@@ -144,19 +148,26 @@ inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
 
 // A row's tail group (kTail: its last, partial one) over token pairs (ActLanes::pq,
 // qdotv_dispatch.h's paired_tail_loop): when the group has 1-4 blocks, each weight vector's lanes
-// 0-3 go to both halves and meet one pair entry, so 8 vectors' dots serve two tokens (the AVX-512
-// kernels do the same). Returns how many tokens it did (all, or none when there are no pairs).
-template <int NT, bool kTail, int kBits, class Tail>
-[[gnu::always_inline]] inline int paired_tail(const __m256i* W, const ActLanes& x, __m256* acc, Tail&& tail) {
+// 0-3 go to both halves and meet one pair entry, so one pass of `dots(Wd, xg)` over the kVecs
+// duplicated vectors serves two tokens (the AVX-512 kernels do the same). Returns how many tokens
+// it did (all, or none when there are no pairs).
+template <int NT, bool kTail, int kVecs = 8, class Dots, class Tail>
+[[gnu::always_inline]] inline int paired_tail(const __m256i* W, const ActLanes& x, __m256* acc, Dots&& dots,
+                                              Tail&& tail) {
   if constexpr (!kTail || NT < 2) {
     return 0;
   } else {
     if (!x.pq) return 0;
-    __m256i Wd[8];
-    for (int d = 0; d < 8; ++d) Wd[d] = _mm256_permute2x128_si256(W[d], W[d], 0x00);
-    paired_tail_loop<NT>(acc, [&](int t) { return lane_dots<kBits>(Wd, x.pq + t * 64); }, tail);
+    __m256i Wd[kVecs];
+    for (int d = 0; d < kVecs; ++d) Wd[d] = _mm256_permute2x128_si256(W[d], W[d], 0x00);
+    paired_tail_loop<NT>(acc, [&](int t) { return dots(Wd, x.pq + t * 64); }, tail);
     return NT;
   }
+}
+template <int NT, bool kTail, int kBits, class Tail>
+[[gnu::always_inline]] inline int paired_tail(const __m256i* W, const ActLanes& x, __m256* acc, Tail&& tail) {
+  return paired_tail<NT, kTail>(W, x, acc, [](const __m256i* Wd, const int32_t* xg) { return lane_dots<kBits>(Wd, xg); },
+                                tail);
 }
 
 // NT tokens' sums over one group of 8 blocks whose weights are d·q + m per block (Q4_1, Q4_K, MLX
@@ -201,6 +212,149 @@ template <int NT, int kShift, int kBits, bool kTail = false>
 #pragma GCC unroll 16
   for (int t = t0; t < NT; ++t)
     acc[t] = offset_tail<kShift>(lane_dots<kBits>(W, xq + t * 64), xs + t * 8, dw, xd + t * 8, acc[t]);
+}
+
+// Signed weight bytes (Q8_0, the IQ4 types, MLX 8-bit less 128) against one token's group: |w|
+// against x with w's sign (SA: the 8 vectors W, then their absolute values), one maddubs per vector
+// (2·128·127 fits 16 bits, two would not), each widened at once. Σw·x exactly, the integer part the
+// AVX-512 kernels get with the weights biased to unsigned and the bias taken out.
+[[gnu::always_inline]] inline __m256i signed_lane_dots(const __m256i* SA, const int32_t* xg) {
+  const __m256i one = _mm256_set1_epi16(1);
+  __m256i s = _mm256_setzero_si256();
+  for (int d = 0; d < 8; ++d) {
+    const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)), SA[d]);
+    s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(SA[8 + d], xv), one));
+  }
+  return s;
+}
+// The 8 signed vectors W and their absolute values, as signed_lane_dots takes them.
+inline void with_abs(const __m256i* W, __m256i* SA) {
+  for (int d = 0; d < 8; ++d) SA[d] = W[d], SA[8 + d] = _mm256_sign_epi8(W[d], W[d]);
+}
+// NT tokens' sums over one group of 8 blocks of signed weights d·q (Q8_0, IQ4_NL, IQ4_XS): a +=
+// Σq·x·(dw·dx), offset_dots' float operations (kTail: the row's partial last group, paired_tail).
+template <int NT, bool kTail = false>
+[[gnu::always_inline]] inline void signed_dots(const __m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+  __m256i SA[16];
+  with_abs(W, SA);
+  const int32_t* xq = x.q + g * x.ld * 64;
+  const float* xd = x.d + g * x.ld * 8;
+  const __m256 dwd = _mm256_permute2f128_ps(dw, dw, 0x00);
+  const int t0 = paired_tail<NT, kTail, 16>(
+      SA, x, acc, [](const __m256i* Wd, const int32_t* xg) { return signed_lane_dots(Wd, xg); },
+      [&](int t, __m256i isum, __m256 c) { return scaled_tail(isum, dwd, x.pd + t * 8, c); });
+#pragma GCC unroll 16
+  for (int t = t0; t < NT; ++t) acc[t] = scaled_tail(signed_lane_dots(SA, xq + t * 64), dw, xd + t * 8, acc[t]);
+}
+
+// One token's partial last group of signed bytes (R: block k's 32 bytes, zero from m on; kTail
+// of signed_dots, which needs them transposed). At 1-4 blocks, transpose4_lanes puts dwords d and
+// d + 4 of blocks 0-3 in one vector, so four vectors meet the activations' matching halves and the
+// two halves' sums add up in lanes 0-3 (4-7 stay zero): the 8-vector form's integer sums for half
+// the work, where a 2-block tail (SmolLM2's rows) cost as much as a whole group.
+template <int NT>
+[[gnu::always_inline]] inline void signed_tail(const __m256i* R, int m, __m256 dw, const ActLanes& x, int64_t g,
+                                               __m256* acc) {
+  if (NT == 1 && m <= 4) {
+    const int32_t* xg = x.q + g * x.ld * 64;
+    __m256i F[4];
+    transpose4_lanes(R, F);
+    const __m256i one = _mm256_set1_epi16(1);
+    __m256i s = _mm256_setzero_si256();
+    for (int d = 0; d < 4; ++d) {
+      const __m256i xv = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(xg + 8 * (d + 4)),
+                                             reinterpret_cast<const __m128i*>(xg + 8 * d));
+      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(F[d], F[d]), _mm256_sign_epi8(xv, F[d])), one));
+    }
+    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(s, s, 0x80), _mm256_permute2x128_si256(s, s, 0x81));
+    acc[0] = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc[0]);
+    return;
+  }
+  __m256i W[8];
+  transpose8x8_inline(R, W);
+  signed_dots<NT, true>(W, dw, x, g, acc);
+}
+
+// Q8_0: the quants are the signed weights. A group's 8 blocks of 32 bytes, one 8×8 dword transpose
+// into the lanes (blocks past m: zero), the f16 scales from the blocks' heads.
+template <int NT, bool kFull>
+[[gnu::always_inline]] inline void q8_0v_group(const tensor::BlockQ8_0* w, const ActLanes& x, int64_t g, int m,
+                                               __m256* acc) {
+  w += 8 * g;
+  __m256i R[8];
+  for (int k = 0; k < 8; ++k)
+    R[k] = kFull || k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[k].qs)) : _mm256_setzero_si256();
+  // The f16 scales (34 bytes apart) word by word into one xmm: fewer operations than heads().
+  __m128i h = _mm_setzero_si128();
+  auto word = [&]<int k>() { h = _mm_insert_epi16(h, kFull || k < m ? w[k].d : 0, k); };
+  [&]<int... k>(std::integer_sequence<int, k...>) { (word.template operator()<k>(), ...); }(std::make_integer_sequence<int, 8>{});
+  const __m256 dw = _mm256_cvtph_ps(h);
+  if constexpr (kFull) {
+    __m256i W[8];
+    transpose8x8_inline(R, W);
+    signed_dots<NT>(W, dw, x, g, acc);
+  } else {
+    signed_tail<NT>(R, m, dw, x, g, acc);
+  }
+}
+// Q8_0_LANES (tensor/lane_layout.h): a full group is W as stored, biased by +128 (the AVX-512
+// operand); the tail's quants as stored and its heads before them (qdotv_dispatch.h's LaneRow).
+inline void q8_0_lanes_group(const uint8_t* p, __m256i* W) {
+  for (int d = 0; d < 8; ++d)
+    W[d] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d)),
+                            _mm256_set1_epi8(static_cast<char>(0x80)));
+}
+template <int NT>
+[[gnu::always_inline]] inline void q8_0_lanes_tail(const LaneRow<tensor::BlockQ8_0>& r, const ActLanes& x, int64_t g,
+                                                   int m, __m256* acc) {
+  __m256i R[8];
+  for (int k = 0; k < 8; ++k)
+    R[k] = k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail_qs + 32 * k)) : _mm256_setzero_si256();
+  // 16 bytes from the m heads on stay in the row (the tail's quants follow them); past m, zeros.
+  const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m128i h = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep);
+  signed_tail<NT>(R, m, _mm256_cvtph_ps(h), x, g, acc);
+}
+// One token (decode, DRAM bound): a row's full-group heads sit after its quants, and read with each
+// group they were a miss ahead of the hardware's sequential stream on every row (Qwen3.5's LM head
+// ran at 0.71-0.80x of the per-block kernel's speed). So the groups' integer sums go first, 16 at a time, and
+// their heads after: the same float operations in the same order as the tiled path, so the same bits.
+void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
+  constexpr int64_t kRun = 16;
+  const int64_t full = nb / 8;
+  const int m = static_cast<int>(nb % 8);
+  for (int64_t row = 0; row < rows.rows; ++row) {
+    const LaneRow<tensor::BlockQ8_0> r(rows.w + row * rows.stride, nb, 256);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g0 = 0; g0 < full; g0 += kRun) {
+      const int64_t n = std::min(kRun, full - g0);
+      __m256i isum[kRun];
+      for (int64_t i = 0; i < n; ++i) {
+        __m256i W[8], SA[16];
+        q8_0_lanes_group(r.groups + 256 * (g0 + i), W);
+        with_abs(W, SA);
+        isum[i] = signed_lane_dots(SA, x.q + (g0 + i) * x.ld * 64);
+      }
+      for (int64_t i = 0; i < n; ++i)
+        acc = scaled_tail(isum[i], f16x8(r.heads + 16 * (g0 + i)), x.d + (g0 + i) * x.ld * 8, acc);
+    }
+    if (m) q8_0_lanes_tail<1>(r, x, full, m, &acc);
+    out[row] = hsum256(acc);
+  }
+}
+void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  if (nt == 1) return q8_0_lanes_one(rows, x, nb, out);
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ8_0> r(w, nb, 256);
+    if constexpr (kFull) {
+      __m256i W[8];
+      q8_0_lanes_group(r.groups + 256 * g, W);
+      signed_dots<NT>(W, f16x8(r.heads + 16 * g), x, g, acc);
+    } else {
+      q8_0_lanes_tail<NT>(r, x, g, m, acc);
+    }
+  };
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 
 // Q4_0: w = d·(q − 8).
@@ -474,25 +628,15 @@ void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
                               : _mm256_setzero_si256();
       transpose8x8_inline(R, W);
     }
-    __m256i A[8];
-    for (int d = 0; d < 8; ++d) {
-      W[d] = _mm256_xor_si256(W[d], _mm256_set1_epi8(static_cast<char>(0x80)));  // q − 128, signed
-      A[d] = _mm256_sign_epi8(W[d], W[d]);                                       // |q − 128|, as u8
-    }
+    for (int d = 0; d < 8; ++d) W[d] = _mm256_xor_si256(W[d], _mm256_set1_epi8(static_cast<char>(0x80)));  // q − 128
+    __m256i SA[16];
+    with_abs(W, SA);
     const int32_t* xq = x.q + g * x.ld * 64;
     const float *xd = x.d + g * x.ld * 8, *xds = x.ds + g * x.ld * 8;
     const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
-    const __m256i ones = _mm256_set1_epi16(1);
 #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) {
-      const int32_t* xg = xq + t * 64;
-      __m256i isum = _mm256_setzero_si256();
-      for (int d = 0; d < 8; ++d) {
-        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d));
-        const __m256i pairs = _mm256_maddubs_epi16(A[d], _mm256_sign_epi8(xv, W[d]));
-        isum = _mm256_add_epi32(isum, _mm256_madd_epi16(pairs, ones));
-      }
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
+      acc[t] = scaled_tail(signed_lane_dots(SA, xq + t * 64), dw, xd + t * 8, acc[t]);
       acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
     }
   };
@@ -545,30 +689,14 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
 }
 
 // IQ4_NL / IQ4_XS: the nibbles unpacked as Q4_0's, one pshufb per vector to the table's signed
-// values, then |w| against x with w's sign (no value is 0): one maddubs per vector (2·127·128 fits
-// in 16 bits, two would not), each widened at once. The AVX-512 kernels' integer sums and float
-// operations, so the same bits.
-template <int NT>
+// values, then Q8_0's signed dots. The AVX-512 kernels' integer sums and float operations, so the
+// same bits. kTail: IQ4_NL's partial last group (in token pairs).
+template <int NT, bool kTail = false>
 [[gnu::always_inline]] inline void iq4_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
   const __m128i lut128 = iq4_lut<0>();
-  const __m256i lut = _mm256_set_m128i(lut128, lut128), one = _mm256_set1_epi16(1);
-  __m256i A[8];
-  for (int d = 0; d < 8; ++d) {
-    W[d] = _mm256_shuffle_epi8(lut, W[d]);
-    A[d] = _mm256_sign_epi8(W[d], W[d]);
-  }
-  const int32_t* xq = x.q + g * x.ld * 64;
-  const float* xd = x.d + g * x.ld * 8;
-#pragma GCC unroll 16
-  for (int t = 0; t < NT; ++t) {
-    const int32_t* xg = xq + t * 64;
-    __m256i s = _mm256_setzero_si256();
-    for (int d = 0; d < 8; ++d) {
-      const __m256i xv = _mm256_sign_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xg + 8 * d)), W[d]);
-      s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(A[d], xv), one));
-    }
-    acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, _mm256_loadu_ps(xd + t * 8)), acc[t]);
-  }
+  const __m256i lut = _mm256_set_m128i(lut128, lut128);
+  for (int d = 0; d < 8; ++d) W[d] = _mm256_shuffle_epi8(lut, W[d]);
+  signed_dots<NT, kTail>(W, dw, x, g, acc);
 }
 // IQ4_NL's blocks are Q4_0's in layout: its unpacking and scales as they are.
 template <int NT, bool kFull>
@@ -577,7 +705,7 @@ template <int NT, bool kFull>
   const auto* q = reinterpret_cast<const tensor::BlockQ4_0*>(w + 8 * g);
   __m256i W[8];
   unpack_q4<tensor::BlockQ4_0, kFull>(q, m, W);  // blocks past m meet zero activations
-  iq4_dots<NT>(W, q4_0_scales<kFull>(q, m), x, g, acc);
+  iq4_dots<NT, !kFull>(W, q4_0_scales<kFull>(q, m), x, g, acc);
 }
 // IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'.
 template <int NT>
@@ -590,6 +718,7 @@ template <int NT>
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
+RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
 RAPID_QDOTV(q4_1v, tensor::BlockQ4_1)
 RAPID_QDOTV(q5_0v, tensor::BlockQ5_0)
 RAPID_QDOTV(q5_1v, tensor::BlockQ5_1)
@@ -601,6 +730,8 @@ RAPID_QDOTV(iq4_nlv, tensor::BlockIQ4_NL)
 
 void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_0v = q4_0v;
+  k.dot_q8_0v = q8_0v;
+  k.dot_q8_0_lanes = q8_0_lanes;
   k.dot_q4_1v = q4_1v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;

@@ -943,16 +943,7 @@ template <bool kFull>
 // The lane layouts (tensor/lane_layout.h): a full group's quants are already W2's pairs (Q8_0:
 // biased) or the two dword pairs nibble_pairs would gather, its scales (Q4_1: (d, m) dwords) one
 // load; then the gathering kernel's own dots, so the same bits. A row's tail (under 8 blocks) is
-// its blocks' heads, then their quants: a masked load each.
-template <class B>
-struct LaneRow {
-  static constexpr size_t kHead = offsetof(B, qs);
-  const uint8_t *groups, *tail, *tail_qs, *heads;  // full groups' quants, tail heads and quants, full groups' scales
-  LaneRow(const uint8_t* w, int64_t nb, size_t group_bytes)
-      : groups(w), tail(groups + group_bytes * (nb / 8)), tail_qs(tail + kHead * (nb % 8)),
-        heads(tail + sizeof(B) * (nb % 8)) {}
-};
-inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// its blocks' heads, then their quants (qdotv_dispatch.h's LaneRow): a masked load each.
 // The first m (< 8) of 8 f16 scales as floats, zero past m (read only m).
 inline __m256 f16_first(const uint8_t* p, int m) {
   return _mm256_cvtph_ps(_mm_maskz_loadu_epi16(static_cast<__mmask8>((1u << m) - 1), p));

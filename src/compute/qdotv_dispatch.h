@@ -5,6 +5,7 @@
 // RAPID_KV_LANES(fn, B) a `fn##_group<NT>(w, x, g, acc)`.
 #pragma once
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -27,10 +28,15 @@ template <int kShift>
 [[gnu::always_inline]] inline __m256i unbiased(__m256i dots, const int32_t* sx) {
   return _mm256_sub_epi32(dots, _mm256_slli_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sx)), kShift));
 }
+// Weights d·q with q signed: a += isum·(dw·dx) (Q8_0 and the IQ4 types on AVX2, which sum Σq·x
+// directly; offset_tail below once the offset is out).
+[[gnu::always_inline]] inline __m256 scaled_tail(__m256i isum, __m256 dw, const float* d, __m256 a) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+}
 // Weights d·(q − 2^kShift): a += (dots − 2^kShift·Σx)·(dw·dx).
 template <int kShift>
 [[gnu::always_inline]] inline __m256 offset_tail(__m256i dots, const int32_t* sx, __m256 dw, const float* d, __m256 a) {
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(unbiased<kShift>(dots, sx)), _mm256_mul_ps(dw, _mm256_loadu_ps(d)), a);
+  return scaled_tail(unbiased<kShift>(dots, sx), dw, d, a);
 }
 
 // A row's tail group over token pairs (ActLanes::pq), both ISAs: for each pair entry t (lanes 0-3:
@@ -155,6 +161,19 @@ void mlx_lanes_rows(const Kernels::Rows& rows, int64_t nb, int nt, float* out, i
     }
   });
 }
+
+// The lane layouts (tensor/lane_layout.h) of a row of nb blocks of B: a full group's quants in lane
+// order (`group_bytes` each), then the tail's heads, the tail's quants as stored, the full
+// groups' heads.
+template <class B>
+struct LaneRow {
+  static constexpr size_t kHead = offsetof(B, qs);
+  const uint8_t *groups, *tail, *tail_qs, *heads;  // full groups' quants, tail heads and quants, full groups' scales
+  LaneRow(const uint8_t* w, int64_t nb, size_t group_bytes)
+      : groups(w), tail(groups + group_bytes * (nb / 8)), tail_qs(tail + kHead * (nb % 8)),
+        heads(tail + sizeof(B) * (nb % 8)) {}
+};
+inline __m256 f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
 // Rows of nb 32-element blocks in 8-block groups (the GGUF lane layouts, MXFP4's two layouts):
 // group.template operator()<NT, kFull>(w, g, m, acc) adds blocks [8g, 8g+m) of the row at w for NT
