@@ -304,6 +304,27 @@ inline void q8_0_lanes_group(const uint8_t* p, __m256i* W) {
     W[d] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d)),
                             _mm256_set1_epi8(static_cast<char>(0x80)));
 }
+// One token over a row's `full` groups of 256 bytes in lane order biased by +128 (Q8_0_LANES,
+// MLX 8-bit MLX_LANES): the integer sums of up to 16 groups first, then scale(g, isum) for each in
+// order. Read with each group, the scales (stored after the quants, or in arrays of their own)
+// cost a decode step: Q8_0_LANES' were a miss ahead of the row's stream on every row (Qwen3.5's
+// LM head ran at 0.71-0.80x of the per-block kernel), MLX 8-bit's ~15 % of the step.
+template <class Scale>
+[[gnu::always_inline]] inline void sums_then_scales(const uint8_t* groups, int64_t full, const ActLanes& x,
+                                                    Scale&& scale) {
+  constexpr int64_t kRun = 16;
+  for (int64_t g0 = 0; g0 < full; g0 += kRun) {
+    const int64_t n = std::min(kRun, full - g0);
+    __m256i isum[kRun];
+    for (int64_t i = 0; i < n; ++i) {
+      __m256i W[8], SA[16];
+      q8_0_lanes_group(groups + 256 * (g0 + i), W);
+      with_abs(W, SA);
+      isum[i] = signed_lane_dots(SA, x.q + (g0 + i) * x.ld * 64);
+    }
+    for (int64_t i = 0; i < n; ++i) scale(g0 + i, isum[i]);
+  }
+}
 template <int NT>
 [[gnu::always_inline]] inline void q8_0_lanes_tail(const LaneRow<tensor::BlockQ8_0>& r, const ActLanes& x, int64_t g,
                                                    int m, __m256* acc) {
@@ -315,29 +336,16 @@ template <int NT>
   const __m128i h = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep);
   signed_tail<NT>(R, m, _mm256_cvtph_ps(h), x, g, acc);
 }
-// One token (decode, DRAM bound): a row's full-group heads sit after its quants, and read with each
-// group they were a miss ahead of the hardware's sequential stream on every row (Qwen3.5's LM head
-// ran at 0.71-0.80x of the per-block kernel's speed). So the groups' integer sums go first, 16 at a time, and
-// their heads after: the same float operations in the same order as the tiled path, so the same bits.
+// One token (decode): sums_then_scales, the tiled path's float operations in its order (same bits).
 void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
-  constexpr int64_t kRun = 16;
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
   for (int64_t row = 0; row < rows.rows; ++row) {
     const LaneRow<tensor::BlockQ8_0> r(rows.w + row * rows.stride, nb, 256);
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t g0 = 0; g0 < full; g0 += kRun) {
-      const int64_t n = std::min(kRun, full - g0);
-      __m256i isum[kRun];
-      for (int64_t i = 0; i < n; ++i) {
-        __m256i W[8], SA[16];
-        q8_0_lanes_group(r.groups + 256 * (g0 + i), W);
-        with_abs(W, SA);
-        isum[i] = signed_lane_dots(SA, x.q + (g0 + i) * x.ld * 64);
-      }
-      for (int64_t i = 0; i < n; ++i)
-        acc = scaled_tail(isum[i], f16x8(r.heads + 16 * (g0 + i)), x.d + (g0 + i) * x.ld * 8, acc);
-    }
+    sums_then_scales(r.groups, full, x, [&](int64_t g, __m256i isum) {
+      acc = scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
+    });
     if (m) q8_0_lanes_tail<1>(r, x, full, m, &acc);
     out[row] = hsum256(acc);
   }
@@ -612,12 +620,11 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
 // same bits. Per token and group that is 8 sign / maddubs / madd triples against the per-block
 // kernel's 8 conversions, products and FMAs in one dependency chain; and the scales are read as
 // stored, with no per-row f32 copy.
-// One token on repacked rows (decode): a row's full groups' integer sums first, 16 at a time, then
-// their scales and biases and the float operations in the tiled path's order (so the same bits):
-// read with each group, the scales cost a one-token step ~15 % (measured by not reading them).
+// One token on repacked rows (decode): sums_then_scales, the tiled path's float operations in its
+// order (so the same bits), the scales and biases widened as mlx_group does.
 template <tensor::DType D, class Group>
 void mlx8_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Group& group) {
-  constexpr int64_t kRun = 16;
+  constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
   const int bshift = rows.group_size == 32 ? 0 : rows.group_size == 64 ? 1 : 2;
   const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift);
   const int64_t full = nb / 8;
@@ -626,28 +633,14 @@ void mlx8_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, fl
     const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
     const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t g0 = 0; g0 < full; g0 += kRun) {
-      const int64_t n = std::min(kRun, full - g0);
-      __m256i isum[kRun];
-      for (int64_t i = 0; i < n; ++i) {
-        __m256i W[8], SA[16];
-        for (int d = 0; d < 8; ++d)
-          W[d] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (g0 + i) * 256 + 32 * d)),
-                                  _mm256_set1_epi8(static_cast<char>(0x80)));  // q − 128
-        with_abs(W, SA);
-        isum[i] = signed_lane_dots(SA, x.q + (g0 + i) * x.ld * 64);
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t g = g0 + i;
-        constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
-        const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
-        const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, 8 >> bshift), gidx);
-        const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, 8 >> bshift), gidx);
-        const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
-        acc = scaled_tail(isum[i], dw, x.d + g * x.ld * 8, acc);
-        acc = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
-      }
-    }
+    sums_then_scales(w, full, x, [&](int64_t g, __m256i isum) {
+      const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
+      const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, 8 >> bshift), gidx);
+      const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, 8 >> bshift), gidx);
+      const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
+      acc = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc);
+      acc = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
+    });
     if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, bshift, gidx, full, static_cast<int>(nb - 8 * full), &acc, group);
     out[r] = hsum256(acc);
   }
