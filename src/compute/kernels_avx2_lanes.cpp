@@ -624,9 +624,7 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
 // order (so the same bits), the scales and biases widened as mlx_group does.
 template <tensor::DType D, class Group>
 void mlx8_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Group& group) {
-  constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
-  const int bshift = rows.group_size == 32 ? 0 : rows.group_size == 64 ? 1 : 2;
-  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift);
+  const MlxGroupScales gs(rows.group_size);
   const int64_t full = nb / 8;
   for (int64_t r = 0; r < rows.rows; ++r) {
     const uint8_t* w = rows.w + r * rows.stride;
@@ -634,14 +632,13 @@ void mlx8_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, fl
     const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
     __m256 acc = _mm256_setzero_ps();
     sums_then_scales(w, full, x, [&](int64_t g, __m256i isum) {
-      const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
-      const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, 8 >> bshift), gidx);
-      const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, 8 >> bshift), gidx);
+      __m256 dw, mw;
+      gs.at<D>(sc, bi, g, dw, mw);
       const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
       acc = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc);
       acc = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
     });
-    if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, bshift, gidx, full, static_cast<int>(nb - 8 * full), &acc, group);
+    if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, gs, full, static_cast<int>(nb - 8 * full), &acc, group);
     out[r] = hsum256(acc);
   }
 }

@@ -129,28 +129,40 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
 // decode step (bench/README.md, "MLX scales read in place"). A partial last group reads 8 / bpg
 // entries too, past the row's (the next row's, finite; matmul pads a tensor's last row): its lanes
 // past the row meet zero activations.
+// Which scale and bias each lane of a row's group g takes (bpg = 1, 2 or 4 blocks a scale): shifts
+// by log2(bpg), where divisions by a run-time bpg were an idiv per group (2 % of an MLX 8-bit
+// decode's kernel samples on AVX2).
+struct MlxGroupScales {
+  int bshift;
+  __m256i gidx;
+  explicit MlxGroupScales(int group_size)
+      : bshift(group_size == 32 ? 0 : group_size == 64 ? 1 : 2),
+        gidx(_mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift)) {}
+  template <tensor::DType D>
+  [[gnu::always_inline]] void at(const uint8_t* sc, const uint8_t* bi, int64_t g, __m256& dw, __m256& mw) const {
+    constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
+    const int n = 8 >> bshift;
+    const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
+    dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
+    mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
+  }
+};
 template <int NT, bool kFull, tensor::DType D, class Group>
-[[gnu::always_inline]] inline void mlx_group(const uint8_t* w, const uint8_t* sc, const uint8_t* bi, int bshift,
-                                              __m256i gidx, int64_t g, int m, __m256* acc, Group& group) {
-  constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
-  const int n = 8 >> bshift;
-  const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
-  const __m256 dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
-  const __m256 mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
+[[gnu::always_inline]] inline void mlx_group(const uint8_t* w, const uint8_t* sc, const uint8_t* bi,
+                                              const MlxGroupScales& gs, int64_t g, int m, __m256* acc, Group& group) {
+  __m256 dw, mw;
+  gs.at<D>(sc, bi, g, dw, mw);
   group.template operator()<NT, kFull>(w, g, m, dw, mw, acc);
 }
 template <int NT, tensor::DType D, class Group>
 [[gnu::noinline]] void mlx_rows(const Kernels::Rows& rows, int64_t nb, float* out, int64_t ldo, Group group) {
-  // log2(bpg): shifts, where the divisions by a run-time bpg were an idiv per group (2 % of an MLX
-  // 8-bit decode's kernel samples on AVX2).
-  const int bshift = rows.group_size == 32 ? 0 : rows.group_size == 64 ? 1 : 2;
-  const __m256i gidx = _mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift);
+  const MlxGroupScales gs(rows.group_size);
   const int64_t full = nb / 8;
   each_row<NT>(rows, out, ldo, [&](const uint8_t* w, int64_t r, __m256* acc) {
     const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
     const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
-    for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(w, sc, bi, bshift, gidx, g, 8, acc, group);
-    if (8 * full < nb) mlx_group<NT, false, D>(w, sc, bi, bshift, gidx, full, static_cast<int>(nb - 8 * full), acc, group);
+    for (int64_t g = 0; g < full; ++g) mlx_group<NT, true, D>(w, sc, bi, gs, g, 8, acc, group);
+    if (8 * full < nb) mlx_group<NT, false, D>(w, sc, bi, gs, full, static_cast<int>(nb - 8 * full), acc, group);
   });
 }
 template <class Group>
