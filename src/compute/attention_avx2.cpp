@@ -135,42 +135,63 @@ inline void scores(const float* kt, int64_t hd, float scale, Row* const* w, floa
   }
 }
 
-// Turns a row's scores s[jlo..jhi] into probabilities against the updated running max (the other
-// slots become 0), rescales what the row summed before if the max grew, and adds them to its l.
-inline void softmax_update(Row& w, int64_t hdp, float softcap, float* s) {
-  if (softcap > 0)
-    for (int j = w.jlo; j <= w.jhi; ++j) s[j] = softcap * std::tanh(s[j] / softcap);
-  // Lanes outside jlo..jhi are masked so neither the max nor the fixed-order lane sum counts them.
+// The lanes of a chunk's two score vectors that hold slots jlo..jhi (all rows of a block share
+// them), so neither the max nor the fixed-order lane sum counts the others.
+inline void visible_lanes(int jlo, int jhi, __m256* in) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i lo = _mm256_set1_epi32(w.jlo - 1), hi = _mm256_set1_epi32(w.jhi + 1);
-  __m256 in[2];
+  const __m256i lo = _mm256_set1_epi32(jlo - 1), hi = _mm256_set1_epi32(jhi + 1);
   for (int half = 0; half < 2; ++half) {
     const __m256i idx = _mm256_add_epi32(lane, _mm256_set1_epi32(8 * half));
     in[half] = _mm256_castsi256_ps(_mm256_and_si256(_mm256_cmpgt_epi32(idx, lo), _mm256_cmpgt_epi32(hi, idx)));
   }
-  // The max over the visible slots (exact in any order): masked lanes read -inf.
+}
+
+// max(m, the largest visible score) (exact in any order: masked lanes read -inf). Past a row's
+// first chunks its max rarely grows, and a lane compare says so without the lane reduction, whose
+// dependent shuffles were a good part of the softmax's time: the same value either way.
+inline float running_max(float m, const float* s, const __m256* in) {
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
-  __m256 mx = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_load_ps(s), in[0]),
-                            _mm256_blendv_ps(ninf, _mm256_load_ps(s + 8), in[1]));
+  const __m256 mx = _mm256_max_ps(_mm256_blendv_ps(ninf, _mm256_load_ps(s), in[0]),
+                                  _mm256_blendv_ps(ninf, _mm256_load_ps(s + 8), in[1]));
+  if (_mm256_movemask_ps(_mm256_cmp_ps(mx, _mm256_set1_ps(m), _CMP_GT_OQ)) == 0) return m;
   __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
   m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float mnew = std::max(w.m, _mm_cvtss_f32(m4));
-  if (mnew > w.m && w.m != -INFINITY) {  // rescale what was summed against the old max
-    const float alpha = std::exp(w.m - mnew);
-    w.l *= alpha;
-    const __m256 av = _mm256_set1_ps(alpha);
-    // acc is padded to a multiple of 8 (Fns::lanes).
-    for (float* a = w.acc; a < w.acc + hdp; a += 8) _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_loadu_ps(a), av));
+  return std::max(m, _mm_cvtss_f32(m4));
+}
+
+// Turns each row's scores s[jlo..jhi] into probabilities against its updated running max (the
+// other slots become 0), rescales what the row summed before if the max grew, and adds them to
+// its l. Phase by phase over the R rows, so their independent chains (max, exp, lane sum)
+// overlap; each row's operations are those of R = 1.
+template <int R>
+inline void softmax_update(Row* const* w, int64_t hdp, float softcap, float (*s)[kChunk]) {
+  const int jlo = w[0]->jlo, jhi = w[0]->jhi;
+  if (softcap > 0)
+    for (int r = 0; r < R; ++r)
+      for (int j = jlo; j <= jhi; ++j) s[r][j] = softcap * std::tanh(s[r][j] / softcap);
+  __m256 in[2];
+  visible_lanes(jlo, jhi, in);
+  for (int r = 0; r < R; ++r) {
+    Row& x = *w[r];
+    const float mnew = running_max(x.m, s[r], in);
+    if (mnew > x.m && x.m != -INFINITY) {  // rescale what was summed against the old max
+      const float alpha = std::exp(x.m - mnew);
+      x.l *= alpha;
+      const __m256 av = _mm256_set1_ps(alpha);
+      // acc is padded to a multiple of 8 (Fns::lanes).
+      for (float* a = x.acc; a < x.acc + hdp; a += 8) _mm256_storeu_ps(a, _mm256_mul_ps(_mm256_loadu_ps(a), av));
+    }
+    x.m = mnew;
   }
-  w.m = mnew;
-  const __m256 mv = _mm256_set1_ps(mnew);
-  __m256 p[2];
-  for (int half = 0; half < 2; ++half)
-    p[half] = _mm256_and_ps(in[half], exp8(_mm256_sub_ps(_mm256_load_ps(s + 8 * half), mv)));
-  w.l += hsum256(_mm256_add_ps(p[0], p[1]));
-  _mm256_store_ps(s, p[0]);
-  _mm256_store_ps(s + 8, p[1]);
+  for (int r = 0; r < R; ++r) {
+    const __m256 mv = _mm256_set1_ps(w[r]->m);
+    const __m256 p0 = _mm256_and_ps(in[0], exp8(_mm256_sub_ps(_mm256_load_ps(s[r]), mv)));
+    const __m256 p1 = _mm256_and_ps(in[1], exp8(_mm256_sub_ps(_mm256_load_ps(s[r] + 8), mv)));
+    w[r]->l += hsum256(_mm256_add_ps(p0, p1));
+    _mm256_store_ps(s[r], p0);
+    _mm256_store_ps(s[r] + 8, p1);
+  }
 }
 
 // acc += sum_j p_j V_j over slots jlo..jhi (the same for all R rows), in j order per element. NV
@@ -192,19 +213,32 @@ inline void accumulate_block(const float* vf, int64_t hdp, int64_t e, int jlo, i
     for (int i = 0; i < NV; ++i) _mm256_storeu_ps(w[r]->acc + e + 8 * i, c[r][i]);
 }
 
+// Each accumulator vector is a chain of dependent FMAs (one per key): the two FMA ports at four
+// cycles' latency want 8 chains in flight, so a block holds R·NV >= 6 of them where it can. Three
+// rows take their vectors in threes (9 chains; 12 would not leave registers for a V load and the
+// p's) and the rest in twos, never a lone vector, whose 3 chains ran at half the rate (head dim
+// 64 went 3 + 3 + 1 + 1); two rows in fours; one row in eights. The split does not change any
+// element's sum.
 template <int R>
 inline void accumulate(const float* vf, int64_t hdp, int jlo, int jhi, Row* const* w, float (*s)[kChunk]) {
-  constexpr int kV = R == 3 ? 3 : 4;  // registers: R·kV accumulators + a V load + a p
-  int64_t e = 0;
-  for (; e + 8 * kV <= hdp; e += 8 * kV) accumulate_block<R, kV>(vf, hdp, e, jlo, jhi, w, s);
-  for (; e < hdp; e += 8) accumulate_block<R, 1>(vf, hdp, e, jlo, jhi, w, s);
+  int64_t left = hdp / 8, e = 0;
+  if constexpr (R == 3) {
+    for (; left >= 3 && left != 4; left -= 3, e += 24) accumulate_block<3, 3>(vf, hdp, e, jlo, jhi, w, s);
+  } else {
+    constexpr int kV = R == 2 ? 4 : 8;
+    for (; left >= kV; left -= kV, e += 8 * kV) accumulate_block<R, kV>(vf, hdp, e, jlo, jhi, w, s);
+    if constexpr (kV > 4)
+      for (; left >= 4; left -= 4, e += 32) accumulate_block<R, 4>(vf, hdp, e, jlo, jhi, w, s);
+  }
+  for (; left >= 2; left -= 2, e += 16) accumulate_block<R, 2>(vf, hdp, e, jlo, jhi, w, s);
+  if (left) accumulate_block<R, 1>(vf, hdp, e, jlo, jhi, w, s);
 }
 
 template <int R>
 void step_rows(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale, float softcap, Row* const* w) {
   alignas(32) float s[R][kChunk];
   scores<R>(kt, hd, scale, w, s);
-  for (int r = 0; r < R; ++r) softmax_update(*w[r], hdp, softcap, s[r]);
+  softmax_update<R>(w, hdp, softcap, s);
   accumulate<R>(vf, hdp, w[0]->jlo, w[0]->jhi, w, s);
 }
 
