@@ -470,6 +470,7 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n8, tensor::DType::Q4_1_LANES, 1536
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n16, tensor::DType::Q4_1_LANES, 1536, 576, 1, 16)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n32, tensor::DType::Q4_1_LANES, 1536, 576, 1, 32)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_down_1t_n8, tensor::DType::Q4_1_LANES, 576, 1536, 1, 8)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_down_1t, tensor::DType::Q4_1_LANES, 576, 1536, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_vocab_1t_n8, tensor::DType::Q8_0_LANES, 49152, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_down_1t_n8, tensor::DType::Q4_1, 576, 1536, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_vocab_1t_n8, tensor::DType::Q8_0, 49152, 576, 1, 8)->UseRealTime();

@@ -610,7 +610,7 @@ TEST_P(LaneRepackModels, LogitsAreBitwiseTheFileLayouts) {
   const std::string path = cached_model(GetParam().file);
   if (!fs::exists(path)) GTEST_SKIP() << path << " absent (scripts/fetch_models.sh / derive_models.sh)";
   const tensor::DType lanes = GetParam().lanes;
-  // Whether the active ISA has the kernel that reads this case's layout (AVX2: MLX 8-bit only).
+  // Whether the active ISA has the kernel that reads this case's layout (AVX2: not Q4_K / Q6_K).
   const compute::Kernels& k = compute::kernels();
   bool kernel = false;
   switch (lanes) {

@@ -130,6 +130,21 @@ inline void unpack_q4(const B* w, int m, __m256i* W) {
   unpack_q4<kFull>(reinterpret_cast<const uint8_t*>(w) + offsetof(B, qs), sizeof(B), m, W);
 }
 
+// Q4_0_LANES / Q4_1_LANES / IQ4_NL_LANES (tensor/lane_layout.h): a full group's 128 bytes are the
+// dwords unpack_q4 gathers, already in its transposed order (byte 32·d: dword d of blocks 0-7), and
+// its 8 heads are one load, where the file's blocks take 8 half loads, 4 inserts, a 4×4 transpose and
+// a gather of the heads. A tail's quants are as stored (16 bytes apart) and its m heads one load
+// (the row goes on past them: the tail's quants, then the full groups' heads). The weights and
+// scales come out as the file kernels' do, so the bits are theirs.
+inline void unpack_q4_lanes(const uint8_t* p, __m256i* W) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  for (int d = 0; d < 4; ++d) {
+    const __m256i z = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d));
+    W[d] = _mm256_and_si256(z, m4);
+    W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+  }
+}
+
 // Per-block integer dots (one block per lane) of 8 unpacked weight vectors with one token's group.
 // 4-bit weights: 8 maddubs pairs of a lane sum to at most 8·2·15·127 = 30480, so they stay in 16
 // bits (2- and 3-bit ones too); 5-bit ones (≤ 31) only 4 at a time (31496), 6-bit ones 2 (32004).
@@ -601,11 +616,15 @@ RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
+// kLanes: DType::MLX_LANES, whose full groups hold the dwords unpack_q4 gathers in its order (the
+// Q4 lane layouts' place, see unpack_q4_lanes); its tail blocks are as stored.
+template <bool kLanes>
 void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
                    __attribute__((always_inline)) {
     __m256i W[8];
-    unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
+    if constexpr (kLanes && kFull) unpack_q4_lanes(w + g * 8 * 16, W);
+    else unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     scaled_offset_dots<NT, 4, !kFull>(W, dw, mw, x, g, acc);
   };
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
@@ -744,15 +763,69 @@ template <int NT, bool kFull>
   unpack_q4<tensor::BlockQ4_0, kFull>(q, m, W);  // blocks past m meet zero activations
   iq4_dots<NT, !kFull>(W, q4_0_scales<kFull>(q, m), x, g, acc);
 }
-// IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'.
-template <int NT>
+// IQ4_XS: a super-block is one lane group (sub-block k in lane k), its 128 qs bytes Q4_0's 8 blocks'
+// (kLanes: IQ4_XS_LANES, those bytes in a Q4_0_LANES group's order).
+template <int NT, bool kLanes = false>
 [[gnu::always_inline]] inline void iq4_xsv_group(const tensor::BlockIQ4_XS* w, const ActLanes& x, int64_t g, __m256* acc) {
   const tensor::BlockIQ4_XS& b = w[g];
   __m256i W[8];
-  unpack_q4<true>(b.qs, 16, 8, W);
+  if constexpr (kLanes) unpack_q4_lanes(b.qs, W);
+  else unpack_q4<true>(b.qs, 16, 8, W);
   iq4_dots<NT>(W, iq4_xs_scales(b), x, g, acc);
 }
+template <int NT>
+[[gnu::always_inline]] inline void iq4_xs_lanes_group(const tensor::BlockIQ4_XS* w, const ActLanes& x, int64_t g,
+                                                      __m256* acc) {
+  iq4_xsv_group<NT, true>(w, x, g, acc);
+}
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
+RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
+
+// The group's weights and f16 scales (Q4_0's layout, IQ4_NL's too): lane k = block k, zero past m.
+template <bool kFull>
+[[gnu::always_inline]] inline __m256 q4_0_lanes_group(const uint8_t* w, int64_t nb, int64_t g, int m, __m256i* W) {
+  const LaneRow<tensor::BlockQ4_0> r(w, nb, 128);
+  if constexpr (kFull) {
+    unpack_q4_lanes(r.groups + 128 * g, W);
+    return f16x8(r.heads + 16 * g);
+  } else {
+    unpack_q4<false>(r.tail_qs, 16, m, W);
+    const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
+  }
+}
+void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
+                                          __attribute__((always_inline)) {
+    __m256i W[8];
+    const __m256 dw = q4_0_lanes_group<kFull>(w, nb, g, m, W);
+    offset_dots<NT, 3, 4, !kFull>(W, dw, x, g, acc);
+  });
+}
+void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
+                                          __attribute__((always_inline)) {
+    __m256i W[8];
+    const __m256 dw = q4_0_lanes_group<kFull>(w, nb, g, m, W);
+    iq4_dots<NT, !kFull>(W, dw, x, g, acc);
+  });
+}
+void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
+  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
+                                          __attribute__((always_inline)) {
+    const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
+    __m256i W[8], dm;
+    if constexpr (kFull) {
+      unpack_q4_lanes(r.groups + 128 * g, W);
+      dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
+    } else {
+      unpack_q4<false>(r.tail_qs, 16, m, W);
+      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail)), keep);
+    }
+    scaled_offset_dots<NT, 4, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
+  });
+}
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
 RAPID_QDOTV(q8_0v, tensor::BlockQ8_0)
@@ -769,6 +842,10 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_q4_0v = q4_0v;
   k.dot_q8_0v = q8_0v;
   k.dot_q8_0_lanes = q8_0_lanes;
+  k.dot_q4_0_lanes = q4_0_lanes;
+  k.dot_q4_1_lanes = q4_1_lanes;
+  k.dot_iq4_nl_lanes = iq4_nl_lanes;
+  k.dot_iq4_xs_lanes = iq4_xs_lanes;
   k.dot_q4_1v = q4_1v;
   k.dot_q5_0v = q5_0v;
   k.dot_q5_1v = q5_1v;
@@ -780,7 +857,8 @@ void fill_lane_kernels_avx2(Kernels& k) {
   k.dot_iq4_nlv = iq4_nlv;
   k.dot_iq4_xsv = iq4_xsv;
   fill_lattice_kernels(k);
-  k.dot_mlx4v = mlx4v;
+  k.dot_mlx4v = mlx4v<false>;
+  k.dot_mlx4_lanes = mlx4v<true>;
   k.dot_mlx8v = mlx8v<false>;
   k.dot_mlx8_lanes = mlx8v<true>;
   k.dot_mlx2v = mlx_stream_v<2>;
