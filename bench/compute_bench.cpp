@@ -489,6 +489,14 @@ BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_1t, tensor::DType::Q8_0, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_qwen35_vocab_2t, tensor::DType::Q8_0, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_1t, tensor::DType::Q8_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q8_0_lanes_qwen35_vocab_2t, tensor::DType::Q8_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
+// Q4 rows from DRAM (143 / 107 MB, past any L3), as stored and repacked: the layout keeps a row's
+// heads after its quants, which Q8_0_LANES' one-token loop had to read last (see above).
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_qwen35_vocab_1t, tensor::DType::Q4_1, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_qwen35_vocab_1t, tensor::DType::Q4_1_LANES, 248320, 1024, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_qwen35_vocab_2t, tensor::DType::Q4_1, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_qwen35_vocab_2t, tensor::DType::Q4_1_LANES, 248320, 1024, 2, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_wide_1t, tensor::DType::Q4_0, 49152, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_wide_1t, tensor::DType::Q4_0_LANES, 49152, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_1t, tensor::DType::Q4_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_2t, tensor::DType::Q4_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_lanes_qwen35_vocab_1t, tensor::DType::Q4_K_LANES, 248320, 1024, 1, 1)->UseRealTime();

@@ -161,6 +161,13 @@ inline __m256i lane_dots(const __m256i* W, const int32_t* xg) {
   return r;
 }
 
+// Group g's integer sums on a row of 128-byte Q4 lane groups (unpack_q4_lanes), one token.
+[[gnu::always_inline]] inline __m256i q4_lane_dots(const uint8_t* groups, int64_t g, const ActLanes& x) {
+  __m256i W[8];
+  unpack_q4_lanes(groups + 128 * g, W);
+  return lane_dots(W, x.q + g * x.ld * 64);
+}
+
 // A row's tail group (kTail: its last, partial one) over token pairs (ActLanes::pq,
 // qdotv_dispatch.h's paired_tail_loop): when the group has 1-4 blocks, each weight vector's lanes
 // 0-3 go to both halves and meet one pair entry, so one pass of `dots(Wd, xg)` over the kVecs
@@ -324,21 +331,24 @@ inline void q8_0_lanes_group(const uint8_t* p, __m256i* W) {
 // order. Read with each group, the scales (stored after the quants, or in arrays of their own)
 // cost a decode step: Q8_0_LANES' were a miss ahead of the row's stream on every row (Qwen3.5's
 // LM head ran at 0.71-0.80x of the per-block kernel), MLX 8-bit's ~15 % of the step.
-template <class Scale>
-[[gnu::always_inline]] inline void sums_then_scales(const uint8_t* groups, int64_t full, const ActLanes& x,
-                                                    Scale&& scale) {
+// dots(g): group g's integer sums (any lane kernel's); the 8-bit layouts' below.
+template <class Dots, class Scale>
+[[gnu::always_inline]] inline void sums_then_scales(int64_t full, Dots&& dots, Scale&& scale) {
   constexpr int64_t kRun = 16;
   for (int64_t g0 = 0; g0 < full; g0 += kRun) {
     const int64_t n = std::min(kRun, full - g0);
     __m256i isum[kRun];
-    for (int64_t i = 0; i < n; ++i) {
-      __m256i W[8], SA[16];
-      q8_0_lanes_group(groups + 256 * (g0 + i), W);
-      with_abs(W, SA);
-      isum[i] = signed_lane_dots(SA, x.q + (g0 + i) * x.ld * 64);
-    }
+    for (int64_t i = 0; i < n; ++i) isum[i] = dots(g0 + i);
     for (int64_t i = 0; i < n; ++i) scale(g0 + i, isum[i]);
   }
+}
+// Group g's integer sums on a row of 256-byte groups in lane order biased by +128 (Q8_0_LANES,
+// MLX 8-bit MLX_LANES), one token.
+[[gnu::always_inline]] inline __m256i biased8_lane_dots(const uint8_t* groups, int64_t g, const ActLanes& x) {
+  __m256i W[8], SA[16];
+  q8_0_lanes_group(groups + 256 * g, W);
+  with_abs(W, SA);
+  return signed_lane_dots(SA, x.q + g * x.ld * 64);
 }
 template <int NT>
 [[gnu::always_inline]] inline void q8_0_lanes_tail(const LaneRow<tensor::BlockQ8_0>& r, const ActLanes& x, int64_t g,
@@ -358,9 +368,9 @@ void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, fl
   for (int64_t row = 0; row < rows.rows; ++row) {
     const LaneRow<tensor::BlockQ8_0> r(rows.w + row * rows.stride, nb, 256);
     __m256 acc = _mm256_setzero_ps();
-    sums_then_scales(r.groups, full, x, [&](int64_t g, __m256i isum) {
-      acc = scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
-    });
+    sums_then_scales(
+        full, [&](int64_t g) { return biased8_lane_dots(r.groups, g, x); },
+        [&](int64_t g, __m256i isum) { acc = scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc); });
     if (m) q8_0_lanes_tail<1>(r, x, full, m, &acc);
     out[row] = hsum256(acc);
   }
@@ -614,6 +624,38 @@ RAPID_KV_LANES(q5_kv, tensor::BlockQ5_K)
 RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 
+// One token on repacked MLX rows (decode): sums_then_scales over the full groups (dots(w, g): a
+// group's integer sums), then flt(isum, dw, mw, g, acc) with its scales and biases widened as
+// mlx_group does: the tiled path's operations in its order, so the same bits; the tail as there.
+template <tensor::DType D, class Group, class Dots, class Float>
+void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& group, Dots& dots, Float& flt) {
+  const MlxGroupScales gs(rows.group_size);
+  const int64_t full = nb / 8;
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    const uint8_t* w = rows.w + r * rows.stride;
+    const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
+    const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
+    __m256 acc = _mm256_setzero_ps();
+    sums_then_scales(
+        full, [&](int64_t g) { return dots(w, g); },
+        [&](int64_t g, __m256i isum) {
+          __m256 dw, mw;
+          gs.at<D>(sc, bi, g, dw, mw);
+          acc = flt(isum, dw, mw, g, acc);
+        });
+    if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, gs, full, static_cast<int>(nb - 8 * full), &acc, group);
+    out[r] = hsum256(acc);
+  }
+}
+template <class Group, class Dots, class Float>
+void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& group, Dots&& dots, Float&& flt) {
+  switch (rows.group_dtype) {
+    case tensor::DType::F32: return mlx_lanes_one<tensor::DType::F32>(rows, nb, out, group, dots, flt);
+    case tensor::DType::F16: return mlx_lanes_one<tensor::DType::F16>(rows, nb, out, group, dots, flt);
+    default: return mlx_lanes_one<tensor::DType::BF16>(rows, nb, out, group, dots, flt);
+  }
+}
+
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
 // kLanes: DType::MLX_LANES, whose full groups hold the dwords unpack_q4 gathers in its order (the
@@ -627,6 +669,7 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
     else unpack_q4<kFull>(w + g * 8 * 16, 16, m, W);
     scaled_offset_dots<NT, 4, !kFull>(W, dw, mw, x, g, acc);
   };
+  // (Not mlx_lanes_one at one token, as MLX 8-bit: SmolLM2's MLX 4-bit decode ran 0.85x.)
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
@@ -639,28 +682,6 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
 // same bits. Per token and group that is 8 sign / maddubs / madd triples against the per-block
 // kernel's 8 conversions, products and FMAs in one dependency chain; and the scales are read as
 // stored, with no per-row f32 copy.
-// One token on repacked rows (decode): sums_then_scales, the tiled path's float operations in its
-// order (so the same bits), the scales and biases widened as mlx_group does.
-template <tensor::DType D, class Group>
-void mlx8_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Group& group) {
-  const MlxGroupScales gs(rows.group_size);
-  const int64_t full = nb / 8;
-  for (int64_t r = 0; r < rows.rows; ++r) {
-    const uint8_t* w = rows.w + r * rows.stride;
-    const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
-    const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
-    __m256 acc = _mm256_setzero_ps();
-    sums_then_scales(w, full, x, [&](int64_t g, __m256i isum) {
-      __m256 dw, mw;
-      gs.at<D>(sc, bi, g, dw, mw);
-      const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
-      acc = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc);
-      acc = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
-    });
-    if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, gs, full, static_cast<int>(nb - 8 * full), &acc, group);
-    out[r] = hsum256(acc);
-  }
-}
 template <bool kLanes>
 void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256 dw, __m256 mw, __m256* acc)
@@ -689,13 +710,14 @@ void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
       acc[t] = _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds + t * 8), acc[t]);
     }
   };
-  if (kLanes && nt == 1) {
-    switch (rows.group_dtype) {
-      case tensor::DType::F32: return mlx8_lanes_one<tensor::DType::F32>(rows, x, nb, out, group);
-      case tensor::DType::F16: return mlx8_lanes_one<tensor::DType::F16>(rows, x, nb, out, group);
-      default: return mlx8_lanes_one<tensor::DType::BF16>(rows, x, nb, out, group);
-    }
-  }
+  if (kLanes && nt == 1)
+    return mlx_lanes_one(
+        rows, nb, out, group, [&](const uint8_t* w, int64_t g) { return biased8_lane_dots(w, g, x); },
+        [&](__m256i isum, __m256 dw, __m256 mw, int64_t g, __m256 acc) {
+          const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
+          acc = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc);
+          return _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
+        });
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
 
@@ -781,6 +803,23 @@ template <int NT>
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
 RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
 
+// One token (decode) on a Q4 lane row: sums_then_scales over the full groups (their heads sit
+// after the quants), then `tail` for the partial group; the tiled path's operations in its order.
+template <class B, class Float, class Tail>
+void q4_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Float&& flt, Tail&& tail) {
+  const int64_t full = nb / 8;
+  const int m = static_cast<int>(nb % 8);
+  for (int64_t row = 0; row < rows.rows; ++row) {
+    const uint8_t* w = rows.w + row * rows.stride;
+    const LaneRow<B> r(w, nb, 128);
+    __m256 acc = _mm256_setzero_ps();
+    sums_then_scales(
+        full, [&](int64_t g) { return q4_lane_dots(r.groups, g, x); },
+        [&](int64_t g, __m256i isum) { acc = flt(r, g, isum, acc); });
+    if (m) tail(w, full, m, &acc);
+    out[row] = hsum256(acc);
+  }
+}
 // The group's weights and f16 scales (Q4_0's layout, IQ4_NL's too): lane k = block k, zero past m.
 template <bool kFull>
 [[gnu::always_inline]] inline __m256 q4_0_lanes_group(const uint8_t* w, int64_t nb, int64_t g, int m, __m256i* W) {
@@ -795,12 +834,20 @@ template <bool kFull>
   }
 }
 void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
-  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
-                                          __attribute__((always_inline)) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m256i W[8];
     const __m256 dw = q4_0_lanes_group<kFull>(w, nb, g, m, W);
     offset_dots<NT, 3, 4, !kFull>(W, dw, x, g, acc);
-  });
+  };
+  if (nt == 1) {
+    return q4_lanes_one<tensor::BlockQ4_0>(
+        rows, x, nb, out,
+        [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
+          return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
+        },
+        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+  }
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
@@ -811,8 +858,7 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
   });
 }
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
-  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
-                                          __attribute__((always_inline)) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
     __m256i W[8], dm;
     if constexpr (kFull) {
@@ -824,7 +870,17 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail)), keep);
     }
     scaled_offset_dots<NT, 4, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
-  });
+  };
+  if (nt == 1) {
+    return q4_lanes_one<tensor::BlockQ4_1>(
+        rows, x, nb, out,
+        [&](const LaneRow<tensor::BlockQ4_1>& r, int64_t g, __m256i isum, __m256 acc) {
+          const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
+          return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
+        },
+        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+  }
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 
 RAPID_QDOTV(q4_0v, tensor::BlockQ4_0)
