@@ -497,6 +497,8 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_qwen35_vocab_2t, tensor::DType::Q4_1, 248320, 10
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_qwen35_vocab_2t, tensor::DType::Q4_1_LANES, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_wide_1t, tensor::DType::Q4_0, 49152, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_wide_1t, tensor::DType::Q4_0_LANES, 49152, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_wide_1t, tensor::DType::IQ4_NL, 49152, 4096, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, iq4_nl_lanes_wide_1t, tensor::DType::IQ4_NL_LANES, 49152, 4096, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_1t, tensor::DType::Q4_0_LANES, 248320, 1024, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_qwen35_vocab_2t, tensor::DType::Q4_0_LANES, 248320, 1024, 2, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_k_lanes_qwen35_vocab_1t, tensor::DType::Q4_K_LANES, 248320, 1024, 1, 1)->UseRealTime();

@@ -769,11 +769,14 @@ void mxfp4_ggmlv(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int n
 // IQ4_NL / IQ4_XS: the nibbles unpacked as Q4_0's, one pshufb per vector to the table's signed
 // values, then Q8_0's signed dots. The AVX-512 kernels' integer sums and float operations, so the
 // same bits. kTail: IQ4_NL's partial last group (in token pairs).
-template <int NT, bool kTail = false>
-[[gnu::always_inline]] inline void iq4_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+[[gnu::always_inline]] inline void iq4_values(__m256i* W) {
   const __m128i lut128 = iq4_lut<0>();
   const __m256i lut = _mm256_set_m128i(lut128, lut128);
   for (int d = 0; d < 8; ++d) W[d] = _mm256_shuffle_epi8(lut, W[d]);
+}
+template <int NT, bool kTail = false>
+[[gnu::always_inline]] inline void iq4_dots(__m256i* W, __m256 dw, const ActLanes& x, int64_t g, __m256* acc) {
+  iq4_values(W);
   signed_dots<NT, kTail>(W, dw, x, g, acc);
 }
 // IQ4_NL's blocks are Q4_0's in layout: its unpacking and scales as they are.
@@ -805,8 +808,9 @@ RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
 
 // One token (decode) on a Q4 lane row: sums_then_scales over the full groups (their heads sit
 // after the quants), then `tail` for the partial group; the tiled path's operations in its order.
-template <class B, class Float, class Tail>
-void q4_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Float&& flt, Tail&& tail) {
+// dots(groups, g): a full group's integer sums (q4_lane_dots, or IQ4_NL's through its table).
+template <class B, class Dots, class Float, class Tail>
+void q4_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail) {
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
   for (int64_t row = 0; row < rows.rows; ++row) {
@@ -814,7 +818,7 @@ void q4_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, floa
     const LaneRow<B> r(w, nb, 128);
     __m256 acc = _mm256_setzero_ps();
     sums_then_scales(
-        full, [&](int64_t g) { return q4_lane_dots(r.groups, g, x); },
+        full, [&](int64_t g) { return dots(r.groups, g); },
         [&](int64_t g, __m256i isum) { acc = flt(r, g, isum, acc); });
     if (m) tail(w, full, m, &acc);
     out[row] = hsum256(acc);
@@ -841,7 +845,7 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
   };
   if (nt == 1) {
     return q4_lanes_one<tensor::BlockQ4_0>(
-        rows, x, nb, out,
+        rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
         [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
           return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
         },
@@ -850,12 +854,27 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
   group_lanes(rows, nb, nt, out, ldo, group);
 }
 void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
-  group_lanes(rows, nb, nt, out, ldo, [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc)
-                                          __attribute__((always_inline)) {
+  auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     __m256i W[8];
     const __m256 dw = q4_0_lanes_group<kFull>(w, nb, g, m, W);
     iq4_dots<NT, !kFull>(W, dw, x, g, acc);
-  });
+  };
+  if (nt == 1) {
+    return q4_lanes_one<tensor::BlockQ4_0>(
+        rows, nb, out,
+        [&](const uint8_t* groups, int64_t g) {
+          __m256i W[8], SA[16];
+          unpack_q4_lanes(groups + 128 * g, W);
+          iq4_values(W);
+          with_abs(W, SA);
+          return signed_lane_dots(SA, x.q + g * x.ld * 64);
+        },
+        [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
+          return scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
+        },
+        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+  }
+  group_lanes(rows, nb, nt, out, ldo, group);
 }
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
@@ -873,7 +892,7 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
   };
   if (nt == 1) {
     return q4_lanes_one<tensor::BlockQ4_1>(
-        rows, x, nb, out,
+        rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
         [&](const LaneRow<tensor::BlockQ4_1>& r, int64_t g, __m256i isum, __m256 acc) {
           const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
           return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
