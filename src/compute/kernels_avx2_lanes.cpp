@@ -326,12 +326,11 @@ inline void q8_0_lanes_group(const uint8_t* p, __m256i* W) {
     W[d] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d)),
                             _mm256_set1_epi8(static_cast<char>(0x80)));
 }
-// One token over a row's `full` groups of 256 bytes in lane order biased by +128 (Q8_0_LANES,
-// MLX 8-bit MLX_LANES): the integer sums of up to 16 groups first, then scale(g, isum) for each in
-// order. Read with each group, the scales (stored after the quants, or in arrays of their own)
-// cost a decode step: Q8_0_LANES' were a miss ahead of the row's stream on every row (Qwen3.5's
-// LM head ran at 0.71-0.80x of the per-block kernel), MLX 8-bit's ~15 % of the step.
-// dots(g): group g's integer sums (any lane kernel's); the 8-bit layouts' below.
+// One token over a repacked row's `full` groups: the integer sums of up to 16 groups first
+// (dots(g)), then scale(g, isum) for each in order. Read with each group, the scales (stored after
+// the quants, or in arrays of their own) cost a decode step: Q8_0_LANES' were a miss ahead of the
+// row's stream on every row (Qwen3.5's LM head ran at 0.71-0.80x of the per-block kernel), MLX
+// 8-bit's ~15 % of the step, 4096-wide Q4_0 / IQ4_NL rows 0.8x of the file layout.
 template <class Dots, class Scale>
 [[gnu::always_inline]] inline void sums_then_scales(int64_t full, Dots&& dots, Scale&& scale) {
   constexpr int64_t kRun = 16;
@@ -361,19 +360,32 @@ template <int NT>
   const __m128i h = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep);
   signed_tail<NT>(R, m, _mm256_cvtph_ps(h), x, g, acc);
 }
-// One token (decode): sums_then_scales, the tiled path's float operations in its order (same bits).
-void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
+// One token (decode) on the rows of a lane layout (*_LANES of B, kGroupBytes a full group):
+// sums_then_scales over the full groups (dots(groups, g); flt(r, g, isum, acc) their heads' float
+// operations), then tail(r, g, m, acc) for the partial group; the tiled path's operations in its
+// order, so the same bits.
+template <class B, int kGroupBytes, class Dots, class Float, class Tail>
+void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail) {
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
   for (int64_t row = 0; row < rows.rows; ++row) {
-    const LaneRow<tensor::BlockQ8_0> r(rows.w + row * rows.stride, nb, 256);
+    const LaneRow<B> r(rows.w + row * rows.stride, nb, kGroupBytes);
     __m256 acc = _mm256_setzero_ps();
     sums_then_scales(
-        full, [&](int64_t g) { return biased8_lane_dots(r.groups, g, x); },
-        [&](int64_t g, __m256i isum) { acc = scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc); });
-    if (m) q8_0_lanes_tail<1>(r, x, full, m, &acc);
+        full, [&](int64_t g) { return dots(r.groups, g); },
+        [&](int64_t g, __m256i isum) { acc = flt(r, g, isum, acc); });
+    if (m) tail(r, full, m, &acc);
     out[row] = hsum256(acc);
   }
+}
+void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
+  using B = tensor::BlockQ8_0;
+  lane_rows_one<B, 256>(
+      rows, nb, out, [&](const uint8_t* groups, int64_t g) { return biased8_lane_dots(groups, g, x); },
+      [&](const LaneRow<B>& r, int64_t g, __m256i isum, __m256 acc) {
+        return scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
+      },
+      [&](const LaneRow<B>& r, int64_t g, int m, __m256* acc) { q8_0_lanes_tail<1>(r, x, g, m, acc); });
 }
 void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   if (nt == 1) return q8_0_lanes_one(rows, x, nb, out);
@@ -806,24 +818,6 @@ template <int NT>
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
 RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
 
-// One token (decode) on a Q4 lane row: sums_then_scales over the full groups (their heads sit
-// after the quants), then `tail` for the partial group; the tiled path's operations in its order.
-// dots(groups, g): a full group's integer sums (q4_lane_dots, or IQ4_NL's through its table).
-template <class B, class Dots, class Float, class Tail>
-void q4_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail) {
-  const int64_t full = nb / 8;
-  const int m = static_cast<int>(nb % 8);
-  for (int64_t row = 0; row < rows.rows; ++row) {
-    const uint8_t* w = rows.w + row * rows.stride;
-    const LaneRow<B> r(w, nb, 128);
-    __m256 acc = _mm256_setzero_ps();
-    sums_then_scales(
-        full, [&](int64_t g) { return dots(r.groups, g); },
-        [&](int64_t g, __m256i isum) { acc = flt(r, g, isum, acc); });
-    if (m) tail(w, full, m, &acc);
-    out[row] = hsum256(acc);
-  }
-}
 // The group's weights and f16 scales (Q4_0's layout, IQ4_NL's too): lane k = block k, zero past m.
 template <bool kFull>
 [[gnu::always_inline]] inline __m256 q4_0_lanes_group(const uint8_t* w, int64_t nb, int64_t g, int m, __m256i* W) {
@@ -844,12 +838,12 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
     offset_dots<NT, 3, 4, !kFull>(W, dw, x, g, acc);
   };
   if (nt == 1) {
-    return q4_lanes_one<tensor::BlockQ4_0>(
+    return lane_rows_one<tensor::BlockQ4_0, 128>(
         rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
         [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
           return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
         },
-        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+        [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); });
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -860,7 +854,7 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
     iq4_dots<NT, !kFull>(W, dw, x, g, acc);
   };
   if (nt == 1) {
-    return q4_lanes_one<tensor::BlockQ4_0>(
+    return lane_rows_one<tensor::BlockQ4_0, 128>(
         rows, nb, out,
         [&](const uint8_t* groups, int64_t g) {
           __m256i W[8], SA[16];
@@ -872,7 +866,7 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
         [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
           return scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
         },
-        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+        [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); });
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -891,13 +885,13 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
     scaled_offset_dots<NT, 4, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
   };
   if (nt == 1) {
-    return q4_lanes_one<tensor::BlockQ4_1>(
+    return lane_rows_one<tensor::BlockQ4_1, 128>(
         rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
         [&](const LaneRow<tensor::BlockQ4_1>& r, int64_t g, __m256i isum, __m256 acc) {
           const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
           return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
         },
-        [&](const uint8_t* w, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(w, g, m, acc); });
+        [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); });
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
