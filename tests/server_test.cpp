@@ -337,6 +337,17 @@ TEST(Metrics, PrometheusText) {
   EXPECT_NE(t.find("rapid_time_to_first_token_seconds_bucket{model_name=\"m\\\"x\",le=\"0.25\"} 2"), std::string::npos);
   EXPECT_NE(t.find("rapid_time_to_first_token_seconds_bucket{model_name=\"m\\\"x\",le=\"+Inf\"} 2"), std::string::npos);
   EXPECT_NE(t.find("rapid_time_to_first_token_seconds_count{model_name=\"m\\\"x\"} 2"), std::string::npos);
+
+  // Whole numbers as integers, whatever their trailing zeros: the shortest round-trip %g of 40 is
+  // "4e+01" (tests/python/test_qwen35_cache.py read that for 40 checkpoints).
+  EngineStats big;
+  big.queued = 40, big.running = 100, big.kv_usage = 0.25, big.checkpoints = 1000000, big.state_bytes_per_seq = 4096;
+  const std::string t3 = m.render("m", big);
+  EXPECT_NE(t3.find("rapid_num_requests_waiting{model_name=\"m\"} 40\n"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("rapid_num_requests_running{model_name=\"m\"} 100\n"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("rapid_prefix_cache_checkpoints{model_name=\"m\"} 1000000\n"), std::string::npos) << t3;
+  EXPECT_NE(t3.find("rapid_kv_cache_usage_perc{model_name=\"m\"} 0.25\n"), std::string::npos) << t3;
+  EXPECT_EQ(t3.find("e+"), std::string::npos) << t3;
 }
 
 TEST(ModelBackend, ReasoningOpenAtPromptEnd) {

@@ -1,13 +1,20 @@
 #include "server/metrics.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 namespace rapid::server {
 
-// Shortest text that reads back as the same double ("0.005", not "0.0050000000000000001").
+// Shortest text that reads back as the same double ("0.005", not "0.0050000000000000001"); a
+// whole number as an integer: the shortest %g form of 40 is "4e+01", valid to Prometheus but not
+// what a reader (or a scrape compared as text) expects of a count.
 static std::string num(double v) {
   char buf[64];
+  if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return buf;
+  }
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*g", prec, v);
     if (std::strtod(buf, nullptr) == v) break;
