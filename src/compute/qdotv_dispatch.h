@@ -132,19 +132,44 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
 // Which scale and bias each lane of a row's group g takes (bpg = 1, 2 or 4 blocks a scale): shifts
 // by log2(bpg), where divisions by a run-time bpg were an idiv per group (2 % of an MLX 8-bit
 // decode's kernel samples on AVX2).
+// bf16 (mlx-community's checkpoints) takes one broadcast load and one byte shuffle per vector,
+// each lane's entry put straight into its dword's high half (bf16_pick), where the widening above
+// and the permute took three or four operations.
 struct MlxGroupScales {
   int bshift;
-  __m256i gidx;
+  __m256i gidx, bf16_pick;
   explicit MlxGroupScales(int group_size)
       : bshift(group_size == 32 ? 0 : group_size == 64 ? 1 : 2),
-        gidx(_mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift)) {}
+        gidx(_mm256_srli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), bshift)), bf16_pick(pick(bshift)) {}
+  // Lane k: bytes 2e, 2e + 1 of the broadcast entries (e = k >> bshift) over 16 zero bits.
+  static __m256i pick(int bshift) {
+    int32_t m[8];
+    for (int k = 0; k < 8; ++k) {
+      const int e = k >> bshift;
+      m[k] = static_cast<int32_t>(0x8080u | (2u * e) << 16 | (2u * e + 1) << 24);
+    }
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m));
+  }
+  // The n = 8 >> bshift bf16 entries at p in every 128-bit half (reads exactly those 2n bytes).
+  [[gnu::always_inline]] __m256i bf16_entries(const uint8_t* p) const {
+    if (bshift == 0) return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    if (bshift == 1) return _mm256_broadcastq_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+  }
   template <tensor::DType D>
   [[gnu::always_inline]] void at(const uint8_t* sc, const uint8_t* bi, int64_t g, __m256& dw, __m256& mw) const {
     constexpr size_t kSize = D == tensor::DType::F32 ? 4 : 2;
     const int n = 8 >> bshift;
     const size_t first = static_cast<size_t>((8 * g) >> bshift) * kSize;
-    dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
-    mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
+    if constexpr (D == tensor::DType::BF16) {
+      dw = _mm256_castsi256_ps(_mm256_shuffle_epi8(bf16_entries(sc + first), bf16_pick));
+      mw = _mm256_castsi256_ps(_mm256_shuffle_epi8(bf16_entries(bi + first), bf16_pick));
+    } else {
+      dw = _mm256_permutevar8x32_ps(widen_groups<D>(sc + first, n), gidx);
+      mw = _mm256_permutevar8x32_ps(widen_groups<D>(bi + first, n), gidx);
+    }
   }
 };
 template <int NT, bool kFull, tensor::DType D, class Group>
