@@ -93,10 +93,12 @@ void kv_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, 
   with_nt(nt, [&]<int NT>() { kv_rows<NT, B>(rows, x, nb, out, ldo, group); });
 }
 
-// n (8, 4 or 2) MLX scales or biases of type D from p, exactly widened to f32 in lanes 0..n-1 (the
-// other lanes unspecified); reads exactly n entries.
+// n (8, 4 or 2) MLX scales or biases of type D (F32 or F16; bf16 goes by MlxGroupScales'
+// shuffle) from p, exactly widened to f32 in lanes 0..n-1 (the other lanes unspecified); reads
+// exactly n entries.
 template <tensor::DType D>
 inline __m256 widen_groups(const uint8_t* p, int n) {
+  static_assert(D == tensor::DType::F32 || D == tensor::DType::F16);
   if constexpr (D == tensor::DType::F32) {
     if (n == 8) return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
     const __m128 v = n == 4 ? _mm_loadu_ps(reinterpret_cast<const float*>(p))
@@ -113,11 +115,7 @@ inline __m256 widen_groups(const uint8_t* p, int n) {
       std::memcpy(&v, p, 4);
       h = _mm_cvtsi32_si128(v);
     }
-    if constexpr (D == tensor::DType::F16) return _mm256_cvtph_ps(h);
-    // bf16 → f32 is the bf16 bits over 16 zero bits: for up to 4 entries one unpack in the xmm
-    // (the other lanes are unspecified), where 8 need a widening and a shift.
-    if (n < 8) return _mm256_castps128_ps256(_mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
   }
 }
 
