@@ -11,7 +11,7 @@ namespace rapid::server {
 // what a reader (or a scrape compared as text) expects of a count.
 static std::string num(double v) {
   char buf[64];
-  if (v == static_cast<double>(static_cast<int64_t>(v)) && v > -1e15 && v < 1e15) {
+  if (v > -1e15 && v < 1e15 && v == static_cast<double>(static_cast<int64_t>(v))) {  // range first: the cast is UB outside
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
     return buf;
   }
