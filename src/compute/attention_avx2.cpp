@@ -66,7 +66,7 @@ inline void transpose8(__m256* r) {
 
 void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
           float* kt, float* vf) {
-  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
+  const int64_t es = kv_elem_bytes(kv.dtype);
   const bool whole = jlo == 0 && jhi == kChunk - 1;
   if (!whole) std::memset(kt, 0, sizeof(float) * hd * kChunk);
   if (kv.dtype == tensor::DType::F16 && hd % 8 == 0) {
@@ -157,7 +157,7 @@ inline void scores(const float* kt, int64_t hd, float scale, Row* const* w, floa
 // query vector shared by them, then the tree's three stages across the 4 keys' lane vectors.
 template <int R, tensor::DType DT>
 inline void scores_paged(const uint8_t* const* kp, int64_t hd, float scale, Row* const* w, float (*s)[kChunk]) {
-  constexpr int64_t es = DT == tensor::DType::F32 ? 4 : 2;
+  constexpr int64_t es = kv_elem_bytes(DT);
   const __m128 sv = _mm_set1_ps(scale);
   for (int j0 = 0; j0 < kChunk; j0 += 4) {
     __m256 a[R][4];
@@ -291,7 +291,7 @@ struct BufV {
 template <tensor::DType DT>
 struct PageV {
   const uint8_t* const* vp;
-  __m256 operator()(int j, int64_t d) const { return load8_as<DT>(vp[j] + d * (DT == tensor::DType::F32 ? 4 : 2)); }
+  __m256 operator()(int j, int64_t d) const { return load8_as<DT>(vp[j] + d * kv_elem_bytes(DT)); }
 };
 
 template <int R, class Scores, class VSrc>
@@ -359,7 +359,7 @@ void step_paged_dt(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, in
 
 void step_paged(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp, float scale,
                 float softcap, Row* rows, int nrows) {
-  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
+  const int64_t es = kv_elem_bytes(kv.dtype);
   if (hd % 8 != 0 || hd * es > 1024) {  // the lanes over d need whole vectors (and zeros that long)
     thread_local std::vector<float> kt, vf;
     kt.resize(static_cast<size_t>(hdp * kChunk));

@@ -67,7 +67,7 @@ void transpose16(__m512 r[16]) {
 
 void load(const KvView& kv, int64_t h, int64_t c0, int jlo, int jhi, int64_t hd, int64_t hdp,
           float* kt, float* vf) {
-  const int64_t es = kv.dtype == tensor::DType::F32 ? 4 : 2;
+  const int64_t es = kv_elem_bytes(kv.dtype);
   alignas(64) static const uint8_t zeros[1024] = {};  // rows outside jlo..jhi (hd <= 256 at f32)
   for (int j0 = jlo / 16 * 16; j0 <= jhi; j0 += 16) {
     const uint8_t* kp[16];
@@ -117,7 +117,7 @@ inline __m512 tree_final(__m512 z0, __m512 z1) {
 template <tensor::DType DT>
 struct PageSrc {
   const uint8_t *kp[C], *vp[C];
-  static constexpr int64_t es = DT == tensor::DType::F32 ? 4 : 2;
+  static constexpr int64_t es = kv_elem_bytes(DT);
   __m512 k(int j, int64_t d, __mmask16 m) const { return load16(DT, kp[j] + d * es, m); }
   __m512 v(int j, int64_t d, __mmask16 m) const { return load16(DT, vp[j] + d * es, m); }
 };

@@ -11,6 +11,9 @@ namespace rapid::compute::attn {
 
 constexpr int kChunk = 16;  // chunk of the scalar and AVX2 paths (AVX-512 uses 64)
 
+// Bytes of one K/V element in the pages (KvView::dtype: f32, or f16 / bf16).
+constexpr int64_t kv_elem_bytes(tensor::DType dt) { return dt == tensor::DType::F32 ? 4 : 2; }
+
 // Online-softmax state of one (query token, query head) pair.
 struct Row {
   const float* q;  // head_dim values
