@@ -582,6 +582,11 @@ BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_big_1t, 4, 64, 4096, 4096, 1, 1, tensor
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_ffn_1t, 4, 64, 1536, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_down_1t, 4, 64, 576, 1536, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_vocab_1t, 4, 64, 49152, 576, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+// Row widths by their tail (bench/README.md, "Decode rows four at a time"): none (512), 4 blocks
+// (640: Gemma 3 270M; 896: Qwen2.5-0.5B), against SmolLM2's 2 (576) above.
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_w512_1t, 4, 64, 1536, 512, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_w640_1t, 4, 64, 1536, 640, 1, 1, tensor::DType::BF16, true)->UseRealTime();
+BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_w896_1t, 4, 64, 4864, 896, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_1t, 4, 64, 248320, 1024, 1, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx4_lanes_qwen35_vocab_2t, 4, 64, 248320, 1024, 2, 1, tensor::DType::BF16, true)->UseRealTime();
 BENCHMARK_CAPTURE(BM_GemvMlx, mlx8_g64_big_1t, 8, 64, 4096, 4096, 1, 1)->UseRealTime();

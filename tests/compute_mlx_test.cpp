@@ -108,6 +108,40 @@ TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
   });
 }
 
+// Rows whose width ends in a partial lane group (1-7 blocks of 32 past the last whole 8-block group:
+// 288 ... 896 columns; tests/golden/compute/mlx_matmul_tails.json, from mx.quantized_matmul) against
+// MLX, and each token's bits alone (decode: MLX 4-bit's four-row passes, their shared tails and
+// reduction; two threads leave each a remainder row) as in a tile or a ragged batch.
+TEST(MlxMatmul, PartialLastGroupsMatchMlxAndKeepEachTokensBits) {
+  std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mlx_matmul_tails.json");
+  const auto j = nlohmann::json::parse(f);
+  const int64_t rows = j["rows"], n = j["n"];
+  int tails_seen = 0;
+  for (const auto& jc : j["cases"]) {
+    Case c;
+    c.bits = jc["bits"], c.group_size = jc["group_size"], c.dtype = jc["dtype"];
+    c.weight = jc["weight"].get<std::vector<uint32_t>>();
+    if (c.dtype == "f32") {
+      c.s32 = jc["scales"].get<std::vector<uint32_t>>(), c.b32 = jc["biases"].get<std::vector<uint32_t>>();
+    } else {
+      c.s16 = jc["scales"].get<std::vector<uint16_t>>(), c.b16 = jc["biases"].get<std::vector<uint16_t>>();
+    }
+    c.y = jc["y"].get<std::vector<float>>();
+    c.mag = jc["mag"].get<std::vector<double>>();
+    const int64_t cols = jc["cols"];
+    const auto x = j["x"][std::to_string(cols)].get<std::vector<float>>();
+    ASSERT_EQ(x.size(), static_cast<size_t>(n * cols));
+    tails_seen |= 1 << (cols / 32 % 8);
+    tensor::Tensor t = c.tensor(rows, cols);
+    const std::string what = t.name + " cols " + std::to_string(cols);
+    testing_util::for_each_isa([&](Isa isa) {
+      testing_util::expect_matches_reference(WeightView::of(t), x.data(), n, c.y, c.mag, 1e-6, what + " " + isa_name(isa));
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(t), x.data(), n, what + " " + isa_name(isa));
+    });
+  }
+  EXPECT_EQ(tails_seen, 0b10111110) << "tails of 1, 2, 3, 4, 5 and 7 blocks";
+}
+
 // Prefill-sized calls walk rows in blocks, converting a block's scales and biases at its start
 // (row_tiles): with 600 rows of 1024 columns the call spans several blocks, and each token of a
 // 40-token call must get the bits it gets alone or in a tile of 4 or 16, with 1 or 2 threads, for

@@ -388,7 +388,9 @@ TEST(Matmul, ManyTokensOverSeveralRowBlocksGiveEachTokenItsOwnBits) {
 }
 
 // matmul over a repacked weight: every token's bits are the GGUF layout's, for decode, lane tiles
-// and (on AMX machines) panels, and batch- and thread-invariant like every other format.
+// and (on AMX machines) panels, and batch- and thread-invariant like every other format. The
+// 32-element formats' rows end in tails of 2 blocks (576 columns), 1, 3, 4 and 5 (decode takes
+// rows four at a time and the short tails of several rows in one vector; 70 rows leave a remainder).
 TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
   std::mt19937 rng(33);
   const int64_t rows = 70, n = 70;
@@ -399,7 +401,7 @@ TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
     if (!(kernels().*f.lanes)) continue;
     ran = true;
     const bool k_quant = tensor::block_elems(f.from) == 256;
-    const int64_t cols = k_quant ? 512 : 576;  // 18 blocks: two groups and a tail
+    for (int64_t cols : k_quant ? std::vector<int64_t>{512} : std::vector<int64_t>{576, 544, 608, 640, 672}) {
     const auto x = random_vec(n * cols, rng);
     const auto buf = random_rows(f.from, rows, cols, rng);
     std::vector<uint8_t> packed;
@@ -409,9 +411,12 @@ TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
       std::vector<float> ya(m * rows), yb(m * rows);
       matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, MatmulPath::Fast);
       matmul(WeightView::of(b), x.data(), m, yb.data(), pool, s, MatmulPath::Fast);
-      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << tensor::dtype_name(f.to) << " n " << m;
+      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0)
+          << tensor::dtype_name(f.to) << " cols " << cols << " n " << m;
     }
-    testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n, tensor::dtype_name(f.to));
+    testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n,
+                                                    std::string(tensor::dtype_name(f.to)) + " cols " + std::to_string(cols));
+    }
   }
   if (!ran) GTEST_SKIP() << "nothing is repacked on this ISA";
 }

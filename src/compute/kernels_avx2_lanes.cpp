@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "compute/avx2_hsum.h"
+#include "compute/avx2_row_quad.h"
 #include "compute/avx2_transpose.h"
 #include "compute/k4_scales.h"
 #include "compute/kernels.h"
@@ -114,16 +115,22 @@ inline __m256 q4_0_scales(const tensor::BlockQ4_0* w, int m) {
 // Unpacked nibbles of 8 blocks of 16 bytes (qs: the first block's, `stride` apart): W[d] lane k =
 // elements 4d..4d+3 of block k, W[d+4] = 16+4d..16+4d+3 (byte j holds elements j and j + 16; MLX's
 // LSB-first pairs are the same once the activations are in nibble order), as the lanes expect.
-template <bool kFull>
-inline void unpack_q4(const uint8_t* qs, size_t stride, int m, __m256i* W) {
-  __m256i y[4], z[4];
-  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull>(qs, stride, k, m);
+// y[k]: 16 packed bytes (one block) in each half; W[d] lane 4h + k: dword d of half h of y[k], its
+// low nibbles (W[d + 4]: its high ones).
+inline void nibbles_of(const __m256i* y, __m256i* W) {
+  __m256i z[4];
   transpose4_lanes(y, z);
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int d = 0; d < 4; ++d) {
     W[d] = _mm256_and_si256(z[d], m4);
     W[d + 4] = _mm256_and_si256(_mm256_srli_epi16(z[d], 4), m4);
   }
+}
+template <bool kFull>
+inline void unpack_q4(const uint8_t* qs, size_t stride, int m, __m256i* W) {
+  __m256i y[4];
+  for (int k = 0; k < 4; ++k) y[k] = pair16<kFull>(qs, stride, k, m);
+  nibbles_of(y, W);
 }
 template <class B, bool kFull>
 inline void unpack_q4(const B* w, int m, __m256i* W) {
@@ -364,6 +371,13 @@ template <int NT>
 // sums_then_scales over the full groups (dots(groups, g); flt(r, g, isum, acc) their heads' float
 // operations), then tail(r, g, m, acc) for the partial group; the tiled path's operations in its
 // order, so the same bits.
+// (lane_row_groups: a row's full groups alone.)
+template <class B, class Dots, class Float>
+[[gnu::always_inline]] inline void lane_row_groups(const LaneRow<B>& r, int64_t full, Dots& dots, Float& flt,
+                                                   __m256* acc) {
+  sums_then_scales(
+      full, [&](int64_t g) { return dots(r.groups, g); }, [&](int64_t g, __m256i isum) { *acc = flt(r, g, isum, *acc); });
+}
 template <class B, int kGroupBytes, class Dots, class Float, class Tail>
 void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail) {
   const int64_t full = nb / 8;
@@ -371,12 +385,19 @@ void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dot
   for (int64_t row = 0; row < rows.rows; ++row) {
     const LaneRow<B> r(rows.w + row * rows.stride, nb, kGroupBytes);
     __m256 acc = _mm256_setzero_ps();
-    sums_then_scales(
-        full, [&](int64_t g) { return dots(r.groups, g); },
-        [&](int64_t g, __m256i isum) { acc = flt(r, g, isum, acc); });
+    lane_row_groups(r, full, dots, flt, &acc);
     if (m) tail(r, full, m, &acc);
     out[row] = hsum256(acc);
   }
+}
+// Rows [r, rows.rows) of a call.
+inline Kernels::Rows rows_from(const Kernels::Rows& rows, int64_t r) {
+  Kernels::Rows s = rows;
+  s.w += r * rows.stride;
+  s.rows -= r;
+  if (rows.scales) s.scales = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
+  if (rows.biases) s.biases = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
+  return s;
 }
 void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
   using B = tensor::BlockQ8_0;
@@ -668,6 +689,95 @@ void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& gro
   }
 }
 
+// 16 bytes at lo in the low half and at hi in the high one; zeros when !load.
+inline __m256i halves16(const uint8_t* lo, const uint8_t* hi, bool load) {
+  return load ? _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi), reinterpret_cast<const __m128i*>(lo))
+              : _mm256_setzero_si256();
+}
+// A tail group's activations (one token) in the lanes the tails meet them in (act: act_low2 or
+// act_low4).
+struct TailActs {
+  alignas(32) int32_t q[64];
+  alignas(32) float d[8], ds[8];
+  template <class Act>
+  void set(const ActLanes& x, int64_t g, Act act) {
+    const int32_t* xq = x.q + g * x.ld * 64;
+    for (int v = 0; v < 8; ++v)
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8 * v),
+                         act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 8 * v))));
+    auto fl = [&](const float* p) { return _mm256_castsi256_ps(act(_mm256_castps_si256(_mm256_loadu_ps(p)))); };
+    _mm256_store_ps(d, fl(x.d + g * x.ld * 8));
+    _mm256_store_ps(ds, fl(x.ds + g * x.ld * 8));
+  }
+};
+
+// One token (decode) over rows of 4-bit blocks (16 packed bytes, nibble order) whose weights are
+// d·q + m per block (MLX 4-bit, Q4_1), rows four at a time (RowQuad): a 1-2 block tail (576-wide
+// rows) is dotted for all four rows in one pass and a 3-4 block one (640, 896) for two rows a pass,
+// where each row's took a whole group's vector work, and the four sums are reduced together (rows
+// with no tail or a longer one gain nothing from it: callers keep them on their per-row loops).
+// row(r, acc) adds row r's whole groups into acc and returns its tail's quants; tail_scales(r, dw,
+// mw) gives that tail's scales and offsets in lanes 0..m-1. Every lane gets the per-row kernel's
+// operations (scaled_offset_dots), so the same bits. Returns the rows done: a multiple of 4.
+template <class Row, class TailScales>
+[[gnu::always_inline]] inline int64_t affine4_quads(int64_t rows, const ActLanes& x, int64_t nb, float* out, Row&& row,
+                                                    TailScales&& tail_scales) {
+  const int64_t full = nb / 8;
+  const int m = static_cast<int>(nb % 8);
+  const bool quad_tail = m <= 2;  // else 3-4 blocks, a pair a vector
+  TailActs xt;
+  if (quad_tail) xt.set(x, full, [](__m256i v) { return act_low2(v); });
+  else xt.set(x, full, [](__m256i v) { return act_low4(v); });
+  const int64_t n = rows / 4 * 4;
+  for (int64_t r0 = 0; r0 < n; r0 += 4) {
+    __m256 acc[4], dw[4], mw[4];
+    const uint8_t* tq[4];
+    for (int j = 0; j < 4; ++j) {
+      acc[j] = _mm256_setzero_ps();
+      tq[j] = row(r0 + j, &acc[j]);
+      tail_scales(r0 + j, dw[j], mw[j]);
+    }
+    RowQuad q(acc);
+    __m256i W[8];
+    if (quad_tail) {
+      const __m256i y[4] = {halves16(tq[0], tq[1], true), halves16(tq[0] + 16, tq[1] + 16, m == 2),
+                            halves16(tq[2], tq[3], true), halves16(tq[2] + 16, tq[3] + 16, m == 2)};
+      nibbles_of(y, W);
+      _mm_storeu_ps(out + r0, q.sums(scaled_offset_tail(lane_dots(W, xt.q), quad_low2(dw), quad_low2(mw), xt.d,
+                                                        xt.ds, q.low2())));
+      continue;
+    }
+    for (int p = 0; p < 2; ++p) {
+      __m256i y[4];
+      for (int k = 0; k < 4; ++k) y[k] = halves16(tq[2 * p] + 16 * k, tq[2 * p + 1] + 16 * k, k < m);
+      nibbles_of(y, W);
+      __m256& lo = p ? q.lo_cd : q.lo_ab;
+      lo = scaled_offset_tail(lane_dots(W, xt.q), pair_low4(dw[2 * p], dw[2 * p + 1]), pair_low4(mw[2 * p], mw[2 * p + 1]),
+                              xt.d, xt.ds, lo);
+    }
+    _mm_storeu_ps(out + r0, q.sums(q.low2()));
+  }
+  return n;
+}
+
+// MLX 4-bit's affine4_quads: the rows' scales and biases as stored (D).
+template <tensor::DType D, class Group>
+[[gnu::noinline]] int64_t mlx4_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
+                                     Group& group) {
+  const MlxGroupScales gs(rows.group_size);
+  const int64_t full = nb / 8;
+  auto sc = [&](int64_t r) { return static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride; };
+  auto bi = [&](int64_t r) { return static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride; };
+  return affine4_quads(
+      rows.rows, x, nb, out,
+      [&](int64_t r, __m256* acc) {
+        const uint8_t* w = rows.w + r * rows.stride;
+        for (int64_t g = 0; g < full; ++g) mlx_group<1, true, D>(w, sc(r), bi(r), gs, g, 8, acc, group);
+        return w + full * 8 * 16;
+      },
+      [&](int64_t r, __m256& dw, __m256& mw) { gs.at<D>(sc(r), bi(r), full, dw, mw); });
+}
+
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
 // group as stored (qdotv_dispatch.h's mlx_lanes_rows widens them and gives each lane its own).
 // kLanes: DType::MLX_LANES, whose full groups hold the dwords unpack_q4 gathers in its order (the
@@ -682,7 +792,16 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
     scaled_offset_dots<NT, 4, !kFull>(W, dw, mw, x, g, acc);
   };
   // (Not mlx_lanes_one at one token, as MLX 8-bit: SmolLM2's MLX 4-bit decode ran 0.85x.)
-  mlx_lanes_rows(rows, nb, nt, out, ldo, group);
+  int64_t done = 0;
+  if (nt == 1 && nb % 8 >= 1 && nb % 8 <= 4) {
+    switch (rows.group_dtype) {
+      case tensor::DType::F32: done = mlx4_quads<tensor::DType::F32>(rows, x, nb, out, group); break;
+      case tensor::DType::F16: done = mlx4_quads<tensor::DType::F16>(rows, x, nb, out, group); break;
+      default: done = mlx4_quads<tensor::DType::BF16>(rows, x, nb, out, group);
+    }
+    if (done == rows.rows) return;
+  }
+  mlx_lanes_rows(rows_from(rows, done), nb, nt, out + done, ldo, group);
 }
 
 // MLX affine 8-bit (Kernels::MlxDotV): a lane group's 256 bytes are its 8 blocks in order, one 8×8
@@ -870,6 +989,27 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
+// Q4_1_LANES' affine4_quads: the tail's heads (d, m) as q4_1_lanes' tail group reads them.
+template <class Dots, class Float>
+[[gnu::noinline]] int64_t q4_1_lanes_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
+                                           Dots& dots, Float& flt) {
+  using B = tensor::BlockQ4_1;
+  const int64_t full = nb / 8;
+  const int m = static_cast<int>(nb % 8);
+  const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  auto row = [&](int64_t i) { return LaneRow<B>(rows.w + i * rows.stride, nb, 128); };
+  return affine4_quads(
+      rows.rows, x, nb, out,
+      [&](int64_t i, __m256* acc) {
+        const LaneRow<B> r = row(i);
+        lane_row_groups(r, full, dots, flt, acc);
+        return r.tail_qs;
+      },
+      [&](int64_t i, __m256& dw, __m256& mw) {
+        const __m256i dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(i).tail)), keep);
+        dw = f16_lo(dm), mw = f16_hi(dm);
+      });
+}
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
     const LaneRow<tensor::BlockQ4_1> r(w, nb, 128);
@@ -885,13 +1025,14 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
     scaled_offset_dots<NT, 4, !kFull>(W, f16_lo(dm), f16_hi(dm), x, g, acc);
   };
   if (nt == 1) {
-    return lane_rows_one<tensor::BlockQ4_1, 128>(
-        rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
-        [&](const LaneRow<tensor::BlockQ4_1>& r, int64_t g, __m256i isum, __m256 acc) {
-          const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
-          return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
-        },
-        [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); });
+    auto dots = [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); };
+    auto flt = [&](const LaneRow<tensor::BlockQ4_1>& r, int64_t g, __m256i isum, __m256 acc) {
+      const __m256i dm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.heads + 32 * g));
+      return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
+    };
+    auto tail = [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); };
+    const int64_t done = nb % 8 >= 1 && nb % 8 <= 4 ? q4_1_lanes_quads(rows, x, nb, out, dots, flt) : 0;
+    return lane_rows_one<tensor::BlockQ4_1, 128>(rows_from(rows, done), nb, out + done, dots, flt, tail);
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }

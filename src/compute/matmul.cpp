@@ -365,8 +365,10 @@ namespace {
 // of KB at n = 512, from L3 (bench/README.md: "Prefill in row blocks"). The kernel calls and their
 // arguments are the same in either order, so are the bits.
 // (row_span_tiles: f(r, e, t, nt) takes rows [r, e), up to `span` of them, in one call.)
-// The lane kernels' span (Kernels::Rows): a call per 576-wide SmolLM2 row was ~15 % of a decode step.
-constexpr int64_t kLaneRowSpan = 8;
+// The lane kernels' span (Kernels::Rows): a call per 576-wide SmolLM2 row was ~15 % of a decode step;
+// decode's four-row passes (avx2_row_quad.h) set their tail activations up once a call, which at 8
+// rows a call ate their gain (bench/README.md, "Decode rows four at a time").
+constexpr int64_t kLaneRowSpan = 32;
 template <class Block, class Span>
 void row_span_tiles(int64_t r0, int64_t r1, int64_t n, int64_t tile, size_t row_bytes, const RowPrefetch& prefetch,
                     int64_t span, Block&& block, Span&& f) {
