@@ -484,7 +484,20 @@ TEST(FakeEngine, SpeculationWithPreemptionKeepsReferenceTokens) {
     o.draft_pool_bytes = uint64_t(pool_bytes(12));  // drafts also run out of room
     if (c.draft_model) o.draft_model = std::make_shared<FakeModel>(FakeLm{true});
     BatchEngine e(m, fake_tokenizer(), o);
-    run_all(e, *m, mix(12, 40), spec_mode_name(c.mode));
+    // The first step waits for all 12 requests, so that they compete for the pool however this
+    // thread is scheduled (submitted one by one on a loaded machine, they once ran without
+    // preemption).
+    auto all_in = std::make_shared<std::atomic<bool>>(false);
+    m->set_step_hook([all_in] {
+      while (!all_in->load()) std::this_thread::yield();
+    });
+    Runner r(e);
+    const auto reqs = mix(12, 40);
+    for (auto& q : reqs) r.submit(q);
+    all_in->store(true);
+    auto got = r.wait_all();
+    for (size_t i = 0; i < reqs.size(); ++i)
+      expect_reference(*m, reqs[i], got[i], std::string(spec_mode_name(c.mode)) + " request " + std::to_string(i));
     EXPECT_GT(e.stats().preemptions, 0u) << spec_mode_name(c.mode);
   }
 }
