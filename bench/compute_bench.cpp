@@ -465,6 +465,7 @@ BENCHMARK_CAPTURE(BM_Gemv, q4_1_ffn_1t_n8, tensor::DType::Q4_1, 1536, 576, 1, 8)
 // Batched decode as the engine runs it on AVX-512 (lane layouts): 8 and 16 streams' rows.
 // A decode step's row with a 2-block tail (576 columns) and without one (512): the tail's cost.
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t, tensor::DType::Q4_1_LANES, 1536, 576, 1, 1)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Gemv, q4_0_lanes_ffn_1t, tensor::DType::Q4_0_LANES, 1536, 576, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_w512_1t, tensor::DType::Q4_1_LANES, 1536, 512, 1, 1)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n8, tensor::DType::Q4_1_LANES, 1536, 576, 1, 8)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Gemv, q4_1_lanes_ffn_1t_n16, tensor::DType::Q4_1_LANES, 1536, 576, 1, 16)->UseRealTime();

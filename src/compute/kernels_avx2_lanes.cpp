@@ -697,31 +697,32 @@ inline __m256i halves16(const uint8_t* lo, const uint8_t* hi, bool load) {
 // A tail group's activations (one token) in the lanes the tails meet them in (act: act_low2 or
 // act_low4).
 struct TailActs {
-  alignas(32) int32_t q[64];
+  alignas(32) int32_t q[64], sum[8];
   alignas(32) float d[8], ds[8];
   template <class Act>
   void set(const ActLanes& x, int64_t g, Act act) {
-    const int32_t* xq = x.q + g * x.ld * 64;
-    for (int v = 0; v < 8; ++v)
-      _mm256_store_si256(reinterpret_cast<__m256i*>(q + 8 * v),
-                         act(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 8 * v))));
-    auto fl = [&](const float* p) { return _mm256_castsi256_ps(act(_mm256_castps_si256(_mm256_loadu_ps(p)))); };
-    _mm256_store_ps(d, fl(x.d + g * x.ld * 8));
-    _mm256_store_ps(ds, fl(x.ds + g * x.ld * 8));
+    auto put = [&](void* to, const void* from) {
+      _mm256_store_si256(static_cast<__m256i*>(to), act(_mm256_loadu_si256(static_cast<const __m256i*>(from))));
+    };
+    for (int v = 0; v < 8; ++v) put(q + 8 * v, x.q + g * x.ld * 64 + 8 * v);
+    put(sum, x.sum + g * x.ld * 8);
+    put(d, x.d + g * x.ld * 8);
+    put(ds, x.ds + g * x.ld * 8);
   }
 };
 
-// One token (decode) over rows of 4-bit blocks (16 packed bytes, nibble order) whose weights are
-// d·q + m per block (MLX 4-bit, Q4_1), rows four at a time (RowQuad): a 1-2 block tail (576-wide
-// rows) is dotted for all four rows in one pass and a 3-4 block one (640, 896) for two rows a pass,
-// where each row's took a whole group's vector work, and the four sums are reduced together (rows
-// with no tail or a longer one gain nothing from it: callers keep them on their per-row loops).
-// row(r, acc) adds row r's whole groups into acc and returns its tail's quants; tail_scales(r, dw,
-// mw) gives that tail's scales and offsets in lanes 0..m-1. Every lane gets the per-row kernel's
-// operations (scaled_offset_dots), so the same bits. Returns the rows done: a multiple of 4.
-template <class Row, class TailScales>
-[[gnu::always_inline]] inline int64_t affine4_quads(int64_t rows, const ActLanes& x, int64_t nb, float* out, Row&& row,
-                                                    TailScales&& tail_scales) {
+// One token (decode) over rows of unsigned 4-bit blocks (16 packed bytes, nibble order: MLX
+// 4-bit, Q4_1, Q4_0), rows four at a time (RowQuad): a 1-2 block tail (576-wide rows) is dotted
+// for all four rows in one pass and a 3-4 block one (640, 896) for two rows a pass, where each
+// row's took a whole group's vector work, and the four sums are reduced together (rows with no tail
+// or a longer one gain nothing from it: callers keep them on their per-row loops). row(r, acc) adds
+// row r's whole groups into acc and returns its tail's quants; tail_scales(r, dw, mw) gives that
+// tail's scales (and offsets) in lanes 0..m-1; flt(isum, dw, mw, xt, acc) is the per-row kernel's
+// float tail with the tail activations xt. Every lane gets the per-row kernel's operations, so the
+// same bits. Returns the rows done: a multiple of 4.
+template <class Row, class TailScales, class Float>
+[[gnu::always_inline]] inline int64_t q4_quads(int64_t rows, const ActLanes& x, int64_t nb, float* out, Row&& row,
+                                               TailScales&& tail_scales, Float&& flt) {
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
   const bool quad_tail = m <= 2;  // else 3-4 blocks, a pair a vector
@@ -743,8 +744,7 @@ template <class Row, class TailScales>
       const __m256i y[4] = {halves16(tq[0], tq[1], true), halves16(tq[0] + 16, tq[1] + 16, m == 2),
                             halves16(tq[2], tq[3], true), halves16(tq[2] + 16, tq[3] + 16, m == 2)};
       nibbles_of(y, W);
-      _mm_storeu_ps(out + r0, q.sums(scaled_offset_tail(lane_dots(W, xt.q), quad_low2(dw), quad_low2(mw), xt.d,
-                                                        xt.ds, q.low2())));
+      _mm_storeu_ps(out + r0, q.sums(flt(lane_dots(W, xt.q), quad_low2(dw), quad_low2(mw), xt, q.low2())));
       continue;
     }
     for (int p = 0; p < 2; ++p) {
@@ -752,15 +752,18 @@ template <class Row, class TailScales>
       for (int k = 0; k < 4; ++k) y[k] = halves16(tq[2 * p] + 16 * k, tq[2 * p + 1] + 16 * k, k < m);
       nibbles_of(y, W);
       __m256& lo = p ? q.lo_cd : q.lo_ab;
-      lo = scaled_offset_tail(lane_dots(W, xt.q), pair_low4(dw[2 * p], dw[2 * p + 1]), pair_low4(mw[2 * p], mw[2 * p + 1]),
-                              xt.d, xt.ds, lo);
+      lo = flt(lane_dots(W, xt.q), pair_low4(dw[2 * p], dw[2 * p + 1]), pair_low4(mw[2 * p], mw[2 * p + 1]), xt, lo);
     }
     _mm_storeu_ps(out + r0, q.sums(q.low2()));
   }
   return n;
 }
+// q4_quads' float tail for weights d·q + m (scaled_offset_dots').
+constexpr auto kAffineTail = [](__m256i isum, __m256 dw, __m256 mw, const TailActs& xt, __m256 acc) {
+  return scaled_offset_tail(isum, dw, mw, xt.d, xt.ds, acc);
+};
 
-// MLX 4-bit's affine4_quads: the rows' scales and biases as stored (D).
+// MLX 4-bit's q4_quads: the rows' scales and biases as stored (D).
 template <tensor::DType D, class Group>
 [[gnu::noinline]] int64_t mlx4_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
                                      Group& group) {
@@ -768,14 +771,14 @@ template <tensor::DType D, class Group>
   const int64_t full = nb / 8;
   auto sc = [&](int64_t r) { return static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride; };
   auto bi = [&](int64_t r) { return static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride; };
-  return affine4_quads(
+  return q4_quads(
       rows.rows, x, nb, out,
       [&](int64_t r, __m256* acc) {
         const uint8_t* w = rows.w + r * rows.stride;
         for (int64_t g = 0; g < full; ++g) mlx_group<1, true, D>(w, sc(r), bi(r), gs, g, 8, acc, group);
         return w + full * 8 * 16;
       },
-      [&](int64_t r, __m256& dw, __m256& mw) { gs.at<D>(sc(r), bi(r), full, dw, mw); });
+      [&](int64_t r, __m256& dw, __m256& mw) { gs.at<D>(sc(r), bi(r), full, dw, mw); }, kAffineTail);
 }
 
 // MLX affine 4-bit (Kernels::MlxDotV): 16 packed bytes per block, the row's scales and biases per
@@ -937,6 +940,11 @@ template <int NT>
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
 RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
 
+// A row's tail scales (Q4_0's lane layouts): lane k = block k's f16 d, zero past m.
+inline __m256 q4_0_tail_scales(const LaneRow<tensor::BlockQ4_0>& r, int m) {
+  const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
+}
 // The group's weights and f16 scales (Q4_0's layout, IQ4_NL's too): lane k = block k, zero past m.
 template <bool kFull>
 [[gnu::always_inline]] inline __m256 q4_0_lanes_group(const uint8_t* w, int64_t nb, int64_t g, int m, __m256i* W) {
@@ -946,9 +954,40 @@ template <bool kFull>
     return f16x8(r.heads + 16 * g);
   } else {
     unpack_q4<false>(r.tail_qs, 16, m, W);
-    const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
-    return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
+    return q4_0_tail_scales(r, m);
   }
+}
+// q4_quads over a Q4 lane layout's rows (LaneRow<B>): whole groups as lane_rows_one adds them,
+// the tail's scales from scales(r, dw, mw), its float tail tail_flt (q4_quads' flt).
+template <class B, class Dots, class Float, class Scales, class TailFloat>
+[[gnu::always_inline]] inline int64_t q4_lane_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb,
+                                                    float* out, Dots& dots, Float& flt, Scales&& scales,
+                                                    TailFloat&& tail_flt) {
+  const int64_t full = nb / 8;
+  auto row = [&](int64_t i) { return LaneRow<B>(rows.w + i * rows.stride, nb, 128); };
+  return q4_quads(
+      rows.rows, x, nb, out,
+      [&](int64_t i, __m256* acc) {
+        const LaneRow<B> r = row(i);
+        lane_row_groups(r, full, dots, flt, acc);
+        return r.tail_qs;
+      },
+      [&](int64_t i, __m256& dw, __m256& mw) { scales(row(i), dw, mw); }, tail_flt);
+}
+// Q4_0_LANES: the tail's f16 scales as q4_0_lanes_group reads them, offset_dots' float tail.
+template <class Dots, class Float>
+[[gnu::noinline]] int64_t q4_0_lanes_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
+                                           Dots& dots, Float& flt) {
+  const int m = static_cast<int>(nb % 8);
+  return q4_lane_quads<tensor::BlockQ4_0>(
+      rows, x, nb, out, dots, flt,
+      [&](const LaneRow<tensor::BlockQ4_0>& r, __m256& dw, __m256& mw) {
+        dw = q4_0_tail_scales(r, m);
+        mw = _mm256_setzero_ps();
+      },
+      [](__m256i isum, __m256 dw, __m256, const TailActs& xt, __m256 acc) {
+        return offset_tail<3>(isum, xt.sum, dw, xt.d, acc);
+      });
 }
 void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
@@ -957,12 +996,13 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
     offset_dots<NT, 3, 4, !kFull>(W, dw, x, g, acc);
   };
   if (nt == 1) {
-    return lane_rows_one<tensor::BlockQ4_0, 128>(
-        rows, nb, out, [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); },
-        [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
-          return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
-        },
-        [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); });
+    auto dots = [&](const uint8_t* groups, int64_t g) { return q4_lane_dots(groups, g, x); };
+    auto flt = [&](const LaneRow<tensor::BlockQ4_0>& r, int64_t g, __m256i isum, __m256 acc) {
+      return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
+    };
+    auto tail = [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); };
+    const int64_t done = nb % 8 >= 1 && nb % 8 <= 4 ? q4_0_lanes_quads(rows, x, nb, out, dots, flt) : 0;
+    return lane_rows_one<tensor::BlockQ4_0, 128>(rows_from(rows, done), nb, out + done, dots, flt, tail);
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -989,26 +1029,19 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
-// Q4_1_LANES' affine4_quads: the tail's heads (d, m) as q4_1_lanes' tail group reads them.
+// Q4_1_LANES: the tail's heads (d, m) as q4_1_lanes' tail group reads them.
 template <class Dots, class Float>
 [[gnu::noinline]] int64_t q4_1_lanes_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
                                            Dots& dots, Float& flt) {
-  using B = tensor::BlockQ4_1;
-  const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
   const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  auto row = [&](int64_t i) { return LaneRow<B>(rows.w + i * rows.stride, nb, 128); };
-  return affine4_quads(
-      rows.rows, x, nb, out,
-      [&](int64_t i, __m256* acc) {
-        const LaneRow<B> r = row(i);
-        lane_row_groups(r, full, dots, flt, acc);
-        return r.tail_qs;
-      },
-      [&](int64_t i, __m256& dw, __m256& mw) {
-        const __m256i dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row(i).tail)), keep);
+  return q4_lane_quads<tensor::BlockQ4_1>(
+      rows, x, nb, out, dots, flt,
+      [&](const LaneRow<tensor::BlockQ4_1>& r, __m256& dw, __m256& mw) {
+        const __m256i dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail)), keep);
         dw = f16_lo(dm), mw = f16_hi(dm);
-      });
+      },
+      kAffineTail);
 }
 void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   auto group = [&]<int NT, bool kFull>(const uint8_t* w, int64_t g, int m, __m256* acc) __attribute__((always_inline)) {
