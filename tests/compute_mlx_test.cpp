@@ -49,24 +49,27 @@ struct Case {
 
 using Golden = testing_util::MatmulGolden<Case>;
 
+// One case of scripts/make_mlx_matmul_goldens.py's files.
+Case parse_case(const nlohmann::json& c) {
+  Case k;
+  k.bits = c["bits"];
+  k.group_size = c["group_size"];
+  k.dtype = c["dtype"];
+  k.weight = c["weight"].get<std::vector<uint32_t>>();
+  if (k.dtype == "f32") {
+    k.s32 = c["scales"].get<std::vector<uint32_t>>();
+    k.b32 = c["biases"].get<std::vector<uint32_t>>();
+  } else {
+    k.s16 = c["scales"].get<std::vector<uint16_t>>();
+    k.b16 = c["biases"].get<std::vector<uint16_t>>();
+  }
+  k.y = c["y"].get<std::vector<float>>();
+  k.mag = c["mag"].get<std::vector<double>>();
+  return k;
+}
+
 const Golden& golden() {
-  static const Golden g = testing_util::read_matmul_golden<Case>("mlx_matmul.json", [](const nlohmann::json& c) {
-    Case k;
-    k.bits = c["bits"];
-    k.group_size = c["group_size"];
-    k.dtype = c["dtype"];
-    k.weight = c["weight"].get<std::vector<uint32_t>>();
-    if (k.dtype == "f32") {
-      k.s32 = c["scales"].get<std::vector<uint32_t>>();
-      k.b32 = c["biases"].get<std::vector<uint32_t>>();
-    } else {
-      k.s16 = c["scales"].get<std::vector<uint16_t>>();
-      k.b16 = c["biases"].get<std::vector<uint16_t>>();
-    }
-    k.y = c["y"].get<std::vector<float>>();
-    k.mag = c["mag"].get<std::vector<double>>();
-    return k;
-  });
+  static const Golden g = testing_util::read_matmul_golden<Case>("mlx_matmul.json", parse_case);
   return g;
 }
 
@@ -118,16 +121,7 @@ TEST(MlxMatmul, PartialLastGroupsMatchMlxAndKeepEachTokensBits) {
   const int64_t rows = j["rows"], n = j["n"];
   int tails_seen = 0;
   for (const auto& jc : j["cases"]) {
-    Case c;
-    c.bits = jc["bits"], c.group_size = jc["group_size"], c.dtype = jc["dtype"];
-    c.weight = jc["weight"].get<std::vector<uint32_t>>();
-    if (c.dtype == "f32") {
-      c.s32 = jc["scales"].get<std::vector<uint32_t>>(), c.b32 = jc["biases"].get<std::vector<uint32_t>>();
-    } else {
-      c.s16 = jc["scales"].get<std::vector<uint16_t>>(), c.b16 = jc["biases"].get<std::vector<uint16_t>>();
-    }
-    c.y = jc["y"].get<std::vector<float>>();
-    c.mag = jc["mag"].get<std::vector<double>>();
+    const Case c = parse_case(jc);
     const int64_t cols = jc["cols"];
     const auto x = j["x"][std::to_string(cols)].get<std::vector<float>>();
     ASSERT_EQ(x.size(), static_cast<size_t>(n * cols));

@@ -402,20 +402,20 @@ TEST(Matmul, RepackedWeightsGiveTheGgufLayoutsBits) {
     ran = true;
     const bool k_quant = tensor::block_elems(f.from) == 256;
     for (int64_t cols : k_quant ? std::vector<int64_t>{512} : std::vector<int64_t>{576, 544, 608, 640, 672}) {
-    const auto x = random_vec(n * cols, rng);
-    const auto buf = random_rows(f.from, rows, cols, rng);
-    std::vector<uint8_t> packed;
-    f.repack(buf, rows, cols / 32, packed);
-    const tensor::Tensor a = weight_tensor(f.from, rows, cols, buf), b = weight_tensor(f.to, rows, cols, packed);
-    for (int64_t m : {1, 3, 17, 40, 70}) {
-      std::vector<float> ya(m * rows), yb(m * rows);
-      matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, MatmulPath::Fast);
-      matmul(WeightView::of(b), x.data(), m, yb.data(), pool, s, MatmulPath::Fast);
-      ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0)
-          << tensor::dtype_name(f.to) << " cols " << cols << " n " << m;
-    }
-    testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n,
-                                                    std::string(tensor::dtype_name(f.to)) + " cols " + std::to_string(cols));
+      const auto x = random_vec(n * cols, rng);
+      const auto buf = random_rows(f.from, rows, cols, rng);
+      std::vector<uint8_t> packed;
+      f.repack(buf, rows, cols / 32, packed);
+      const tensor::Tensor a = weight_tensor(f.from, rows, cols, buf), b = weight_tensor(f.to, rows, cols, packed);
+      for (int64_t m : {1, 3, 17, 40, 70}) {
+        std::vector<float> ya(m * rows), yb(m * rows);
+        matmul(WeightView::of(a), x.data(), m, ya.data(), pool, s, MatmulPath::Fast);
+        matmul(WeightView::of(b), x.data(), m, yb.data(), pool, s, MatmulPath::Fast);
+        ASSERT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0)
+            << tensor::dtype_name(f.to) << " cols " << cols << " n " << m;
+      }
+      testing_util::expect_batch_and_thread_invariant(WeightView::of(b), x.data(), n,
+                                                      std::string(tensor::dtype_name(f.to)) + " cols " + std::to_string(cols));
     }
   }
   if (!ran) GTEST_SKIP() << "nothing is repacked on this ISA";

@@ -33,14 +33,11 @@ struct RowQuad {
   }
 };
 
-// Lanes 0-1 of four vectors in low2()'s order, and lanes 0-3 of two in lo_ab's.
-inline __m256 quad_low2(const __m256* v) {
-  return _mm256_shuffle_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x20), 0x44);
-}
-inline __m256 pair_low4(__m256 a, __m256 b) { return _mm256_permute2f128_ps(a, b, 0x20); }
+// Whether a row of nb blocks ends in a tail that RowQuad's lanes share (1-4 blocks).
+inline bool short_tail(int64_t nb) { return nb % 8 >= 1 && nb % 8 <= 4; }
 
 // A tail group's activation lanes (one token) as the tails' lanes meet them: lanes 0-1 in every
-// pair (quad_low2's order) or lanes 0-3 in both halves (pair_low4's).
+// pair (low2()'s order) or lanes 0-3 in both halves (lo_ab's).
 inline __m256i act_low2(__m256i v) { return _mm256_broadcastq_epi64(_mm256_castsi256_si128(v)); }
 inline __m256i act_low4(__m256i v) { return _mm256_permute2x128_si256(v, v, 0x00); }
 

@@ -738,13 +738,15 @@ template <class Row, class TailScales, class Float>
       tq[j] = row(r0 + j, &acc[j]);
       tail_scales(r0 + j, dw[j], mw[j]);
     }
+    // The scales and offsets take the accumulators' lanes (the unused halves compile away).
     RowQuad q(acc);
+    const RowQuad qd(dw), qm(mw);
     __m256i W[8];
     if (quad_tail) {
       const __m256i y[4] = {halves16(tq[0], tq[1], true), halves16(tq[0] + 16, tq[1] + 16, m == 2),
                             halves16(tq[2], tq[3], true), halves16(tq[2] + 16, tq[3] + 16, m == 2)};
       nibbles_of(y, W);
-      _mm_storeu_ps(out + r0, q.sums(flt(lane_dots(W, xt.q), quad_low2(dw), quad_low2(mw), xt, q.low2())));
+      _mm_storeu_ps(out + r0, q.sums(flt(lane_dots(W, xt.q), qd.low2(), qm.low2(), xt, q.low2())));
       continue;
     }
     for (int p = 0; p < 2; ++p) {
@@ -752,7 +754,7 @@ template <class Row, class TailScales, class Float>
       for (int k = 0; k < 4; ++k) y[k] = halves16(tq[2 * p] + 16 * k, tq[2 * p + 1] + 16 * k, k < m);
       nibbles_of(y, W);
       __m256& lo = p ? q.lo_cd : q.lo_ab;
-      lo = flt(lane_dots(W, xt.q), pair_low4(dw[2 * p], dw[2 * p + 1]), pair_low4(mw[2 * p], mw[2 * p + 1]), xt, lo);
+      lo = flt(lane_dots(W, xt.q), p ? qd.lo_cd : qd.lo_ab, p ? qm.lo_cd : qm.lo_ab, xt, lo);
     }
     _mm_storeu_ps(out + r0, q.sums(q.low2()));
   }
@@ -796,7 +798,7 @@ void mlx4v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
   };
   // (Not mlx_lanes_one at one token, as MLX 8-bit: SmolLM2's MLX 4-bit decode ran 0.85x.)
   int64_t done = 0;
-  if (nt == 1 && nb % 8 >= 1 && nb % 8 <= 4) {
+  if (nt == 1 && short_tail(nb)) {
     switch (rows.group_dtype) {
       case tensor::DType::F32: done = mlx4_quads<tensor::DType::F32>(rows, x, nb, out, group); break;
       case tensor::DType::F16: done = mlx4_quads<tensor::DType::F16>(rows, x, nb, out, group); break;
@@ -957,30 +959,34 @@ template <bool kFull>
     return q4_0_tail_scales(r, m);
   }
 }
-// q4_quads over a Q4 lane layout's rows (LaneRow<B>): whole groups as lane_rows_one adds them,
-// the tail's scales from scales(r, dw, mw), its float tail tail_flt (q4_quads' flt).
-template <class B, class Dots, class Float, class Scales, class TailFloat>
-[[gnu::always_inline]] inline int64_t q4_lane_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb,
-                                                    float* out, Dots& dots, Float& flt, Scales&& scales,
-                                                    TailFloat&& tail_flt) {
+// One token over a Q4 lane layout's rows (LaneRow<B>): q4_quads where the rows end in a short
+// tail (whole groups as lane_rows_one adds them, the tail's scales from scales(r, dw, mw), its
+// float tail tail_flt), lane_rows_one(dots, flt, tail) for the rest.
+template <class B, class Dots, class Float, class Tail, class Scales, class TailFloat>
+[[gnu::always_inline]] inline void q4_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
+                                                Dots& dots, Float& flt, Tail& tail, Scales&& scales,
+                                                TailFloat&& tail_flt) {
   const int64_t full = nb / 8;
   auto row = [&](int64_t i) { return LaneRow<B>(rows.w + i * rows.stride, nb, 128); };
-  return q4_quads(
-      rows.rows, x, nb, out,
-      [&](int64_t i, __m256* acc) {
-        const LaneRow<B> r = row(i);
-        lane_row_groups(r, full, dots, flt, acc);
-        return r.tail_qs;
-      },
-      [&](int64_t i, __m256& dw, __m256& mw) { scales(row(i), dw, mw); }, tail_flt);
+  int64_t done = 0;
+  if (short_tail(nb))
+    done = q4_quads(
+        rows.rows, x, nb, out,
+        [&](int64_t i, __m256* acc) {
+          const LaneRow<B> r = row(i);
+          lane_row_groups(r, full, dots, flt, acc);
+          return r.tail_qs;
+        },
+        [&](int64_t i, __m256& dw, __m256& mw) { scales(row(i), dw, mw); }, tail_flt);
+  lane_rows_one<B, 128>(rows_from(rows, done), nb, out + done, dots, flt, tail);
 }
-// Q4_0_LANES: the tail's f16 scales as q4_0_lanes_group reads them, offset_dots' float tail.
-template <class Dots, class Float>
-[[gnu::noinline]] int64_t q4_0_lanes_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
-                                           Dots& dots, Float& flt) {
+// Q4_0_LANES, one token: the tail's f16 scales as q4_0_lanes_group reads them, offset_dots' float tail.
+template <class Dots, class Float, class Tail>
+[[gnu::noinline]] void q4_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Dots& dots,
+                                      Float& flt, Tail& tail) {
   const int m = static_cast<int>(nb % 8);
-  return q4_lane_quads<tensor::BlockQ4_0>(
-      rows, x, nb, out, dots, flt,
+  q4_lanes_one<tensor::BlockQ4_0>(
+      rows, x, nb, out, dots, flt, tail,
       [&](const LaneRow<tensor::BlockQ4_0>& r, __m256& dw, __m256& mw) {
         dw = q4_0_tail_scales(r, m);
         mw = _mm256_setzero_ps();
@@ -1001,8 +1007,7 @@ void q4_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       return offset_tail<3>(isum, x.sum + g * x.ld * 8, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
     };
     auto tail = [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); };
-    const int64_t done = nb % 8 >= 1 && nb % 8 <= 4 ? q4_0_lanes_quads(rows, x, nb, out, dots, flt) : 0;
-    return lane_rows_one<tensor::BlockQ4_0, 128>(rows_from(rows, done), nb, out + done, dots, flt, tail);
+    return q4_0_lanes_one(rows, x, nb, out, dots, flt, tail);
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
@@ -1029,14 +1034,14 @@ void iq4_nl_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int 
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
-// Q4_1_LANES: the tail's heads (d, m) as q4_1_lanes' tail group reads them.
-template <class Dots, class Float>
-[[gnu::noinline]] int64_t q4_1_lanes_quads(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out,
-                                           Dots& dots, Float& flt) {
+// Q4_1_LANES, one token: the tail's heads (d, m) as q4_1_lanes' tail group reads them.
+template <class Dots, class Float, class Tail>
+[[gnu::noinline]] void q4_1_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Dots& dots,
+                                      Float& flt, Tail& tail) {
   const int m = static_cast<int>(nb % 8);
   const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  return q4_lane_quads<tensor::BlockQ4_1>(
-      rows, x, nb, out, dots, flt,
+  q4_lanes_one<tensor::BlockQ4_1>(
+      rows, x, nb, out, dots, flt, tail,
       [&](const LaneRow<tensor::BlockQ4_1>& r, __m256& dw, __m256& mw) {
         const __m256i dm = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail)), keep);
         dw = f16_lo(dm), mw = f16_hi(dm);
@@ -1064,8 +1069,7 @@ void q4_1_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt
       return scaled_offset_tail(isum, f16_lo(dm), f16_hi(dm), x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
     };
     auto tail = [&](const auto& r, int64_t g, int m, __m256* acc) { group.template operator()<1, false>(r.groups, g, m, acc); };
-    const int64_t done = nb % 8 >= 1 && nb % 8 <= 4 ? q4_1_lanes_quads(rows, x, nb, out, dots, flt) : 0;
-    return lane_rows_one<tensor::BlockQ4_1, 128>(rows_from(rows, done), nb, out + done, dots, flt, tail);
+    return q4_1_lanes_one(rows, x, nb, out, dots, flt, tail);
   }
   group_lanes(rows, nb, nt, out, ldo, group);
 }
