@@ -630,4 +630,6 @@ BENCHMARK_CAPTURE(BM_Attention, prefill512_ctx0_2t, 1, 512, 0, 2)->UseRealTime()
 BENCHMARK_CAPTURE(BM_Attention, decode1_ctx2000_2t, 1, 1, 2000, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, decode8_ctx200_2t, 8, 1, 200, 2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Attention, verify8x4_ctx200_2t, 8, 4, 200, 2)->UseRealTime();
+// A 9-token speculative verification at the code-edit benchmark's context (27 query rows per kv head).
+BENCHMARK_CAPTURE(BM_Attention, verify9_ctx1536_1t, 1, 9, 1536, 1)->UseRealTime();
 BENCHMARK_MAIN();

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "compute/avx2_hsum.h"
@@ -333,6 +334,23 @@ inline void q8_0_lanes_group(const uint8_t* p, __m256i* W) {
     W[d] = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * d)),
                             _mm256_set1_epi8(static_cast<char>(0x80)));
 }
+// A tail group's activations (one token) in the lanes the tails meet them in (act: act_low2 or
+// act_low4).
+struct TailActs {
+  alignas(32) int32_t q[64], sum[8];
+  alignas(32) float d[8], ds[8];
+  template <class Act>
+  void set(const ActLanes& x, int64_t g, Act act) {
+    auto put = [&](void* to, const void* from) {
+      _mm256_store_si256(static_cast<__m256i*>(to), act(_mm256_loadu_si256(static_cast<const __m256i*>(from))));
+    };
+    for (int v = 0; v < 8; ++v) put(q + 8 * v, x.q + g * x.ld * 64 + 8 * v);
+    put(sum, x.sum + g * x.ld * 8);
+    put(d, x.d + g * x.ld * 8);
+    put(ds, x.ds + g * x.ld * 8);
+  }
+};
+
 // One token over a repacked row's `full` groups: the integer sums of up to 16 groups first
 // (dots(g)), then scale(g, isum) for each in order. Read with each group, the scales (stored after
 // the quants, or in arrays of their own) cost a decode step: Q8_0_LANES' were a miss ahead of the
@@ -348,6 +366,21 @@ template <class Dots, class Scale>
     for (int64_t i = 0; i < n; ++i) scale(g0 + i, isum[i]);
   }
 }
+// sums_then_scales over four rows: dots(i, g) and scale(i, g, isum) for row i. A row's scale steps
+// are one chain of dependent FMAs (MLX 8-bit's two a group): alone, the row waited on it; four
+// rows' chains side by side overlap. Each row's operations keep their order, so the same bits.
+template <class Dots, class Scale>
+[[gnu::always_inline]] inline void quad_sums_then_scales(int64_t full, Dots&& dots, Scale&& scale) {
+  constexpr int64_t kRun = 16;
+  for (int64_t g0 = 0; g0 < full; g0 += kRun) {
+    const int64_t n = std::min(kRun, full - g0);
+    __m256i isum[4][kRun];
+    for (int i = 0; i < 4; ++i)
+      for (int64_t k = 0; k < n; ++k) isum[i][k] = dots(i, g0 + k);
+    for (int64_t k = 0; k < n; ++k)
+      for (int i = 0; i < 4; ++i) scale(i, g0 + k, isum[i][k]);
+  }
+}
 // Group g's integer sums on a row of 256-byte groups in lane order biased by +128 (Q8_0_LANES,
 // MLX 8-bit MLX_LANES), one token.
 [[gnu::always_inline]] inline __m256i biased8_lane_dots(const uint8_t* groups, int64_t g, const ActLanes& x) {
@@ -356,21 +389,37 @@ template <class Dots, class Scale>
   with_abs(W, SA);
   return signed_lane_dots(SA, x.q + g * x.ld * 64);
 }
+// Q8_0_LANES' tail scales: lane k = block k's f16 d, zero past m (16 bytes from the m heads on
+// stay in the row: the tail's quants follow them).
+inline __m256 q8_0_tail_scales(const LaneRow<tensor::BlockQ8_0>& r, int m) {
+  const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
+}
 template <int NT>
 [[gnu::always_inline]] inline void q8_0_lanes_tail(const LaneRow<tensor::BlockQ8_0>& r, const ActLanes& x, int64_t g,
                                                    int m, __m256* acc) {
   __m256i R[8];
   for (int k = 0; k < 8; ++k)
     R[k] = k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail_qs + 32 * k)) : _mm256_setzero_si256();
-  // 16 bytes from the m heads on stay in the row (the tail's quants follow them); past m, zeros.
-  const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
-  const __m128i h = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep);
-  signed_tail<NT>(R, m, _mm256_cvtph_ps(h), x, g, acc);
+  signed_tail<NT>(R, m, q8_0_tail_scales(r, m), x, g, acc);
+}
+// Four rows' 1-2 block tails of signed bytes dotted in one pass (blk(i, k): row i's block k, k <
+// m) against the tail activations in act_low2 order (TailActs): the sums land in RowQuad's low2
+// lanes [a0 a1 c0 c1 | b0 b1 d0 d1], where a row's tail alone took a pass of its own. Integer sums
+// are exact, so each lane holds what the row's own tail pass gives it.
+template <class Block>
+[[gnu::always_inline]] inline __m256i signed_quad_tail(int m, const TailActs& xt, Block&& blk) {
+  auto b1 = [&](int i) { return m == 2 ? blk(i, 1) : _mm256_setzero_si256(); };
+  const __m256i T[8] = {blk(0, 0), b1(0), blk(2, 0), b1(2), blk(1, 0), b1(1), blk(3, 0), b1(3)};
+  __m256i W[8], SA[16];
+  transpose8x8_inline(T, W);
+  with_abs(W, SA);
+  return signed_lane_dots(SA, xt.q);
 }
 // One token (decode) on the rows of a lane layout (*_LANES of B, kGroupBytes a full group):
 // sums_then_scales over the full groups (dots(groups, g); flt(r, g, isum, acc) their heads' float
 // operations), then tail(r, g, m, acc) for the partial group; the tiled path's operations in its
-// order, so the same bits.
+// order, so the same bits. Rows go four at a time (quad_sums_then_scales).
 // (lane_row_groups: a row's full groups alone.)
 template <class B, class Dots, class Float>
 [[gnu::always_inline]] inline void lane_row_groups(const LaneRow<B>& r, int64_t full, Dots& dots, Float& flt,
@@ -378,12 +427,36 @@ template <class B, class Dots, class Float>
   sums_then_scales(
       full, [&](int64_t g) { return dots(r.groups, g); }, [&](int64_t g, __m256i isum) { *acc = flt(r, g, isum, *acc); });
 }
-template <class B, int kGroupBytes, class Dots, class Float, class Tail>
-void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail) {
+// quad_tail(rw, x01), where given: four rows' 1-2 block tails at once (signed_quad_tail), added to
+// their accumulators' low2() lanes x01.
+struct NoQuadTail {};
+template <class B, int kGroupBytes, class Dots, class Float, class Tail, class QuadTail = NoQuadTail>
+void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dots, Float&& flt, Tail&& tail,
+                   QuadTail&& quad_tail = {}) {
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
-  for (int64_t row = 0; row < rows.rows; ++row) {
-    const LaneRow<B> r(rows.w + row * rows.stride, nb, kGroupBytes);
+  auto row_at = [&](int64_t r) { return LaneRow<B>(rows.w + r * rows.stride, nb, kGroupBytes); };
+  int64_t r0 = 0;
+  for (; r0 + 4 <= rows.rows; r0 += 4) {
+    const LaneRow<B> rw[4] = {row_at(r0), row_at(r0 + 1), row_at(r0 + 2), row_at(r0 + 3)};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    quad_sums_then_scales(
+        full, [&](int i, int64_t g) { return dots(rw[i].groups, g); },
+        [&](int i, int64_t g, __m256i isum) { acc[i] = flt(rw[i], g, isum, acc[i]); });
+    if constexpr (!std::is_same_v<std::decay_t<QuadTail>, NoQuadTail>) {
+      if (m == 1 || m == 2) {
+        const RowQuad q(acc);
+        _mm_storeu_ps(out + r0, q.sums(quad_tail(rw, q.low2())));
+        continue;
+      }
+    }
+    if (m)
+      for (int i = 0; i < 4; ++i) tail(rw[i], full, m, &acc[i]);
+    const RowQuad q(acc);
+    _mm_storeu_ps(out + r0, q.sums(q.low2()));
+  }
+  for (int64_t row = r0; row < rows.rows; ++row) {
+    const LaneRow<B> r = row_at(row);
     __m256 acc = _mm256_setzero_ps();
     lane_row_groups(r, full, dots, flt, &acc);
     if (m) tail(r, full, m, &acc);
@@ -401,12 +474,23 @@ inline Kernels::Rows rows_from(const Kernels::Rows& rows, int64_t r) {
 }
 void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out) {
   using B = tensor::BlockQ8_0;
+  const int tail = static_cast<int>(nb % 8);
+  TailActs xt;
+  if (tail == 1 || tail == 2) xt.set(x, nb / 8, [](__m256i v) { return act_low2(v); });
   lane_rows_one<B, 256>(
       rows, nb, out, [&](const uint8_t* groups, int64_t g) { return biased8_lane_dots(groups, g, x); },
       [&](const LaneRow<B>& r, int64_t g, __m256i isum, __m256 acc) {
         return scaled_tail(isum, f16x8(r.heads + 16 * g), x.d + g * x.ld * 8, acc);
       },
-      [&](const LaneRow<B>& r, int64_t g, int m, __m256* acc) { q8_0_lanes_tail<1>(r, x, g, m, acc); });
+      [&](const LaneRow<B>& r, int64_t g, int m, __m256* acc) { q8_0_lanes_tail<1>(r, x, g, m, acc); },
+      [&](const LaneRow<B>* rw, __m256 x01) {
+        const __m256 dw[4] = {q8_0_tail_scales(rw[0], tail), q8_0_tail_scales(rw[1], tail),
+                              q8_0_tail_scales(rw[2], tail), q8_0_tail_scales(rw[3], tail)};
+        const __m256i isum = signed_quad_tail(tail, xt, [&](int i, int k) {
+          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rw[i].tail_qs + 32 * k));
+        });
+        return scaled_tail(isum, RowQuad(dw).low2(), xt.d, x01);
+      });
 }
 void q8_0_lanes(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, float* out, int64_t ldo) {
   if (nt == 1) return q8_0_lanes_one(rows, x, nb, out);
@@ -658,13 +742,50 @@ RAPID_KV_LANES(q6_kv, tensor::BlockQ6_K)
 RAPID_KV_LANES(q3_kv, tensor::BlockQ3_K)
 
 // One token on repacked MLX rows (decode): sums_then_scales over the full groups (dots(w, g): a
-// group's integer sums), then flt(isum, dw, mw, g, acc) with its scales and biases widened as
-// mlx_group does: the tiled path's operations in its order, so the same bits; the tail as there.
-template <tensor::DType D, class Group, class Dots, class Float>
-void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& group, Dots& dots, Float& flt) {
+// group's integer sums), then flt(isum, dw, mw, xd, xds, acc) with its scales and biases widened as
+// mlx_group does and the group's activation scales and sums: the tiled path's operations in its
+// order, so the same bits; the tail as there. Rows go four at a time (quad_sums_then_scales), and
+// their 1-2 block tails in one pass (signed_quad_tail; tail_block(p): the 32 weight bytes at p as
+// the group's signed values).
+template <tensor::DType D, class Group, class Dots, class Float, class TailBlock>
+void mlx_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Group& group, Dots& dots,
+                   Float& flt, TailBlock& tail_block) {
   const MlxGroupScales gs(rows.group_size);
   const int64_t full = nb / 8;
-  for (int64_t r = 0; r < rows.rows; ++r) {
+  const int m = static_cast<int>(nb - 8 * full);
+  TailActs xt;
+  if (m == 1 || m == 2) xt.set(x, full, [](__m256i v) { return act_low2(v); });
+  int64_t r0 = 0;
+  for (; r0 + 4 <= rows.rows; r0 += 4) {
+    const uint8_t *w[4], *sc[4], *bi[4];
+    __m256 acc[4];
+    for (int i = 0; i < 4; ++i) {
+      w[i] = rows.w + (r0 + i) * rows.stride;
+      sc[i] = static_cast<const uint8_t*>(rows.scales) + (r0 + i) * rows.group_stride;
+      bi[i] = static_cast<const uint8_t*>(rows.biases) + (r0 + i) * rows.group_stride;
+      acc[i] = _mm256_setzero_ps();
+    }
+    quad_sums_then_scales(
+        full, [&](int i, int64_t g) { return dots(w[i], g); },
+        [&](int i, int64_t g, __m256i isum) {
+          __m256 dw, mw;
+          gs.at<D>(sc[i], bi[i], g, dw, mw);
+          acc[i] = flt(isum, dw, mw, x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc[i]);
+        });
+    if (m == 1 || m == 2) {  // the four rows' tails in one pass (signed_quad_tail)
+      __m256 dw[4], mw[4];
+      for (int i = 0; i < 4; ++i) gs.at<D>(sc[i], bi[i], full, dw[i], mw[i]);
+      const __m256i isum = signed_quad_tail(m, xt, [&](int i, int k) { return tail_block(w[i] + full * 256 + 32 * k); });
+      const RowQuad q(acc);
+      _mm_storeu_ps(out + r0, q.sums(flt(isum, RowQuad(dw).low2(), RowQuad(mw).low2(), xt.d, xt.ds, q.low2())));
+      continue;
+    }
+    if (m)
+      for (int i = 0; i < 4; ++i) mlx_group<1, false, D>(w[i], sc[i], bi[i], gs, full, m, &acc[i], group);
+    const RowQuad q(acc);
+    _mm_storeu_ps(out + r0, q.sums(q.low2()));
+  }
+  for (int64_t r = r0; r < rows.rows; ++r) {
     const uint8_t* w = rows.w + r * rows.stride;
     const uint8_t* sc = static_cast<const uint8_t*>(rows.scales) + r * rows.group_stride;
     const uint8_t* bi = static_cast<const uint8_t*>(rows.biases) + r * rows.group_stride;
@@ -674,18 +795,19 @@ void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& gro
         [&](int64_t g, __m256i isum) {
           __m256 dw, mw;
           gs.at<D>(sc, bi, g, dw, mw);
-          acc = flt(isum, dw, mw, g, acc);
+          acc = flt(isum, dw, mw, x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc);
         });
-    if (8 * full < nb) mlx_group<1, false, D>(w, sc, bi, gs, full, static_cast<int>(nb - 8 * full), &acc, group);
+    if (m) mlx_group<1, false, D>(w, sc, bi, gs, full, m, &acc, group);
     out[r] = hsum256(acc);
   }
 }
-template <class Group, class Dots, class Float>
-void mlx_lanes_one(const Kernels::Rows& rows, int64_t nb, float* out, Group& group, Dots&& dots, Float&& flt) {
+template <class Group, class Dots, class Float, class TailBlock>
+void mlx_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, float* out, Group& group, Dots&& dots,
+                   Float&& flt, TailBlock&& tail_block) {
   switch (rows.group_dtype) {
-    case tensor::DType::F32: return mlx_lanes_one<tensor::DType::F32>(rows, nb, out, group, dots, flt);
-    case tensor::DType::F16: return mlx_lanes_one<tensor::DType::F16>(rows, nb, out, group, dots, flt);
-    default: return mlx_lanes_one<tensor::DType::BF16>(rows, nb, out, group, dots, flt);
+    case tensor::DType::F32: return mlx_lanes_one<tensor::DType::F32>(rows, x, nb, out, group, dots, flt, tail_block);
+    case tensor::DType::F16: return mlx_lanes_one<tensor::DType::F16>(rows, x, nb, out, group, dots, flt, tail_block);
+    default: return mlx_lanes_one<tensor::DType::BF16>(rows, x, nb, out, group, dots, flt, tail_block);
   }
 }
 
@@ -694,22 +816,6 @@ inline __m256i halves16(const uint8_t* lo, const uint8_t* hi, bool load) {
   return load ? _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(hi), reinterpret_cast<const __m128i*>(lo))
               : _mm256_setzero_si256();
 }
-// A tail group's activations (one token) in the lanes the tails meet them in (act: act_low2 or
-// act_low4).
-struct TailActs {
-  alignas(32) int32_t q[64], sum[8];
-  alignas(32) float d[8], ds[8];
-  template <class Act>
-  void set(const ActLanes& x, int64_t g, Act act) {
-    auto put = [&](void* to, const void* from) {
-      _mm256_store_si256(static_cast<__m256i*>(to), act(_mm256_loadu_si256(static_cast<const __m256i*>(from))));
-    };
-    for (int v = 0; v < 8; ++v) put(q + 8 * v, x.q + g * x.ld * 64 + 8 * v);
-    put(sum, x.sum + g * x.ld * 8);
-    put(d, x.d + g * x.ld * 8);
-    put(ds, x.ds + g * x.ld * 8);
-  }
-};
 
 // One token (decode) over rows of unsigned 4-bit blocks (16 packed bytes, nibble order: MLX
 // 4-bit, Q4_1, Q4_0), rows four at a time (RowQuad): a 1-2 block tail (576-wide rows) is dotted
@@ -848,11 +954,15 @@ void mlx8v(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, int nt, flo
   };
   if (kLanes && nt == 1)
     return mlx_lanes_one(
-        rows, nb, out, group, [&](const uint8_t* w, int64_t g) { return biased8_lane_dots(w, g, x); },
-        [&](__m256i isum, __m256 dw, __m256 mw, int64_t g, __m256 acc) {
+        rows, x, nb, out, group, [&](const uint8_t* w, int64_t g) { return biased8_lane_dots(w, g, x); },
+        [&](__m256i isum, __m256 dw, __m256 mw, const float* xd, const float* xds, __m256 acc) {
           const __m256 mw128 = _mm256_fmadd_ps(dw, _mm256_set1_ps(128.0f), mw);
-          acc = scaled_tail(isum, dw, x.d + g * x.ld * 8, acc);
-          return _mm256_fmadd_ps(mw128, _mm256_loadu_ps(x.ds + g * x.ld * 8), acc);
+          acc = scaled_tail(isum, dw, xd, acc);
+          return _mm256_fmadd_ps(mw128, _mm256_loadu_ps(xds), acc);
+        },
+        [](const uint8_t* p) {  // q − 128, as the group's
+          return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                  _mm256_set1_epi8(static_cast<char>(0x80)));
         });
   mlx_lanes_rows(rows, nb, nt, out, ldo, group);
 }
