@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "compute/cpu_features.h"
+#include "compute/kernels.h"
 #include "compute/matmul.h"
 #include "compute/thread_pool.h"
 #include "matmul_invariance.h"
+#include "tensor/lane_layout.h"
 #include "tensor/tensor.h"
 
 using namespace rapid;
@@ -114,7 +116,8 @@ TEST(MlxMatmul, ResultsAreBatchAndThreadInvariant) {
 // Rows whose width ends in a partial lane group (1-7 blocks of 32 past the last whole 8-block group:
 // 288 ... 896 columns; tests/golden/compute/mlx_matmul_tails.json, from mx.quantized_matmul) against
 // MLX, and each token's bits alone (decode: MLX 4-bit's four-row passes, their shared tails and
-// reduction; two threads leave each a remainder row) as in a tile or a ragged batch.
+// reduction; two threads leave each a remainder row) as in a tile or a ragged batch; 4- and 8-bit
+// rows in the file's order and in the lane order a loaded model repacks them to.
 TEST(MlxMatmul, PartialLastGroupsMatchMlxAndKeepEachTokensBits) {
   std::ifstream f(std::string(RAPID_SOURCE_DIR) + "/tests/golden/compute/mlx_matmul_tails.json");
   const auto j = nlohmann::json::parse(f);
@@ -127,11 +130,27 @@ TEST(MlxMatmul, PartialLastGroupsMatchMlxAndKeepEachTokensBits) {
     ASSERT_EQ(x.size(), static_cast<size_t>(n * cols));
     tails_seen |= 1 << (cols / 32 % 8);
     tensor::Tensor t = c.tensor(rows, cols);
-    const std::string what = t.name + " cols " + std::to_string(cols);
-    testing_util::for_each_isa([&](Isa isa) {
-      testing_util::expect_matches_reference(WeightView::of(t), x.data(), n, c.y, c.mag, 1e-6, what + " " + isa_name(isa));
-      testing_util::expect_batch_and_thread_invariant(WeightView::of(t), x.data(), n, what + " " + isa_name(isa));
-    });
+    // 4- and 8-bit rows also in the lane order a loaded model reads them in (MLX_LANES).
+    std::vector<uint8_t> lanes;
+    tensor::Tensor tl = t;
+    if (c.bits == 4 || c.bits == 8) {
+      const size_t row_bytes = static_cast<size_t>(cols * c.bits / 8);
+      lanes.resize(rows * row_bytes);
+      for (int64_t r = 0; r < rows; ++r)
+        tensor::repack_mlx_lanes(c.bits, reinterpret_cast<const uint8_t*>(c.weight.data()) + r * row_bytes, cols / 32,
+                                 lanes.data() + r * row_bytes);
+      tl.dtype = tensor::DType::MLX_LANES, tl.data = lanes.data();
+    }
+    for (const tensor::Tensor* v : {&t, &tl}) {
+      if (v == &tl && lanes.empty()) continue;
+      const std::string what = t.name + (v == &tl ? " lanes" : "") + " cols " + std::to_string(cols);
+      testing_util::for_each_isa([&](Isa isa) {
+        const Kernels& k = kernels_for(isa);
+        if (v == &tl && !(c.bits == 4 ? k.dot_mlx4_lanes : k.dot_mlx8_lanes)) return;  // an ISA without lane kernels
+        testing_util::expect_matches_reference(WeightView::of(*v), x.data(), n, c.y, c.mag, 1e-6, what + " " + isa_name(isa));
+        testing_util::expect_batch_and_thread_invariant(WeightView::of(*v), x.data(), n, what + " " + isa_name(isa));
+      });
+    }
   }
   EXPECT_EQ(tails_seen, 0b10111110) << "tails of 1, 2, 3, 4, 5 and 7 blocks";
 }
