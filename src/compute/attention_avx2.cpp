@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -328,12 +329,26 @@ void for_each_block(Row* rows, int nrows, Block&& block) {
   }
 }
 
+// The converted chunk's blocks phase by phase: every block's scores, then every block's softmax
+// step, then every block's p·V. A block's softmax is a chain of dependent max / exp / sum steps that
+// left the FMA ports idle while it ran (its p·V reads the p it writes, and the next block's scores
+// sat past the reorder window); apart, the blocks' softmax chains overlap each other and the FMA
+// phases run back to back. Each row's operations and their order are step_rows', so the same bits.
 void step(const float* kt, const float* vf, int64_t hd, int64_t hdp, float scale, float softcap,
           Row* rows, int nrows) {
   const BufV vsrc{vf, hdp};
+  thread_local std::vector<float> buf;
+  buf.resize(static_cast<size_t>(nrows) * kChunk + 8);
+  float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 31) & ~uintptr_t{31});
+  auto scores_of = [&](Row* const* blk) { return reinterpret_cast<float (*)[kChunk]>(base + (blk[0] - rows) * kChunk); };
   for_each_block(rows, nrows, [&](auto rc, Row* const* blk) {
-    constexpr int R = decltype(rc)::value;
-    step_rows<R>([&](float (*s)[kChunk]) { scores<R>(kt, hd, scale, blk, s); }, vsrc, hdp, softcap, blk);
+    scores<decltype(rc)::value>(kt, hd, scale, blk, scores_of(blk));
+  });
+  for_each_block(rows, nrows, [&](auto rc, Row* const* blk) {
+    softmax_update<decltype(rc)::value>(blk, hdp, softcap, scores_of(blk));
+  });
+  for_each_block(rows, nrows, [&](auto rc, Row* const* blk) {
+    accumulate<decltype(rc)::value>(vsrc, hdp, blk[0]->jlo, blk[0]->jhi, blk, scores_of(blk));
   });
 }
 
