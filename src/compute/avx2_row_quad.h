@@ -35,6 +35,8 @@ struct RowQuad {
 
 // Whether a row of nb blocks ends in a tail that RowQuad's lanes share (1-4 blocks).
 inline bool short_tail(int64_t nb) { return nb % 8 >= 1 && nb % 8 <= 4; }
+// Whether a tail of m blocks fits RowQuad's low2() lanes: four rows' in one vector (1-2 blocks).
+inline bool low2_tail(int m) { return m == 1 || m == 2; }
 
 // A tail group's activation lanes (one token) as the tails' lanes meet them: lanes 0-1 in every
 // pair (low2()'s order) or lanes 0-3 in both halves (lo_ab's).

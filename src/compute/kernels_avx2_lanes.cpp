@@ -389,9 +389,12 @@ template <class Dots, class Scale>
   with_abs(W, SA);
   return signed_lane_dots(SA, x.q + g * x.ld * 64);
 }
-// Q8_0_LANES' tail scales: lane k = block k's f16 d, zero past m (16 bytes from the m heads on
-// stay in the row: the tail's quants follow them).
-inline __m256 q8_0_tail_scales(const LaneRow<tensor::BlockQ8_0>& r, int m) {
+// The tail scales of a lane layout whose block head is one f16 d (Q8_0_LANES, Q4_0_LANES, IQ4_NL's
+// Q4_0 form): lane k = block k's d, zero past m (16 bytes from the m heads on stay in the row: the
+// tail's quants follow them).
+template <class B>
+inline __m256 f16_tail_scales(const LaneRow<B>& r, int m) {
+  static_assert(LaneRow<B>::kHead == 2, "one f16 head per block");
   const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
   return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
 }
@@ -401,7 +404,7 @@ template <int NT>
   __m256i R[8];
   for (int k = 0; k < 8; ++k)
     R[k] = k < m ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.tail_qs + 32 * k)) : _mm256_setzero_si256();
-  signed_tail<NT>(R, m, q8_0_tail_scales(r, m), x, g, acc);
+  signed_tail<NT>(R, m, f16_tail_scales(r, m), x, g, acc);
 }
 // Four rows' 1-2 block tails of signed bytes dotted in one pass (blk(i, k): row i's block k, k <
 // m) against the tail activations in act_low2 order (TailActs): the sums land in RowQuad's low2
@@ -444,7 +447,7 @@ void lane_rows_one(const Kernels::Rows& rows, int64_t nb, float* out, Dots&& dot
         full, [&](int i, int64_t g) { return dots(rw[i].groups, g); },
         [&](int i, int64_t g, __m256i isum) { acc[i] = flt(rw[i], g, isum, acc[i]); });
     if constexpr (!std::is_same_v<std::decay_t<QuadTail>, NoQuadTail>) {
-      if (m == 1 || m == 2) {
+      if (low2_tail(m)) {
         const RowQuad q(acc);
         _mm_storeu_ps(out + r0, q.sums(quad_tail(rw, q.low2())));
         continue;
@@ -476,7 +479,7 @@ void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, fl
   using B = tensor::BlockQ8_0;
   const int tail = static_cast<int>(nb % 8);
   TailActs xt;
-  if (tail == 1 || tail == 2) xt.set(x, nb / 8, [](__m256i v) { return act_low2(v); });
+  if (low2_tail(tail)) xt.set(x, nb / 8, [](__m256i v) { return act_low2(v); });
   lane_rows_one<B, 256>(
       rows, nb, out, [&](const uint8_t* groups, int64_t g) { return biased8_lane_dots(groups, g, x); },
       [&](const LaneRow<B>& r, int64_t g, __m256i isum, __m256 acc) {
@@ -484,8 +487,8 @@ void q8_0_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, fl
       },
       [&](const LaneRow<B>& r, int64_t g, int m, __m256* acc) { q8_0_lanes_tail<1>(r, x, g, m, acc); },
       [&](const LaneRow<B>* rw, __m256 x01) {
-        const __m256 dw[4] = {q8_0_tail_scales(rw[0], tail), q8_0_tail_scales(rw[1], tail),
-                              q8_0_tail_scales(rw[2], tail), q8_0_tail_scales(rw[3], tail)};
+        const __m256 dw[4] = {f16_tail_scales(rw[0], tail), f16_tail_scales(rw[1], tail),
+                              f16_tail_scales(rw[2], tail), f16_tail_scales(rw[3], tail)};
         const __m256i isum = signed_quad_tail(tail, xt, [&](int i, int k) {
           return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rw[i].tail_qs + 32 * k));
         });
@@ -754,7 +757,7 @@ void mlx_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, flo
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb - 8 * full);
   TailActs xt;
-  if (m == 1 || m == 2) xt.set(x, full, [](__m256i v) { return act_low2(v); });
+  if (low2_tail(m)) xt.set(x, full, [](__m256i v) { return act_low2(v); });
   int64_t r0 = 0;
   for (; r0 + 4 <= rows.rows; r0 += 4) {
     const uint8_t *w[4], *sc[4], *bi[4];
@@ -772,7 +775,7 @@ void mlx_lanes_one(const Kernels::Rows& rows, const ActLanes& x, int64_t nb, flo
           gs.at<D>(sc[i], bi[i], g, dw, mw);
           acc[i] = flt(isum, dw, mw, x.d + g * x.ld * 8, x.ds + g * x.ld * 8, acc[i]);
         });
-    if (m == 1 || m == 2) {  // the four rows' tails in one pass (signed_quad_tail)
+    if (low2_tail(m)) {  // the four rows' tails in one pass (signed_quad_tail)
       __m256 dw[4], mw[4];
       for (int i = 0; i < 4; ++i) gs.at<D>(sc[i], bi[i], full, dw[i], mw[i]);
       const __m256i isum = signed_quad_tail(m, xt, [&](int i, int k) { return tail_block(w[i] + full * 256 + 32 * k); });
@@ -831,7 +834,7 @@ template <class Row, class TailScales, class Float>
                                                TailScales&& tail_scales, Float&& flt) {
   const int64_t full = nb / 8;
   const int m = static_cast<int>(nb % 8);
-  const bool quad_tail = m <= 2;  // else 3-4 blocks, a pair a vector
+  const bool quad_tail = low2_tail(m);  // else 3-4 blocks, a pair a vector
   TailActs xt;
   if (quad_tail) xt.set(x, full, [](__m256i v) { return act_low2(v); });
   else xt.set(x, full, [](__m256i v) { return act_low4(v); });
@@ -1052,11 +1055,6 @@ template <int NT>
 RAPID_KV_LANES(iq4_xsv, tensor::BlockIQ4_XS)
 RAPID_KV_LANES(iq4_xs_lanes, tensor::BlockIQ4_XS)
 
-// A row's tail scales (Q4_0's lane layouts): lane k = block k's f16 d, zero past m.
-inline __m256 q4_0_tail_scales(const LaneRow<tensor::BlockQ4_0>& r, int m) {
-  const __m128i keep = _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<short>(m)), _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
-  return _mm256_cvtph_ps(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.tail)), keep));
-}
 // The group's weights and f16 scales (Q4_0's layout, IQ4_NL's too): lane k = block k, zero past m.
 template <bool kFull>
 [[gnu::always_inline]] inline __m256 q4_0_lanes_group(const uint8_t* w, int64_t nb, int64_t g, int m, __m256i* W) {
@@ -1066,7 +1064,7 @@ template <bool kFull>
     return f16x8(r.heads + 16 * g);
   } else {
     unpack_q4<false>(r.tail_qs, 16, m, W);
-    return q4_0_tail_scales(r, m);
+    return f16_tail_scales(r, m);
   }
 }
 // One token over a Q4 lane layout's rows (LaneRow<B>): q4_quads where the rows end in a short
@@ -1098,7 +1096,7 @@ template <class Dots, class Float, class Tail>
   q4_lanes_one<tensor::BlockQ4_0>(
       rows, x, nb, out, dots, flt, tail,
       [&](const LaneRow<tensor::BlockQ4_0>& r, __m256& dw, __m256& mw) {
-        dw = q4_0_tail_scales(r, m);
+        dw = f16_tail_scales(r, m);
         mw = _mm256_setzero_ps();
       },
       [](__m256i isum, __m256 dw, __m256, const TailActs& xt, __m256 acc) {
